@@ -1,0 +1,32 @@
+"""tensorvm — TensorFlow 1.x-style dataflow graphs run as a distributed virtual machine on Dask.
+
+>>> import tensorvm as tv
+>>> x = tv.placeholder(tv.float32, [None, 3])
+>>> y = tv.reduce_sum(x * 2.0)
+>>> with tv.Session() as sess:
+...     float(sess.run(y, {x: [[1, 2, 3]]}))
+12.0
+"""
+from __future__ import annotations
+
+from . import dtypes, errors
+from .device_spec import DeviceSpec
+from .dtypes import (DType, as_dtype, bool_ as bool, complex64, complex128, float16, float32,
+                     float64, int8, int16, int32, int64, string, uint8, uint16, uint32, uint64)
+from .graph import (Graph, Operation, Tensor, TensorShape, colocate_with, control_dependencies,
+                    device, get_default_graph, name_scope, reset_default_graph,
+                    set_random_seed)
+from .registry import convert_to_tensor, register_gradient
+from .ops import *  # noqa: F401,F403  (the op functions: tv.matmul, tv.reduce_sum, …)
+from .ops import nn  # noqa: F401
+from .gradients import IndexedSlices, densify, gradients  # noqa: F401
+from .variables import (Variable, assign, assign_add, assign_sub, global_variables,  # noqa
+                        global_variables_initializer, initialize_variables, scatter_add,
+                        scatter_sub, scatter_update, trainable_variables,
+                        variables_initializer)
+from .session import (InteractiveSession, RunMetadata, RunOptions, Session,  # noqa: F401
+                      get_default_session)
+from . import train  # noqa: F401,E402
+
+newaxis = None
+__version__ = "0.1.0"

@@ -1,0 +1,478 @@
+"""The graph IR: :class:`Graph`, :class:`Operation`, :class:`Tensor`.
+
+A graph is an append-only list of operations. An operation has a type (a key of the op registry),
+input tensors, control inputs, attributes (plain data: numbers, strings, lists, dtypes and NumPy
+arrays for constants), a requested device (possibly partial), an optional colocation group and the
+user's ``file:line`` that created it. A tensor is ``(op, output index)`` with a dtype and a static
+shape whose unknown dimensions are ``None`` (an unknown rank is ``None`` as a whole).
+
+The session never runs this object directly: ``Graph.as_graph_def()`` gives a plain, JSON-able
+snapshot of nodes that the step passes (``tensorvm.passes``) transform.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import sys
+import threading
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from . import dtypes as _dt
+from .device_spec import DeviceSpec
+from .errors import GraphError, InvalidArgumentError
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _user_location() -> str:
+    """``file:line`` of the first stack frame outside the tensorvm package."""
+    f = sys._getframe(2)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not fn.startswith(_PKG_DIR) and "contextlib" not in fn:
+            return f"{fn}:{f.f_lineno}"
+        f = f.f_back
+    return "<unknown>"
+
+
+class TensorShape:
+    """A static shape: a tuple of dims (``None`` = unknown) or an unknown rank."""
+
+    __slots__ = ("dims",)
+
+    def __init__(self, dims):
+        self.dims = None if dims is None else tuple(None if d is None else int(d) for d in dims)
+
+    @property
+    def ndims(self):
+        return None if self.dims is None else len(self.dims)
+
+    rank = ndims
+
+    def as_list(self):
+        if self.dims is None:
+            raise ValueError("as_list() is not defined on an unknown TensorShape")
+        return list(self.dims)
+
+    def is_fully_defined(self) -> bool:
+        return self.dims is not None and all(d is not None for d in self.dims)
+
+    def num_elements(self):
+        return int(np.prod(self.dims)) if self.is_fully_defined() else None
+
+    def __iter__(self):
+        if self.dims is None:
+            raise ValueError("cannot iterate over a shape with unknown rank")
+        return iter(self.dims)
+
+    def __len__(self):
+        if self.dims is None:
+            raise ValueError("cannot take the length of a shape with unknown rank")
+        return len(self.dims)
+
+    def __getitem__(self, i):
+        return self.dims[i]
+
+    def __eq__(self, other):
+        if isinstance(other, TensorShape):
+            return self.dims == other.dims
+        if isinstance(other, (tuple, list)):
+            return self.dims == tuple(other)
+        return NotImplemented
+
+    def __hash__(self):
+        return hash(self.dims)
+
+    def __repr__(self):
+        return "TensorShape(<unknown>)" if self.dims is None else f"TensorShape({list(self.dims)})"
+
+
+class Tensor:
+    """One output of an operation. Supports Python operators (``+ - * / // % ** @``, unary ``-``,
+    comparisons, ``[]``) that build ops in the tensor's graph."""
+
+    __slots__ = ("op", "value_index", "dtype", "_shape")
+    __array_priority__ = 100
+
+    def __init__(self, op: "Operation", value_index: int, dtype: _dt.DType, shape):
+        self.op = op
+        self.value_index = value_index
+        self.dtype = dtype
+        self._shape = None if shape is None else tuple(shape)
+
+    @property
+    def name(self) -> str:
+        return f"{self.op.name}:{self.value_index}"
+
+    @property
+    def graph(self) -> "Graph":
+        return self.op.graph
+
+    @property
+    def device(self) -> str:
+        return self.op.device
+
+    @property
+    def shape(self) -> TensorShape:
+        return TensorShape(self._shape)
+
+    def get_shape(self) -> TensorShape:
+        return self.shape
+
+    def consumers(self) -> list["Operation"]:
+        return [op for op in self.graph.get_operations() if self in op.inputs]
+
+    def eval(self, feed_dict=None, session=None):
+        from .session import get_default_session
+        sess = session or get_default_session()
+        return sess.run(self, feed_dict)
+
+    def __repr__(self):
+        shape = "<unknown>" if self._shape is None else list(self._shape)
+        return f"<tv.Tensor '{self.name}' shape={shape} dtype={self.dtype.name}>"
+
+    def __hash__(self):
+        return id(self)
+
+    def __bool__(self):
+        raise TypeError("using a tv.Tensor as a Python bool is not allowed; use tv.cond/where")
+
+    def __iter__(self):
+        if self._shape is None or not self._shape or self._shape[0] is None:
+            raise TypeError("tensor is not iterable: its first dimension is unknown")
+        return (self[i] for i in range(self._shape[0]))
+
+    def __len__(self):
+        if self._shape is None or not self._shape or self._shape[0] is None:
+            raise TypeError("len() of a tensor with an unknown first dimension")
+        return self._shape[0]
+
+    # Python operators are attached by tensorvm.ops.math_ops / array_ops (overload_operator).
+
+
+def overload_operator(name: str, fn: Callable) -> None:
+    setattr(Tensor, name, fn)
+
+
+class Operation:
+    """A node of the graph. Built through ``Graph.create_op`` by the op functions."""
+
+    __slots__ = ("graph", "name", "type", "inputs", "control_inputs", "attrs", "device",
+                 "colocation", "outputs", "location", "_id", "__weakref__")
+
+    def __init__(self, graph, name, op_type, inputs, control_inputs, attrs, device, colocation,
+                 location):
+        self.graph = graph
+        self.name = name
+        self.type = op_type
+        self.inputs = tuple(inputs)
+        self.control_inputs = tuple(control_inputs)
+        self.attrs = attrs
+        self.device = device
+        self.colocation = colocation
+        self.location = location
+        self.outputs: tuple[Tensor, ...] = ()
+        self._id = -1
+
+    def get_attr(self, name: str):
+        return self.attrs[name]
+
+    @property
+    def op_def(self):
+        from .registry import get_op_def
+        return get_op_def(self.type)
+
+    @property
+    def stateful(self) -> bool:
+        return self.op_def.stateful
+
+    def run(self, feed_dict=None, session=None):
+        from .session import get_default_session
+        (session or get_default_session()).run(self, feed_dict)
+
+    def _set_device(self, device: str):
+        self.device = DeviceSpec.parse(device).to_string()
+
+    def __repr__(self):
+        dev = f" device={self.device}" if self.device else ""
+        return f"<tv.Operation '{self.name}' type={self.type}{dev}>"
+
+
+class Graph:
+    """A TensorFlow-style dataflow graph. Use ``with g.as_default():`` to build into it."""
+
+    _uid = itertools.count(1)
+
+    def __init__(self):
+        self._ops: list[Operation] = []
+        self._by_name: dict[str, Operation] = {}
+        self._names_in_use: dict[str, int] = {}
+        self._lock = threading.RLock()
+        self.version = 0
+        self.seed: int | None = None
+        self.uid = next(Graph._uid)
+        self._collections: dict[str, list] = {}
+        # Builder context stacks.
+        self._name_stack = ""
+        self._control_stack: list[list[Operation]] = []
+        self._device_stack: list[Any] = []  # DeviceSpec or callable(op) -> str
+        self._colocation_stack: list[str | None] = []
+        self._gradient_colocation: list[str] = []
+        self._finalized = False
+
+    # ---- building -------------------------------------------------------------------------
+    def unique_name(self, name: str, mark_as_used: bool = True) -> str:
+        if self._name_stack:
+            name = f"{self._name_stack}/{name}"
+        key = name.lower()
+        i = self._names_in_use.get(key, 0)
+        if mark_as_used:
+            self._names_in_use[key] = i + 1
+        if i > 0:
+            base = name
+            while True:
+                name = f"{base}_{i}"
+                if name.lower() not in self._names_in_use:
+                    break
+                i += 1
+            if mark_as_used:
+                self._names_in_use[name.lower()] = 1
+        return name
+
+    def create_op(self, op_type: str, inputs: list[Tensor], attrs: dict, output_specs,
+                  name: str | None = None, location: str | None = None,
+                  colocation: str | None = None) -> Operation:
+        """Append an op. ``output_specs`` is a list of ``(DType, shape)`` from shape inference."""
+        if self._finalized:
+            raise RuntimeError("graph is finalized and cannot be modified")
+        with self._lock:
+            name = self.unique_name(name or op_type)
+            for t in inputs:
+                if t.graph is not self:
+                    raise InvalidArgumentError(
+                        f"op {name!r}: input {t.name!r} is from a different graph "
+                        f"(created at {t.op.location}); all inputs of an op must share a graph")
+            control = []
+            for frame in self._control_stack:
+                control.extend(c for c in frame if c not in control)
+            coloc = colocation
+            if coloc is None and self._colocation_stack:
+                coloc = self._colocation_stack[-1]
+            if coloc is None and self._gradient_colocation:
+                coloc = self._gradient_colocation[-1]
+            op = Operation(self, name, op_type, inputs, control, dict(attrs), "", coloc,
+                           location or _user_location())
+            op.device = self._device_for(op)
+            op.outputs = tuple(Tensor(op, i, dt, shp) for i, (dt, shp) in enumerate(output_specs))
+            op._id = len(self._ops)
+            self._ops.append(op)
+            self._by_name[name] = op
+            self.version += 1
+            return op
+
+    def _device_for(self, op: Operation) -> str:
+        spec = DeviceSpec()
+        for entry in self._device_stack:
+            if entry is None:
+                spec = DeviceSpec()
+            elif callable(entry):
+                spec = DeviceSpec.parse(entry(op) or "").merged_over(spec)
+            else:
+                spec = entry.merged_over(spec)
+        return spec.to_string()
+
+    # ---- lookups ---------------------------------------------------------------------------
+    def get_operations(self) -> list[Operation]:
+        return list(self._ops)
+
+    def get_operation_by_name(self, name: str) -> Operation:
+        from .errors import NotFoundError
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise NotFoundError(f"no operation named {name!r} in the graph") from None
+
+    def get_tensor_by_name(self, name: str) -> Tensor:
+        from .errors import NotFoundError
+        op_name, _, idx = name.rpartition(":")
+        if not op_name or not idx.isdigit():
+            raise InvalidArgumentError(
+                f"tensor name {name!r} must look like 'op_name:output_index'")
+        op = self.get_operation_by_name(op_name)
+        if int(idx) >= len(op.outputs):
+            raise NotFoundError(f"op {op_name!r} has only {len(op.outputs)} outputs, "
+                                f"asked for {name!r}")
+        return op.outputs[int(idx)]
+
+    def as_graph_element(self, obj):
+        if isinstance(obj, (Tensor, Operation)):
+            return obj
+        if hasattr(obj, "_as_graph_element"):
+            return obj._as_graph_element()
+        if isinstance(obj, str):
+            return self.get_tensor_by_name(obj) if ":" in obj else \
+                self.get_operation_by_name(obj)
+        raise TypeError(f"cannot interpret {obj!r} as a tensor or operation")
+
+    def __len__(self):
+        return len(self._ops)
+
+    def finalize(self):
+        self._finalized = True
+
+    @property
+    def finalized(self):
+        return self._finalized
+
+    # ---- collections --------------------------------------------------------------------
+    def add_to_collection(self, name: str, value) -> None:
+        self._collections.setdefault(name, []).append(value)
+
+    def get_collection(self, name: str) -> list:
+        return list(self._collections.get(name, []))
+
+    def get_collection_ref(self, name: str) -> list:
+        return self._collections.setdefault(name, [])
+
+    # ---- contexts -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def as_default(self):
+        _default_graph_stack.append(self)
+        try:
+            yield self
+        finally:
+            _default_graph_stack.remove(self)
+
+    @contextlib.contextmanager
+    def name_scope(self, name: str | None):
+        old = self._name_stack
+        if name is None or name == "":
+            self._name_stack = ""
+        elif name.endswith("/"):
+            self._name_stack = name[:-1]
+        else:
+            self._name_stack = self.unique_name(name)
+        try:
+            yield self._name_stack + "/" if self._name_stack else ""
+        finally:
+            self._name_stack = old
+
+    @contextlib.contextmanager
+    def control_dependencies(self, control_inputs: Iterable | None):
+        if control_inputs is None:
+            saved, self._control_stack = self._control_stack, []
+            try:
+                yield
+            finally:
+                self._control_stack = saved
+            return
+        ops = []
+        for c in control_inputs:
+            c = self.as_graph_element(c)
+            ops.append(c.op if isinstance(c, Tensor) else c)
+        self._control_stack.append(ops)
+        try:
+            yield
+        finally:
+            self._control_stack.pop()
+
+    @contextlib.contextmanager
+    def device(self, spec):
+        if spec is not None and not callable(spec):
+            spec = DeviceSpec.parse(spec)
+        self._device_stack.append(spec)
+        try:
+            yield
+        finally:
+            self._device_stack.pop()
+
+    @contextlib.contextmanager
+    def colocate_with(self, target, ignore_existing: bool = False):
+        if target is None:
+            self._colocation_stack.append(None)
+        else:
+            target = self.as_graph_element(target)
+            op = target.op if isinstance(target, Tensor) else target
+            self._colocation_stack.append(op.colocation or op.name)
+        try:
+            yield
+        finally:
+            self._colocation_stack.pop()
+
+    @contextlib.contextmanager
+    def _colocate_gradients_with(self, op: Operation):
+        self._gradient_colocation.append(op.colocation or op.name)
+        try:
+            yield
+        finally:
+            self._gradient_colocation.pop()
+
+    # ---- serialisation ------------------------------------------------------------------------
+    def as_graph_def(self) -> dict:
+        """A plain, JSON-able dict (GraphDef-like). NumPy attrs become {dtype, shape, data}."""
+        from .graph_def import graph_to_dict
+        return graph_to_dict(self)
+
+    def validate(self) -> None:
+        """Check membership and topological order (like torch.fx's ``lint``)."""
+        seen: set[int] = set()
+        for op in self._ops:
+            for t in list(op.inputs) + [c.outputs[0] if c.outputs else None
+                                          for c in op.control_inputs]:
+                if t is None:
+                    continue
+                if t.op.graph is not self:
+                    raise GraphError(f"op {op.name!r} has an input from another graph", op)
+                if t.op._id not in seen:
+                    raise GraphError(f"op {op.name!r} uses {t.op.name!r} before it is defined",
+                                     op)
+            seen.add(op._id)
+
+    def __repr__(self):
+        return f"<tv.Graph #{self.uid} with {len(self._ops)} ops>"
+
+
+_default_graph_stack: list[Graph] = []
+_global_default_graph: Graph | None = None
+
+
+def get_default_graph() -> Graph:
+    global _global_default_graph
+    if _default_graph_stack:
+        return _default_graph_stack[-1]
+    if _global_default_graph is None:
+        _global_default_graph = Graph()
+    return _global_default_graph
+
+
+def reset_default_graph() -> None:
+    global _global_default_graph
+    if _default_graph_stack:
+        raise AssertionError("reset_default_graph() called inside a graph's as_default() block")
+    _global_default_graph = Graph()
+
+
+def name_scope(name: str | None, default_name: str | None = None, values=None):
+    """``with tv.name_scope("layer1"):`` prefixes op names in the default graph."""
+    return get_default_graph().name_scope(name if name is not None else default_name)
+
+
+def control_dependencies(control_inputs):
+    return get_default_graph().control_dependencies(control_inputs)
+
+
+def device(spec):
+    """``with tv.device("/job:ps/task:0"):`` — a device string, a callable(op) -> str, or None
+    to clear. A malformed string raises InvalidArgumentError here, at the ``with`` line."""
+    return get_default_graph().device(spec)
+
+
+def colocate_with(op, ignore_existing: bool = False):
+    return get_default_graph().colocate_with(op, ignore_existing)
+
+
+def set_random_seed(seed: int) -> None:
+    get_default_graph().seed = int(seed)

@@ -1,0 +1,25 @@
+"""The op library, one module per family. Each module's ``__all__`` is re-exported as ``tv.*``.
+
+Modules: array_ops (constants, placeholders, shapes), manip_ops (concat, slice, gather …),
+math_ops (arithmetic, matmul, reductions), math_ext (comparisons, logic, more element-wise math,
+more reductions), linalg_ops, nn_ops (``tv.nn``), random_ops, string_ops, script_ops
+(``tv.py_func``), state_ops (variables), data_flow_ops (queues).
+"""
+import importlib as _importlib
+
+__all__: list[str] = []
+_FAMILIES = ["array_ops", "math_ops", "manip_ops", "math_ext", "linalg_ops", "nn_ops",
+             "random_ops", "string_ops", "script_ops", "state_ops", "data_flow_ops"]
+
+for _name in _FAMILIES:
+    try:
+        _mod = _importlib.import_module(f"{__name__}.{_name}")
+    except ModuleNotFoundError as _e:  # a family still being written
+        if _e.name != f"{__name__}.{_name}":
+            raise
+        continue
+    for _sym in getattr(_mod, "__all__", []):
+        globals()[_sym] = getattr(_mod, _sym)
+        __all__.append(_sym)
+
+from . import nn  # noqa: E402,F401

@@ -1,0 +1,245 @@
+"""Array ops: constants, placeholders, identity, shapes, stacking, reshaping, indexing …"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..errors import InvalidArgumentError
+from ..registry import apply_op, convert_to_tensor, register_op
+from .common import broadcast_shapes
+
+__all__ = ["constant", "placeholder", "placeholder_with_default", "identity", "stop_gradient",
+           "stack", "zeros_like", "ones_like", "shape", "reshape", "broadcast_like",
+           "no_op", "group", "tuple_"]
+
+
+# ---- Const ------------------------------------------------------------------------------------
+def _const_kernel(*, value, dtype):
+    return value
+
+
+register_op("Const", lambda inputs, attrs: [(attrs["dtype"], attrs["value"].shape)],
+            _const_kernel, differentiable=False)
+
+
+def constant(value, dtype=None, shape=None, name: str = "Const", graph=None, verify_shape=False):
+    """``tv.constant([[1., 2.]], dtype=tv.float32)``; ``shape`` broadcasts a scalar or reshapes."""
+    dt = _dt.as_dtype(dtype) if dtype is not None else _dt.dtype_of_value(value)
+    try:
+        arr = _dt.to_numpy(value, dt)
+    except (ValueError, TypeError, OverflowError) as e:
+        raise InvalidArgumentError(f"cannot make a {dt.name} constant from {value!r}: {e}") \
+            from None
+    if shape is not None:
+        shape = tuple(shape)
+        if arr.size == 1:
+            arr = np.broadcast_to(arr.reshape(()), shape).copy()
+        elif arr.size == int(np.prod(shape)):
+            arr = arr.reshape(shape)
+        else:
+            raise InvalidArgumentError(
+                f"constant {name!r}: {arr.size} values do not fit shape {list(shape)}")
+    arr.setflags(write=False)
+    from ..graph import get_default_graph
+    g = graph or get_default_graph()
+    return apply_op("Const", [], {"value": arr, "dtype": dt}, name=name, graph=g).outputs[0]
+
+
+# ---- Placeholder ------------------------------------------------------------------------------
+def _placeholder_kernel(*, dtype, shape, op_name=None):
+    raise InvalidArgumentError(
+        f"You must feed a value for placeholder tensor {op_name!r} with dtype {dtype.name}"
+        + (f" and shape {list(shape)}" if shape is not None else ""))
+
+
+register_op("Placeholder", lambda inputs, attrs: [(attrs["dtype"], attrs["shape"])],
+            _placeholder_kernel, differentiable=False, foldable=False)
+
+
+def placeholder(dtype, shape=None, name: str | None = None):
+    """A tensor whose value must be fed: ``x = tv.placeholder(tv.float32, [None, 784])``."""
+    dt = _dt.as_dtype(dtype)
+    shp = None if shape is None else tuple(None if d is None or d == -1 else int(d)
+                                           for d in shape)
+    op = apply_op("Placeholder", [], {"dtype": dt, "shape": shp}, name=name or "Placeholder")
+    op.attrs["op_name"] = op.name
+    return op.outputs[0]
+
+
+register_op("PlaceholderWithDefault", lambda inputs, attrs: [(inputs[0].dtype, attrs["shape"])],
+            lambda x, shape: x, grad=lambda op, g: [g], foldable=False)
+
+
+def placeholder_with_default(input, shape, name=None):
+    x = convert_to_tensor(input)
+    return apply_op("PlaceholderWithDefault", [x], {"shape": tuple(shape)}, name=name).outputs[0]
+
+
+# ---- Identity, StopGradient, NoOp -------------------------------------------------------------
+register_op("Identity", lambda inputs, attrs: [(inputs[0].dtype, inputs[0]._shape)],
+            lambda x: x, grad=lambda op, g: [g])
+
+
+def identity(input, name=None):
+    return apply_op("Identity", [input], name=name).outputs[0]
+
+
+register_op("StopGradient", lambda inputs, attrs: [(inputs[0].dtype, inputs[0]._shape)],
+            lambda x: x, differentiable=False)
+
+
+def stop_gradient(input, name=None):
+    """Identity whose gradient is None: ``tv.gradients`` does not flow through it."""
+    return apply_op("StopGradient", [input], name=name).outputs[0]
+
+
+register_op("NoOp", lambda inputs, attrs: [], lambda: (), differentiable=False, foldable=False)
+
+
+def no_op(name=None):
+    return apply_op("NoOp", [], name=name or "NoOp")
+
+
+def group(*inputs, name=None):
+    """An op that runs after all ``inputs`` (ops or tensors): ``train = tv.group(a, b)``."""
+    from ..graph import get_default_graph
+    deps = []
+    for x in inputs:
+        if isinstance(x, (list, tuple)):
+            deps.extend(x)
+        else:
+            deps.append(x)
+    deps = [d for d in deps if d is not None]
+    g = get_default_graph()
+    for d in deps:
+        el = d._as_graph_element() if hasattr(d, "_as_graph_element") else d
+        g = el.graph
+        break
+    with g.as_default(), g.control_dependencies(deps):
+        return no_op(name=name or "group_deps")
+
+
+def tuple_(tensors, name=None):
+    from ..graph import get_default_graph
+    g = get_default_graph()
+    with g.control_dependencies([t for t in tensors if t is not None]):
+        return [identity(t) if t is not None else None for t in tensors]
+
+
+# ---- shapes -----------------------------------------------------------------------------------
+register_op("Shape", lambda inputs, attrs: [(attrs.get("out_type", _dt.int32),
+                                            None if inputs[0]._shape is None
+                                            else (len(inputs[0]._shape),))],
+            lambda x, out_type=_dt.int32: np.asarray(np.shape(x), dtype=out_type.np_dtype),
+            differentiable=False)
+
+
+def shape(input, name=None, out_type=_dt.int32):
+    return apply_op("Shape", [input], {"out_type": _dt.as_dtype(out_type)}, name=name).outputs[0]
+
+
+def _reshape_shape(inputs, attrs):
+    x = inputs[0]
+    new = attrs["shape"]
+    if new.count(-1) > 1:
+        raise InvalidArgumentError(f"reshape: at most one -1 in shape {list(new)}")
+    if x._shape is not None and None not in x._shape:
+        n = int(np.prod(x._shape))
+        known = int(np.prod([d for d in new if d != -1]))
+        if -1 in new:
+            if known == 0 or n % known:
+                raise InvalidArgumentError(
+                    f"cannot reshape a tensor with {n} elements to shape {list(new)}")
+            new = tuple(n // known if d == -1 else d for d in new)
+        elif known != n:
+            raise InvalidArgumentError(
+                f"cannot reshape a tensor with {n} elements to shape {list(new)}")
+    return [(x.dtype, tuple(None if d == -1 else d for d in new))]
+
+
+def _reshape_grad(op, g):
+    return [reshape_like(g, op.inputs[0])]
+
+
+register_op("Reshape", _reshape_shape, lambda x, shape: np.reshape(x, shape), grad=_reshape_grad)
+register_op("ReshapeLike", lambda inputs, attrs: [(inputs[0].dtype, inputs[1]._shape)],
+            lambda x, like: np.reshape(x, np.shape(like)),
+            grad=lambda op, g: [reshape_like(g, op.inputs[0]), None])
+
+
+def reshape(tensor, shape, name=None):
+    """``tv.reshape(x, [-1, 10])``; the new shape is a static list of ints (one may be -1)."""
+    from ..graph import Tensor
+    if isinstance(shape, Tensor):
+        raise InvalidArgumentError("reshape takes a static shape (a list of ints) here")
+    return apply_op("Reshape", [tensor], {"shape": tuple(int(d) for d in shape)},
+                    name=name).outputs[0]
+
+
+def reshape_like(x, like, name=None):
+    return apply_op("ReshapeLike", [x, like], name=name).outputs[0]
+
+
+# ---- stacking ---------------------------------------------------------------------------------
+def _stack_shape(inputs, attrs):
+    from .common import check_same_dtype
+    if not inputs:
+        raise InvalidArgumentError("stack needs at least one tensor")
+    dt = check_same_dtype(inputs, "Pack")
+    shp = inputs[0]._shape
+    for t in inputs[1:]:
+        if shp is not None and t._shape is not None:
+            if len(t._shape) != len(shp) or any(a is not None and b is not None and a != b
+                                                for a, b in zip(shp, t._shape)):
+                raise InvalidArgumentError(
+                    f"stack: shapes of all inputs must match, got {list(shp)} and "
+                    f"{list(t._shape)}")
+    if shp is None:
+        return [(dt, None)]
+    axis = attrs["axis"]
+    if axis < 0:
+        axis += len(shp) + 1
+    if not 0 <= axis <= len(shp):
+        raise InvalidArgumentError(f"stack: axis {attrs['axis']} out of range for rank "
+                                   f"{len(shp) + 1}")
+    return [(dt, shp[:axis] + (len(inputs),) + shp[axis:])]
+
+
+def _stack_grad(op, g):
+    from .manip_ops import unstack
+    return unstack(g, num=len(op.inputs), axis=op.attrs["axis"])
+
+
+register_op("Pack", _stack_shape, lambda *xs, axis: np.stack(xs, axis=axis), grad=_stack_grad)
+
+
+def stack(values, axis: int = 0, name=None):
+    """``tv.stack([a, b], axis=0)``."""
+    return apply_op("Pack", list(values), {"axis": int(axis)}, name=name or "stack").outputs[0]
+
+
+# ---- broadcasting helpers for gradients ---------------------------------------------------
+register_op("BroadcastLike",
+            lambda inputs, attrs: [(inputs[0].dtype,
+                                    broadcast_shapes(inputs[0]._shape, inputs[1]._shape))],
+            lambda x, like: np.broadcast_to(x, np.broadcast_shapes(np.shape(x), np.shape(like))),
+            grad=lambda op, g: [__import__("tensorvm.ops.common", fromlist=["x"])
+                                .unbroadcast(g, op.inputs[0]), None])
+
+
+def broadcast_like(x, like, name=None):
+    return apply_op("BroadcastLike", [x, like], name=name).outputs[0]
+
+
+register_op("ZerosLike", lambda inputs, attrs: [(inputs[0].dtype, inputs[0]._shape)],
+            lambda x: np.zeros_like(x), differentiable=False)
+register_op("OnesLike", lambda inputs, attrs: [(inputs[0].dtype, inputs[0]._shape)],
+            lambda x: np.ones_like(x), differentiable=False)
+
+
+def zeros_like(tensor, dtype=None, name=None):
+    return apply_op("ZerosLike", [tensor], name=name).outputs[0]
+
+
+def ones_like(tensor, dtype=None, name=None):
+    return apply_op("OnesLike", [tensor], name=name).outputs[0]

@@ -1,0 +1,308 @@
+"""Element-wise math, matmul and reductions, with their gradients; Python operators on tensors."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..errors import InvalidArgumentError
+from ..graph import Tensor, overload_operator
+from ..registry import apply_op, convert_to_tensor, register_op
+from .common import _convert_pair, def_binary, def_unary, unbroadcast
+
+__all__ = ["add", "subtract", "multiply", "divide", "truediv", "floordiv", "mod", "pow",
+           "negative", "matmul", "reduce_sum", "reduce_mean", "exp", "log", "square", "sqrt",
+           "cast", "add_n"]
+
+
+def _is_float(dt):
+    return dt.is_floating or dt.is_complex
+
+
+# ---- binary arithmetic --------------------------------------------------------------------
+add = def_binary("Add", np.add, lambda op, g: [unbroadcast(g, op.inputs[0]),
+                                               unbroadcast(g, op.inputs[1])])
+subtract = def_binary("Sub", np.subtract, lambda op, g: [unbroadcast(g, op.inputs[0]),
+                                                         unbroadcast(-g, op.inputs[1])])
+multiply = def_binary("Mul", np.multiply, lambda op, g: [
+    unbroadcast(g * op.inputs[1], op.inputs[0]), unbroadcast(g * op.inputs[0], op.inputs[1])])
+
+
+def _div_kernel(x, y):
+    if x.dtype.kind in "iu":
+        return np.floor_divide(x, y)
+    return np.true_divide(x, y)
+
+
+def _div_grad(op, g):
+    x, y = op.inputs
+    return [unbroadcast(g / y, x), unbroadcast(-g * x / (y * y), y)]
+
+
+divide = def_binary("RealDiv", _div_kernel, _div_grad)
+truediv = divide
+floordiv = def_binary("FloorDiv", np.floor_divide, differentiable=False)
+mod = def_binary("FloorMod", np.mod, lambda op, g: [
+    unbroadcast(g, op.inputs[0]),
+    unbroadcast(-g * floordiv(op.inputs[0], op.inputs[1]), op.inputs[1])])
+
+
+def _pow_grad(op, g):
+    x, y = op.inputs
+    z = op.outputs[0]
+    from .math_ext import where_, greater
+    safe_log = log(where_(greater(x, 0), x, ones_like_(x)))
+    return [unbroadcast(g * y * pow(x, y - 1), x), unbroadcast(g * z * safe_log, y)]
+
+
+pow = def_binary("Pow", np.power, _pow_grad)
+
+
+def ones_like_(x):
+    from .array_ops import ones_like
+    return ones_like(x)
+
+
+# ---- unary ----------------------------------------------------------------------------------
+negative = def_unary("Neg", np.negative, lambda op, g: [-g])
+exp = def_unary("Exp", np.exp, lambda op, g: [g * op.outputs[0]], allowed=_is_float)
+log = def_unary("Log", np.log, lambda op, g: [g / op.inputs[0]], allowed=_is_float)
+square = def_unary("Square", np.square, lambda op, g: [g * 2 * op.inputs[0]])
+sqrt = def_unary("Sqrt", np.sqrt, lambda op, g: [g * 0.5 / op.outputs[0]], allowed=_is_float)
+
+
+# ---- cast -----------------------------------------------------------------------------------
+def _cast_kernel(x, DstT):
+    return x.astype(DstT.np_dtype, copy=False)
+
+
+def _cast_grad(op, g):
+    src = op.inputs[0].dtype
+    if not src.is_differentiable or not op.outputs[0].dtype.is_differentiable:
+        return [None]
+    return [cast(g, src)]
+
+
+register_op("Cast", lambda inputs, attrs: [(attrs["DstT"], inputs[0]._shape)], _cast_kernel,
+            grad=_cast_grad)
+
+
+def cast(x, dtype, name=None):
+    dt = _dt.as_dtype(dtype)
+    x = convert_to_tensor(x)
+    if x.dtype == dt:
+        return x
+    return apply_op("Cast", [x], {"DstT": dt}, name=name).outputs[0]
+
+
+# ---- add_n ----------------------------------------------------------------------------------
+def _add_n_shape(inputs, attrs):
+    from .common import broadcast_shapes, check_same_dtype
+    dt = check_same_dtype(inputs, "AddN")
+    shp = inputs[0]._shape
+    for t in inputs[1:]:
+        shp = broadcast_shapes(shp, t._shape)
+    return [(dt, shp)]
+
+
+def _add_n_kernel(*xs):
+    out = xs[0].copy() if isinstance(xs[0], np.ndarray) else np.array(xs[0])
+    for x in xs[1:]:
+        out = out + x
+    return out
+
+
+register_op("AddN", _add_n_shape, _add_n_kernel,
+            grad=lambda op, g: [unbroadcast(g, x) for x in op.inputs])
+
+
+def add_n(inputs, name=None):
+    inputs = [convert_to_tensor(x) for x in inputs]
+    if len(inputs) == 1:
+        return inputs[0]
+    return apply_op("AddN", inputs, name=name).outputs[0]
+
+
+# ---- matmul ---------------------------------------------------------------------------------
+def _matmul_shape(inputs, attrs):
+    from .common import broadcast_shapes, check_same_dtype
+    a, b = inputs
+    dt = check_same_dtype(inputs, "MatMul")
+    if a._shape is None or b._shape is None:
+        return [(dt, None)]
+    if len(a._shape) < 2 or len(b._shape) < 2:
+        raise InvalidArgumentError(
+            f"matmul needs tensors of rank >= 2, got shapes {list(a._shape)} and "
+            f"{list(b._shape)}")
+    m, k1 = a._shape[-2:][::-1] if attrs["transpose_a"] else a._shape[-2:]
+    k2, n = b._shape[-2:][::-1] if attrs["transpose_b"] else b._shape[-2:]
+    if k1 is not None and k2 is not None and k1 != k2:
+        raise InvalidArgumentError(
+            f"Matrix size-incompatible: In[0]: {list(a._shape)}, In[1]: {list(b._shape)}"
+            f" (transpose_a={attrs['transpose_a']}, transpose_b={attrs['transpose_b']})")
+    batch = broadcast_shapes(a._shape[:-2], b._shape[:-2])
+    return [(dt, tuple(batch) + (m, n))]
+
+
+def _matmul_kernel(a, b, transpose_a=False, transpose_b=False):
+    if transpose_a:
+        a = np.swapaxes(a, -1, -2)
+    if transpose_b:
+        b = np.swapaxes(b, -1, -2)
+    return np.matmul(a, b)
+
+
+def _matmul_grad(op, g):
+    a, b = op.inputs
+    ta, tb = op.attrs["transpose_a"], op.attrs["transpose_b"]
+    if not ta and not tb:
+        ga, gb = matmul(g, b, transpose_b=True), matmul(a, g, transpose_a=True)
+    elif not ta and tb:
+        ga, gb = matmul(g, b), matmul(g, a, transpose_a=True)
+    elif ta and not tb:
+        ga, gb = matmul(b, g, transpose_b=True), matmul(a, g)
+    else:
+        ga, gb = matmul(b, g, transpose_a=True, transpose_b=True), \
+            matmul(g, a, transpose_a=True, transpose_b=True)
+    return [unbroadcast(ga, a), unbroadcast(gb, b)]
+
+
+register_op("MatMul", _matmul_shape, _matmul_kernel, grad=_matmul_grad)
+
+
+def matmul(a, b, transpose_a=False, transpose_b=False, name=None):
+    """``tv.matmul(a, b)``; batched over leading dims (broadcast), with transpose flags."""
+    a, b = _convert_pair(a, b)
+    return apply_op("MatMul", [a, b], {"transpose_a": bool(transpose_a),
+                                       "transpose_b": bool(transpose_b)}, name=name).outputs[0]
+
+
+# ---- reductions -----------------------------------------------------------------------------
+def norm_axes(axis, rank):
+    """Normalise ``axis`` (None, int or list) against ``rank``; returns a sorted tuple."""
+    if axis is None:
+        return None if rank is None else tuple(range(rank))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    if rank is None:
+        return tuple(int(a) for a in axes)
+    out = []
+    for a in axes:
+        a = int(a)
+        if not -rank <= a < max(rank, 1):
+            raise InvalidArgumentError(f"axis {a} is out of range for a tensor of rank {rank}")
+        out.append(a % rank if rank else 0)
+    return tuple(sorted(set(out)))
+
+
+def reduction_shape(inputs, attrs):
+    x = inputs[0]
+    rank = None if x._shape is None else len(x._shape)
+    axes = norm_axes(attrs["axis"], rank)
+    if x._shape is None:
+        return [(attrs.get("out_dtype") or x.dtype, None)]
+    if attrs["keepdims"]:
+        shp = tuple(1 if i in axes else d for i, d in enumerate(x._shape))
+    else:
+        shp = tuple(d for i, d in enumerate(x._shape) if i not in axes)
+    return [(attrs.get("out_dtype") or x.dtype, shp)]
+
+
+def _axis_kw(axis):
+    return None if axis is None else tuple(axis)
+
+
+def _sum_kernel(x, axis, keepdims):
+    return np.sum(x, axis=_axis_kw(axis), keepdims=keepdims, dtype=x.dtype)
+
+
+def _mean_kernel(x, axis, keepdims):
+    r = np.mean(x, axis=_axis_kw(axis), keepdims=keepdims)
+    return r.astype(x.dtype, copy=False) if x.dtype.kind in "iu" else np.asarray(r, x.dtype)
+
+
+def _expand_reduced(g, op):
+    """Reshape a reduction's gradient so that it broadcasts against the input."""
+    if op.attrs["keepdims"]:
+        return g
+    from .array_ops import reshape_like
+    return apply_op("ExpandReduced", [g, op.inputs[0]], {"axis": op.attrs["axis"]}).outputs[0]
+
+
+def _expand_reduced_kernel(g, x, axis):
+    rank = np.ndim(x)
+    axes = tuple(range(rank)) if axis is None else tuple(a % rank for a in axis)
+    shp = tuple(1 if i in axes else d for i, d in enumerate(np.shape(x)))
+    return np.reshape(g, shp)
+
+
+def _expand_reduced_shape(inputs, attrs):
+    g, x = inputs
+    if x._shape is None:
+        return [(g.dtype, None)]
+    axes = norm_axes(attrs["axis"], len(x._shape))
+    return [(g.dtype, tuple(1 if i in axes else d for i, d in enumerate(x._shape)))]
+
+
+register_op("ExpandReduced", _expand_reduced_shape, _expand_reduced_kernel,
+            grad=lambda op, g: [apply_op("Reshape", [g], {"shape": ()}).outputs[0]
+                                if False else None, None])
+
+
+def _sum_grad(op, g):
+    from .array_ops import broadcast_like
+    return [broadcast_like(_expand_reduced(g, op), op.inputs[0])]
+
+
+def _mean_grad(op, g):
+    from .array_ops import broadcast_like
+    x = op.inputs[0]
+    n = apply_op("ReducedSize", [x], {"axis": op.attrs["axis"], "dtype": x.dtype}).outputs[0]
+    return [broadcast_like(_expand_reduced(g, op), x) / n]
+
+
+register_op("ReducedSize", lambda inputs, attrs: [(attrs["dtype"], ())],
+            lambda x, axis, dtype: np.asarray(
+                np.prod([np.shape(x)[a] for a in (range(np.ndim(x)) if axis is None else axis)]),
+                dtype=dtype.np_dtype), differentiable=False)
+
+register_op("Sum", reduction_shape, _sum_kernel, grad=_sum_grad)
+register_op("Mean", reduction_shape, _mean_kernel, grad=_mean_grad)
+
+
+def _reduce(op_type, x, axis, keepdims, name):
+    x = convert_to_tensor(x)
+    rank = None if x._shape is None else len(x._shape)
+    axes = norm_axes(axis, rank) if axis is not None else None
+    return apply_op(op_type, [x], {"axis": axes, "keepdims": bool(keepdims)},
+                    name=name).outputs[0]
+
+
+def reduce_sum(input_tensor, axis=None, keepdims=False, name=None):
+    return _reduce("Sum", input_tensor, axis, keepdims, name)
+
+
+def reduce_mean(input_tensor, axis=None, keepdims=False, name=None):
+    return _reduce("Mean", input_tensor, axis, keepdims, name)
+
+
+# ---- Python operators ---------------------------------------------------------------------
+def _r(fn):
+    return lambda self, other: fn(other, self)
+
+
+overload_operator("__add__", lambda s, o: add(s, o))
+overload_operator("__radd__", _r(add))
+overload_operator("__sub__", lambda s, o: subtract(s, o))
+overload_operator("__rsub__", _r(subtract))
+overload_operator("__mul__", lambda s, o: multiply(s, o))
+overload_operator("__rmul__", _r(multiply))
+overload_operator("__truediv__", lambda s, o: divide(s, o))
+overload_operator("__rtruediv__", _r(divide))
+overload_operator("__floordiv__", lambda s, o: floordiv(s, o))
+overload_operator("__rfloordiv__", _r(floordiv))
+overload_operator("__mod__", lambda s, o: mod(s, o))
+overload_operator("__rmod__", _r(mod))
+overload_operator("__pow__", lambda s, o: pow(s, o))
+overload_operator("__rpow__", _r(pow))
+overload_operator("__matmul__", lambda s, o: matmul(s, o))
+overload_operator("__rmatmul__", _r(matmul))
+overload_operator("__neg__", lambda s: negative(s))

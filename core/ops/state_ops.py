@@ -1,0 +1,146 @@
+"""Variable ops. A variable is a resource on its device (``VariableState`` in the device's
+ResourceMgr); these ops are colocated with it and are stateful (never folded, merged or
+recomputed). Updates are atomic per variable (one lock each)."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ..errors import FailedPreconditionError, InvalidArgumentError
+from ..registry import register_op
+
+__all__: list[str] = []
+
+
+class VariableState:
+    __slots__ = ("name", "value", "lock", "dtype", "shape")
+
+    def __init__(self, name, dtype, shape):
+        self.name = name
+        self.value = None
+        self.lock = threading.Lock()
+        self.dtype = dtype
+        self.shape = shape
+
+    def read(self):
+        v = self.value
+        if v is None:
+            raise FailedPreconditionError(
+                f"Attempting to use uninitialized value {self.name}")
+        return v
+
+
+def _var(ctx, var_name, container, dtype, shape) -> VariableState:
+    return ctx.resources.lookup_or_create(container, var_name,
+                                          lambda: VariableState(var_name, dtype, shape))
+
+
+def _check_shape(var, value, op_name):
+    if var.shape is not None and value.shape != tuple(var.shape) and \
+            None not in var.shape:
+        raise InvalidArgumentError(
+            f"Assign to {var.name}: value of shape {list(value.shape)} does not match the "
+            f"variable's shape {list(var.shape)}")
+
+
+def _read_kernel(ctx, *, var_name, container, dtype, shape):
+    return _var(ctx, var_name, container, dtype, shape).read()
+
+
+def _assign_kernel(ctx, value, *, var_name, container, dtype, shape, validate_shape=True):
+    v = _var(ctx, var_name, container, dtype, shape)
+    value = np.array(value, dtype=dtype.np_dtype if not dtype.is_string else object, copy=True)
+    if validate_shape:
+        _check_shape(v, value, ctx.op_name)
+    with v.lock:
+        v.value = value
+    return value
+
+
+def _update(fn):
+    def kernel(ctx, value, *, var_name, container, dtype, shape):
+        v = _var(ctx, var_name, container, dtype, shape)
+        with v.lock:
+            new = fn(v.read(), value)
+            v.value = new.astype(v.dtype.np_dtype, copy=False) if hasattr(new, "astype") else new
+        return v.value
+    return kernel
+
+
+def _scatter(mode):
+    def kernel(ctx, indices, updates, *, var_name, container, dtype, shape):
+        v = _var(ctx, var_name, container, dtype, shape)
+        idx = np.asarray(indices)
+        with v.lock:
+            cur = v.read()
+            n = cur.shape[0]
+            if idx.size and (idx.min() < -n or idx.max() >= n):
+                raise InvalidArgumentError(
+                    f"{mode}: indices out of range [0, {n}) for variable {v.name}")
+            # Copy on write: a reader of the old value in flight keeps its snapshot.
+            new = cur.copy()
+            upd = np.asarray(updates, dtype=cur.dtype)
+            if mode == "ScatterAdd":
+                np.add.at(new, idx, upd)
+            elif mode == "ScatterSub":
+                np.subtract.at(new, idx, upd)
+            else:
+                new[idx] = upd
+            v.value = new
+        return new
+    return kernel
+
+
+def _var_shape(inputs, attrs):
+    return [(attrs["dtype"], attrs["shape"])]
+
+
+def _value_shape(inputs, attrs):
+    value = inputs[0]
+    shp = attrs["shape"]
+    if attrs.get("validate_shape", True) and shp is not None and value._shape is not None:
+        if len(shp) != len(value._shape) or any(a is not None and b is not None and a != b
+                                                for a, b in zip(shp, value._shape)):
+            raise InvalidArgumentError(
+                f"cannot assign a value of shape {list(value._shape)} to variable "
+                f"{attrs['var_name']!r} of shape {list(shp)}")
+    if value.dtype != attrs["dtype"]:
+        raise InvalidArgumentError(
+            f"cannot assign a {value.dtype.name} value to variable {attrs['var_name']!r} of "
+            f"dtype {attrs['dtype'].name}")
+    return [(attrs["dtype"], shp)]
+
+
+def _scatter_shape(inputs, attrs):
+    idx, upd = inputs
+    if not idx.dtype.is_integer:
+        raise InvalidArgumentError(f"scatter indices must be integers, got {idx.dtype.name}")
+    if upd.dtype != attrs["dtype"]:
+        raise InvalidArgumentError(
+            f"scatter updates of dtype {upd.dtype.name} into variable {attrs['var_name']!r} of"
+            f" dtype {attrs['dtype'].name}")
+    return [(attrs["dtype"], attrs["shape"])]
+
+
+register_op("VariableV2", _var_shape, _read_kernel, stateful=True, needs_ctx=True,
+            differentiable=False)
+register_op("Assign", _value_shape, _assign_kernel, stateful=True, needs_ctx=True,
+            differentiable=False)
+register_op("AssignAdd", _value_shape, _update(lambda a, b: a + b), stateful=True,
+            needs_ctx=True, differentiable=False)
+register_op("AssignSub", _value_shape, _update(lambda a, b: a - b), stateful=True,
+            needs_ctx=True, differentiable=False)
+for _mode in ("ScatterAdd", "ScatterSub", "ScatterUpdate"):
+    register_op(_mode, _scatter_shape, _scatter(_mode), stateful=True, needs_ctx=True,
+                differentiable=False)
+
+
+def _is_init_kernel(ctx, *, var_name, container, dtype, shape):
+    v = _var(ctx, var_name, container, dtype, shape)
+    return np.asarray(v.value is not None)
+
+
+register_op("IsVariableInitialized", lambda inputs, attrs: [(__import__(
+    "tensorvm.dtypes", fromlist=["x"]).bool_, ())], _is_init_kernel, stateful=True,
+    needs_ctx=True, differentiable=False)

@@ -1,0 +1,253 @@
+"""What runs inside a task: resources on their device and the tiny stage interpreter.
+
+* :class:`ResourceMgr` — one per device, keyed by ``(container, name)`` (TF's ResourceMgr). In a
+  dask.distributed worker the managers live in the :class:`ResourcePlugin` worker plugin, so they
+  outlive sessions and clients; an in-process session owns its own managers.
+* :class:`StageProgram` — the compiled ops of one (device, stage) task: a flat list of
+  instructions over numbered value slots.
+* :func:`run_stage` — the interpreter: about fifteen lines that run each instruction's kernel
+  and return the exported slots. A kernel's failure comes back as a ``tv.errors`` class naming
+  the op, its input shapes and the user's line, chained from the original.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from . import errors
+from .registry import registry
+
+PLUGIN_NAME = "tensorvm-resources"
+
+
+class ResourceMgr:
+    """Resources of one device: variables, queues, readers, random generators."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self._res: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
+
+    def lookup_or_create(self, container: str, name: str, factory: Callable[[], Any]):
+        key = (container, name)
+        res = self._res.get(key)
+        if res is None:
+            with self._lock:
+                res = self._res.get(key)
+                if res is None:
+                    res = self._res[key] = factory()
+        return res
+
+    def lookup(self, container: str, name: str):
+        try:
+            return self._res[(container, name)]
+        except KeyError:
+            raise errors.NotFoundError(
+                f"resource {container or ''}/{name} does not exist on {self.device}") from None
+
+    def clear(self, containers=None) -> int:
+        with self._lock:
+            keys = [k for k in self._res if containers is None or k[0] in containers]
+            for k in keys:
+                res = self._res.pop(k)
+                if hasattr(res, "close"):
+                    try:
+                        res.close(cancel_pending_enqueues=True)
+                    except TypeError:
+                        res.close()
+            return len(keys)
+
+    def names(self) -> list[tuple[str, str]]:
+        return sorted(self._res)
+
+
+class DeviceResources:
+    """The resource managers of one process, by device (a worker may hold several devices)."""
+
+    def __init__(self):
+        self._mgrs: dict[str, ResourceMgr] = {}
+        self._lock = threading.Lock()
+
+    def for_device(self, device: str) -> ResourceMgr:
+        mgr = self._mgrs.get(device)
+        if mgr is None:
+            with self._lock:
+                mgr = self._mgrs.setdefault(device, ResourceMgr(device))
+        return mgr
+
+    def clear(self, containers=None) -> int:
+        return sum(m.clear(containers) for m in list(self._mgrs.values()))
+
+
+class ResourcePlugin:
+    """A dask.distributed WorkerPlugin holding the worker's :class:`DeviceResources`.
+
+    Registered by the session with ``client.register_plugin(ResourcePlugin())``; registering
+    again (a second session) keeps the existing resources, since ``setup`` only creates them
+    once per worker process.
+    """
+
+    name = PLUGIN_NAME
+    idempotent = True
+
+    def setup(self, worker):
+        if not hasattr(worker, "_tensorvm_resources"):
+            worker._tensorvm_resources = DeviceResources()
+        self.resources = worker._tensorvm_resources
+
+    def teardown(self, worker):
+        pass
+
+
+def _worker_resources() -> DeviceResources:
+    from distributed import get_worker
+    w = get_worker()
+    res = getattr(w, "_tensorvm_resources", None)
+    if res is None:
+        res = w._tensorvm_resources = DeviceResources()
+    return res
+
+
+@dataclass
+class KernelContext:
+    """What a stateful kernel (``needs_ctx=True``) receives first."""
+    resources: ResourceMgr
+    op_name: str
+    step_id: Any
+    device: str
+    rt: Any = None
+
+
+@dataclass(frozen=True)
+class Instr:
+    """One op to run: its kernel's op type, input slots, attrs, output slots."""
+    type: str
+    name: str
+    args: tuple[int, ...]
+    attrs: dict
+    outs: tuple[int, ...]
+    needs_ctx: bool
+    location: str
+
+
+@dataclass(frozen=True)
+class StageProgram:
+    """The ops of one (device, stage) task in topological order.
+
+    ``arg_picks[i] = (slot, index)``: the i-th task argument goes to ``slot`` (``index`` >= 0
+    picks one export out of an earlier stage's tuple on the same device). ``exports`` are the
+    slots returned, in order.
+    """
+    device: str
+    device_type: str
+    nslots: int
+    arg_picks: tuple[tuple[int, int], ...]
+    instrs: tuple[Instr, ...]
+    exports: tuple[int, ...]
+    name: str = ""
+    op_names: tuple[str, ...] = field(default=())
+
+
+def _describe_inputs(vals, instr):
+    shapes = []
+    for s in instr.args:
+        v = vals[s]
+        shapes.append(f"{getattr(v, 'dtype', type(v).__name__)}{list(np.shape(v))}"
+                      if v is not None else "None")
+    return ", ".join(shapes)
+
+
+def _fail(instr, vals, exc):
+    if isinstance(exc, errors.OpError):
+        if f"for op {instr.name!r}" in str(exc) or exc.op is not None:
+            return exc
+        cls = type(exc)
+    elif isinstance(exc, (ValueError, TypeError, IndexError, np.linalg.LinAlgError)):
+        cls = errors.InvalidArgumentError
+    elif isinstance(exc, MemoryError):
+        cls = errors.ResourceExhaustedError
+    else:
+        cls = errors.UnknownError
+    msg = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+    new = cls(f"{msg}\n  for op {instr.name!r} ({instr.type}) with inputs "
+              f"({_describe_inputs(vals, instr)}), created at {instr.location}")
+    new.__cause__ = exc
+    return new
+
+
+def execute(program: StageProgram, resources: DeviceResources, step_id, args) -> list:
+    """Run the program's instructions over its slots and return the slots array."""
+    vals: list = [None] * program.nslots
+    for (slot, index), a in zip(program.arg_picks, args):
+        vals[slot] = a if index < 0 else a[index]
+    kernels = _kernel_table(program.device_type)
+    rm = None
+    for ins in program.instrs:
+        try:
+            fn = kernels[ins.type]
+            if ins.needs_ctx:
+                if rm is None:
+                    rm = resources.for_device(program.device)
+                out = fn(KernelContext(rm, ins.name, step_id, program.device),
+                         *[vals[s] for s in ins.args], **ins.attrs)
+            else:
+                out = fn(*[vals[s] for s in ins.args], **ins.attrs)
+        except BaseException as e:  # noqa: BLE001 - re-raised with the op named
+            raise _fail(ins, vals, e) from e
+        if len(ins.outs) == 1:
+            vals[ins.outs[0]] = out
+        else:
+            for s, o in zip(ins.outs, out):
+                vals[s] = o
+    return vals
+
+
+def run_stage(program: StageProgram, rt, step_id, steps: int, *args):
+    """A Dask task: run ``program`` (``steps`` times, for ``run(..., steps=K)``) and return the
+    tuple of exported values. ``rt`` is the in-process session's DeviceResources, or None in a
+    dask.distributed worker (then the worker plugin's resources are used)."""
+    resources = rt if rt is not None else _worker_resources()
+    for _ in range(steps):
+        vals = execute(program, resources, step_id, args)
+    return tuple(vals[s] for s in program.exports)
+
+
+def run_stage_traced(program: StageProgram, rt, step_id, steps: int, *args):
+    """``run_stage`` that also returns timing and placement facts for RunMetadata."""
+    start = time.time()
+    out = run_stage(program, rt, step_id, steps, *args)
+    try:
+        from distributed import get_worker
+        addr = get_worker().address
+    except (ImportError, ValueError):
+        addr = "in-process"
+    return out, {"task": program.name, "device": program.device, "worker": addr,
+                 "start": start, "end": time.time(), "ops": list(program.op_names)}
+
+
+def pick(values, index: int):
+    """A Send task: one exported tensor out of its stage's results, so only that moves."""
+    return values[index]
+
+
+_TABLES: dict[str, dict[str, Callable]] = {}
+_TABLE_SIZE: dict[str, int] = {}
+
+
+def _kernel_table(device_type: str) -> dict[str, Callable]:
+    """Op type -> kernel for a device type, rebuilt when ops were registered since."""
+    t = _TABLES.get(device_type)
+    if t is None or _TABLE_SIZE.get(device_type) != len(registry):
+        t = {}
+        for name, d in registry.items():
+            k = d.kernels.get(device_type) or (d.kernels.get("CPU") if device_type != "CPU"
+                                               else None)
+            if k is not None:
+                t[name] = k
+        _TABLES[device_type] = t
+        _TABLE_SIZE[device_type] = len(registry)
+    return t

@@ -1,0 +1,218 @@
+"""``tv.Variable``: a named, mutable tensor that lives as a resource on its device.
+
+>>> import tensorvm as tv
+>>> v = tv.Variable(1.0, name="v")
+>>> inc = v.assign_add(2.0)
+>>> with tv.Session() as s:
+...     _ = s.run(tv.global_variables_initializer()); float(s.run(inc))
+3.0
+"""
+from __future__ import annotations
+
+from . import dtypes as _dt
+from .errors import InvalidArgumentError
+from .graph import Graph, Operation, Tensor, get_default_graph
+from .registry import apply_op, convert_to_tensor
+
+GLOBAL_VARIABLES = "variables"
+TRAINABLE_VARIABLES = "trainable_variables"
+
+
+class Variable:
+    """``tv.Variable(initial_value, name=, trainable=, dtype=)``.
+
+    Reading the variable (using it in an expression) gives its current value; ``initializer``
+    assigns the initial value. Updates: ``assign``, ``assign_add``, ``assign_sub``,
+    ``scatter_add``, ``scatter_sub``, ``scatter_update``.
+    """
+
+    def __init__(self, initial_value=None, trainable: bool = True, name: str | None = None,
+                 dtype=None, validate_shape: bool = True, collections=None,
+                 container: str = "", shape=None):
+        if initial_value is None:
+            raise InvalidArgumentError("tv.Variable needs an initial_value")
+        if callable(initial_value):
+            initial_value = initial_value()
+        init = convert_to_tensor(initial_value, dtype=None)
+        if dtype is not None and _dt.as_dtype(dtype) != init.dtype:
+            from .ops.math_ops import cast
+            init = cast(init, dtype)
+        g = init.graph
+        self.graph: Graph = g
+        shp = init._shape if shape is None else tuple(shape)
+        if validate_shape and (shp is None or None in shp):
+            raise InvalidArgumentError(
+                f"variable {name!r}: initial value must have a fully defined shape "
+                f"(got {shp}); pass validate_shape=False")
+        with g.as_default():
+            self._attrs = {"var_name": None, "container": container, "dtype": init.dtype,
+                           "shape": shp if validate_shape else None}
+            op = apply_op("VariableV2", [], dict(self._attrs), name=name or "Variable",
+                          graph=g, colocation=None)
+            op.colocation = op.name
+            self._attrs["var_name"] = op.name
+            op.attrs["var_name"] = op.name
+            self._op = op
+            self._value = op.outputs[0]
+            with g.name_scope(op.name + "/"):
+                self._initializer = self._update("Assign", init, "Assign",
+                                                 validate_shape=validate_shape).op
+        self.initial_value = init
+        self.trainable = trainable
+        for c in (collections or [GLOBAL_VARIABLES]) + \
+                ([TRAINABLE_VARIABLES] if trainable else []):
+            if c not in g.get_collection(c) and self not in g.get_collection(c):
+                g.add_to_collection(c, self)
+
+    # ---- identity -----------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._value.name
+
+    @property
+    def op(self) -> Operation:
+        return self._op
+
+    @property
+    def dtype(self):
+        return self._value.dtype
+
+    @property
+    def shape(self):
+        return self._value.shape
+
+    def get_shape(self):
+        return self.shape
+
+    @property
+    def device(self) -> str:
+        return self._op.device
+
+    @property
+    def initializer(self) -> Operation:
+        return self._initializer
+
+    def value(self) -> Tensor:
+        return self._value
+
+    def read_value(self) -> Tensor:
+        return self._value
+
+    def _as_graph_element(self) -> Tensor:
+        return self._value
+
+    def eval(self, session=None):
+        return self._value.eval(session=session)
+
+    def __repr__(self):
+        return f"<tv.Variable '{self.name}' shape={self.shape.dims} dtype={self.dtype.name}>"
+
+    # ---- updates ------------------------------------------------------------------------
+    def _update(self, op_type, value, name, validate_shape=True, extra=()):
+        g = self.graph
+        with g.as_default(), g.colocate_with(self._op):
+            value = convert_to_tensor(value, dtype=self.dtype) if not extra else value
+            attrs = dict(self._attrs)
+            if op_type == "Assign":
+                attrs["validate_shape"] = validate_shape
+            return apply_op(op_type, list(extra) + [value], attrs, name=name,
+                            colocation=self._op.name).outputs[0]
+
+    def assign(self, value, use_locking=False, name=None, read_value=True):
+        return self._update("Assign", value, name or "Assign")
+
+    def assign_add(self, delta, use_locking=False, name=None, read_value=True):
+        return self._update("AssignAdd", delta, name or "AssignAdd")
+
+    def assign_sub(self, delta, use_locking=False, name=None, read_value=True):
+        return self._update("AssignSub", delta, name or "AssignSub")
+
+    def _scatter(self, op_type, indices, updates, name):
+        g = self.graph
+        with g.as_default():
+            idx = convert_to_tensor(indices)
+            upd = convert_to_tensor(updates, dtype=self.dtype)
+        return self._update(op_type, upd, name or op_type, extra=(idx,))
+
+    def scatter_add(self, sparse_delta, use_locking=False, name=None):
+        return self._scatter("ScatterAdd", sparse_delta.indices, sparse_delta.values, name)
+
+    def scatter_sub(self, sparse_delta, use_locking=False, name=None):
+        return self._scatter("ScatterSub", sparse_delta.indices, sparse_delta.values, name)
+
+    def scatter_update(self, sparse_delta, use_locking=False, name=None):
+        return self._scatter("ScatterUpdate", sparse_delta.indices, sparse_delta.values, name)
+
+    def is_initialized(self):
+        with self.graph.as_default():
+            return apply_op("IsVariableInitialized", [], dict(self._attrs),
+                            colocation=self._op.name).outputs[0]
+
+
+def _tensor_operators():
+    from .graph import Tensor as _T
+    for name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+                 "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__",
+                 "__rmod__", "__pow__", "__rpow__", "__matmul__", "__rmatmul__", "__neg__",
+                 "__abs__", "__lt__", "__le__", "__gt__", "__ge__", "__getitem__",
+                 "__and__", "__or__", "__xor__", "__invert__"):
+        if hasattr(_T, name):
+            def make(n):
+                return lambda self, *a: getattr(self._value, n)(*a)
+            setattr(Variable, name, make(name))
+
+
+_tensor_operators()
+
+
+def _var_of(ref) -> Variable:
+    if not isinstance(ref, Variable):
+        raise InvalidArgumentError(f"expected a tv.Variable, got {ref!r}")
+    return ref
+
+
+def assign(ref, value, validate_shape=True, use_locking=None, name=None):
+    return _var_of(ref)._update("Assign", value, name or "Assign", validate_shape)
+
+
+def assign_add(ref, value, use_locking=None, name=None):
+    return _var_of(ref).assign_add(value, name=name)
+
+
+def assign_sub(ref, value, use_locking=None, name=None):
+    return _var_of(ref).assign_sub(value, name=name)
+
+
+def scatter_add(ref, indices, updates, use_locking=False, name=None):
+    return _var_of(ref)._scatter("ScatterAdd", indices, updates, name)
+
+
+def scatter_sub(ref, indices, updates, use_locking=False, name=None):
+    return _var_of(ref)._scatter("ScatterSub", indices, updates, name)
+
+
+def scatter_update(ref, indices, updates, use_locking=False, name=None):
+    return _var_of(ref)._scatter("ScatterUpdate", indices, updates, name)
+
+
+def global_variables(graph=None) -> list[Variable]:
+    return (graph or get_default_graph()).get_collection(GLOBAL_VARIABLES)
+
+
+def trainable_variables(graph=None) -> list[Variable]:
+    return (graph or get_default_graph()).get_collection(TRAINABLE_VARIABLES)
+
+
+def variables_initializer(var_list, name="init"):
+    from .ops.array_ops import group, no_op
+    if not var_list:
+        return no_op(name=name)
+    return group(*[v.initializer for v in var_list], name=name)
+
+
+def global_variables_initializer():
+    """One op that runs every variable's initializer in the default graph."""
+    return variables_initializer(global_variables(), name="init")
+
+
+initialize_variables = variables_initializer

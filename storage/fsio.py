@@ -1,0 +1,83 @@
+"""Small fsspec helpers shared by the storage modules: URL joining, opening, atomic replace.
+
+Every public function of ``tensorvm.storage`` takes URLs (``file://``, ``memory://``, ``s3://``,
+plain local paths, ...) plus an optional keyword ``storage_options`` dict that is passed
+unchanged to :func:`fsspec.core.url_to_fs` (e.g. ``{"client_kwargs": {"endpoint_url": ...}}``
+for an S3-compatible server). Nothing else is configured globally.
+
+>>> fs, path = to_fs("memory://tvm-doc/a")
+>>> join("memory://tvm-doc/a/", "b", "c")
+'memory://tvm-doc/a/b/c'
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import fsspec
+from fsspec.core import url_to_fs
+
+__all__ = ["to_fs", "join", "basename", "atomic_write_bytes", "exists", "read_bytes"]
+
+
+def to_fs(url: str, storage_options: dict | None = None) -> tuple[fsspec.AbstractFileSystem, str]:
+    """Return ``(filesystem, path)`` for ``url``; ``storage_options`` go to fsspec."""
+    return url_to_fs(url, **(storage_options or {}))
+
+
+def join(url: str, *parts: str) -> str:
+    """Join URL parts with ``/`` (fsspec paths use ``/`` on every filesystem)."""
+    out = url.rstrip("/")
+    for part in parts:
+        out = out + "/" + part.strip("/")
+    return out
+
+
+def basename(url: str) -> str:
+    """The last component of a URL or path."""
+    return url.rstrip("/").rsplit("/", 1)[-1]
+
+
+def exists(fs: fsspec.AbstractFileSystem, path: str) -> bool:
+    """``fs.exists`` that treats permission/transport oddities of missing keys as absence."""
+    try:
+        return fs.exists(path)
+    except FileNotFoundError:
+        return False
+
+
+def read_bytes(fs: fsspec.AbstractFileSystem, path: str) -> bytes:
+    """Read a whole (small) file."""
+    with fs.open(path, "rb") as f:
+        return f.read()
+
+
+def atomic_write_bytes(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> None:
+    """Replace ``path`` with ``data``: write a temporary sibling, then ``fs.mv`` it over.
+
+    On POSIX local disks the move is an atomic ``rename``; on object stores (S3) a single PUT is
+    already all-or-nothing, and the move is a copy + delete that readers may see in between (so
+    readers must tolerate a stale file, never a torn one).
+    """
+    parent, _, name = path.rstrip("/").rpartition("/")
+    tmp = f"{parent}/.{name}.tmp-{uuid.uuid4().hex}"
+    try:
+        with fs.open(tmp, "wb") as f:
+            f.write(data)
+        fs.mv(tmp, path)
+    finally:
+        if exists(fs, tmp):
+            _quiet_rm(fs, tmp)
+
+
+def _quiet_rm(fs: fsspec.AbstractFileSystem, path: str, recursive: bool = False) -> None:
+    try:
+        fs.rm(path, recursive=recursive)
+    except FileNotFoundError:
+        pass
+
+
+def fs_kwargs(storage_options: dict | None) -> dict[str, Any]:
+    """A copy of ``storage_options`` (never ``None``)."""
+    return dict(storage_options or {})
