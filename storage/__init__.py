@@ -1,0 +1,35 @@
+"""tensorvm.storage — fsspec I/O for tensorvm: checkpoints, input splits and readers, outputs.
+
+This subpackage imports nothing else of tensorvm (only fsspec, numpy, pyarrow and the standard
+library) and never unpickles anything.
+
+Every function takes URLs (``file://``, ``memory://``, ``s3://``, plain local paths, ...) and a
+keyword ``storage_options`` dict passed unchanged to fsspec — e.g.
+``{"client_kwargs": {"endpoint_url": "http://127.0.0.1:9000"}}`` for an S3-compatible server.
+
+Checkpoints (:mod:`.checkpoint`, :mod:`.index`, :mod:`.checkpoint_state`, :mod:`.inspection`)::
+
+    entries = write_shard(ckpt, shard, num_shards, {"w": w})      # once per PS device
+    commit(dir_url, ckpt, all_entries, step=100, max_to_keep=5)   # index.json last = commit
+    read_tensors(latest_checkpoint(dir_url))                      # verified restore
+
+Inputs (:mod:`.splits`, :mod:`.readers`)::
+
+    for split in splits("s3://bucket/logs/*.txt", format="text"):
+        for batch in read(split):            # pyarrow string arrays, one line each
+            ...
+
+Outputs (:mod:`.output`): :class:`OutputCommitter` and :func:`write_output`.
+"""
+
+from .checkpoint import (checkpoint_url, commit, data_file_name, latest_checkpoint,
+                         read_index, read_slices, read_tensors, write_shard)
+from .errors import CheckpointNotFoundError, DataLossError
+from .inspection import list_checkpoints, show_checkpoint, verify_checkpoint
+
+__all__ = [
+    "DataLossError", "CheckpointNotFoundError",
+    "checkpoint_url", "data_file_name", "write_shard", "commit", "read_index", "read_tensors",
+    "read_slices", "latest_checkpoint", "list_checkpoints", "show_checkpoint",
+    "verify_checkpoint",
+]

@@ -1,0 +1,248 @@
+"""Checkpoints on any fsspec filesystem: sharded writes, an index written last, verified reads.
+
+One folder per checkpoint, ``<dir>/<prefix>-<step>/`` (or ``<dir>/<prefix>/`` without a step)::
+
+    data-00000-of-00002   tensors of shard 0, back to back, each a complete .npy record
+    data-00001-of-00002   (or an Arrow IPC stream for string tensors)
+    index.json            written last: the commit (see tensorvm.storage.index)
+
+and ``<dir>/checkpoint``, the state file naming the latest checkpoints. A save is
+``write_shard`` once per parameter-server device (in parallel, each its own data file), then one
+``commit``. A restore is ``read_tensors``, which checks every record's size and CRC-32.
+
+>>> import numpy as np
+>>> d = "memory://tvm-doc-ckpt"
+>>> ckpt = checkpoint_url(d, "model.ckpt", 7)
+>>> entries = write_shard(ckpt, 0, 1, {"w": np.ones((2, 3), np.float32)})
+>>> commit(d, ckpt, entries, step=7)
+'memory://tvm-doc-ckpt/model.ckpt-7'
+>>> read_tensors(latest_checkpoint(d))["w"].sum()
+np.float32(6.0)
+
+All functions take ``storage_options`` (a dict passed to fsspec) as a keyword.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from typing import Mapping
+
+import numpy as np
+
+from . import checkpoint_state
+from .checkpoint_state import latest_checkpoint, remove_checkpoint, update_state
+from .errors import DataLossError
+from .fsio import atomic_write_bytes, join, to_fs
+from .index import (INDEX_NAME, encode_index, is_plain_name, read_index, validate_entry,
+                    validate_index)
+from .records import decode_record, read_record_bytes, write_record
+from .slices import assemble, normalize_slice
+
+__all__ = ["checkpoint_url", "data_file_name", "write_shard", "commit", "read_index",
+           "read_tensors", "read_slices", "latest_checkpoint"]
+
+TensorKey = str | tuple[str, str]
+
+
+def checkpoint_url(dir_url: str, prefix: str = "model.ckpt", step: int | None = None) -> str:
+    """``<dir>/<prefix>-<step>`` (or ``<dir>/<prefix>``): the folder of one checkpoint.
+
+    >>> checkpoint_url("s3://bucket/run1", "model.ckpt", 100)
+    's3://bucket/run1/model.ckpt-100'
+    """
+    name = prefix if step is None else f"{prefix}-{int(step)}"
+    if not is_plain_name(name):
+        raise ValueError(f"checkpoint prefix {prefix!r} must be a plain name "
+                         "([A-Za-z0-9._-], no '/' or '..')")
+    return join(dir_url, name)
+
+
+def data_file_name(shard: int, num_shards: int) -> str:
+    """``data-{shard:05d}-of-{num_shards:05d}``."""
+    if not 0 <= shard < num_shards:
+        raise ValueError(f"shard {shard} out of range for {num_shards} shards")
+    return f"data-{shard:05d}-of-{num_shards:05d}"
+
+
+def _split_key(key: TensorKey, slices: Mapping[str, str] | None) -> tuple[str, str | None]:
+    if isinstance(key, tuple):
+        name, spec = key
+        return name, spec
+    return key, (slices or {}).get(key)
+
+
+def write_shard(ckpt_url: str, shard: int, num_shards: int,
+                tensors: Mapping[TensorKey, np.ndarray], slices: Mapping[str, str] | None = None,
+                *, storage_options: dict | None = None) -> list[dict]:
+    """Write one data file of a checkpoint and return its index entries.
+
+    ``tensors`` maps a name to an array; ``slices`` optionally maps a name to the slice spec of a
+    partitioned variable's piece (``"0:50,:"``, see :mod:`tensorvm.storage.slices`). To put two
+    pieces of one variable in the same shard, key them as ``(name, spec)`` tuples. Safe to call
+    concurrently for different shards of one checkpoint. Re-saving an existing checkpoint first
+    removes its index, so it is uncommitted until the next :func:`commit`.
+
+    >>> import numpy as np
+    >>> e = write_shard("memory://tvm-doc-ws/m-1", 1, 2, {"b": np.zeros(3)}, {"b": "3:6"})
+    >>> e[0]["file"], e[0]["slice"], e[0]["format"]
+    ('data-00001-of-00002', '3:6', 'npy')
+    """
+    name = data_file_name(shard, num_shards)
+    file_url = join(ckpt_url, name)
+    fs, folder = to_fs(ckpt_url, storage_options)
+    fs.makedirs(folder, exist_ok=True)
+    try:
+        fs.rm(f"{folder}/{INDEX_NAME}")
+    except FileNotFoundError:
+        pass
+    pending = []
+    for key, value in tensors.items():
+        tname, spec = _split_key(key, slices)
+        arr = np.asarray(value)
+        full = None
+        if spec is not None:
+            spec, full = normalize_slice(spec, arr.shape, tname)
+        pending.append((tname, spec, full, arr))
+    entries, offset = [], 0
+    with ThreadPoolExecutor(1, thread_name_prefix="tvm-crc") as pool:
+        with fs.open(f"{folder}/{name}", "wb") as f:
+            for tname, spec, full, arr in pending:
+                size, crc, fmt = write_record(f, arr, tname, pool)
+                entries.append({"name": tname, "dtype": arr.dtype.str, "shape": list(arr.shape),
+                                "slice": spec, "full_shape": full, "file": name,
+                                "offset": offset, "size": size, "checksum": crc,
+                                "format": fmt})
+                offset += size
+    for entry in entries:
+        validate_entry(entry, file_url)
+    return entries
+
+
+def _check_data_files(fs, folder: str, ckpt_url: str, entries: list[dict]) -> None:
+    need: dict[str, int] = {}
+    for e in entries:
+        need[e["file"]] = max(need.get(e["file"], 0), e["offset"] + e["size"])
+    for fname, end in need.items():
+        try:
+            size = fs.size(f"{folder}/{fname}")
+        except FileNotFoundError:
+            raise DataLossError("data file missing at commit", join(ckpt_url, fname)) from None
+        if size is None or size < end:
+            raise DataLossError(f"data file has {size} bytes, the index needs {end}",
+                                join(ckpt_url, fname))
+
+
+def commit(dir_url: str, ckpt_url: str, entries: list[dict], step: int | None,
+           max_to_keep: int | None = 5, keep_checkpoint_every_n_hours: float | None = None,
+           meta: dict | None = None, *, storage_options: dict | None = None) -> str:
+    """Commit a checkpoint written by :func:`write_shard` calls; return ``ckpt_url``.
+
+    Checks that every data file is present and long enough, writes ``index.json`` (the commit),
+    replaces ``<dir_url>/checkpoint`` atomically, then deletes checkpoints pruned by
+    ``max_to_keep`` (``None``/``0``: keep all) and ``keep_checkpoint_every_n_hours`` (of the
+    pruned ones, one every N hours is kept on disk). ``ckpt_url`` must be a folder directly
+    inside ``dir_url``; ``meta`` is any JSON-serialisable dict stored in the index.
+    """
+    fs, folder = to_fs(ckpt_url, storage_options)
+    _, dir_path = to_fs(dir_url, storage_options)
+    parent, _, name = folder.rstrip("/").rpartition("/")
+    if parent != dir_path.rstrip("/") or not is_plain_name(name):
+        raise ValueError(f"checkpoint {ckpt_url} is not a plain-named folder directly inside "
+                         f"{dir_url}")
+    index_url = join(ckpt_url, INDEX_NAME)
+    body = encode_index(entries, step, checkpoint_state._now(), meta)
+    validate_index(json.loads(body), index_url)
+    _check_data_files(fs, folder, ckpt_url, entries)
+    atomic_write_bytes(fs, f"{folder}/{INDEX_NAME}", body)
+    doomed = update_state(dir_url, name, max_to_keep, keep_checkpoint_every_n_hours,
+                          storage_options=storage_options)
+    for old in doomed:
+        remove_checkpoint(join(dir_url, old), storage_options=storage_options)
+    return ckpt_url
+
+
+def _read_file_records(fs, folder: str, ckpt_url: str, fname: str, entries: list[dict]
+                       ) -> list[tuple[dict, np.ndarray]]:
+    url = join(ckpt_url, fname)
+    out = []
+    try:
+        f = fs.open(f"{folder}/{fname}", "rb")
+    except FileNotFoundError:
+        raise DataLossError("data file missing", url) from None
+    with f, ThreadPoolExecutor(1, thread_name_prefix="tvm-crc") as pool:
+        for entry in sorted(entries, key=lambda e: e["offset"]):
+            buf, crc = read_record_bytes(f, entry["offset"], entry["size"], url, pool)
+            if crc != entry["checksum"]:
+                raise DataLossError(
+                    f"checksum mismatch for tensor {entry['name']!r} at offset "
+                    f"{entry['offset']} (crc32 {crc:#010x}, index says {entry['checksum']:#010x})",
+                    url)
+            out.append((entry, decode_record(buf, entry, url)))
+    return out
+
+
+def _read_entries(ckpt_url: str, names: list[str] | None, index: dict | None,
+                  storage_options: dict | None) -> tuple[dict, list[tuple[dict, np.ndarray]]]:
+    if index is None:
+        index = read_index(ckpt_url, storage_options=storage_options)
+    entries = index["entries"]
+    if names is not None:
+        missing = set(names) - {e["name"] for e in entries}
+        if missing:
+            raise KeyError(f"tensors {sorted(missing)} not in checkpoint {ckpt_url}")
+        wanted = set(names)
+        entries = [e for e in entries if e["name"] in wanted]
+    by_file: dict[str, list[dict]] = {}
+    for e in entries:
+        by_file.setdefault(e["file"], []).append(e)
+    fs, folder = to_fs(ckpt_url, storage_options)
+    workers = max(1, min(len(by_file), 4))
+    with ThreadPoolExecutor(workers, thread_name_prefix="tvm-read") as pool:
+        futures = [pool.submit(_read_file_records, fs, folder, ckpt_url, fname, group)
+                   for fname, group in by_file.items()]
+        results = [pair for fut in futures for pair in fut.result()]
+    return index, results
+
+
+def read_slices(ckpt_url: str, names: list[str] | None = None, index: dict | None = None, *,
+                storage_options: dict | None = None) -> dict[str, list[tuple[str | None, np.ndarray]]]:
+    """Read tensors as stored: ``{name: [(slice spec or None, array), ...]}``, verified.
+
+    Use this to restore a partitioned variable piece by piece.
+    """
+    _, results = _read_entries(ckpt_url, names, index, storage_options)
+    out: dict[str, list] = {}
+    for entry, arr in results:
+        out.setdefault(entry["name"], []).append((entry.get("slice"), arr))
+    return out
+
+
+def read_tensors(ckpt_url: str, names: list[str] | None = None, index: dict | None = None, *,
+                 storage_options: dict | None = None) -> dict[str, np.ndarray]:
+    """Read and verify tensors (all, or ``names``) of the checkpoint at ``ckpt_url``.
+
+    Every record's size and CRC-32 are checked: a flipped byte, a truncated or missing file is
+    :class:`DataLossError` naming the file's URL. Slices of a partitioned variable are
+    reassembled into the full array (all slices must be present). ``index`` skips re-reading
+    the index when the caller already has it.
+    """
+    index, results = _read_entries(ckpt_url, names, index, storage_options)
+    index_url = join(ckpt_url, INDEX_NAME)
+    whole: dict[str, np.ndarray] = {}
+    pieces: dict[str, list] = {}
+    for entry, arr in results:
+        if entry.get("slice") is None:
+            if entry["name"] in pieces:
+                raise DataLossError(f"tensor {entry['name']!r} is both whole and sliced",
+                                    index_url)
+            whole[entry["name"]] = arr
+        else:
+            if entry["name"] in whole:
+                raise DataLossError(f"tensor {entry['name']!r} is both whole and sliced",
+                                    index_url)
+            pieces.setdefault(entry["name"], []).append(
+                (entry["slice"], entry.get("full_shape"), arr))
+    for name, parts in pieces.items():
+        whole[name] = assemble(name, parts, index_url)
+    return whole

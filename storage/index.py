@@ -1,0 +1,138 @@
+"""The checkpoint index, ``<checkpoint>/index.json``: its schema, validation and reading.
+
+The index is written last and *is* the commit: a checkpoint folder without one is debris. ::
+
+    {"format": "tensorvm.checkpoint", "version": 1, "checksum_algorithm": "crc32",
+     "step": 100, "time": 1700000000.0, "meta": {},
+     "entries": [{"name": "w", "dtype": "<f4", "shape": [50, 4], "slice": "0:50,:",
+                  "full_shape": null, "file": "data-00000-of-00002", "offset": 0,
+                  "size": 928, "checksum": 123456789, "format": "npy"}, ...]}
+
+``file`` must be a plain file name inside the checkpoint folder; anything else (``..``, ``/``,
+an absolute path, a URL) is rejected as tampering.
+
+>>> validate_entry({"name": "w", "dtype": "<f4", "shape": [2], "slice": None,
+...                 "file": "../x", "offset": 0, "size": 8, "checksum": 0, "format": "npy"},
+...                "memory://c/index.json")
+Traceback (most recent call last):
+...
+tensorvm.storage.errors.DataLossError: index entry 'w': file '../x' is not a plain file name inside the checkpoint folder: memory://c/index.json
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+
+from .errors import CheckpointNotFoundError, DataLossError
+from .fsio import join, to_fs
+from .records import CHECKSUM_ALGORITHM
+from .slices import parse_slice
+
+__all__ = ["INDEX_NAME", "FORMAT", "VERSION", "validate_entry", "validate_index",
+           "encode_index", "read_index"]
+
+INDEX_NAME = "index.json"
+FORMAT = "tensorvm.checkpoint"
+VERSION = 1
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,254}$")
+_REQUIRED = {"name": str, "dtype": str, "shape": list, "file": str, "offset": int, "size": int,
+             "checksum": int, "format": str}
+
+
+def is_plain_name(name: object) -> bool:
+    """True for a file name with no directory part, scheme or ``..``."""
+    return isinstance(name, str) and bool(_PLAIN_NAME.match(name)) and ".." not in name
+
+
+def validate_entry(entry: object, url: str) -> dict:
+    """Check one index entry; raise :class:`DataLossError` naming ``url`` and the entry."""
+    if not isinstance(entry, dict):
+        raise DataLossError("index entry is not an object", url)
+    label = repr(entry.get("name", "?"))
+    for key, typ in _REQUIRED.items():
+        value = entry.get(key)
+        if not isinstance(value, typ) or isinstance(value, bool):
+            raise DataLossError(f"index entry {label}: field {key!r} missing or not {typ.__name__}",
+                                url)
+    if not is_plain_name(entry["file"]):
+        raise DataLossError(f"index entry {label}: file {entry['file']!r} is not a plain file "
+                            "name inside the checkpoint folder", url)
+    if entry["format"] not in ("npy", "arrow"):
+        raise DataLossError(f"index entry {label}: unknown record format {entry['format']!r}", url)
+    if entry["offset"] < 0 or entry["size"] < 0:
+        raise DataLossError(f"index entry {label}: negative offset or size", url)
+    if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in entry["shape"]):
+        raise DataLossError(f"index entry {label}: bad shape {entry['shape']!r}", url)
+    try:
+        dtype = np.dtype(entry["dtype"])
+    except (TypeError, ValueError) as e:
+        raise DataLossError(f"index entry {label}: bad dtype {entry['dtype']!r}", url) from e
+    is_string = dtype.kind in "USO"
+    if (entry["format"] == "arrow") != is_string or (not is_string and dtype.hasobject):
+        raise DataLossError(f"index entry {label}: dtype {entry['dtype']!r} does not match "
+                            f"format {entry['format']!r}", url)
+    spec = entry.get("slice")
+    if spec is not None:
+        try:
+            _, ranges = parse_slice(spec) if isinstance(spec, str) else (None, None)
+        except ValueError as e:
+            raise DataLossError(f"index entry {label}: {e}", url) from e
+        if ranges is None or len(ranges) != len(entry["shape"]):
+            raise DataLossError(f"index entry {label}: bad slice {spec!r}", url)
+    full = entry.get("full_shape")
+    if full is not None and (not isinstance(full, list) or len(full) != len(entry["shape"])):
+        raise DataLossError(f"index entry {label}: bad full_shape {full!r}", url)
+    return entry
+
+
+def validate_index(index: object, url: str) -> dict:
+    """Check a parsed index document; raise :class:`DataLossError` naming ``url``."""
+    if not isinstance(index, dict) or index.get("format") != FORMAT:
+        raise DataLossError("not a tensorvm checkpoint index", url)
+    if index.get("version") != VERSION:
+        raise DataLossError(f"unsupported checkpoint index version {index.get('version')!r}", url)
+    if index.get("checksum_algorithm") != CHECKSUM_ALGORITHM:
+        raise DataLossError(f"unknown checksum algorithm {index.get('checksum_algorithm')!r}", url)
+    entries = index.get("entries")
+    if not isinstance(entries, list):
+        raise DataLossError("index has no entry list", url)
+    seen = set()
+    for entry in entries:
+        validate_entry(entry, url)
+        key = (entry["name"], entry.get("slice"))
+        if key in seen:
+            raise DataLossError(f"index lists tensor {entry['name']!r} slice "
+                                f"{entry.get('slice')!r} twice", url)
+        seen.add(key)
+    return index
+
+
+def encode_index(entries: list[dict], step: int | None, time: float, meta: dict | None) -> bytes:
+    """Serialise a new index document (entries are validated by :func:`validate_index`)."""
+    doc = {"format": FORMAT, "version": VERSION, "checksum_algorithm": CHECKSUM_ALGORITHM,
+           "step": step, "time": time, "meta": meta or {}, "entries": list(entries)}
+    return json.dumps(doc, indent=1, sort_keys=True).encode()
+
+
+def read_index(ckpt_url: str, *, storage_options: dict | None = None) -> dict:
+    """Read and validate ``<ckpt_url>/index.json``.
+
+    Raises :class:`CheckpointNotFoundError` when there is none (the folder is not a committed
+    checkpoint) and :class:`DataLossError` naming the index when it is corrupt or tampered.
+    """
+    url = join(ckpt_url, INDEX_NAME)
+    fs, path = to_fs(url, storage_options)
+    try:
+        with fs.open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise CheckpointNotFoundError("no committed checkpoint (index.json missing)",
+                                      ckpt_url) from None
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise DataLossError(f"checkpoint index is not valid JSON ({e})", url) from e
+    return validate_index(doc, url)
