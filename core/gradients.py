@@ -154,3 +154,10 @@ def densify_if_needed(grad, op: Operation):
     if isinstance(grad, IndexedSlices) and op.type not in ("Identity",):
         return densify(grad, op.outputs[0])
     return grad
+
+
+@dataclass(frozen=True)
+class IndexedSlicesValue:
+    """The fetched value of an IndexedSlices: NumPy ``values`` and ``indices``."""
+    values: object
+    indices: object

@@ -216,8 +216,13 @@ def run_stage(program: StageProgram, rt, step_id, steps: int, *args):
     return tuple(vals[s] for s in program.exports)
 
 
+TRACES: dict[str, list] = {}
+_TRACES_LOCK = threading.Lock()
+
+
 def run_stage_traced(program: StageProgram, rt, step_id, steps: int, *args):
-    """``run_stage`` that also returns timing and placement facts for RunMetadata."""
+    """``run_stage`` that also records the task's device, worker, start/end time, ops and the
+    bytes of each export into this process's ``TRACES[step_id]`` (collected after the step)."""
     start = time.time()
     out = run_stage(program, rt, step_id, steps, *args)
     try:
@@ -225,8 +230,19 @@ def run_stage_traced(program: StageProgram, rt, step_id, steps: int, *args):
         addr = get_worker().address
     except (ImportError, ValueError):
         addr = "in-process"
-    return out, {"task": program.name, "device": program.device, "worker": addr,
-                 "start": start, "end": time.time(), "ops": list(program.op_names)}
+    info = {"task": program.name, "device": program.device, "worker": addr, "start": start,
+            "end": time.time(), "ops": list(program.op_names),
+            "export_bytes": [int(getattr(v, "nbytes", 0) or 0) for v in out]}
+    with _TRACES_LOCK:
+        TRACES.setdefault(str(step_id).split("#")[0], []).append(info)
+    return out
+
+
+def pop_traces(step_prefix: str) -> list:
+    """Remove and return the trace records of a step (all its repetitions)."""
+    with _TRACES_LOCK:
+        keys = [k for k in TRACES if k == step_prefix or k.startswith(step_prefix + ".")]
+        return [r for k in keys for r in TRACES.pop(k)]
 
 
 def pick(values, index: int):

@@ -1,5 +1,15 @@
-"""``tv.nn``: neural-network ops (defined in nn_ops) under TensorFlow's names."""
-from . import nn_ops as _nn_ops
+"""``tv.nn``: neural-network ops (defined in nn_ops) under TensorFlow's names, resolved on
+first use so that importing tensorvm stays cheap."""
+import importlib as _importlib
 
-for _sym in getattr(_nn_ops, "NN_ALL", []):
-    globals()[_sym] = getattr(_nn_ops, _sym)
+
+def __getattr__(name):
+    mod = _importlib.import_module("tensorvm.ops.nn_ops")
+    if name in getattr(mod, "NN_ALL", ()):
+        return getattr(mod, name)
+    raise AttributeError(f"module 'tensorvm.nn' has no attribute {name!r}")
+
+
+def __dir__():
+    mod = _importlib.import_module("tensorvm.ops.nn_ops")
+    return sorted(getattr(mod, "NN_ALL", ()))

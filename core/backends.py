@@ -1,0 +1,143 @@
+"""Executing a compiled plan on Dask: the step's task graph, and the two ways to run it.
+
+``step_graph`` turns a :class:`~tensorvm.passes.Plan` into a Dask graph for one submission:
+each (device, stage) task is ``(run_stage, program, rt, step_id, steps, *dependency keys)``,
+each non-elided Send is ``(pick, stage key, index)``, each feed is a literal. Keys are
+``(task name, step id)``; with ``steps=K`` across several tasks, step k+1's tasks depend on all
+of step k's sinks (the state chain).
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+from .errors import DeadlineExceededError, UnavailableError
+from .runtime import DeviceResources, pick, pop_traces, run_stage, run_stage_traced
+
+LOCAL_DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"
+
+
+def step_graph(plan, feed_values, step_id: str, steps: int, rt, trace: bool = False):
+    """Return ``(dsk, output_keys, keys_by_device)`` for one submission of ``plan``."""
+    dsk: dict = {}
+    by_device: dict = defaultdict(list)
+    fn = run_stage_traced if trace else run_stage
+    single = len(plan.tasks) == 1
+    loops = steps if single else 1
+    reps = 1 if single else steps
+    prev_sinks: list = []
+    for r in range(reps):
+        sid = step_id if reps == 1 else f"{step_id}.{r}"
+        feed_keys = [(f"tvm-feed-{i}", sid) for i in range(len(feed_values))]
+        for k, v in zip(feed_keys, feed_values):
+            dsk[k] = v
+        task_keys = {t.name: (t.name, sid) for t in plan.tasks}
+        send_keys = {}
+        for s in plan.sends:
+            if s.elided:
+                continue
+            key = (f"{s.task}-send", sid, s.index)
+            dsk[key] = (pick, task_keys[s.task], s.index)
+            send_keys[s.name] = key
+            by_device[s.device].append(key)
+        for t in plan.tasks:
+            deps = []
+            for a in t.args:
+                if a[0] == "task":
+                    deps.append(task_keys[a[1]])
+                elif a[0] == "send":
+                    deps.append(send_keys[a[1]])
+                else:
+                    deps.append(feed_keys[a[1]])
+            key = task_keys[t.name]
+            dsk[key] = (fn, t.program, rt, sid, loops, *deps, *prev_sinks)
+            by_device[t.device].append(key)
+        prev_sinks = [task_keys[n] for n in plan.outputs]
+    outputs = prev_sinks
+    return dsk, outputs, by_device
+
+
+class LocalBackend:
+    """Every device in this process, on Dask's threaded scheduler (TF's local session)."""
+
+    default_device = LOCAL_DEVICE
+    gpu_available = False
+    known_tasks = None
+
+    def __init__(self):
+        self.resources = DeviceResources()
+        import dask.threaded  # noqa: F401
+        self._get = dask.threaded.get
+
+    def prepare(self, plan) -> None:
+        pass
+
+    def describe_devices(self):
+        return {"localhost-0": "in-process"}
+
+    def execute(self, plan, feed_values, step_id, steps, options, run_metadata):
+        trace = bool(options and options.trace)
+        dsk, outputs, _ = step_graph(plan, feed_values, step_id, steps, self.resources, trace)
+        timeout = (options.timeout_in_ms / 1000.0) if options and options.timeout_in_ms else None
+        if timeout:
+            results = self._get_with_timeout(dsk, outputs, timeout, plan)
+        else:
+            results = self._get(dsk, outputs)
+        if trace:
+            _fill_metadata(run_metadata, plan, pop_traces(step_id))
+        return _fetch_values(plan, outputs, results, feed_values)
+
+    def _get_with_timeout(self, dsk, outputs, timeout, plan):
+        import concurrent.futures as cf
+        ex = cf.ThreadPoolExecutor(1)
+        fut = ex.submit(self._get, dsk, outputs)
+        try:
+            return fut.result(timeout)
+        except cf.TimeoutError:
+            raise DeadlineExceededError(
+                f"step did not finish within {timeout * 1000:.0f} ms; pending devices: "
+                f"{', '.join(plan.devices)}") from None
+        finally:
+            ex.shutdown(wait=False)
+
+    def close(self) -> None:
+        self.resources.clear()
+
+    def __repr__(self):
+        return "in-process (dask threaded scheduler)"
+
+
+def _fill_metadata(md, plan, infos):
+    if md is None:
+        return
+    md.plan = plan
+    md.step_stats.extend(infos)
+    sizes = {i["task"]: i.get("export_bytes", []) for i in infos}
+    for s in plan.sends:
+        b = sizes.get(s.task)
+        md.sends.append({"tensor": f"{s.pair.tensor[0]}:{s.pair.tensor[1]}", "src": s.pair.src,
+                         "dst": s.pair.dst,
+                         "bytes": b[s.index] if b and s.index < len(b) else None})
+
+
+def _fetch_values(plan, outputs, results, feed_values):
+    by_task = {k[0]: r for k, r in zip(outputs, results)}
+    out = []
+    for f in plan.fetches:
+        if f[0] == "feed":
+            out.append(feed_values[f[1]])
+        else:
+            out.append(by_task[f[1]][f[2]])
+    return out
+
+
+def make_backend(target=None, *, cluster=None, client=None, verbose=True):
+    if target is None and cluster is None and client is None:
+        return LocalBackend()
+    from .distributed_backend import DistributedBackend
+    return DistributedBackend(target, cluster=cluster, client=client, verbose=verbose)
+
+
+def reset_target(target, containers=None) -> int:
+    from .distributed_backend import reset_workers
+    return reset_workers(target, containers)

@@ -1,0 +1,512 @@
+"""More element-wise math, comparisons, logic, select, and more reductions (max, min, prod, any,
+all, logsumexp, argmax/argmin, cumsum, count_nonzero), with their gradients.
+
+Each op's definition, shape rule, kernel and gradient sit together, as in math_ops. Comparison,
+logical, rounding and index ops are not differentiable (TensorFlow returns ``None`` for them).
+
+>>> import tensorvm as tv
+>>> x = tv.constant([[1.0, 5.0], [7.0, 3.0]])
+>>> with tv.Session() as s:
+...     s.run([tv.reduce_max(x, axis=1), tv.argmax(x, axis=1), x > 2.0])[1].tolist()
+[1, 0]
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..errors import InvalidArgumentError
+from ..graph import overload_operator
+from ..registry import apply_op, convert_to_tensor, register_op
+from .array_ops import constant, stop_gradient, zeros_like
+from .common import _convert_pair, broadcast_shapes, check_same_dtype, def_binary, def_unary
+from .common import unbroadcast
+from .math_ops import _axis_kw, _expand_reduced, _reduce, cast, exp, norm_axes, reduce_sum
+from .math_ops import reduction_shape
+
+__all__ = ["abs", "sign", "reciprocal", "maximum", "minimum", "squared_difference", "expm1",
+           "log1p", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "floor", "ceil", "round",
+           "is_nan", "is_inf", "is_finite",
+           "greater", "greater_equal", "less", "less_equal", "equal", "not_equal",
+           "logical_and", "logical_or", "logical_not", "logical_xor", "where", "clip_by_value",
+           "reduce_max", "reduce_min", "reduce_prod", "reduce_any", "reduce_all",
+           "reduce_logsumexp", "argmax", "argmin", "cumsum", "count_nonzero"]
+
+
+def _is_float(dt):
+    return dt.is_floating
+
+
+def _is_real(dt):
+    return dt.is_floating or dt.is_integer
+
+
+def _is_bool(dt):
+    return dt.is_bool
+
+
+# ---- unary math -------------------------------------------------------------------------------
+abs = def_unary("Abs", np.abs, lambda op, g: [g * sign(op.inputs[0])], allowed=_is_real)
+sign = def_unary("Sign", np.sign, lambda op, g: [zeros_like(op.inputs[0])], allowed=_is_real)
+reciprocal = def_unary("Reciprocal", np.reciprocal,
+                       lambda op, g: [-g * op.outputs[0] * op.outputs[0]], allowed=_is_real)
+expm1 = def_unary("Expm1", np.expm1, lambda op, g: [g * exp(op.inputs[0])], allowed=_is_float)
+log1p = def_unary("Log1p", np.log1p, lambda op, g: [g / (1 + op.inputs[0])], allowed=_is_float)
+
+
+def _rsqrt_kernel(x):
+    return np.reciprocal(np.sqrt(x))
+
+
+rsqrt = def_unary("Rsqrt", _rsqrt_kernel,
+                  lambda op, g: [g * -0.5 * op.outputs[0] * op.outputs[0] * op.outputs[0]],
+                  allowed=_is_float)
+sin = def_unary("Sin", np.sin, lambda op, g: [g * cos(op.inputs[0])], allowed=_is_float)
+cos = def_unary("Cos", np.cos, lambda op, g: [-g * sin(op.inputs[0])], allowed=_is_float)
+tan = def_unary("Tan", np.tan, lambda op, g: [g * (1 + op.outputs[0] * op.outputs[0])],
+                allowed=_is_float)
+tanh = def_unary("Tanh", np.tanh, lambda op, g: [g * (1 - op.outputs[0] * op.outputs[0])],
+                 allowed=_is_float)
+
+
+def _sigmoid_kernel(x):
+    # exp(-log(1 + exp(-x))): no overflow for large |x|, accurate in both tails.
+    return np.exp(-np.logaddexp(0, -x))
+
+
+sigmoid = def_unary("Sigmoid", _sigmoid_kernel,
+                    lambda op, g: [g * op.outputs[0] * (1 - op.outputs[0])], allowed=_is_float)
+floor = def_unary("Floor", np.floor, allowed=_is_float, differentiable=False)
+ceil = def_unary("Ceil", np.ceil, allowed=_is_float, differentiable=False)
+round = def_unary("Round", np.round, allowed=_is_real, differentiable=False)  # half to even
+round.__doc__ = "Element-wise rounding, half to even (banker's rounding), as in TensorFlow."
+is_nan = def_unary("IsNan", np.isnan, out_dtype=_dt.bool_, allowed=_is_float,
+                   differentiable=False)
+is_inf = def_unary("IsInf", np.isinf, out_dtype=_dt.bool_, allowed=_is_float,
+                   differentiable=False)
+is_finite = def_unary("IsFinite", np.isfinite, out_dtype=_dt.bool_, allowed=_is_float,
+                      differentiable=False)
+
+
+# ---- binary math ------------------------------------------------------------------------------
+def _minmax_grad(op, g, mask_fn):
+    x, y = op.inputs
+    mask = mask_fn(x, y)  # where x wins (ties go to x, as in TensorFlow)
+    z = zeros_like(g)
+    return [unbroadcast(where_(mask, g, z), x), unbroadcast(where_(mask, z, g), y)]
+
+
+maximum = def_binary("Maximum", np.maximum,
+                     lambda op, g: _minmax_grad(op, g, greater_equal), allowed=_is_real)
+minimum = def_binary("Minimum", np.minimum,
+                     lambda op, g: _minmax_grad(op, g, less_equal), allowed=_is_real)
+
+
+def _squared_difference_kernel(x, y):
+    return np.square(np.subtract(x, y))
+
+
+def _squared_difference_grad(op, g):
+    x, y = op.inputs
+    d = g * 2 * (x - y)
+    return [unbroadcast(d, x), unbroadcast(-d, y)]
+
+
+squared_difference = def_binary("SquaredDifference", _squared_difference_kernel,
+                                _squared_difference_grad, allowed=_is_real)
+
+
+# ---- comparisons and logic (bool outputs) -----------------------------------------------------
+def _bool_result(fn):
+    def kernel(x, y):
+        return np.asarray(fn(x, y), dtype=np.bool_)  # object (string) inputs give bool too
+    kernel.__name__ = fn.__name__
+    return kernel
+
+
+def _compare(op_type, fn, allowed):
+    return def_binary(op_type, _bool_result(fn), out_dtype=_dt.bool_, allowed=allowed,
+                      differentiable=False)
+
+
+greater = _compare("Greater", np.greater, _is_real)
+greater_equal = _compare("GreaterEqual", np.greater_equal, _is_real)
+less = _compare("Less", np.less, _is_real)
+less_equal = _compare("LessEqual", np.less_equal, _is_real)
+equal = _compare("Equal", np.equal, None)
+not_equal = _compare("NotEqual", np.not_equal, None)
+logical_and = _compare("LogicalAnd", np.logical_and, _is_bool)
+logical_or = _compare("LogicalOr", np.logical_or, _is_bool)
+logical_xor = _compare("LogicalXor", np.logical_xor, _is_bool)
+logical_not = def_unary("LogicalNot", np.logical_not, allowed=_is_bool, differentiable=False)
+
+
+# ---- where / select ---------------------------------------------------------------------------
+def _select_shape(inputs, attrs):
+    c, x, y = inputs
+    if not c.dtype.is_bool:
+        raise InvalidArgumentError(f"where: condition must be bool, got {c.dtype.name}")
+    dt = check_same_dtype([x, y], "Select")
+    s = broadcast_shapes(x._shape, y._shape)
+    if c._shape is not None and s is not None and len(c._shape) == 1 and len(s) > 1:
+        rows = (c._shape[0],) + (1,) * (len(s) - 1)  # TF1: a vector condition picks rows
+        try:
+            return [(dt, broadcast_shapes(rows, s))]
+        except InvalidArgumentError:
+            raise InvalidArgumentError(
+                f"where: a rank-1 condition selects rows, so its length ({c._shape[0]}) must "
+                f"match the first dimension of x and y (shape {list(s)})") from None
+    return [(dt, broadcast_shapes(c._shape, s))]
+
+
+def _select_kernel(c, x, y):
+    nd = max(np.ndim(x), np.ndim(y))
+    if np.ndim(c) == 1 and nd > 1:  # TF1: a vector condition picks whole rows
+        c = np.reshape(c, (-1,) + (1,) * (nd - 1))
+    return np.where(c, x, y)
+
+
+def _select_grad(op, g):
+    c, x, y = op.inputs
+    z = zeros_like(g)
+    return [None, unbroadcast(where_(c, g, z), x), unbroadcast(where_(c, z, g), y)]
+
+
+register_op("Select", _select_shape, _select_kernel, grad=_select_grad)
+
+
+def _where_indices_shape(inputs, attrs):
+    (c,) = inputs
+    if c.dtype.is_string:
+        raise InvalidArgumentError("where: condition must be bool or numeric, got string")
+    return [(_dt.int64, None if c._shape is None else (None, len(c._shape)))]
+
+
+def _where_indices_kernel(c):
+    return np.argwhere(c).astype(np.int64, copy=False)
+
+
+register_op("Where", _where_indices_shape, _where_indices_kernel, differentiable=False)
+
+
+def where_(condition, x, y, name=None):
+    """The three-argument select: ``x`` where ``condition`` holds, else ``y``."""
+    condition = convert_to_tensor(condition)
+    x, y = _convert_pair(x, y)
+    return apply_op("Select", [condition, x, y], name=name).outputs[0]
+
+
+def where(condition, x=None, y=None, name=None):
+    """``tv.where(c)``: int64 coordinates ``[num_true, rank]`` of the true elements of ``c``;
+    ``tv.where(c, x, y)``: elements of ``x`` where ``c`` holds, else of ``y``.
+
+    ``x``, ``y`` and ``c`` broadcast (NumPy rules), except that a rank-1 ``c`` with higher-rank
+    ``x``/``y`` selects whole rows, as in TF1's ``tf.where``.
+
+    >>> import tensorvm as tv
+    >>> with tv.Session() as s:
+    ...     s.run(tv.where([True, False], [1, 2], [10, 20])).tolist()
+    [1, 20]
+    """
+    if x is None and y is None:
+        return apply_op("Where", [condition], name=name).outputs[0]
+    if x is None or y is None:
+        raise InvalidArgumentError("where: x and y must both be given, or neither")
+    return where_(condition, x, y, name=name)
+
+
+def clip_by_value(t, clip_value_min, clip_value_max, name=None):
+    """``min(max(t, clip_value_min), clip_value_max)``; the clip values may broadcast against
+    ``t`` but must not enlarge it. Gradients flow where ``t`` is inside the range."""
+    t = convert_to_tensor(t)
+    out = maximum(minimum(t, clip_value_max), clip_value_min, name=name or "clip_by_value")
+    a, b = t._shape, out._shape
+    if a is not None and b is not None and (len(a) != len(b) or any(
+            x is not None and y is not None and x != y for x, y in zip(a, b))):
+        raise InvalidArgumentError(
+            f"clip_by_value: the clip values broadcast t from shape {list(a)} to {list(b)}; "
+            f"they must not change t's shape")
+    return out
+
+
+# ---- reductions ---------------------------------------------------------------------------------
+def _checked_reduction_shape(op_type, allowed, what):
+    def shape_fn(inputs, attrs):
+        if not allowed(inputs[0].dtype):
+            raise InvalidArgumentError(
+                f"{op_type} needs a {what} tensor, got {inputs[0].dtype.name}")
+        return reduction_shape(inputs, attrs)
+    return shape_fn
+
+
+def _extreme(dtype, lowest: bool):
+    if dtype.kind == "f":
+        return -np.inf if lowest else np.inf
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return info.min if lowest else info.max
+    return not lowest  # bool
+
+
+def _max_kernel(x, axis, keepdims):
+    # ``initial`` gives TF's result on empty reductions (-inf, or the lowest integer)
+    return np.max(x, axis=_axis_kw(axis), keepdims=keepdims, initial=_extreme(x.dtype, True))
+
+
+def _min_kernel(x, axis, keepdims):
+    return np.min(x, axis=_axis_kw(axis), keepdims=keepdims, initial=_extreme(x.dtype, False))
+
+
+def _minmax_reduce_grad(op, g):
+    """The gradient goes to the positions equal to the result, split equally among ties."""
+    x = op.inputs[0]
+    y = _expand_reduced(op.outputs[0], op)
+    ind = cast(equal(y, x), g.dtype)
+    num = reduce_sum(ind, axis=op.attrs["axis"], keepdims=True)
+    return [_expand_reduced(g, op) * ind / num]
+
+
+def _prod_kernel(x, axis, keepdims):
+    return np.prod(x, axis=_axis_kw(axis), keepdims=keepdims, dtype=x.dtype)
+
+
+def _prod_others_kernel(x, axis):
+    """For each element, the product of the other elements along ``axis`` (zero-safe: built
+    from exclusive cumulative products from both ends, no division)."""
+    rank = x.ndim
+    axes = tuple(range(rank)) if axis is None else tuple(a % rank for a in axis)
+    rest = [i for i in range(rank) if i not in axes]
+    perm = rest + list(axes)
+    xt = np.transpose(x, perm)
+    lead = xt.shape[:len(rest)]
+    flat = xt.reshape(lead + (-1,))
+    if flat.shape[-1] == 0:
+        return np.zeros_like(x)
+    ones = np.ones(lead + (1,), x.dtype)
+    left = np.cumprod(np.concatenate([ones, flat[..., :-1]], -1), axis=-1, dtype=x.dtype)
+    right = np.cumprod(np.concatenate([ones, flat[..., :0:-1]], -1), axis=-1,
+                       dtype=x.dtype)[..., ::-1]
+    return np.transpose((left * right).reshape(xt.shape), np.argsort(perm))
+
+
+register_op("ProdOthers", lambda inputs, attrs: [(inputs[0].dtype, inputs[0]._shape)],
+            _prod_others_kernel)  # no gradient: a second derivative of reduce_prod fails loudly
+
+
+def _prod_grad(op, g):
+    x = op.inputs[0]
+    others = apply_op("ProdOthers", [x], {"axis": op.attrs["axis"]}).outputs[0]
+    return [_expand_reduced(g, op) * others]
+
+
+def _any_kernel(x, axis, keepdims):
+    return np.any(x, axis=_axis_kw(axis), keepdims=keepdims)
+
+
+def _all_kernel(x, axis, keepdims):
+    return np.all(x, axis=_axis_kw(axis), keepdims=keepdims)
+
+
+def _logsumexp_kernel(x, axis, keepdims):
+    ax = _axis_kw(axis)
+    m = np.max(x, axis=ax, keepdims=True, initial=-np.inf)
+    m = np.where(np.isfinite(m), m, np.zeros((), x.dtype))
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(np.exp(x - m), axis=ax, keepdims=True)) + m
+    if not keepdims:
+        out = np.reshape(out, ()) if ax is None else np.squeeze(out, axis=ax)
+    return np.asarray(out, dtype=x.dtype)
+
+
+def _logsumexp_grad(op, g):
+    x = op.inputs[0]
+    return [_expand_reduced(g, op) * exp(x - _expand_reduced(op.outputs[0], op))]
+
+
+register_op("Max", _checked_reduction_shape("Max", _is_real, "real numeric"), _max_kernel,
+            grad=_minmax_reduce_grad)
+register_op("Min", _checked_reduction_shape("Min", _is_real, "real numeric"), _min_kernel,
+            grad=_minmax_reduce_grad)
+register_op("Prod", _checked_reduction_shape("Prod", _is_real, "real numeric"), _prod_kernel,
+            grad=_prod_grad)
+register_op("Any", _checked_reduction_shape("Any", _is_bool, "bool"), _any_kernel,
+            differentiable=False)
+register_op("All", _checked_reduction_shape("All", _is_bool, "bool"), _all_kernel,
+            differentiable=False)
+register_op("ReduceLogSumExp", _checked_reduction_shape("ReduceLogSumExp", _is_float,
+                                                        "floating-point"),
+            _logsumexp_kernel, grad=_logsumexp_grad)
+
+
+def _keep(keepdims, keep_dims):
+    return bool(keep_dims if keepdims is None else keepdims)
+
+
+def _axes(axis, reduction_indices):
+    return reduction_indices if axis is None else axis
+
+
+def reduce_max(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,
+               keep_dims=None):
+    """Maximum over ``axis`` (all axes by default); ``-inf`` over an empty set."""
+    return _reduce("Max", input_tensor, _axes(axis, reduction_indices),
+                   _keep(keepdims, keep_dims), name)
+
+
+def reduce_min(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,
+               keep_dims=None):
+    """Minimum over ``axis`` (all axes by default); ``+inf`` over an empty set."""
+    return _reduce("Min", input_tensor, _axes(axis, reduction_indices),
+                   _keep(keepdims, keep_dims), name)
+
+
+def reduce_prod(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,
+                keep_dims=None):
+    """Product over ``axis``; its gradient is exact where elements are zero."""
+    return _reduce("Prod", input_tensor, _axes(axis, reduction_indices),
+                   _keep(keepdims, keep_dims), name)
+
+
+def reduce_any(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,
+               keep_dims=None):
+    """Logical or over ``axis`` of a bool tensor."""
+    return _reduce("Any", input_tensor, _axes(axis, reduction_indices),
+                   _keep(keepdims, keep_dims), name)
+
+
+def reduce_all(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,
+               keep_dims=None):
+    """Logical and over ``axis`` of a bool tensor."""
+    return _reduce("All", input_tensor, _axes(axis, reduction_indices),
+                   _keep(keepdims, keep_dims), name)
+
+
+def reduce_logsumexp(input_tensor, axis=None, keepdims=None, name=None, reduction_indices=None,
+                     keep_dims=None):
+    """``log(sum(exp(x)))`` over ``axis``, computed stably (the maximum is taken out first)."""
+    return _reduce("ReduceLogSumExp", input_tensor, _axes(axis, reduction_indices),
+                   _keep(keepdims, keep_dims), name)
+
+
+def count_nonzero(input_tensor, axis=None, keepdims=None, dtype=_dt.int64, name=None,
+                  reduction_indices=None, keep_dims=None):
+    """Number of non-zero (non-empty, for strings) elements over ``axis``, as ``dtype``."""
+    x = convert_to_tensor(input_tensor)
+    zero = constant("" if x.dtype.is_string else 0, dtype=x.dtype, graph=x.graph)
+    nz = reduce_sum(cast(not_equal(x, zero), _dt.int64), axis=_axes(axis, reduction_indices),
+                    keepdims=_keep(keepdims, keep_dims))
+    return cast(nz, dtype, name=name)
+
+
+# ---- argmax / argmin --------------------------------------------------------------------------
+def _arg_shape(op_type):
+    def shape_fn(inputs, attrs):
+        x = inputs[0]
+        if not _is_real(x.dtype):
+            raise InvalidArgumentError(f"{op_type} needs a real numeric tensor, got "
+                                       f"{x.dtype.name}")
+        if attrs["output_type"] not in (_dt.int32, _dt.int64):
+            raise InvalidArgumentError(f"{op_type}: output_type must be int32 or int64, got "
+                                       f"{attrs['output_type'].name}")
+        if x._shape is None:
+            return [(attrs["output_type"], None)]
+        rank = len(x._shape)
+        if rank == 0:
+            raise InvalidArgumentError(f"{op_type} needs a tensor of rank >= 1, got a scalar")
+        (axis,) = norm_axes(attrs["axis"], rank)
+        if x._shape[axis] == 0:
+            raise InvalidArgumentError(
+                f"{op_type}: reduction axis {axis} is empty in shape {list(x._shape)}")
+        return [(attrs["output_type"], x._shape[:axis] + x._shape[axis + 1:])]
+    return shape_fn
+
+
+def _argmax_kernel(x, axis, output_type):
+    return np.argmax(x, axis=axis).astype(output_type.np_dtype, copy=False)
+
+
+def _argmin_kernel(x, axis, output_type):
+    return np.argmin(x, axis=axis).astype(output_type.np_dtype, copy=False)
+
+
+register_op("ArgMax", _arg_shape("ArgMax"), _argmax_kernel, differentiable=False)
+register_op("ArgMin", _arg_shape("ArgMin"), _argmin_kernel, differentiable=False)
+
+
+def _arg(op_type, input, axis, dimension, output_type, name):
+    if axis is not None and dimension is not None:
+        raise InvalidArgumentError(f"{op_type}: give axis or dimension, not both")
+    axis = dimension if axis is None else axis
+    return apply_op(op_type, [input], {"axis": int(0 if axis is None else axis),
+                                       "output_type": _dt.as_dtype(output_type)},
+                    name=name).outputs[0]
+
+
+def argmax(input, axis=None, name=None, dimension=None, output_type=_dt.int64):
+    """Index of the largest value along ``axis`` (default 0, as in TF1); first one on ties."""
+    return _arg("ArgMax", input, axis, dimension, output_type, name)
+
+
+def argmin(input, axis=None, name=None, dimension=None, output_type=_dt.int64):
+    """Index of the smallest value along ``axis`` (default 0, as in TF1); first one on ties."""
+    return _arg("ArgMin", input, axis, dimension, output_type, name)
+
+
+# ---- cumsum -----------------------------------------------------------------------------------
+def _cumsum_shape(inputs, attrs):
+    x = inputs[0]
+    if not (_is_real(x.dtype) or x.dtype.is_complex):
+        raise InvalidArgumentError(f"Cumsum needs a numeric tensor, got {x.dtype.name}")
+    if x._shape is not None:
+        if not x._shape:
+            raise InvalidArgumentError("Cumsum needs a tensor of rank >= 1, got a scalar")
+        norm_axes(attrs["axis"], len(x._shape))
+    return [(x.dtype, x._shape)]
+
+
+def _cumsum_kernel(x, axis, exclusive, reverse):
+    if reverse:
+        x = np.flip(x, axis)
+    out = np.cumsum(x, axis=axis, dtype=x.dtype)
+    if exclusive:
+        shifted = np.zeros_like(out)
+        dst = [slice(None)] * out.ndim
+        src = [slice(None)] * out.ndim
+        dst[axis], src[axis] = slice(1, None), slice(None, -1)
+        shifted[tuple(dst)] = out[tuple(src)]
+        out = shifted
+    return np.flip(out, axis) if reverse else out
+
+
+def _cumsum_grad(op, g):
+    a = op.attrs
+    return [cumsum(g, a["axis"], exclusive=a["exclusive"], reverse=not a["reverse"])]
+
+
+register_op("Cumsum", _cumsum_shape, _cumsum_kernel, grad=_cumsum_grad)
+
+
+def cumsum(x, axis=0, exclusive=False, reverse=False, name=None):
+    """Cumulative sum along ``axis``; ``exclusive`` leaves each element out of its own sum,
+    ``reverse`` sums from the end."""
+    return apply_op("Cumsum", [x], {"axis": int(axis), "exclusive": bool(exclusive),
+                                    "reverse": bool(reverse)}, name=name).outputs[0]
+
+
+# ---- Python operators -------------------------------------------------------------------------
+def _r(fn):
+    return lambda self, other: fn(other, self)
+
+
+overload_operator("__abs__", lambda s: abs(s))
+overload_operator("__lt__", lambda s, o: less(s, o))
+overload_operator("__le__", lambda s, o: less_equal(s, o))
+overload_operator("__gt__", lambda s, o: greater(s, o))
+overload_operator("__ge__", lambda s, o: greater_equal(s, o))
+overload_operator("__and__", lambda s, o: logical_and(s, o))
+overload_operator("__rand__", _r(logical_and))
+overload_operator("__or__", lambda s, o: logical_or(s, o))
+overload_operator("__ror__", _r(logical_or))
+overload_operator("__xor__", lambda s, o: logical_xor(s, o))
+overload_operator("__rxor__", _r(logical_xor))
+overload_operator("__invert__", lambda s: logical_not(s))

@@ -1,0 +1,20 @@
+"""The step pipeline (DESIGN.md "One step, end to end"): each pass is a pure function from one
+plain data structure to the next, with no session or cluster inside.
+
+    nodes = snapshot(graph)
+    nodes, fetches, targets = prune(nodes, fetches, targets, feeds)
+    nodes, fetches = optimize(nodes, fetches, protected)
+    devices = place(nodes, default_device, ...)
+    part = partition(nodes, devices, fetches, feeds)
+    stages = stage(part)
+    plan = compile_plan(part, stages, fetches, feeds, ...)
+"""
+from .prune import prune
+from .optimize import optimize
+from .place import place
+from .partition import Partition, partition
+from .stage import stage
+from .compile import Plan, compile_plan
+
+__all__ = ["prune", "optimize", "place", "partition", "Partition", "stage", "compile_plan",
+           "Plan"]

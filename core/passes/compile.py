@@ -1,0 +1,271 @@
+"""Compile: turn a staged partition into a :class:`Plan` — one :class:`TaskSpec` per
+(device, stage) holding a :class:`~tensorvm.runtime.StageProgram`, one :class:`SendSpec` per
+Send/Recv pair, and where each fetch comes from.
+
+A Send is a small task on the source device that picks one tensor out of its stage's results,
+so only that tensor moves. Where a stage's results all go to one other device and nowhere
+else, the pick is *elided*: the receiving task depends on the stage itself (same bytes moved,
+one Dask hop fewer). The plan is a template: the session gives its keys a step id per run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..graph_def import Node
+from ..registry import registry
+from ..runtime import Instr, StageProgram
+from .partition import Partition, SendRecv
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str  # Dask key prefix: tvm-<graph>-<device>-s<stage>
+    device: str
+    stage: int
+    program: StageProgram
+    args: tuple  # ("task", name) | ("send", name) | ("feed", i) per program arg
+    stateful: bool
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        return self.program.op_names
+
+
+@dataclass(frozen=True)
+class SendSpec:
+    name: str
+    device: str  # source device
+    task: str  # the stage task holding the tensor
+    index: int  # export index in that task's result
+    pair: SendRecv
+    elided: bool = False  # consumers read the stage's result directly
+
+
+@dataclass
+class Plan:
+    """A compiled step. ``print(plan)`` shows devices, stages, tasks and Send/Recv pairs."""
+    tasks: tuple
+    sends: tuple  # SendSpec, one per (tensor, destination device)
+    fetches: tuple  # per fetch: ("task", name, index) | ("feed", i)
+    feeds: tuple  # fed refs, in feed order
+    outputs: tuple  # task names the client must ask for (sinks and fetch sources)
+    devices: tuple
+    graph_ops: int = 0  # ops in the pruned graph before optimisation
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def kernels(self) -> int:
+        return sum(len(t.program.instrs) for t in self.tasks)
+
+    @property
+    def pairs(self) -> tuple:
+        return tuple(s.pair for s in self.sends)
+
+    def task(self, name: str) -> TaskSpec:
+        return next(t for t in self.tasks if t.name == name)
+
+    def __repr__(self):
+        return (f"<tv.Plan {len(self.devices)} devices, {len(self.tasks)} tasks, "
+                f"{self.kernels} kernels, {len(self.sends)} sends>")
+
+    def __str__(self):
+        lines = [repr(self)]
+        for dev in self.devices:
+            lines.append(f"device {dev}")
+            for t in self.tasks:
+                if t.device == dev:
+                    lines.append(f"  stage {t.stage}: {t.name}  [{', '.join(t.ops)}]")
+        for s in self.sends:
+            lines.append(f"  {s.pair!r}{'  (elided pick)' if s.elided else ''}")
+        return "\n".join(lines)
+
+    def to_dot(self) -> str:
+        """Graphviz source: one cluster per device, tasks as boxes, Send/Recv as edges."""
+        out = ["digraph plan {", "  rankdir=LR;", "  node [shape=box];"]
+        for i, dev in enumerate(self.devices):
+            out.append(f'  subgraph cluster_{i} {{ label="{dev}";')
+            for t in self.tasks:
+                if t.device == dev:
+                    label = "\\n".join((f"s{t.stage}",) + t.ops[:8] +
+                                       (("…",) if len(t.ops) > 8 else ()))
+                    out.append(f'    "{t.name}" [label="{label}"];')
+            out.append("  }")
+        sends = {s.name: s for s in self.sends}
+        for t in self.tasks:
+            for a in t.args:
+                if a[0] == "task":
+                    out.append(f'  "{a[1]}" -> "{t.name}";')
+                elif a[0] == "send":
+                    s = sends[a[1]]
+                    lbl = f"{s.pair.tensor[0]}:{s.pair.tensor[1]}" if s.pair.tensor[1] >= 0 \
+                        else f"^{s.pair.tensor[0]}"
+                    out.append(f'  "{s.task}" -> "{t.name}" [label="{lbl}", style=dashed];')
+        out.append("}")
+        return "\n".join(out)
+
+
+def _dev_tag(device: str) -> str:
+    # "/job:ps/replica:0/task:0/device:CPU:0" -> "ps-0-cpu0"
+    parts = dict(p.split(":", 1) for p in device.strip("/").split("/") if ":" in p)
+    dev = parts.get("device", "CPU:0").replace(":", "").lower()
+    return f"{parts.get('job', 'x')}-{parts.get('task', '0')}-{dev}"
+
+
+def compile_plan(part: Partition, stages: dict[str, int], fetches: list, feeds: list,
+                 graph_tag: str = "g", graph_ops: int = 0) -> Plan:
+    nodes = part.nodes
+    feed_index = {ref: i for i, ref in enumerate(feeds)}
+    pair_by_recv = {p.recv: p for p in part.sends}
+
+    # Group real ops by (device, stage), in topological order.
+    groups: dict[tuple[str, int], list[Node]] = {}
+    for name, n in nodes.items():
+        if n.type in ("_Send", "_Recv"):
+            continue
+        groups.setdefault((n.device, stages[name]), []).append(n)
+    task_of: dict[str, str] = {}
+    order = sorted(groups, key=lambda k: (k[1], k[0]))
+    names = {k: f"tvm-{graph_tag}-{_dev_tag(k[0])}-s{k[1]}" for k in order}
+    for k in order:
+        for n in groups[k]:
+            task_of[n.name] = names[k]
+
+    # What each task must export: refs read by other tasks, by sends, and by fetches.
+    exports: dict[str, list] = {names[k]: [] for k in order}
+
+    def export(ref) -> tuple[str, int]:
+        t = task_of[ref[0]]
+        lst = exports[t]
+        if ref not in lst:
+            lst.append(ref)
+        return t, lst.index(ref)
+
+    # Where each Send's tensor lives: (producer task, export index).
+    send_src = {}
+    for p in part.sends:
+        src = nodes[p.send]
+        ref = src.inputs[0] if src.inputs else (src.control_inputs[0], -1)
+        send_src[p.send] = export(ref)
+
+    fetch_src = []
+    for ref in fetches:
+        if ref in feed_index:
+            fetch_src.append(("feed", feed_index[ref]))
+        else:
+            t, i = export(ref)
+            fetch_src.append(("task", t, i))
+
+    # Cross-stage, same-device reads need exports too; collect per task its args.
+    task_args: dict[str, list] = {}
+    local_reads: dict[str, list] = {}
+    for k in order:
+        tname = names[k]
+        args: list = []
+        reads: list = []
+        seen_task_args: dict[tuple, int] = {}
+        for n in groups[k]:
+            for ref in n.inputs + tuple((c, -1) for c in n.control_inputs):
+                src_name = ref[0]
+                if ref in feed_index:
+                    key = ("feed", feed_index[ref])
+                elif src_name in pair_by_recv:
+                    key = ("send", pair_by_recv[src_name].send)
+                elif task_of.get(src_name) != tname:
+                    key = ("task", task_of[src_name])
+                    export(ref)
+                else:
+                    continue
+                if key not in seen_task_args:
+                    seen_task_args[key] = len(args)
+                    args.append(key)
+                reads.append((ref, key))
+        task_args[tname] = args
+        local_reads[tname] = reads
+
+    # Elide Send picks whose source task exports only to that one destination.
+    consumers_of: dict[str, set] = {t: set() for t in exports}
+    for p in part.sends:
+        consumers_of[send_src[p.send][0]].add(("dev", p.dst))
+    for _, t, *_ in [f for f in fetch_src if f[0] == "task"]:
+        consumers_of[t].add(("client",))
+    for tname, args in task_args.items():
+        for a in args:
+            if a[0] == "task":
+                consumers_of[a[1]].add(("task", tname))
+    send_specs = []
+    for p in part.sends:
+        t, i = send_src[p.send]
+        elided = len(consumers_of[t]) == 1
+        send_specs.append(SendSpec(p.send, p.src, t, i, p, elided))
+    send_by_name = {s.name: s for s in send_specs}
+
+    # Build the programs.
+    tasks = []
+    for k in order:
+        tname = names[k]
+        device, st = k
+        slot_of: dict[tuple, int] = {}
+        nslots = 0
+        arg_picks = []
+        args_out = []
+        for a in task_args[tname]:
+            if a[0] == "feed":
+                ref = feeds[a[1]]
+                slot_of[("arg", a)] = nslots
+                arg_picks.append((nslots, -1))
+                nslots += 1
+                args_out.append(a)
+            elif a[0] == "send":
+                s = send_by_name[a[1]]
+                slot_of[("arg", a)] = nslots
+                arg_picks.append((nslots, s.index if s.elided else -1))
+                args_out.append(("task", s.task) if s.elided else a)
+                nslots += 1
+            else:  # earlier stage on this device: one arg, several picks
+                src = a[1]
+                for ref, key in local_reads[tname]:
+                    if key == a and ("local", ref) not in slot_of:
+                        slot_of[("local", ref)] = nslots
+                        arg_picks.append((nslots, exports[src].index(ref)
+                                          if ref in exports[src] else -1))
+                        args_out.append(a)
+                        nslots += 1
+        instrs = []
+        for n in groups[k]:
+            in_slots = []
+            for ref in n.inputs:
+                if ref in feed_index:
+                    in_slots.append(slot_of[("arg", ("feed", feed_index[ref]))])
+                elif ref[0] in pair_by_recv:
+                    in_slots.append(slot_of[("arg", ("send", pair_by_recv[ref[0]].send))])
+                elif task_of.get(ref[0]) == tname:
+                    in_slots.append(slot_of[("out", ref)])
+                else:
+                    in_slots.append(slot_of[("local", ref)])
+            outs = tuple(range(nslots, nslots + max(n.num_outputs, 1)))
+            for i in range(max(n.num_outputs, 1)):
+                slot_of[("out", (n.name, i))] = nslots + i
+            slot_of[("out", (n.name, -1))] = nslots  # control token
+            nslots += max(n.num_outputs, 1)
+            d = registry[n.type]
+            instrs.append(Instr(n.type, n.name, tuple(in_slots), dict(n.attrs),
+                                outs if n.num_outputs != 1 else outs[:1],
+                                d.needs_ctx, n.location))
+        export_slots = tuple(slot_of[("out", ref)] for ref in exports[tname])
+        program = StageProgram(device, _device_type(device), nslots, tuple(arg_picks),
+                               tuple(instrs), export_slots, tname,
+                               tuple(n.name for n in groups[k]))
+        stateful = any(n.stateful for n in groups[k])
+        tasks.append(TaskSpec(tname, device, st, program, tuple(args_out), stateful))
+
+    consumed = {a[1] for t in tasks for a in t.args if a[0] == "task"}
+    consumed |= {s.task for s in send_specs}
+    fetch_tasks = [f[1] for f in fetch_src if f[0] == "task"]
+    outputs = tuple(dict.fromkeys(fetch_tasks + [t.name for t in tasks
+                                                 if t.name not in consumed]))
+    return Plan(tuple(tasks), tuple(send_specs), tuple(fetch_src), tuple(feeds), outputs,
+                part.devices, graph_ops)
+
+
+def _device_type(device: str) -> str:
+    return "GPU" if "/device:GPU" in device else "CPU"

@@ -1,0 +1,119 @@
+"""Place: give every node a full device ``/job:J/replica:R/task:T/device:TYPE:N``.
+
+Order of precedence (TF's placer): colocation groups first — a node that reads or writes a
+resource carries the resource's group, ``tv.colocate_with`` and gradient ops share their
+forward op's group (union-find); the group takes the device of the op that names it (the
+Variable), else the merge of its members' explicit devices; then the session default fills the
+unset fields. A GPU node with no GPU (or no GPU kernel) falls back to CPU under soft
+placement, else fails. The result is deterministic: the same nodes give the same placement.
+
+>>> from tensorvm.graph_def import Node
+>>> nodes = {"v": Node("v", "VariableV2", device="/job:ps/task:0", colocation="v"),
+...          "u": Node("u", "AssignAdd", (("g", 0),), device="/job:worker", colocation="v"),
+...          "g": Node("g", "Neg", device="")}
+>>> place(nodes, "/job:worker/task:0")["u"]
+'/job:ps/replica:0/task:0/device:CPU:0'
+"""
+from __future__ import annotations
+
+from ..device_spec import DeviceSpec
+from ..errors import InvalidArgumentError
+from ..graph_def import Node
+from ..registry import registry
+
+
+class _UnionFind:
+    def __init__(self):
+        self.parent: dict[str, str] = {}
+
+    def find(self, x: str) -> str:
+        p = self.parent.setdefault(x, x)
+        while p != self.parent[p]:
+            self.parent[p] = self.parent[self.parent[p]]
+            p = self.parent[p]
+        self.parent[x] = p
+        return p
+
+    def union(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+def place(nodes: dict[str, Node], default_device: str = "", *, all_nodes=None,
+          gpu_available: bool = False, allow_soft_placement: bool = True,
+          known_tasks: set | None = None) -> dict[str, str]:
+    """Return ``{node name: full device string}`` for ``nodes``.
+
+    ``all_nodes`` (the unpruned graph) resolves colocation roots that pruning removed;
+    ``known_tasks`` (a set of ``(job, task)``) rejects devices naming tasks outside the cluster.
+    """
+    all_nodes = all_nodes or nodes
+    default = DeviceSpec.parse(default_device)
+    uf = _UnionFind()
+    for name, n in nodes.items():
+        uf.find(name)
+        if n.colocation:
+            uf.union(name, "@" + n.colocation)
+
+    groups: dict[str, list[str]] = {}
+    for name in nodes:
+        groups.setdefault(uf.find(name), []).append(name)
+
+    out: dict[str, str] = {}
+    for root, members in groups.items():
+        colocs = {nodes[m].colocation for m in members if nodes[m].colocation}
+        spec = None
+        for c in sorted(colocs):
+            owner = all_nodes.get(c)
+            if owner is not None and owner.device:
+                spec = DeviceSpec.parse(owner.device)
+                break
+        if spec is None:
+            spec = DeviceSpec()
+            for m in members:
+                s = DeviceSpec.parse(nodes[m].device)
+                if s.conflicts_with(spec):
+                    if not allow_soft_placement:
+                        raise InvalidArgumentError(
+                            f"Cannot colocate nodes {members[0]!r} and {m!r}: conflicting "
+                            f"devices {spec.to_string()} and {s.to_string()} (created at "
+                            f"{nodes[m].location})")
+                    continue
+                spec = s.merged_over(spec)
+        full = spec.merged_over(default).with_defaults()
+        full = _check_device(full, members, nodes, gpu_available, allow_soft_placement,
+                             known_tasks)
+        dev = full.to_string()
+        for m in members:
+            out[m] = dev
+    return {name: out[name] for name in nodes}
+
+
+def _check_device(spec: DeviceSpec, members, nodes, gpu_available, soft, known_tasks):
+    if known_tasks is not None and (spec.job, spec.task) not in known_tasks:
+        n = nodes[members[0]]
+        raise InvalidArgumentError(
+            f"Cannot assign a device for operation {n.name!r}: device {spec.to_string()} names "
+            f"a task that is not in the cluster ({sorted(known_tasks)}); created at "
+            f"{n.location}")
+    if spec.device_type == "GPU":
+        missing_kernel = [m for m in members
+                          if "GPU" not in registry[nodes[m].type].kernels
+                          and not _has_gpu_fallback(nodes[m].type)]
+        if not gpu_available or missing_kernel:
+            if soft:
+                return DeviceSpec(spec.job, spec.replica, spec.task, "CPU", 0)
+            n = nodes[(missing_kernel or members)[0]]
+            why = "no GPU device is available" if not gpu_available else \
+                f"no GPU kernel for {n.type}"
+            raise InvalidArgumentError(
+                f"Cannot assign a device for operation {n.name!r}: {why} for "
+                f"{spec.to_string()} (created at {n.location}); set allow_soft_placement=True")
+    return spec
+
+
+def _has_gpu_fallback(op_type: str) -> bool:
+    # Ops that only move or hold data run on a GPU device with the CPU kernel.
+    return op_type in ("Const", "Placeholder", "Identity", "NoOp", "VariableV2", "Assign",
+                       "Shape", "PlaceholderWithDefault")

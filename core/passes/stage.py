@@ -1,0 +1,40 @@
+"""Stage: cut each device's partition into tasks so that the task graph is acyclic.
+
+A node's stage is the largest, over its inputs, of the input's stage — plus one where the input
+comes through a ``_Recv``. A ``_Send`` has its input's stage; a ``_Recv`` has its Send's stage
+plus one. Nodes of one (device, stage) form one task. Every edge between tasks then goes to an
+equal-or-higher stage on the same device or a strictly higher stage on another, so the task
+graph has no cycle (a ping-pong A → B → A needs three tasks, not two).
+
+>>> from tensorvm.passes.partition import partition
+>>> from tensorvm.graph_def import Node
+>>> nodes = {"a": Node("a", "Const"), "b": Node("b", "Neg", (("a", 0),)),
+...          "c": Node("c", "Neg", (("b", 0),))}
+>>> p = partition(nodes, {"a": "/A", "b": "/B", "c": "/A"}, set())
+>>> s = stage(p); (s["a"], s["b"], s["c"])
+(0, 1, 2)
+"""
+from __future__ import annotations
+
+from .partition import Partition
+
+
+def stage(part: Partition) -> dict[str, int]:
+    """Return ``{node name: stage}`` for every node of the partition (topological order)."""
+    st: dict[str, int] = {}
+    nodes = part.nodes
+    # partition() emits nodes in topological order (a Send and its Recv right after the
+    # producer), so one pass suffices.
+    for name, node in nodes.items():
+        if node.type == "_Recv":
+            st[name] = st[node.attrs["send"]] + 1
+            continue
+        s = 0
+        for r in node.inputs:
+            if r[0] in st and st[r[0]] > s:
+                s = st[r[0]]
+        for c in node.control_inputs:
+            if c in st and st[c] > s:
+                s = st[c]
+        st[name] = s
+    return st

@@ -1,0 +1,377 @@
+"""``tv.Session``: runs steps of a graph as Dask task graphs.
+
+Design
+------
+``run(fetches, feed_dict)`` maps the fetch structure to a flat list of tensors and target ops,
+checks the feeds, and looks the compiled :class:`~tensorvm.passes.Plan` up in a cache keyed by
+``(graph version, fetches, feed names, targets)``. On a miss the pure passes run: snapshot →
+prune → optimise → place → partition → stage → compile. The plan is a template; each step
+gives its Dask keys a new step id (``(task name, session token + step)``), so Dask never hands
+back an earlier step's result, and key prefixes name graph, device and stage so the dashboard
+reads like the graph.
+
+A backend executes the step:
+
+* :class:`~tensorvm.backends.LocalBackend` (``Session()``) — Dask's threaded scheduler in this
+  process, every device here, resources owned by the session (TF's DirectSession);
+* :class:`~tensorvm.backends.DistributedBackend` (``Session("local")``,
+  ``Session(cluster=spec)``, ``Session("tcp://host:8786")``) — a dask.distributed client; each
+  logical task maps to one worker, pinned by a per-device Dask resource; resources live in the
+  workers and outlive the session.
+
+``run(..., steps=K)`` runs K steps in one submission (one looping task on one device, K chained
+copies across devices) and returns the last step's fetches.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import dtypes as _dt
+from . import passes
+from .errors import InvalidArgumentError, NotFoundError
+from .graph import Graph, Operation, Tensor, get_default_graph
+from .graph_def import snapshot
+
+_session_stack: list = []
+
+
+@dataclass
+class RunOptions:
+    """``trace=True`` fills RunMetadata; ``timeout_in_ms`` bounds the step."""
+    trace: bool = False
+    timeout_in_ms: int = 0
+    trace_level: int = 0
+
+    FULL_TRACE = 3
+
+
+@dataclass
+class RunMetadata:
+    """Filled by a traced run: one record per task (device, worker, start, end, ops) and the
+    bytes each Send moved."""
+    step_stats: list = field(default_factory=list)
+    sends: list = field(default_factory=list)
+    plan: object = None
+
+    def devices(self) -> set:
+        return {r["device"] for r in self.step_stats}
+
+
+@dataclass
+class ConfigProto:
+    allow_soft_placement: bool = True
+    log_device_placement: bool = False
+
+
+# ---- fetch structures ---------------------------------------------------------------------
+
+class _Fetches:
+    """Flatten a nested fetch structure into tensors/ops, and rebuild results in its shape."""
+
+    def __init__(self, graph: Graph, fetches):
+        self.graph = graph
+        self.flat: list = []
+        self.structure = self._flatten(fetches)
+
+    def _element(self, x):
+        from .gradients import IndexedSlices
+        if isinstance(x, IndexedSlices):
+            return ("slices", [self._element(x.values), self._element(x.indices)])
+        if hasattr(x, "_as_graph_element") and not isinstance(x, (Tensor, Operation)):
+            x = x._as_graph_element()
+        if isinstance(x, str):
+            try:
+                x = self.graph.as_graph_element(x)
+            except NotFoundError as e:
+                raise NotFoundError(f"fetch {x!r}: {e.message}") from None
+        if isinstance(x, (Tensor, Operation)):
+            if x.graph is not self.graph:
+                raise InvalidArgumentError(
+                    f"fetch {x.name!r} (created at {(x if isinstance(x, Operation) else x.op).location})"
+                    " is not an element of this session's graph")
+            self.flat.append(x)
+            return ("leaf", len(self.flat) - 1)
+        raise TypeError(f"fetch argument {x!r} has invalid type {type(x).__name__}; must be a "
+                        "tensor, an operation, a name, or a list/tuple/dict of those")
+
+    def _flatten(self, f):
+        if isinstance(f, (list, tuple)) and not hasattr(f, "_fields"):
+            return (type(f), [self._flatten(x) for x in f])
+        if hasattr(f, "_fields") and isinstance(f, tuple):
+            return ("namedtuple", type(f), [self._flatten(x) for x in f])
+        if isinstance(f, Mapping):
+            return ("dict", type(f), [(k, self._flatten(v)) for k, v in f.items()])
+        return self._element(f)
+
+    def build(self, values: list):
+        def rec(s):
+            if s[0] == "leaf":
+                return values[s[1]]
+            if s[0] == "slices":
+                from .gradients import IndexedSlicesValue
+                return IndexedSlicesValue(rec(s[1][0]), rec(s[1][1]))
+            if s[0] == "namedtuple":
+                return s[1](*[rec(x) for x in s[2]])
+            if s[0] == "dict":
+                return s[1]((k, rec(v)) for k, v in s[2])
+            return s[0](rec(x) for x in s[1])
+        return rec(self.structure)
+
+
+def _convert_feed(t: Tensor, value) -> np.ndarray:
+    dt = t.dtype
+    where = f"Tensor {t.name!r} (created at {t.op.location})"
+    if dt.is_string:
+        arr = np.asarray(value, dtype=object)
+    else:
+        src = np.asarray(value)
+        if src.dtype.kind in "OSU":
+            raise InvalidArgumentError(f"Cannot feed a value of dtype {src.dtype} to {where}, "
+                                       f"which has dtype {dt.name}")
+        if (src.dtype.kind == "f" and dt.np_dtype.kind in "iub") or \
+                (src.dtype.kind == "c" and dt.np_dtype.kind != "c"):
+            raise InvalidArgumentError(
+                f"Cannot feed a value of dtype {src.dtype} to {where}, which has dtype "
+                f"{dt.name} (the conversion would lose data)")
+        arr = src.astype(dt.np_dtype, copy=False)
+    shp = t._shape
+    if shp is not None:
+        if arr.ndim != len(shp) or any(d is not None and d != a for d, a in zip(shp, arr.shape)):
+            pretty = "(" + ", ".join("?" if d is None else str(d) for d in shp) + ")"
+            raise InvalidArgumentError(
+                f"Cannot feed value of shape {arr.shape} for {where}, which has shape {pretty}")
+    return arr
+
+
+def _ref(t: Tensor) -> tuple:
+    return (t.op.name, t.value_index)
+
+
+# ---- the session ----------------------------------------------------------------------------
+
+class Session:
+    """Runs graph steps on Dask.
+
+    ``Session()`` — in process, Dask's threaded scheduler; ``Session("local")`` — a
+    dask.distributed LocalCluster of worker processes (its dashboard link is printed);
+    ``Session(cluster=tv.train.ClusterSpec({"ps": 1, "worker": 2}))`` — a LocalCluster whose
+    workers are named after the tasks; ``Session("tcp://host:8786", cluster=spec)`` — an existing
+    scheduler. ``Session(client=dask_client)`` reuses a client.
+
+    >>> import tensorvm as tv
+    >>> a = tv.constant([1.0, 2.0])
+    >>> with tv.Session() as sess:
+    ...     sess.run({"double": a * 2, "sum": tv.reduce_sum(a)})
+    {'double': array([2., 4.], dtype=float32), 'sum': 3.0}
+    """
+
+    def __init__(self, target: str | None = None, graph: Graph | None = None, config=None, *,
+                 cluster=None, client=None, default_device: str | None = None,
+                 allow_soft_placement: bool | None = None, verbose: bool = True):
+        self.graph = graph or get_default_graph()
+        self.target = target
+        cfg = config or ConfigProto()
+        self.allow_soft_placement = cfg.allow_soft_placement if allow_soft_placement is None \
+            else allow_soft_placement
+        self._token = uuid.uuid4().hex[:8]
+        self._steps = itertools.count()
+        self._cache: dict = {}
+        self._cache_lock = threading.Lock()
+        self.plans_compiled = 0  # how many times planning ran (the cache's misses)
+        self._closed = False
+        from .backends import make_backend
+        self._backend = make_backend(target, cluster=cluster, client=client, verbose=verbose)
+        self.default_device = default_device or self._backend.default_device
+        self._ctx = None
+
+    # ---- context management -------------------------------------------------------------
+    def __enter__(self):
+        self._ctx = self.graph.as_default()
+        self._ctx.__enter__()
+        _session_stack.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        if _session_stack and _session_stack[-1] is self:
+            _session_stack.pop()
+        if self._ctx is not None:
+            self._ctx.__exit__(*exc)
+            self._ctx = None
+        self.close()
+
+    def as_default(self):
+        sess = self
+
+        class _Ctx:
+            def __enter__(self_):
+                _session_stack.append(sess)
+                return sess
+
+            def __exit__(self_, *exc):
+                _session_stack.remove(sess)
+        return _Ctx()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._backend.close()
+
+    @property
+    def dashboard_link(self) -> str | None:
+        return getattr(self._backend, "dashboard_link", None)
+
+    @property
+    def client(self):
+        return getattr(self._backend, "client", None)
+
+    @property
+    def devices(self) -> dict:
+        """Logical task -> worker (distributed), or the in-process device."""
+        return self._backend.describe_devices()
+
+    # ---- planning -------------------------------------------------------------------------
+    def _resolve_feeds(self, feed_dict) -> dict:
+        out: dict = {}
+        for k, v in (feed_dict or {}).items():
+            if hasattr(k, "_as_graph_element") and not isinstance(k, (Tensor, Operation)):
+                k = k._as_graph_element()
+            if isinstance(k, str):
+                k = self.graph.get_tensor_by_name(k)
+            if not isinstance(k, Tensor):
+                raise TypeError(f"feed_dict key {k!r} must be a tensor or a tensor name")
+            if k.graph is not self.graph:
+                raise InvalidArgumentError(
+                    f"feed_dict key {k.name!r} (created at {k.op.location}) is not an element "
+                    "of this session's graph")
+            out[k] = _convert_feed(k, v)
+        return out
+
+    def _plan_for(self, tensors: list, ops: list, feed_refs: tuple):
+        key = (self.graph.version, tuple(_ref(t) for t in tensors),
+               tuple(o.name for o in ops), feed_refs)
+        plan = self._cache.get(key)
+        if plan is None:
+            with self._cache_lock:
+                plan = self._cache.get(key)
+                if plan is None:
+                    plan = self._compile(tensors, ops, feed_refs)
+                    self._cache[key] = plan
+        return plan
+
+    def _compile(self, tensors, ops, feed_refs):
+        self.plans_compiled += 1
+        all_nodes = snapshot(self.graph)
+        fetches = [_ref(t) for t in tensors]
+        targets = [o.name for o in ops]
+        feeds = set(feed_refs)
+        nodes = passes.prune(all_nodes, fetches, targets, feeds)
+        for n in nodes.values():
+            if n.type == "Placeholder":
+                op = self.graph.get_operation_by_name(n.name)
+                shp = op.attrs["shape"]
+                shape = "" if shp is None else \
+                    " and shape [" + ",".join("?" if d is None else str(d) for d in shp) + "]"
+                raise InvalidArgumentError(
+                    f"You must feed a value for placeholder tensor {n.name!r} with dtype "
+                    f"{op.attrs['dtype'].name}{shape}", op)
+        graph_ops = len(nodes)
+        nodes, fetches, targets = passes.optimize(nodes, fetches, targets, feeds)
+        devices = passes.place(nodes, self.default_device, all_nodes=all_nodes,
+                               gpu_available=self._backend.gpu_available,
+                               allow_soft_placement=self.allow_soft_placement,
+                               known_tasks=self._backend.known_tasks)
+        part = passes.partition(nodes, devices, feeds)
+        stages = passes.stage(part)
+        plan = passes.compile_plan(part, stages, fetches, list(feed_refs),
+                                   graph_tag=f"g{self.graph.uid}", graph_ops=graph_ops)
+        self._backend.prepare(plan)
+        return plan
+
+    def plan(self, fetches, feed_dict=None):
+        """The compiled plan for these fetches and feed names (devices, tasks, sends)."""
+        fm = _Fetches(self.graph, fetches)
+        feeds = self._resolve_feeds(feed_dict)
+        tensors = [x for x in fm.flat if isinstance(x, Tensor)]
+        ops = [x for x in fm.flat if isinstance(x, Operation)]
+        return self._plan_for(tensors, ops, tuple(sorted(_ref(t) for t in feeds)))
+
+    # ---- running --------------------------------------------------------------------------
+    def run(self, fetches, feed_dict=None, options: RunOptions | None = None,
+            run_metadata: RunMetadata | None = None, steps: int = 1):
+        """Run one step (or ``steps`` steps) and return the fetched values, shaped like
+        ``fetches``: tensors become NumPy arrays, operations ``None``."""
+        if self._closed:
+            raise RuntimeError("Attempted to use a closed Session.")
+        if steps < 1:
+            raise InvalidArgumentError(f"steps must be >= 1, got {steps}")
+        fm = _Fetches(self.graph, fetches)
+        feeds = self._resolve_feeds(feed_dict)
+        tensors, ops, slots = [], [], []
+        for x in fm.flat:
+            if isinstance(x, Tensor):
+                slots.append(len(tensors))
+                tensors.append(x)
+            else:
+                slots.append(None)
+                ops.append(x)
+        feed_refs = tuple(sorted(_ref(t) for t in feeds))
+        plan = self._plan_for(tensors, ops, feed_refs)
+        by_ref = {_ref(t): v for t, v in feeds.items()}
+        feed_values = [by_ref[r] for r in plan.feeds]
+        step_id = f"{self._token}.{next(self._steps)}"
+        values = self._backend.execute(plan, feed_values, step_id, steps, options,
+                                       run_metadata)
+        out = [None if s is None else _as_result(values[s]) for s in slots]
+        return fm.build(out)
+
+    def make_callable(self, fetches, feed_list=None):
+        feed_list = list(feed_list or [])
+
+        def call(*args):
+            return self.run(fetches, dict(zip(feed_list, args)))
+        return call
+
+    @staticmethod
+    def reset(target: str, containers=None, config=None) -> int:
+        """Clear resources (variables, queues) held by the workers of ``target``."""
+        from .backends import reset_target
+        return reset_target(target, containers)
+
+    def __repr__(self):
+        return f"<tv.Session {self._backend!r}>"
+
+
+def _as_result(v):
+    if isinstance(v, np.ndarray):
+        return v
+    if isinstance(v, np.generic):
+        return v
+    if isinstance(v, (tuple, list)):
+        return v
+    return np.asarray(v) if v is not None else None
+
+
+class InteractiveSession(Session):
+    """A session that installs itself as the default on construction."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        _session_stack.append(self)
+
+    def close(self):
+        if self in _session_stack:
+            _session_stack.remove(self)
+        super().close()
+
+
+def get_default_session():
+    if not _session_stack:
+        raise ValueError("No default session is registered. Use `with sess.as_default()` or "
+                         "pass an explicit session to eval()/run()")
+    return _session_stack[-1]
