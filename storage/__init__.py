@@ -26,10 +26,17 @@ from .checkpoint import (checkpoint_url, commit, data_file_name, latest_checkpoi
                          read_index, read_slices, read_tensors, write_shard)
 from .errors import CheckpointNotFoundError, DataLossError
 from .inspection import list_checkpoints, show_checkpoint, verify_checkpoint
+from .splits import (DEFAULT_SPLIT_SIZE, InputFormat, Split, infer_format, input_formats, read,
+                     register_format, splits)
+from . import readers as _readers, columnar as _columnar  # noqa: E402,F401  (register formats)
+from .output import OutputCommitter, output_writers, register_writer, write_output
 
 __all__ = [
     "DataLossError", "CheckpointNotFoundError",
     "checkpoint_url", "data_file_name", "write_shard", "commit", "read_index", "read_tensors",
     "read_slices", "latest_checkpoint", "list_checkpoints", "show_checkpoint",
     "verify_checkpoint",
+    "Split", "splits", "read", "InputFormat", "register_format", "input_formats",
+    "infer_format", "DEFAULT_SPLIT_SIZE",
+    "OutputCommitter", "write_output", "register_writer", "output_writers",
 ]

@@ -1,0 +1,244 @@
+"""Cutting inputs into splits, and the input-format extension point.
+
+A :class:`Split` is a frozen, JSON-serialisable piece of one input file: a byte range for line
+and fixed-record formats, a run of row groups (Parquet) or record batches (Arrow IPC), or a run
+of rows (``.npy``). :func:`splits` cuts a glob or list of URLs into them; :func:`read` yields a
+split's record batches. A split is plain data, so it can travel through a queue to any worker.
+
+>>> import fsspec
+>>> fsspec.filesystem("memory").pipe("/tvm-doc-splits/a.txt", b"one\\ntwo\\nthree\\n")
+>>> parts = splits("memory://tvm-doc-splits/*.txt", split_size=5)
+>>> [(s.start, s.end) for s in parts]
+[(0, 5), (5, 10), (10, 14)]
+>>> [read(s).__next__().to_pylist() if list(read(s)) else [] for s in parts]
+[['one', 'two'], ['three'], []]
+>>> Split.from_dict(parts[0].to_dict()) == parts[0]
+True
+
+Formats are :class:`InputFormat` subclasses registered by name with :func:`register_format`;
+the built-in ones (``text``, ``jsonl``, ``csv``, ``fixed``, ``parquet``, ``arrow``, ``npy``) live
+in :mod:`tensorvm.storage.readers` and :mod:`tensorvm.storage.columnar`.
+"""
+
+from __future__ import annotations
+
+import json
+import types
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterator
+
+import fsspec
+from fsspec.core import has_magic
+from fsspec.utils import infer_compression
+
+from .fsio import to_fs
+
+__all__ = ["Split", "InputFormat", "register_format", "input_formats", "infer_format",
+           "splits", "read", "DEFAULT_SPLIT_SIZE"]
+
+DEFAULT_SPLIT_SIZE = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Split:
+    """One piece of one input file; plain data (see :meth:`to_dict`).
+
+    ``start``/``end``: byte range ``[start, end)`` (``end=None``: to the end of the file; used
+    by line and fixed-record formats, and a compressed file is always one split ``[0, None)``).
+    ``row_groups``: Parquet row groups or Arrow IPC record batches of this split.
+    ``row_start``/``row_end``: ``.npy`` rows ``[row_start, row_end)``.
+    ``options_json``: format options (canonical JSON, see :attr:`options`).
+    """
+
+    url: str
+    format: str
+    start: int = 0
+    end: int | None = None
+    row_groups: tuple[int, ...] | None = None
+    row_start: int | None = None
+    row_end: int | None = None
+    compression: str | None = None
+    options_json: str = field(default="{}", repr=False)
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The format options (``record_bytes``, ``column_names``, ...) as a fresh dict."""
+        return json.loads(self.options_json)
+
+    @property
+    def id(self) -> str:
+        """A stable, readable identifier, e.g. ``file:///d/a.txt@text[0:67108864]``."""
+        if self.row_groups is not None:
+            part = f"groups[{','.join(map(str, self.row_groups))}]"
+        elif self.row_start is not None:
+            part = f"rows[{self.row_start}:{self.row_end}]"
+        else:
+            part = f"[{self.start}:{'' if self.end is None else self.end}]"
+        return f"{self.url}@{self.format}{part}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict; ``Split.from_dict(s.to_dict()) == s``."""
+        d = asdict(self)
+        d["row_groups"] = list(self.row_groups) if self.row_groups is not None else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Split":
+        """Inverse of :meth:`to_dict` (unknown keys are rejected)."""
+        d = dict(d)
+        if d.get("row_groups") is not None:
+            d["row_groups"] = tuple(int(i) for i in d["row_groups"])
+        return cls(**d)
+
+
+def make_options(options: dict[str, Any]) -> str:
+    """Canonical JSON for :attr:`Split.options_json` (so equal options compare equal)."""
+    return json.dumps(options, sort_keys=True, separators=(",", ":"))
+
+
+class InputFormat:
+    """Base class of input formats: how a file is cut into splits and how a split is read.
+
+    Subclasses set ``name`` and ``extensions`` and implement :meth:`read`; byte-range formats
+    keep the default :meth:`make_splits`. Example::
+
+        class Lines(InputFormat):
+            name, extensions = "mylines", (".mylines",)
+            def read(self, split, f, batch_size, url):
+                yield pa.array(f.read().decode().splitlines())
+
+        register_format(Lines())
+    """
+
+    name: str = ""
+    extensions: tuple[str, ...] = ()
+
+    def record_bytes(self, options: dict) -> int | None:
+        """Byte ranges must be multiples of this (fixed-length records), or ``None``."""
+        return None
+
+    def make_splits(self, url: str, fs: fsspec.AbstractFileSystem, path: str, size: int,
+                    split_size: int, compression: str | None, options: dict) -> list[Split]:
+        """Default: byte ranges of ``split_size`` bytes; a compressed file is one split."""
+        opts = make_options(options)
+        if compression is not None:
+            return [Split(url, self.name, 0, None, compression=compression, options_json=opts)]
+        step = split_size
+        rb = self.record_bytes(options)
+        if rb:
+            step = max(1, split_size // rb) * rb
+        return [Split(url, self.name, lo, min(lo + step, size), options_json=opts)
+                for lo in range(0, size, step)]
+
+    def read(self, split: Split, f, batch_size: int | None, url: str) -> Iterator[Any]:
+        """Yield the record batches of ``split`` from the open file ``f``."""
+        raise NotImplementedError
+
+
+_FORMATS: dict[str, InputFormat] = {}
+#: read-only view of the registered input formats, by name
+FORMATS = types.MappingProxyType(_FORMATS)
+
+
+def register_format(fmt: InputFormat, clobber: bool = False) -> InputFormat:
+    """Register an :class:`InputFormat` under ``fmt.name``; refuses to replace one silently."""
+    if not fmt.name:
+        raise ValueError("an InputFormat needs a name")
+    if fmt.name in _FORMATS and not clobber:
+        raise ValueError(f"input format {fmt.name!r} is already registered (clobber=True)")
+    _FORMATS[fmt.name] = fmt
+    return fmt
+
+
+def input_formats() -> types.MappingProxyType:
+    """The registered formats, by name (read-only)."""
+    return FORMATS
+
+
+def _get(name: str) -> InputFormat:
+    try:
+        return _FORMATS[name]
+    except KeyError:
+        raise ValueError(f"unknown input format {name!r}; known: {sorted(_FORMATS)}") from None
+
+
+def infer_format(path: str) -> str:
+    """Format name from a file extension (compression extensions ignored); ``text`` if unknown.
+
+    >>> infer_format("s3://b/part-0.parquet"), infer_format("/d/log.jsonl.gz")
+    ('parquet', 'jsonl')
+    """
+    name = path.rsplit("/", 1)[-1].lower()
+    if infer_compression(name):
+        name = name.rsplit(".", 1)[0]
+    for fmt in _FORMATS.values():
+        if any(name.endswith(ext) for ext in fmt.extensions):
+            return fmt.name
+    return "text"
+
+
+def _expand(url: str, storage_options: dict | None) -> list[tuple[str, fsspec.AbstractFileSystem, str]]:
+    fs, path = to_fs(url, storage_options)
+    if has_magic(path):
+        found = sorted(fs.glob(path))
+        files = [p for p in found if not fs.isdir(p)]
+        return [(fs.unstrip_protocol(p), fs, p) for p in files]
+    if fs.isdir(path):
+        root = path.rstrip("/")
+        files = sorted(p for p in fs.find(path)
+                       if not any(part[:1] in "._" for part in p[len(root):].split("/") if part))
+        return [(fs.unstrip_protocol(p), fs, p) for p in files]
+    if not fs.exists(path):
+        raise FileNotFoundError(f"input not found: {url}")
+    return [(url, fs, path)]
+
+
+def splits(urls: str | list[str], format: str | None = "text",
+           split_size: int = DEFAULT_SPLIT_SIZE, *, storage_options: dict | None = None,
+           **options: Any) -> list[Split]:
+    """Cut a glob, folder or list of fsspec URLs into :class:`Split` s, in file order.
+
+    ``format``: a registered format name, or ``None`` to infer each file's from its extension.
+    ``options`` are format options stored in every split (JSON values only): ``record_bytes``
+    (``fixed``), ``encoding`` (``text``: ``"utf-8"`` or ``None`` for bytes), ``header``,
+    ``delimiter``, ``column_names``, ``column_types`` (``csv``), ``columns`` (``parquet``).
+    A folder contributes its files except names starting with ``_`` or ``.`` (``_SUCCESS``).
+    Empty files give no splits. ``storage_options`` go to fsspec and are *not* stored in the
+    splits (pass them again to :func:`read`).
+    """
+    if split_size < 1:
+        raise ValueError(f"split_size must be positive, got {split_size}")
+    make_options(options)  # fail early on non-JSON options
+    out: list[Split] = []
+    matched = False
+    for url in [urls] if isinstance(urls, str) else list(urls):
+        for file_url, fs, path in _expand(url, storage_options):
+            matched = True
+            fmt = _get(format or infer_format(path))
+            size = fs.size(path)
+            compression = infer_compression(path) if fmt.name not in ("parquet", "arrow") else None
+            if not size:
+                continue
+            out.extend(fmt.make_splits(file_url, fs, path, size, split_size, compression,
+                                       dict(options)))
+    if not matched:
+        raise FileNotFoundError(f"no input files match {urls!r}")
+    return out
+
+
+def read(split: Split | dict, batch_size: int | None = None, *,
+         storage_options: dict | None = None) -> Iterator[Any]:
+    """Yield the record batches of one split (NumPy arrays or Arrow arrays/record batches).
+
+    ``batch_size``: at most this many records per batch (``None``: the format's natural
+    blocks, a few MiB each). Corrupt input is :class:`~tensorvm.storage.errors.DataLossError`
+    naming the URL.
+    """
+    if isinstance(split, dict):
+        split = Split.from_dict(split)
+    if batch_size is not None and batch_size < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    fmt = _get(split.format)
+    fs, path = to_fs(split.url, storage_options)
+    with fs.open(path, "rb", compression=split.compression) as f:
+        yield from fmt.read(split, f, batch_size, split.url)
