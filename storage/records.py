@@ -66,13 +66,25 @@ def _npy_header(arr: np.ndarray) -> bytes:
     return out.getvalue()
 
 
+def _has_inner_nul(flat: np.ndarray) -> bool:
+    """True if a fixed-width str/bytes element has a NUL before its end (pyarrow's NumPy
+    conversion would cut the value there; NumPy only strips trailing NULs)."""
+    width = flat.dtype.itemsize // (4 if flat.dtype.kind == "U" else 1)
+    if not flat.size or not width:
+        return False
+    units = np.ascontiguousarray(flat).view(np.uint32 if flat.dtype.kind == "U" else np.uint8)
+    nonzero = units.reshape(flat.size, width) != 0
+    lengths = np.where(nonzero.any(1), width - np.argmax(nonzero[:, ::-1], axis=1), 0)
+    return bool((nonzero.sum(1) != lengths).any())
+
+
 def _arrow_payload(arr: np.ndarray, name: str) -> bytes:
     flat = arr.reshape(-1)
     try:
-        if arr.dtype.kind == "U":
-            column = pa.array(flat, type=pa.string())
-        elif arr.dtype.kind == "S":
-            column = pa.array(flat, type=pa.binary())
+        if arr.dtype.kind in "US":
+            typ = pa.string() if arr.dtype.kind == "U" else pa.binary()
+            values = flat.tolist() if _has_inner_nul(flat) else flat
+            column = pa.array(values, type=typ)
         else:
             column = pa.array(flat.tolist(), from_pandas=False)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
@@ -103,7 +115,8 @@ def write_record(
         payload = _arrow_payload(arr, name)
         f.write(payload)
         return len(payload), zlib.crc32(payload), fmt
-    arr = np.ascontiguousarray(arr)
+    if not arr.flags.c_contiguous:
+        arr = arr.copy(order="C")  # (np.ascontiguousarray would make a 0-d array 1-d)
     header = _npy_header(arr)
     data = memoryview(arr.reshape(-1)).cast("B") if arr.size else memoryview(b"")
     crc = zlib.crc32(header)
