@@ -2,7 +2,7 @@
 
 ``step_graph`` turns a :class:`~tensorvm.passes.Plan` into a Dask graph for one submission:
 each (device, stage) task is ``(run_stage, program, rt, step_id, steps, *dependency keys)``,
-each non-elided Send is ``(pick, stage key, index)``, each feed is a literal. Keys are
+each non-elided Send is ``(pick, stage key, index)``, feeds are inlined as arguments. Keys are
 ``(task name, step id)``; with ``steps=K`` across several tasks, step k+1's tasks depend on all
 of step k's sinks (the state chain).
 """
@@ -28,9 +28,6 @@ def step_graph(plan, feed_values, step_id: str, steps: int, rt, trace: bool = Fa
     prev_sinks: list = []
     for r in range(reps):
         sid = step_id if reps == 1 else f"{step_id}.{r}"
-        feed_keys = [(f"tvm-feed-{i}", sid) for i in range(len(feed_values))]
-        for k, v in zip(feed_keys, feed_values):
-            dsk[k] = v
         task_keys = {t.name: (t.name, sid) for t in plan.tasks}
         send_keys = {}
         for s in plan.sends:
@@ -47,8 +44,8 @@ def step_graph(plan, feed_values, step_id: str, steps: int, rt, trace: bool = Fa
                     deps.append(task_keys[a[1]])
                 elif a[0] == "send":
                     deps.append(send_keys[a[1]])
-                else:
-                    deps.append(feed_keys[a[1]])
+                else:  # feeds travel inline with the task that reads them
+                    deps.append(feed_values[a[1]])
             key = task_keys[t.name]
             dsk[key] = (fn, t.program, rt, sid, loops, *deps, *prev_sinks)
             by_device[t.device].append(key)

@@ -1,0 +1,270 @@
+"""Running plans on dask.distributed: one Dask worker per logical task of the cluster.
+
+Mapping: each logical task (``ps-0``, ``worker-1`` …) gets one worker — the one the
+ClusterSpec names (by name or address), else the worker whose name is the task's name, else
+the next free worker in a stable (sorted) order, which is printed. The session gives that
+worker a per-device Dask resource ``tvm-dev-<job>-<task>`` (``Worker.set_resources``) and
+every task of the device asks for it, so tasks are pinned without naming addresses (a
+restarted worker gets a new address) and are never stolen.
+
+Liveness: while a step runs, the backend checks every second that each mapped worker is still
+the one it pinned; if one is gone the step fails with UnavailableError naming the device and
+the worker, instead of waiting for tasks that can no longer be scheduled. Stateful tasks have
+``retries=0``.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+
+from distributed.diagnostics.plugin import WorkerPlugin
+
+from .backends import _fetch_values, _fill_metadata, step_graph
+from .device_spec import DeviceSpec
+from .errors import DeadlineExceededError, InvalidArgumentError, UnavailableError
+from .runtime import DeviceResources, pop_traces
+from .train.cluster import ClusterSpec
+
+POLL_S = 1.0
+
+
+class ResourcePlugin(WorkerPlugin):
+    """Holds the worker process's device resources (variables, queues) across sessions."""
+
+    name = "tensorvm-resources"
+    idempotent = True
+
+    def setup(self, worker):
+        if getattr(worker, "_tensorvm_resources", None) is None:
+            worker._tensorvm_resources = DeviceResources()
+
+
+async def _set_resources(resources, dask_worker):
+    await dask_worker.set_resources(**resources)
+
+
+def _clear_resources(containers, dask_worker):
+    res = getattr(dask_worker, "_tensorvm_resources", None)
+    return res.clear(containers) if res is not None else 0
+
+
+def _collect_traces(step_prefix, dask_worker):
+    return pop_traces(step_prefix)
+
+
+def resource_name(job: str, task: int) -> str:
+    return f"tvm-dev-{job}-{task}"
+
+
+def _start_local_cluster(spec: ClusterSpec | None, verbose: bool):
+    from distributed import LocalCluster, Nanny, Scheduler, SpecCluster
+    import dask
+    if spec is None:
+        return LocalCluster(n_workers=2, threads_per_worker=2, processes=True,
+                            dashboard_address=":0", silence_logs=40)
+    workers = {}
+    for job, task in spec.tasks():
+        name = f"{job}-{task}"
+        workers[name] = {"cls": Nanny, "options": {
+            "name": name, "nthreads": 2, "silence_logs": 40,
+            "resources": {resource_name(job, task): 1e9}}}
+    with dask.config.set({"distributed.worker.daemon": False}):
+        return SpecCluster(workers=workers, scheduler={
+            "cls": Scheduler, "options": {"dashboard_address": ":0"}}, silence_logs=40)
+
+
+class DistributedBackend:
+    gpu_available = False
+
+    def __init__(self, target=None, *, cluster=None, client=None, verbose=True):
+        from distributed import Client
+        self.spec = ClusterSpec(cluster) if cluster is not None else None
+        self._cluster = None
+        self._own_client = client is None
+        if client is not None:
+            self.client = client
+        elif target in (None, "local"):
+            self._cluster = _start_local_cluster(self.spec, verbose)
+            self.client = Client(self._cluster, set_as_default=False)
+        else:
+            self.client = Client(target, set_as_default=False, timeout="20s")
+        self.client.register_plugin(ResourcePlugin())
+        self._lock = threading.Lock()
+        self._map: dict[tuple[str, int], tuple[str, str]] = {}  # task -> (address, name)
+        self.verbose = verbose
+        self.known_tasks = set(self.spec.tasks()) if self.spec else None
+        self.default_device = self._default_device()
+        info = self.client.scheduler_info()
+        self.gpu_available = any("GPU" in w.get("resources", {})
+                                 for w in info["workers"].values())
+        if self.spec is not None:
+            for job, task in self.spec.tasks():
+                self._ensure_mapped(job, task, info)
+        if verbose and self.dashboard_link:
+            print(f"tensorvm: dashboard at {self.dashboard_link}")
+
+    def _default_device(self) -> str:
+        if self.spec is None:
+            return "/job:localhost/replica:0/task:0/device:CPU:0"
+        job = "worker" if "worker" in self.spec.jobs else self.spec.jobs[0]
+        return f"/job:{job}/replica:0/task:0/device:CPU:0"
+
+    @property
+    def dashboard_link(self):
+        try:
+            return self.client.dashboard_link
+        except Exception:  # noqa: BLE001 - no dashboard on this scheduler
+            return None
+
+    # ---- device mapping ---------------------------------------------------------------------
+    def _ensure_mapped(self, job: str, task: int, info=None):
+        key = (job, task)
+        if key in self._map:
+            return self._map[key]
+        with self._lock:
+            if key in self._map:
+                return self._map[key]
+            info = info or self.client.scheduler_info()
+            workers = info["workers"]  # address -> {name, ...}
+            by_name = {str(w.get("name")): a for a, w in workers.items()}
+            want = self.spec.worker_for(job, task) if self.spec else None
+            name = f"{job}-{task}"
+            addr = None
+            if want is not None:
+                addr = want if want in workers else by_name.get(str(want))
+            elif name in by_name:
+                addr = by_name[name]
+            else:
+                used = {a for a, _ in self._map.values()}
+                free = [a for a in sorted(workers, key=lambda a: str(workers[a].get("name")))
+                        if a not in used]
+                pool = free or sorted(workers, key=lambda a: str(workers[a].get("name")))
+                if pool:
+                    addr = pool[len(self._map) % len(pool)] if not free else free[0]
+                    if self.verbose:
+                        print(f"tensorvm: task {name} -> worker {workers[addr].get('name')} "
+                              f"({addr})")
+            if addr is None:
+                raise UnavailableError(
+                    f"no Dask worker for task /job:{job}/task:{task}"
+                    + (f" (asked for {want!r})" if want is not None else "")
+                    + f"; workers: {sorted(by_name) or 'none'}")
+            self.client.run(_set_resources, {resource_name(job, task): 1e9}, workers=[addr])
+            self._map[key] = (addr, str(workers[addr].get("name")))
+            return self._map[key]
+
+    def describe_devices(self):
+        return {f"{j}-{t}": a for (j, t), (a, _) in sorted(self._map.items())}
+
+    def prepare(self, plan) -> None:
+        for dev in plan.devices:
+            spec = DeviceSpec.parse(dev)
+            self._ensure_mapped(spec.job, spec.task)
+
+    # ---- execution --------------------------------------------------------------------------
+    def _hlg(self, dsk, by_device, plan):
+        from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+        layer_of = {}
+        layers, deps = {}, {}
+        for dev, keys in by_device.items():
+            spec = DeviceSpec.parse(dev)
+            res = {resource_name(spec.job, spec.task): 1}
+            for k in keys:
+                lname = f"{k[0]}-{k[1]}" + (f"-{k[2]}" if len(k) > 2 else "")
+                layers[lname] = MaterializedLayer({k: dsk[k]}, annotations={
+                    "resources": res, "retries": 0, "allow_other_workers": False})
+                layer_of[k] = lname
+        for k, lname in layer_of.items():
+            task = dsk[k]
+            deps[lname] = {layer_of[a] for a in task[1:] if isinstance(a, tuple) and a in dsk}
+        return HighLevelGraph(layers, deps)
+
+    def execute(self, plan, feed_values, step_id, steps, options, run_metadata):
+        from distributed import wait
+        trace = bool(options and options.trace)
+        dsk, outputs, by_device = step_graph(plan, feed_values, step_id, steps, None, trace)
+        hlg = self._hlg(dsk, by_device, plan)
+        futures = self.client.get(hlg, outputs, sync=False)
+        timeout = (options.timeout_in_ms / 1000.0) if options and options.timeout_in_ms else None
+        deadline = time.monotonic() + timeout if timeout else None
+        try:
+            while True:
+                left = POLL_S if deadline is None else min(POLL_S, deadline - time.monotonic())
+                done, not_done = wait(futures, timeout=max(left, 0.001), return_when="ALL_COMPLETED") \
+                    if left > 0 else (set(), set(futures))
+                if not not_done:
+                    break
+                self._check_alive(plan)
+                if deadline is not None and time.monotonic() >= deadline:
+                    pending = self._pending_devices(dsk, by_device)
+                    raise DeadlineExceededError(
+                        f"step {step_id} did not finish within {timeout * 1000:.0f} ms; devices"
+                        f" still pending: {', '.join(pending) or ', '.join(plan.devices)}")
+        except BaseException:
+            self.client.cancel(futures)
+            raise
+        results = self.client.gather(futures)
+        if trace:
+            traces = self.client.run(_collect_traces, step_id)
+            infos = [r for rs in traces.values() for r in rs]
+            _fill_metadata(run_metadata, plan, infos)
+        return _fetch_values(plan, outputs, results, feed_values)
+
+    def _check_alive(self, plan) -> None:
+        info = self.client.scheduler_info(n_workers=-1) if _accepts_n_workers() else \
+            self.client.scheduler_info()
+        workers = info["workers"]
+        for dev in plan.devices:
+            spec = DeviceSpec.parse(dev)
+            addr, name = self._map[(spec.job, spec.task)]
+            if addr not in workers:
+                with self._lock:
+                    self._map.pop((spec.job, spec.task), None)
+                raise UnavailableError(
+                    f"device {dev} is unavailable: its worker {name!r} ({addr}) left the "
+                    "cluster; state on it (variables, queues) is lost — restore from the last "
+                    "checkpoint")
+
+    def _pending_devices(self, dsk, by_device) -> list[str]:
+        keys = {k: dev for dev, ks in by_device.items() for k in ks}
+
+        def states(keys, dask_scheduler):
+            return {k: (dask_scheduler.tasks[k].state if k in dask_scheduler.tasks else None)
+                    for k in keys}
+        try:
+            st = self.client.run_on_scheduler(states, list(keys))
+        except Exception:  # noqa: BLE001 - best effort for the message
+            return sorted(set(keys.values()))
+        return sorted({keys[k] for k, s in st.items()
+                       if s in ("waiting", "processing", "no-worker", "queued")})
+
+    def close(self) -> None:
+        if self._own_client:
+            try:
+                self.client.close()
+            finally:
+                if self._cluster is not None:
+                    self._cluster.close()
+
+    def __repr__(self):
+        return f"dask.distributed at {self.client.scheduler.address}"
+
+
+_N_WORKERS = None
+
+
+def _accepts_n_workers() -> bool:
+    global _N_WORKERS
+    if _N_WORKERS is None:
+        import inspect
+        from distributed import Client
+        _N_WORKERS = "n_workers" in inspect.signature(Client.scheduler_info).parameters
+    return _N_WORKERS
+
+
+def reset_workers(target, containers=None) -> int:
+    """Clear tensorvm resources on every worker of the scheduler at ``target``."""
+    from distributed import Client
+    with Client(target, set_as_default=False) as c:
+        return sum(c.run(_clear_resources, containers).values())

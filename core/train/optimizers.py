@@ -1,0 +1,235 @@
+"""Optimizers: ``minimize`` = ``compute_gradients`` + ``apply_gradients``.
+
+Update ops are colocated with their variable, so on a cluster they run on the parameter-server
+device that holds it (only the gradient travels there). Sparse gradients (IndexedSlices, from
+``gather``/embedding lookups) are applied with ``scatter_sub`` after summing duplicate indices
+(SGD, Adagrad); Momentum and Adam decay every row each step, so they densify first, as TF's
+non-lazy versions do.
+
+>>> import tensorvm as tv
+>>> w = tv.Variable(4.0); loss = w * w
+>>> step = tv.train.GradientDescentOptimizer(0.25).minimize(loss)
+>>> with tv.Session() as s:
+...     _ = s.run(tv.global_variables_initializer()); _ = s.run(step); float(s.run(w))
+2.0
+"""
+from __future__ import annotations
+
+from .. import dtypes as _dt
+from ..errors import InvalidArgumentError
+from ..gradients import IndexedSlices, densify, gradients
+from ..graph import get_default_graph
+from ..registry import convert_to_tensor
+from ..variables import Variable, trainable_variables
+
+GLOBAL_STEP = "global_step"
+
+
+def get_global_step(graph=None):
+    coll = (graph or get_default_graph()).get_collection(GLOBAL_STEP)
+    return coll[0] if coll else None
+
+
+def create_global_step(graph=None):
+    g = graph or get_default_graph()
+    if get_global_step(g) is not None:
+        raise ValueError("global_step already exists")
+    with g.as_default(), g.name_scope(None):
+        import numpy as np
+        v = Variable(np.int64(0), trainable=False, name="global_step")
+    g.add_to_collection(GLOBAL_STEP, v)
+    return v
+
+
+def get_or_create_global_step(graph=None):
+    return get_global_step(graph) or create_global_step(graph)
+
+
+class Optimizer:
+    """Base class: subclasses define ``_apply_dense(grad, var)`` (and optionally
+    ``_apply_sparse(grad, var)``), creating slots with ``_slot``."""
+
+    def __init__(self, learning_rate, use_locking: bool = False, name: str = "Optimizer"):
+        self._lr = learning_rate
+        self._name = name
+        self._slots: dict[tuple[str, str], Variable] = {}
+
+    # ---- gradients -------------------------------------------------------------------------
+    def compute_gradients(self, loss, var_list=None, stop_gradients=None, **_):
+        loss = convert_to_tensor(loss)
+        if not loss.dtype.is_differentiable:
+            raise InvalidArgumentError(f"loss {loss.name!r} must be floating point, got "
+                                       f"{loss.dtype.name}")
+        var_list = list(var_list) if var_list is not None else trainable_variables(loss.graph)
+        if not var_list:
+            raise InvalidArgumentError("No variables to optimize.")
+        grads = gradients(loss, var_list, stop_gradients=stop_gradients)
+        return list(zip(grads, var_list))
+
+    def minimize(self, loss, global_step=None, var_list=None, name=None, **kw):
+        gv = self.compute_gradients(loss, var_list=var_list)
+        if all(g is None for g, _ in gv):
+            raise InvalidArgumentError(
+                f"No gradients provided for any variable: {[v.name for _, v in gv]}")
+        return self.apply_gradients(gv, global_step=global_step, name=name)
+
+    # ---- updates ---------------------------------------------------------------------------
+    def _lr_tensor(self, var):
+        return convert_to_tensor(self._lr, dtype=var.dtype) if not hasattr(self._lr, "op") \
+            else self._lr
+
+    def _slot(self, var: Variable, name: str, init=0.0) -> Variable:
+        key = (var.op.name, name)
+        if key not in self._slots:
+            import numpy as np
+            g = var.graph
+            with g.as_default(), g.device(None), g.device(var.device), \
+                    g.name_scope(None), g.name_scope(f"{var.op.name}/{self._name}/"):
+                self._slots[key] = Variable(
+                    np.full(var.shape.dims, init, dtype=var.dtype.np_dtype), trainable=False,
+                    name=name)
+        return self._slots[key]
+
+    def get_slot(self, var, name):
+        return self._slots.get((var.op.name, name))
+
+    def get_slot_names(self):
+        return sorted({n for _, n in self._slots})
+
+    def variables(self):
+        return list(self._slots.values())
+
+    def _prepare(self, var_list):
+        """Create non-slot state (Adam's beta powers) before the updates."""
+
+    def _finish(self, update_ops, global_step):
+        return update_ops
+
+    def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+        gv = [(g, v) for g, v in grads_and_vars if g is not None]
+        if not gv:
+            raise InvalidArgumentError("apply_gradients: no gradients to apply")
+        graph = gv[0][1].graph
+        with graph.as_default(), graph.name_scope(name or self._name):
+            self._prepare([v for _, v in gv])
+            updates = []
+            for grad, var in gv:
+                with graph.colocate_with(var.op):
+                    if isinstance(grad, IndexedSlices):
+                        updates.append(self._apply_sparse(grad, var))
+                    else:
+                        updates.append(self._apply_dense(convert_to_tensor(grad), var))
+            updates = self._finish(updates, global_step)
+            from ..ops.array_ops import group
+            if global_step is not None:
+                with graph.control_dependencies(updates):
+                    return global_step.assign_add(
+                        convert_to_tensor(1, dtype=global_step.dtype)).op
+            return group(*updates)
+
+    def _apply_sparse(self, grad: IndexedSlices, var):
+        return self._apply_dense(densify(grad, var.value()), var)
+
+
+def _dedupe(grad: IndexedSlices):
+    """Sum values of repeated indices: (unique indices, summed values)."""
+    from ..ops.manip_ops import unique, unsorted_segment_sum
+    from ..ops.manip_ops import size as _size
+    uniq, idx = unique(grad.indices)[:2]
+    summed = unsorted_segment_sum(grad.values, idx, _size(uniq))
+    return uniq, summed
+
+
+class GradientDescentOptimizer(Optimizer):
+    def __init__(self, learning_rate, use_locking=False, name="GradientDescent"):
+        super().__init__(learning_rate, use_locking, name)
+
+    def _apply_dense(self, grad, var):
+        return var.assign_sub(self._lr_tensor(var) * grad).op
+
+    def _apply_sparse(self, grad, var):
+        from ..variables import scatter_sub
+        return scatter_sub(var, grad.indices, grad.values * self._lr_tensor(var)).op
+
+
+class MomentumOptimizer(Optimizer):
+    def __init__(self, learning_rate, momentum, use_locking=False, name="Momentum",
+                 use_nesterov=False):
+        super().__init__(learning_rate, use_locking, name)
+        self._momentum = momentum
+        self._nesterov = use_nesterov
+
+    def _apply_dense(self, grad, var):
+        acc = self._slot(var, "Momentum")
+        m = convert_to_tensor(self._momentum, dtype=var.dtype)
+        new_acc = acc.assign(acc.value() * m + grad)
+        step = grad + m * new_acc if self._nesterov else new_acc
+        return var.assign_sub(self._lr_tensor(var) * step).op
+
+
+class AdagradOptimizer(Optimizer):
+    def __init__(self, learning_rate, initial_accumulator_value=0.1, use_locking=False,
+                 name="Adagrad"):
+        super().__init__(learning_rate, use_locking, name)
+        self._init_acc = initial_accumulator_value
+
+    def _apply_dense(self, grad, var):
+        from ..ops.math_ops import sqrt
+        acc = self._slot(var, "Adagrad", self._init_acc)
+        new_acc = acc.assign_add(grad * grad)
+        return var.assign_sub(self._lr_tensor(var) * grad / sqrt(new_acc)).op
+
+    def _apply_sparse(self, grad, var):
+        from ..ops.manip_ops import gather
+        from ..ops.math_ops import sqrt
+        from ..variables import scatter_add, scatter_sub
+        acc = self._slot(var, "Adagrad", self._init_acc)
+        idx, vals = _dedupe(grad)
+        new_acc = scatter_add(acc, idx, vals * vals)
+        return scatter_sub(var, idx, self._lr_tensor(var) * vals /
+                           sqrt(gather(new_acc, idx))).op
+
+
+class AdamOptimizer(Optimizer):
+    def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
+                 use_locking=False, name="Adam"):
+        super().__init__(learning_rate, use_locking, name)
+        self._b1, self._b2, self._eps = beta1, beta2, epsilon
+        self._powers: dict = {}
+
+    def _prepare(self, var_list):
+        first = min(var_list, key=lambda v: v.op.name)
+        key = first.op.name
+        if key not in self._powers:
+            g = first.graph
+            with g.device(None), g.device(first.device), g.name_scope(None):
+                self._powers[key] = (
+                    Variable(_dt.to_numpy(self._b1, first.dtype), trainable=False,
+                             name="beta1_power"),
+                    Variable(_dt.to_numpy(self._b2, first.dtype), trainable=False,
+                             name="beta2_power"))
+        self._current = self._powers[key]
+
+    def _apply_dense(self, grad, var):
+        from ..ops.math_ops import cast, sqrt
+        b1p, b2p = self._current
+        dt = var.dtype
+        b1 = convert_to_tensor(self._b1, dtype=dt)
+        b2 = convert_to_tensor(self._b2, dtype=dt)
+        eps = convert_to_tensor(self._eps, dtype=dt)
+        one = convert_to_tensor(1.0, dtype=dt)
+        p1, p2 = cast(b1p.value(), dt), cast(b2p.value(), dt)
+        lr_t = self._lr_tensor(var) * sqrt(one - p2) / (one - p1)
+        m = self._slot(var, "Adam")
+        v = self._slot(var, "Adam_1")
+        m_new = m.assign(b1 * m.value() + (one - b1) * grad)
+        v_new = v.assign(b2 * v.value() + (one - b2) * grad * grad)
+        return var.assign_sub(lr_t * m_new / (sqrt(v_new) + eps)).op
+
+    def _finish(self, update_ops, global_step):
+        b1p, b2p = self._current
+        g = b1p.graph
+        with g.control_dependencies(update_ops), g.colocate_with(b1p.op):
+            u1 = b1p.assign(b1p.value() * convert_to_tensor(self._b1, dtype=b1p.dtype)).op
+            u2 = b2p.assign(b2p.value() * convert_to_tensor(self._b2, dtype=b2p.dtype)).op
+        return list(update_ops) + [u1, u2]
