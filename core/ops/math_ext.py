@@ -18,10 +18,10 @@ from .. import dtypes as _dt
 from ..errors import InvalidArgumentError
 from ..graph import overload_operator
 from ..registry import apply_op, convert_to_tensor, register_op
-from .array_ops import constant, stop_gradient, zeros_like
+from .array_ops import constant, zeros_like
 from .common import _convert_pair, broadcast_shapes, check_same_dtype, def_binary, def_unary
 from .common import unbroadcast
-from .math_ops import _axis_kw, _expand_reduced, _reduce, cast, exp, norm_axes, reduce_sum
+from .math_ops import _axis_kw, _expand_reduced, cast, exp, norm_axes, reduce_sum
 from .math_ops import reduction_shape
 
 __all__ = ["abs", "sign", "reciprocal", "maximum", "minimum", "squared_difference", "expm1",
@@ -336,6 +336,17 @@ register_op("All", _checked_reduction_shape("All", _is_bool, "bool"), _all_kerne
 register_op("ReduceLogSumExp", _checked_reduction_shape("ReduceLogSumExp", _is_float,
                                                         "floating-point"),
             _logsumexp_kernel, grad=_logsumexp_grad)
+
+
+def _reduce(op_type, x, axis, keepdims, name):
+    x = convert_to_tensor(x)
+    rank = None if x._shape is None else len(x._shape)
+    try:
+        axes = None if axis is None else norm_axes(axis, rank)
+    except InvalidArgumentError:
+        axes = tuple(np.ravel(axis).tolist())  # the shape function raises it, naming the op
+    return apply_op(op_type, [x], {"axis": axes, "keepdims": bool(keepdims)},
+                    name=name).outputs[0]
 
 
 def _keep(keepdims, keep_dims):

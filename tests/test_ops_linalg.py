@@ -1,0 +1,241 @@
+"""Matrix ops: forward results against NumPy (batched, edge cases), gradients against finite
+differences (float64), bad shapes at construction and singular inputs at run time."""
+import numpy as np
+import pytest
+from opcheck import check_forward, check_gradients, run
+
+import tensorvm as tv
+from tensorvm.errors import InvalidArgumentError
+
+rng = np.random.default_rng(99)
+
+
+def well_conditioned(*batch, n=3):
+    return rng.uniform(-1, 1, size=batch + (n, n)) + n * np.eye(n)
+
+
+def spd(*batch, n=3):
+    a = rng.uniform(-1, 1, size=batch + (n, n))
+    return a @ np.swapaxes(a, -1, -2) + n * np.eye(n)
+
+
+def _t(x):
+    return np.swapaxes(x, -1, -2)
+
+
+# ---- inverse ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("batch", [(), (2,), (2, 1), (0,)], ids=str)
+@pytest.mark.parametrize("adjoint", [False, True])
+def test_matrix_inverse(batch, adjoint):
+    a = well_conditioned(*batch)
+    fn = lambda x: tv.matrix_inverse(x, adjoint=adjoint)  # noqa: E731
+    check_forward(fn, lambda x: np.linalg.inv(_t(x) if adjoint else x), a, rtol=1e-10)
+    got = check_forward(fn, lambda x: np.linalg.inv(_t(x) if adjoint else x),
+                        a.astype(np.float32), rtol=1e-4, atol=1e-5)
+    assert got.dtype == np.float32
+    if a.size:
+        check_gradients(fn, a)
+
+
+def test_matrix_inverse_small_sizes():
+    check_forward(tv.matrix_inverse, np.linalg.inv, np.array([[4.0]]))
+    check_forward(tv.matrix_inverse, np.linalg.inv, np.zeros((2, 0, 0)))
+    check_gradients(tv.matrix_inverse, np.array([[4.0]]))
+
+
+def test_matrix_inverse_singular_fails_at_run_time():
+    p = tv.placeholder(tv.float64, [None, 2, 2], name="mats")
+    inv = tv.matrix_inverse(p, name="my_inverse")
+    a = np.stack([np.eye(2), [[1.0, 2.0], [2.0, 4.0]]])
+    with pytest.raises(InvalidArgumentError,
+                       match="(?s)not invertible.*'my_inverse' \\(MatrixInverse\\)"):
+        run(inv, {p: a})
+
+
+# ---- determinant --------------------------------------------------------------------------------
+@pytest.mark.parametrize("batch", [(), (3,), (2, 2), (0,)], ids=str)
+def test_matrix_determinant(batch):
+    a = rng.uniform(-1, 1, size=batch + (3, 3)) + np.eye(3)
+    got = check_forward(tv.matrix_determinant, np.linalg.det, a, rtol=1e-10)
+    assert got.shape == batch
+    check_forward(tv.matrix_determinant, np.linalg.det, a.astype(np.float32), rtol=1e-4,
+                  atol=1e-5)
+    if a.size:
+        check_gradients(tv.matrix_determinant, a)
+
+
+def test_matrix_determinant_edge_cases():
+    check_forward(tv.matrix_determinant, lambda x: np.float64(1.0), np.zeros((0, 0)))
+    check_forward(tv.matrix_determinant, lambda x: np.zeros(2), np.zeros((2, 2, 2)))
+    check_gradients(tv.matrix_determinant, np.array([[2.5]]))
+    p = tv.placeholder(tv.float32, [None, 4, 4])
+    assert tv.matrix_determinant(p).shape.as_list() == [None]
+
+
+# ---- solve --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("batch,k", [((), 1), ((), 3), ((2,), 2), ((2, 1), 1), ((0,), 2)],
+                         ids=str)
+@pytest.mark.parametrize("adjoint", [False, True])
+def test_matrix_solve(batch, k, adjoint):
+    a = well_conditioned(*batch)
+    b = rng.uniform(-1, 1, size=batch + (3, k))
+    fn = lambda x, y: tv.matrix_solve(x, y, adjoint=adjoint)  # noqa: E731
+    np_fn = lambda x, y: np.linalg.solve(_t(x) if adjoint else x, y)  # noqa: E731
+    check_forward(fn, np_fn, a, b, rtol=1e-10)
+    check_forward(fn, np_fn, a.astype(np.float32), b.astype(np.float32), rtol=1e-4, atol=1e-5)
+    if a.size:
+        check_gradients(fn, a, b)
+
+
+def test_matrix_solve_errors():
+    a = tv.constant(np.eye(3))
+    with pytest.raises(InvalidArgumentError, match="(?s)same batch dimensions and M.*MatrixSolve"):
+        tv.matrix_solve(a, tv.constant(np.ones((2, 1))))
+    with pytest.raises(InvalidArgumentError, match="(?s)same batch dimensions.*MatrixSolve"):
+        tv.matrix_solve(tv.constant(np.ones((2, 3, 3))), tv.constant(np.ones((3, 3, 1))))
+    with pytest.raises(InvalidArgumentError, match="MatrixSolve expects inputs of one dtype"):
+        tv.matrix_solve(a, tv.constant(np.ones((3, 1), np.float32)))
+    with pytest.raises(InvalidArgumentError, match="MatrixSolve needs a tensor of rank >= 2"):
+        tv.matrix_solve(a, tv.constant(np.ones(3)))
+    p = tv.placeholder(tv.float64, [2, 2])
+    x = tv.matrix_solve(p, tv.constant(np.ones((2, 1))), name="solver")
+    with pytest.raises(InvalidArgumentError, match="(?s)not invertible.*'solver'"):
+        run(x, {p: np.zeros((2, 2))})
+
+
+# ---- Cholesky -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("batch", [(), (2,), (0,)], ids=str)
+def test_cholesky(batch):
+    a = spd(*batch)
+    got = check_forward(tv.cholesky, np.linalg.cholesky, a, rtol=1e-10)
+    np.testing.assert_allclose(got @ _t(got), a, rtol=1e-10)
+    check_forward(tv.cholesky, np.linalg.cholesky, a.astype(np.float32), rtol=1e-4, atol=1e-5)
+    if a.size:
+        # the gradient is the symmetric one (as in TF): check it through a symmetric input
+        check_gradients(lambda x: tv.cholesky(0.5 * (x + tv.matrix_transpose(x))), a)
+
+
+def test_cholesky_reads_lower_triangle_and_rejects_non_pd():
+    a = spd()
+    junk = np.tril(a) + np.triu(rng.uniform(5, 9, size=(3, 3)), 1)
+    check_forward(tv.cholesky, lambda x: np.linalg.cholesky(a), junk)
+    p = tv.placeholder(tv.float64, [2, 2])
+    el = tv.cholesky(p, name="chol")
+    with pytest.raises(InvalidArgumentError, match="(?s)not positive definite.*'chol'"):
+        run(el, {p: np.array([[1.0, 2.0], [2.0, 1.0]])})
+
+
+def test_cholesky_gradient_of_a_solve():
+    # a typical use: x = (L L^T)^-1 b through two solves; gradient wrt the SPD matrix
+    def build(x, b):
+        sym = 0.5 * (x + tv.matrix_transpose(x))
+        el = tv.cholesky(sym)
+        y = tv.matrix_solve(el, b)
+        return tv.matrix_solve(el, y, adjoint=True)
+    check_gradients(build, spd(2), rng.uniform(-1, 1, size=(2, 3, 1)))
+
+
+# ---- construction errors common to the square-matrix ops ------------------------------------
+@pytest.mark.parametrize("fn,op", [(tv.matrix_inverse, "MatrixInverse"),
+                                   (tv.matrix_determinant, "MatrixDeterminant"),
+                                   (tv.cholesky, "Cholesky")])
+def test_square_matrix_errors(fn, op):
+    with pytest.raises(InvalidArgumentError, match=f"(?s)needs square matrices.*\\({op}\\)"):
+        fn(tv.constant(np.ones((2, 3, 4))))
+    with pytest.raises(InvalidArgumentError, match=f"{op} needs a tensor of rank >= 2"):
+        fn(tv.constant(np.ones(3)))
+    with pytest.raises(InvalidArgumentError, match=f"{op} supports float32 and float64"):
+        fn(tv.constant(np.eye(2, dtype=np.int32)))
+    p = tv.placeholder(tv.float64, None)
+    assert fn(p).shape.dims is None
+
+
+# ---- transpose, trace, diagonals, band part -------------------------------------------------
+@pytest.mark.parametrize("shape", [(2, 3), (2, 3, 4), (0, 2, 1), (1, 1)], ids=str)
+def test_matrix_transpose(shape):
+    x = rng.uniform(-1, 1, size=shape)
+    check_forward(tv.matrix_transpose, _t, x)
+    check_forward(tv.matrix_transpose, _t, x.astype(np.int32))
+    if x.size:
+        check_gradients(tv.matrix_transpose, x)
+    with pytest.raises(InvalidArgumentError, match="MatrixTranspose needs a tensor of rank"):
+        tv.matrix_transpose(tv.constant([1.0]))
+    c = np.array([[1 + 2j, 3j]])
+    check_forward(lambda t: tv.matrix_transpose(t, conjugate=True), lambda v: np.conj(v.T), c)
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (2, 3, 4), (2, 4, 3), (0, 2, 2)], ids=str)
+def test_trace_and_diag_part(shape):
+    x = rng.uniform(-1, 1, size=shape)
+    got = check_forward(tv.trace, lambda v: np.trace(v, axis1=-2, axis2=-1), x)
+    assert got.shape == shape[:-2]
+    check_forward(tv.matrix_diag_part, lambda v: np.diagonal(v, axis1=-2, axis2=-1), x)
+    if x.size:
+        check_gradients(tv.trace, x)
+        check_gradients(tv.matrix_diag_part, x)
+
+
+def test_matrix_diag_and_set_diag():
+    d = rng.uniform(-1, 1, size=(2, 3))
+    check_forward(tv.matrix_diag, lambda v: v[..., None] * np.eye(3), d)
+    check_gradients(tv.matrix_diag, d)
+    x = rng.uniform(-1, 1, size=(2, 3, 4))
+    want = x.copy()
+    want[:, [0, 1, 2], [0, 1, 2]] = d
+    check_forward(tv.matrix_set_diag, lambda a, b: want, x, d)
+    check_gradients(tv.matrix_set_diag, x, d)
+    with pytest.raises(InvalidArgumentError, match="(?s)does not fit input.*MatrixSetDiag"):
+        tv.matrix_set_diag(tv.constant(x), tv.constant(np.ones((2, 4))))
+    with pytest.raises(InvalidArgumentError, match="MatrixDiag needs a tensor of rank >= 1"):
+        tv.matrix_diag(tv.constant(1.0))
+
+
+@pytest.mark.parametrize("lower,upper", [(-1, 0), (0, -1), (0, 0), (1, 2), (-1, -1)])
+def test_matrix_band_part(lower, upper):
+    x = rng.uniform(-1, 1, size=(2, 3, 4))
+    i, j = np.arange(3)[:, None], np.arange(4)[None, :]
+    mask = ((lower < 0) | (i - j <= lower)) & ((upper < 0) | (j - i <= upper))
+    check_forward(lambda t: tv.matrix_band_part(t, lower, upper), lambda v: v * mask, x)
+    check_gradients(lambda t: tv.matrix_band_part(t, lower, upper), x)
+    np.testing.assert_array_equal(run(tv.matrix_band_part(tv.constant(x[0]), -1, 0)),
+                                  np.tril(x[0]))
+
+
+def test_diag_and_diag_part_any_rank():
+    v = rng.uniform(-1, 1, size=(2, 3))
+    want = np.zeros((2, 3, 2, 3))
+    for a in range(2):
+        for b in range(3):
+            want[a, b, a, b] = v[a, b]
+    check_forward(tv.diag, lambda t: want, v)
+    check_forward(tv.diag_part, lambda t: v, want)
+    check_forward(tv.diag, np.diag, np.array([1.0, 2.0]))
+    check_gradients(tv.diag, v)
+    check_gradients(tv.diag_part, rng.uniform(-1, 1, size=(2, 2, 2, 2)))
+    with pytest.raises(InvalidArgumentError, match="DiagPart needs a tensor of shape s \\+ s"):
+        tv.diag_part(tv.constant(np.ones((2, 3))))
+    with pytest.raises(InvalidArgumentError, match="Diag needs a tensor of rank >= 1"):
+        tv.diag(tv.constant(1.0))
+
+
+def test_linalg_namespace():
+    a = well_conditioned()
+    check_forward(tv.linalg.inv, np.linalg.inv, a)
+    check_forward(tv.linalg.det, np.linalg.det, a)
+    check_forward(lambda x: tv.linalg.band_part(x, -1, 0), np.tril, a)
+
+
+# ---- the lecture demo: ridge regression in-graph ------------------------------------------------
+def test_ridge_regression_closed_form():
+    n, d, lam = 40, 5, 0.3
+    x = rng.normal(size=(n, d))
+    y = x @ rng.normal(size=(d, 1)) + 0.1 * rng.normal(size=(n, 1))
+    X = tv.placeholder(tv.float64, [None, d])
+    Y = tv.placeholder(tv.float64, [None, 1])
+    gram = tv.matmul(X, X, transpose_a=True) + lam * tv.matrix_diag(tv.constant(np.ones(d)))
+    beta = tv.matmul(tv.matrix_inverse(gram), tv.matmul(X, Y, transpose_a=True))
+    beta2 = tv.matrix_solve(gram, tv.matmul(X, Y, transpose_a=True))
+    want = np.linalg.solve(x.T @ x + lam * np.eye(d), x.T @ y)
+    got, got2 = run([beta, beta2], {X: x, Y: y})
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+    np.testing.assert_allclose(got2, want, rtol=1e-10)
