@@ -191,10 +191,12 @@ class DistributedBackend:
         try:
             while True:
                 left = POLL_S if deadline is None else min(POLL_S, deadline - time.monotonic())
-                done, not_done = wait(futures, timeout=max(left, 0.001), return_when="ALL_COMPLETED") \
-                    if left > 0 else (set(), set(futures))
-                if not not_done:
+                try:
+                    with self.client.as_current():
+                        wait(futures, timeout=max(left, 0.001))
                     break
+                except TimeoutError:
+                    pass
                 self._check_alive(plan)
                 if deadline is not None and time.monotonic() >= deadline:
                     pending = self._pending_devices(dsk, by_device)

@@ -37,4 +37,23 @@ def stage(part: Partition) -> dict[str, int]:
             if c in st and st[c] > s:
                 s = st[c]
         st[name] = s
+    return _sink_sources(nodes, st)
+
+
+def _sink_sources(nodes, st: dict[str, int]) -> dict[str, int]:
+    """Move input-less nodes (constants, variable reads) whose consumers all sit on their own
+    device into their earliest consumer's stage, so that a constant does not make a task of
+    its own."""
+    consumers: dict[str, list[str]] = {}
+    for name, node in nodes.items():
+        for r in node.inputs:
+            consumers.setdefault(r[0], []).append(name)
+        for c in node.control_inputs:
+            consumers.setdefault(c, []).append(name)
+    for name, node in nodes.items():
+        if node.inputs or node.control_inputs or node.type in ("_Send", "_Recv"):
+            continue
+        cs = consumers.get(name)
+        if cs and all(nodes[c].device == node.device and nodes[c].type != "_Send" for c in cs):
+            st[name] = min(st[c] for c in cs)
     return st

@@ -1,0 +1,420 @@
+"""Convolution and pooling for ``tv.nn`` (re-exported by :mod:`tensorvm.ops.nn_ops`).
+
+Kernels are vectorised im2col: ``sliding_window_view`` over the padded input gives every
+window as a strided view ``[N, OH, OW, C, KH, KW]`` (no copy), which ``tensordot`` turns into one
+matrix product. Backward passes scatter window gradients back with one slice-add per filter tap
+(``KH * KW`` NumPy ops, never a loop over pixels); max-pool's gradient goes to each window's
+argmax through one ``bincount``. Internally everything is NHWC; "NCHW" is transposed in and out.
+
+Padding follows TF: "VALID" uses only full windows; "SAME" gives ``ceil(in / stride)`` outputs,
+padding ``total = max((out - 1) * stride + k - in, 0)`` split with the smaller half first.
+Average pooling divides by the number of *valid* (unpadded) elements of each window.
+
+>>> import numpy as np, tensorvm as tv
+>>> x = tv.constant(np.arange(16, dtype=np.float32).reshape(1, 4, 4, 1))
+>>> with tv.Session() as s:
+...     s.run(tv.nn.max_pool(x, [1, 2, 2, 1], [1, 2, 2, 1], "VALID"))[0, :, :, 0]
+array([[ 5.,  7.],
+       [13., 15.]], dtype=float32)
+"""
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from ..errors import InvalidArgumentError
+from ..registry import apply_op, convert_to_tensor, register_op
+
+__all__: list[str] = []
+
+_FORMATS = ("NHWC", "NCHW")
+
+
+# ---- geometry --------------------------------------------------------------------------------
+def _hw(v, data_format):
+    """The (H, W) entries of a 4-vector given in ``data_format`` order."""
+    return (v[1], v[2]) if data_format == "NHWC" else (v[2], v[3])
+
+
+def _out_and_pads(n, k, s, padding):
+    """Output size and (before, after) padding of one spatial dim (``k`` is the effective,
+    dilated window size)."""
+    if padding == "VALID":
+        return (n - k) // s + 1, (0, 0)
+    out = -(-n // s)
+    total = max((out - 1) * s + k - n, 0)
+    return out, (total // 2, total - total // 2)
+
+
+def _check_geometry(op_type, x_shape, attrs, k_hw):
+    """Validate strides/padding/format statically and return the NHWC output (H, W) or Nones."""
+    df, padding = attrs["data_format"], attrs["padding"]
+    if df not in _FORMATS:
+        raise InvalidArgumentError(f"{op_type}: data_format must be 'NHWC' or 'NCHW', got {df!r}")
+    if padding not in ("SAME", "VALID"):
+        raise InvalidArgumentError(
+            f"{op_type}: padding must be 'SAME' or 'VALID', got {padding!r}")
+    for key in ("strides", "ksize", "dilations"):
+        v = attrs.get(key)
+        if v is None:
+            continue
+        if len(v) != 4 or any(int(e) < 1 for e in v):
+            raise InvalidArgumentError(
+                f"{op_type}: {key} must be 4 positive ints, got {list(v)}")
+        n_ax, c_ax = (0, 3) if df == "NHWC" else (0, 1)
+        if v[n_ax] != 1 or v[c_ax] != 1:
+            raise InvalidArgumentError(
+                f"{op_type}: {key} in the batch and depth dimensions must be 1, got {list(v)}")
+    if x_shape is None:
+        return None, None
+    if len(x_shape) != 4:
+        raise InvalidArgumentError(f"{op_type}: input must be 4-D, got shape {list(x_shape)}")
+    h, w = _hw(x_shape, df)
+    sh, sw = _hw(attrs["strides"], df)
+    out = []
+    for n, k, s, dim in ((h, k_hw[0], sh, "height"), (w, k_hw[1], sw, "width")):
+        if n is None or k is None:
+            out.append(None)
+            continue
+        o, _ = _out_and_pads(n, k, s, padding)
+        if o < 0 or (padding == "VALID" and n < k):
+            raise InvalidArgumentError(
+                f"{op_type}: the window ({k}) is larger than the input {dim} ({n}) with "
+                f"padding VALID: the output would be empty or negative")
+        out.append(o)
+    return tuple(out)
+
+
+def _nhwc(x, df):
+    return x if df == "NHWC" else np.transpose(x, (0, 2, 3, 1))
+
+
+def _from_nhwc(x, df):
+    return x if df == "NHWC" else np.transpose(x, (0, 3, 1, 2))
+
+
+def _shape_from_nhwc(n, oh, ow, c, df):
+    return (n, oh, ow, c) if df == "NHWC" else (n, c, oh, ow)
+
+
+def _geometry(x, kh, kw, strides, padding, df, dilations=(1, 1, 1, 1)):
+    """NHWC geometry of one call: (sh, sw, dh, dw, oh, ow, (pt, pb), (pl, pr))."""
+    sh, sw = _hw(strides, df)
+    dh, dw = _hw(dilations, df)
+    oh, ph = _out_and_pads(x.shape[1], (kh - 1) * dh + 1, sh, padding)
+    ow, pw = _out_and_pads(x.shape[2], (kw - 1) * dw + 1, sw, padding)
+    if oh < 0 or ow < 0:
+        raise InvalidArgumentError(
+            f"window {kh}x{kw} larger than input {x.shape[1]}x{x.shape[2]} with VALID padding")
+    return sh, sw, dh, dw, oh, ow, ph, pw
+
+
+def _windows(xp, kh, kw, sh, sw, dh, dw, oh, ow):
+    """All windows of the padded NHWC ``xp`` as a view ``[N, OH, OW, C, KH, KW]``."""
+    ekh, ekw = (kh - 1) * dh + 1, (kw - 1) * dw + 1
+    v = sliding_window_view(xp, (ekh, ekw), axis=(1, 2))
+    return v[:, :oh * sh:sh, :ow * sw:sw, :, ::dh, ::dw]
+
+
+def _pad(x, ph, pw, value=0):
+    if ph == (0, 0) and pw == (0, 0):
+        return x
+    return np.pad(x, ((0, 0), ph, pw, (0, 0)), constant_values=value)
+
+
+def _scatter_taps(cols, xshape, kh, kw, sh, sw, dh, dw, oh, ow, ph, pw):
+    """The adjoint of :func:`_windows`: add ``cols[N, OH, OW, KH, KW, C]`` back into a zero
+    NHWC array of ``xshape`` (one slice-add per tap), cropping the padding."""
+    n, h, w, c = xshape
+    out = np.zeros((n, h + ph[0] + ph[1], w + pw[0] + pw[1], c), cols.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            out[:, i * dh:i * dh + oh * sh:sh, j * dw:j * dw + ow * sw:sw, :] += cols[:, :, :, i, j]
+    return out[:, ph[0]:ph[0] + h, pw[0]:pw[0] + w, :]
+
+
+# ---- conv2d ---------------------------------------------------------------------------------
+def _conv_shape(inputs, attrs):
+    x, f = inputs[0], inputs[1]
+    op = "Conv2D"
+    if x.dtype != f.dtype:
+        raise InvalidArgumentError(f"{op}: input ({x.dtype.name}) and filter ({f.dtype.name}) "
+                                   f"must have the same dtype")
+    if not x.dtype.is_floating:
+        raise InvalidArgumentError(f"{op} expects floating-point tensors, got {x.dtype.name}")
+    fs = f._shape
+    if fs is not None and len(fs) != 4:
+        raise InvalidArgumentError(
+            f"{op}: filter must be 4-D [height, width, in_channels, out_channels], got shape "
+            f"{list(fs)}")
+    df = attrs["data_format"]
+    k_hw = (None, None) if fs is None else tuple(
+        None if k is None else (k - 1) * d + 1 for k, d in zip(fs[:2], _hw(attrs["dilations"],
+                                                                            df)))
+    oh, ow = _check_geometry(op, x._shape, attrs, k_hw)
+    xs = x._shape
+    if xs is not None and fs is not None:
+        c = xs[3] if df == "NHWC" else xs[1]
+        if c is not None and fs[2] is not None and c != fs[2]:
+            raise InvalidArgumentError(
+                f"{op}: input depth must equal filter in_channels: input {list(xs)} has depth "
+                f"{c} but filter {list(fs)} has in_channels {fs[2]}")
+    if xs is None:
+        return [(x.dtype, None)]
+    return [(x.dtype, _shape_from_nhwc(xs[0], oh, ow, None if fs is None else fs[3], df))]
+
+
+def _conv_kernel(x, f, strides, padding, data_format, dilations):
+    x = _nhwc(x, data_format)
+    kh, kw = f.shape[:2]
+    sh, sw, dh, dw, oh, ow, ph, pw = _geometry(x, kh, kw, strides, padding, data_format,
+                                               dilations)
+    if f.shape[2] != x.shape[3]:
+        raise InvalidArgumentError(f"input depth {x.shape[3]} != filter in_channels "
+                                   f"{f.shape[2]}")
+    win = _windows(_pad(x, ph, pw), kh, kw, sh, sw, dh, dw, oh, ow)
+    out = np.tensordot(win, f, axes=([4, 5, 3], [0, 1, 2]))
+    return _from_nhwc(out.astype(x.dtype, copy=False), data_format)
+
+
+def _conv_backprop_input_kernel(x, f, g, strides, padding, data_format, dilations):
+    """d(conv2d)/d(input) for input ``x`` (only its shape is used)."""
+    xs = _nhwc(x, data_format).shape
+    g = _nhwc(g, data_format)
+    kh, kw = f.shape[:2]
+    sh, sw, dh, dw, oh, ow, ph, pw = _geometry(np.empty(xs, bool), kh, kw, strides, padding,
+                                               data_format, dilations)
+    cols = np.tensordot(g, f, axes=([3], [3]))  # [N, OH, OW, KH, KW, C]
+    dx = _scatter_taps(cols, xs, kh, kw, sh, sw, dh, dw, oh, ow, ph, pw)
+    return _from_nhwc(dx.astype(g.dtype, copy=False), data_format)
+
+
+def _conv_backprop_filter_kernel(x, f, g, strides, padding, data_format, dilations):
+    """d(conv2d)/d(filter) for filter ``f`` (only its shape is used)."""
+    x = _nhwc(x, data_format)
+    g = _nhwc(g, data_format)
+    kh, kw = f.shape[:2]
+    sh, sw, dh, dw, oh, ow, ph, pw = _geometry(x, kh, kw, strides, padding, data_format,
+                                               dilations)
+    win = _windows(_pad(x, ph, pw), kh, kw, sh, sw, dh, dw, oh, ow)
+    df = np.tensordot(win, g, axes=([0, 1, 2], [0, 1, 2]))  # [C, KH, KW, O]
+    return np.transpose(df, (1, 2, 0, 3)).astype(g.dtype, copy=False)
+
+
+def _conv_attrs(op):
+    return {k: op.attrs[k] for k in ("strides", "padding", "data_format", "dilations")}
+
+
+def _conv_grad(op, g):
+    x, f = op.inputs
+    a = _conv_attrs(op)
+    return [apply_op("Conv2DBackpropInput", [x, f, g], a).outputs[0],
+            apply_op("Conv2DBackpropFilter", [x, f, g], a).outputs[0]]
+
+
+def _conv_bi_grad(op, gg):
+    # out = BackpropInput(x, f, g) is linear in f and in g.
+    x, f, g = op.inputs
+    a = _conv_attrs(op)
+    return [None, apply_op("Conv2DBackpropFilter", [gg, f, g], a).outputs[0],
+            apply_op("Conv2D", [gg, f], a).outputs[0]]
+
+
+def _conv_bf_grad(op, gg):
+    # out = BackpropFilter(x, f, g) is linear in x and in g.
+    x, f, g = op.inputs
+    a = _conv_attrs(op)
+    return [apply_op("Conv2DBackpropInput", [x, gg, g], a).outputs[0], None,
+            apply_op("Conv2D", [x, gg], a).outputs[0]]
+
+
+register_op("Conv2D", _conv_shape, _conv_kernel, grad=_conv_grad)
+register_op("Conv2DBackpropInput", lambda inputs, attrs: [(inputs[2].dtype, inputs[0]._shape)],
+            _conv_backprop_input_kernel, grad=_conv_bi_grad)
+register_op("Conv2DBackpropFilter", lambda inputs, attrs: [(inputs[2].dtype, inputs[1]._shape)],
+            _conv_backprop_filter_kernel, grad=_conv_bf_grad)
+
+
+def _int4(v, what, op_type):
+    if isinstance(v, int):
+        v = [v]
+    v = [int(e) for e in v]
+    if len(v) == 1:
+        v = [1, v[0], v[0], 1]
+    elif len(v) == 2:
+        v = [1, v[0], v[1], 1]
+    if len(v) != 4:
+        raise InvalidArgumentError(f"{op_type}: {what} must have 1, 2 or 4 entries, got {v}")
+    return tuple(v)
+
+
+def _nchw4(v, df):
+    """A 1/2-entry spec expanded in NHWC order, moved to NCHW when needed."""
+    return v if df == "NHWC" else (v[0], v[3], v[1], v[2])
+
+
+def _spec(v, what, op_type, df):
+    full = not isinstance(v, int) and len(list(v)) == 4
+    t = _int4(v, what, op_type)
+    return t if full else _nchw4(t, df)
+
+
+def conv2d(input, filter=None, strides=None, padding=None, use_cudnn_on_gpu=True,
+           data_format="NHWC", dilations=(1, 1, 1, 1), name=None, filters=None):
+    """2-D convolution (cross-correlation, as in TF) of ``input`` [N, H, W, C] ("NHWC") or
+    [N, C, H, W] ("NCHW") with ``filter`` [KH, KW, C, O]; ``strides``/``dilations`` are
+    4-vectors in ``data_format`` order; ``padding`` is "SAME" or "VALID"."""
+    filter = filters if filter is None else filter
+    if filter is None or strides is None or padding is None:
+        raise InvalidArgumentError("conv2d needs input, filter, strides and padding")
+    input = convert_to_tensor(input)
+    filter = convert_to_tensor(filter, dtype=input.dtype if not hasattr(filter, "dtype")
+                               else None)
+    df = data_format or "NHWC"
+    attrs = {"strides": _spec(strides, "strides", "Conv2D", df),
+             "padding": padding if not isinstance(padding, str) else padding.upper(),
+             "data_format": df, "dilations": _spec(dilations, "dilations", "Conv2D", df)}
+    if attrs["dilations"] != (1, 1, 1, 1) and attrs["strides"] != (1, 1, 1, 1):
+        raise InvalidArgumentError("Conv2D: dilations > 1 need strides of 1 (as in TF)")
+    if not isinstance(padding, str):
+        raise InvalidArgumentError(f"Conv2D: padding must be 'SAME' or 'VALID', got {padding!r}")
+    return apply_op("Conv2D", [input, filter], attrs, name=name).outputs[0]
+
+
+# ---- pooling --------------------------------------------------------------------------------
+def _pool_shape(op_type):
+    def shape_fn(inputs, attrs):
+        x = inputs[0]
+        if not x.dtype.is_floating:
+            raise InvalidArgumentError(
+                f"{op_type} expects a floating-point tensor, got {x.dtype.name}")
+        oh, ow = _check_geometry(op_type, x._shape, attrs, _hw(attrs["ksize"],
+                                                               attrs["data_format"]))
+        if x._shape is None:
+            return [(x.dtype, None)]
+        xs, df = x._shape, attrs["data_format"]
+        c = xs[3] if df == "NHWC" else xs[1]
+        return [(x.dtype, _shape_from_nhwc(xs[0], oh, ow, c, df))]
+    return shape_fn
+
+
+def _pool_setup(x, ksize, strides, padding, data_format):
+    x = _nhwc(x, data_format)
+    kh, kw = _hw(ksize, data_format)
+    geo = _geometry(x, kh, kw, strides, padding, data_format)
+    return x, kh, kw, geo
+
+
+def _max_pool_kernel(x, ksize, strides, padding, data_format):
+    x, kh, kw, (sh, sw, dh, dw, oh, ow, ph, pw) = _pool_setup(x, ksize, strides, padding,
+                                                              data_format)
+    win = _windows(_pad(x, ph, pw, -np.inf), kh, kw, sh, sw, 1, 1, oh, ow)
+    out = win.max(axis=(4, 5)) if win.size else np.zeros(win.shape[:4], x.dtype)
+    return _from_nhwc(out, data_format)
+
+
+def _argmax_flat(x, kh, kw, geo):
+    """Flat indices into the padded NHWC input of each window's (first) maximum."""
+    sh, sw, _, _, oh, ow, ph, pw = geo
+    xp = _pad(x, ph, pw, -np.inf)
+    n, hp, wp, c = xp.shape
+    win = _windows(xp, kh, kw, sh, sw, 1, 1, oh, ow).reshape(n, oh, ow, c, kh * kw)
+    a = np.argmax(win, axis=-1) if win.size else np.zeros(win.shape[:4], np.intp)
+    i, j = np.divmod(a, kw)
+    rows = np.arange(oh).reshape(1, oh, 1, 1) * sh + i
+    cols = np.arange(ow).reshape(1, 1, ow, 1) * sw + j
+    flat = ((np.arange(n).reshape(n, 1, 1, 1) * hp + rows) * wp + cols) * c \
+        + np.arange(c).reshape(1, 1, 1, c)
+    return flat, (n, hp, wp, c)
+
+
+def _max_pool_grad_kernel(x, g, ksize, strides, padding, data_format):
+    x, kh, kw, geo = _pool_setup(x, ksize, strides, padding, data_format)
+    g = _nhwc(g, data_format)
+    flat, pshape = _argmax_flat(x, kh, kw, geo)
+    dxp = np.bincount(flat.ravel(), weights=g.ravel(), minlength=int(np.prod(pshape)))
+    ph, pw = geo[6], geo[7]
+    dx = dxp.reshape(pshape)[:, ph[0]:ph[0] + x.shape[1], pw[0]:pw[0] + x.shape[2], :]
+    return _from_nhwc(dx.astype(g.dtype), data_format)
+
+
+def _max_pool_grad_grad_kernel(x, gg, ksize, strides, padding, data_format):
+    """The gradient of MaxPoolGrad wrt its ``g``: ``gg`` picked at each window's argmax."""
+    x, kh, kw, geo = _pool_setup(x, ksize, strides, padding, data_format)
+    gg = _nhwc(gg, data_format)
+    flat, pshape = _argmax_flat(x, kh, kw, geo)
+    ph, pw = geo[6], geo[7]
+    ggp = _pad(gg, ph, pw).reshape(-1)
+    return _from_nhwc(ggp[flat].astype(gg.dtype, copy=False), data_format)
+
+
+def _pool_attrs(op):
+    return {k: op.attrs[k] for k in ("ksize", "strides", "padding", "data_format")}
+
+
+register_op("MaxPool", _pool_shape("MaxPool"), _max_pool_kernel,
+            grad=lambda op, g: [apply_op("MaxPoolGrad", [op.inputs[0], g],
+                                         _pool_attrs(op)).outputs[0]])
+register_op("MaxPoolGrad", lambda inputs, attrs: [(inputs[1].dtype, inputs[0]._shape)],
+            _max_pool_grad_kernel,
+            grad=lambda op, gg: [None, apply_op("MaxPoolGradGrad", [op.inputs[0], gg],
+                                                _pool_attrs(op)).outputs[0]])
+register_op("MaxPoolGradGrad", lambda inputs, attrs: [(inputs[1].dtype, None)],
+            _max_pool_grad_grad_kernel, differentiable=False)
+
+
+def _valid_counts(h, w, kh, kw, geo, dtype):
+    sh, sw, _, _, oh, ow, ph, pw = geo
+    ones = _pad(np.ones((1, h, w, 1), dtype), ph, pw)
+    cnt = _windows(ones, kh, kw, sh, sw, 1, 1, oh, ow).sum(axis=(4, 5))
+    return np.maximum(cnt, 1)  # [1, OH, OW, 1]
+
+
+def _avg_pool_kernel(value, ksize, strides, padding, data_format):
+    x, kh, kw, geo = _pool_setup(value, ksize, strides, padding, data_format)
+    sh, sw, _, _, oh, ow, ph, pw = geo
+    s = _windows(_pad(x, ph, pw), kh, kw, sh, sw, 1, 1, oh, ow).sum(axis=(4, 5))
+    out = s / _valid_counts(x.shape[1], x.shape[2], kh, kw, geo, x.dtype)
+    return _from_nhwc(out.astype(x.dtype, copy=False), data_format)
+
+
+def _avg_pool_grad_kernel(x, g, ksize, strides, padding, data_format):
+    x, kh, kw, geo = _pool_setup(x, ksize, strides, padding, data_format)
+    sh, sw, dh, dw, oh, ow, ph, pw = geo
+    g = _nhwc(g, data_format)
+    gs = g / _valid_counts(x.shape[1], x.shape[2], kh, kw, geo, g.dtype)
+    cols = np.broadcast_to(gs[:, :, :, None, None, :], gs.shape[:3] + (kh, kw, gs.shape[3]))
+    dx = _scatter_taps(cols, x.shape, kh, kw, sh, sw, 1, 1, oh, ow, ph, pw)
+    return _from_nhwc(dx.astype(g.dtype, copy=False), data_format)
+
+
+register_op("AvgPool", _pool_shape("AvgPool"), _avg_pool_kernel,
+            grad=lambda op, g: [apply_op("AvgPoolGrad", [op.inputs[0], g],
+                                         _pool_attrs(op)).outputs[0]])
+register_op("AvgPoolGrad", lambda inputs, attrs: [(inputs[1].dtype, inputs[0]._shape)],
+            _avg_pool_grad_kernel,
+            grad=lambda op, gg: [None, apply_op("AvgPool", [gg], _pool_attrs(op)).outputs[0]])
+
+
+def _pool(op_type, value, ksize, strides, padding, data_format, name):
+    df = data_format or "NHWC"
+    if not isinstance(padding, str):
+        raise InvalidArgumentError(f"{op_type}: padding must be 'SAME' or 'VALID', got "
+                                   f"{padding!r}")
+    attrs = {"ksize": _spec(ksize, "ksize", op_type, df),
+             "strides": _spec(strides, "strides", op_type, df),
+             "padding": padding.upper(), "data_format": df}
+    return apply_op(op_type, [value], attrs, name=name).outputs[0]
+
+
+def max_pool(value, ksize, strides, padding, data_format="NHWC", name=None, input=None):
+    """Max over each ``ksize`` window (4-vectors in ``data_format`` order); the gradient goes
+    to each window's (first) argmax."""
+    return _pool("MaxPool", value if input is None else input, ksize, strides, padding,
+                 data_format, name)
+
+
+def avg_pool(value, ksize, strides, padding, data_format="NHWC", name=None, input=None):
+    """Mean over each ``ksize`` window; with "SAME" padding only unpadded elements count."""
+    return _pool("AvgPool", value if input is None else input, ksize, strides, padding,
+                 data_format, name)

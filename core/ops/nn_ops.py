@@ -1,0 +1,660 @@
+"""Neural-network ops: ``tv.nn`` (TensorFlow 1.x names and signatures).
+
+Activations (relu, relu6, leaky_relu, elu, softplus, softsign, sigmoid, tanh), softmax and
+log_softmax, the cross-entropies with logits (softmax, sparse softmax, sigmoid), l2_loss,
+bias_add, dropout, embedding_lookup, moments, l2_normalize, in_top_k; convolution and pooling
+live in :mod:`tensorvm.ops.nn_conv` and are re-exported here.
+
+Every kernel is numerically stable: softmax and the cross-entropies go through a log-sum-exp
+with the row maximum subtracted, and the sigmoid cross-entropy uses
+``max(x, 0) - x * z + log(1 + exp(-|x|))``.
+
+>>> import numpy as np, tensorvm as tv
+>>> x = tv.constant([[1.0, 2.0, 3.0]])
+>>> with tv.Session() as s: np.round(s.run(tv.nn.softmax(x)), 3)
+array([[0.09 , 0.245, 0.665]], dtype=float32)
+
+``__all__`` (what goes to top-level ``tv.*``) is empty: TensorFlow 1.x keeps these names under
+``tf.nn`` only (``tf.sigmoid``/``tf.tanh`` come from math_ext). ``NN_ALL`` is ``tv.nn``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..errors import InvalidArgumentError
+from ..graph import Tensor
+from ..registry import apply_op, convert_to_tensor, register_op
+from .array_ops import stop_gradient, zeros_like
+from .math_ext import sigmoid, tanh
+from .math_ops import norm_axes, reduce_mean, reduce_sum
+from .nn_conv import avg_pool, conv2d, max_pool
+from .random_ops import _rng as _op_rng
+from .random_ops import get_seed
+
+__all__: list[str] = []
+NN_ALL = ["relu", "relu6", "leaky_relu", "elu", "softplus", "softsign", "sigmoid", "tanh",
+          "softmax", "log_softmax", "softmax_cross_entropy_with_logits",
+          "softmax_cross_entropy_with_logits_v2", "sparse_softmax_cross_entropy_with_logits",
+          "sigmoid_cross_entropy_with_logits", "l2_loss", "bias_add", "xw_plus_b", "conv2d",
+          "max_pool", "avg_pool", "dropout", "embedding_lookup", "moments", "l2_normalize",
+          "in_top_k"]
+
+
+def _float_only(op_type):
+    def check(dt):
+        if not dt.is_floating:
+            raise InvalidArgumentError(
+                f"{op_type} expects a floating-point tensor (float16/32/64), got {dt.name}")
+    return check
+
+
+def _same_shape(a, b, what: str, op_type: str):
+    """Static shapes must agree where both are known; returns the more specific one."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if len(a) != len(b) or any(x is not None and y is not None and x != y
+                               for x, y in zip(a, b)):
+        raise InvalidArgumentError(
+            f"{op_type}: {what} must have the same shape, got {list(a)} and {list(b)}")
+    return tuple(x if x is not None else y for x, y in zip(a, b))
+
+
+def _def_act(op_type: str, kernel, grad, extra_attrs=()):
+    """Register an element-wise float activation; its gradient op is built by ``grad``."""
+    def shape_fn(inputs, attrs):
+        _float_only(op_type)(inputs[0].dtype)
+        return [(inputs[0].dtype, inputs[0]._shape)]
+    register_op(op_type, shape_fn, kernel, grad=grad)
+
+
+def _def_act_grad(op_type: str, kernel, grad=None):
+    """Register ``<Act>Grad(g, x_or_y)``: same shape as its inputs."""
+    register_op(op_type, lambda inputs, attrs: [(inputs[0].dtype, inputs[0]._shape)], kernel,
+                grad=grad)
+
+
+def _act(op_type, features, name, attrs=None):
+    return apply_op(op_type, [features], attrs, name=name).outputs[0]
+
+
+def _zero(x):
+    return np.zeros((), x.dtype)
+
+
+# ---- relu family ----------------------------------------------------------------------------
+_def_act_grad("ReluGrad", lambda g, x: np.where(x > 0, g, _zero(g)),
+              lambda op, gg: [apply_op("ReluGrad", [gg, op.inputs[1]]).outputs[0], None])
+_def_act("Relu", lambda x: np.maximum(x, _zero(x)),
+         lambda op, g: [apply_op("ReluGrad", [g, op.inputs[0]]).outputs[0]])
+
+_def_act_grad("Relu6Grad", lambda g, x: np.where((x > 0) & (x < 6), g, _zero(g)),
+              lambda op, gg: [apply_op("Relu6Grad", [gg, op.inputs[1]]).outputs[0], None])
+_def_act("Relu6", lambda x: np.clip(x, _zero(x), np.asarray(6, x.dtype)),
+         lambda op, g: [apply_op("Relu6Grad", [g, op.inputs[0]]).outputs[0]])
+
+
+def _leaky_grad_kernel(g, x, alpha):
+    return np.where(x > 0, g, g * np.asarray(alpha, g.dtype))
+
+
+_def_act_grad("LeakyReluGrad", _leaky_grad_kernel,
+              lambda op, gg: [apply_op("LeakyReluGrad", [gg, op.inputs[1]],
+                                       {"alpha": op.attrs["alpha"]}).outputs[0], None])
+_def_act("LeakyRelu", lambda x, alpha: np.where(x > 0, x, x * np.asarray(alpha, x.dtype)),
+         lambda op, g: [apply_op("LeakyReluGrad", [g, op.inputs[0]],
+                                 {"alpha": op.attrs["alpha"]}).outputs[0]])
+
+
+def _elu_grad_grad(op, gg):
+    g, y = op.inputs
+    # d/dg = EluGrad(gg, y); d/dy = gg * g where y < 0 (0 elsewhere) = ReluGrad(gg * g, -y).
+    return [apply_op("EluGrad", [gg, y]).outputs[0],
+            apply_op("ReluGrad", [gg * g, -y]).outputs[0]]
+
+
+_def_act_grad("EluGrad", lambda g, y: np.where(y > 0, g, g * (y + 1)), _elu_grad_grad)
+_def_act("Elu", lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, _zero(x)))),
+         lambda op, g: [apply_op("EluGrad", [g, op.outputs[0]]).outputs[0]])
+
+_def_act("Softplus", lambda x: np.logaddexp(_zero(x), x),
+         lambda op, g: [g * sigmoid(op.inputs[0])])
+
+
+def _softsign_grad(op, g):
+    from .math_ext import abs as abs_
+    x = op.inputs[0]
+    d = 1 + abs_(x)
+    return [g / (d * d)]
+
+
+_def_act("Softsign", lambda x: x / (1 + np.abs(x)), _softsign_grad)
+
+
+def relu(features, name=None):
+    """``max(features, 0)``."""
+    return _act("Relu", features, name)
+
+
+def relu6(features, name=None):
+    """``min(max(features, 0), 6)``."""
+    return _act("Relu6", features, name)
+
+
+def leaky_relu(features, alpha=0.2, name=None):
+    """``features`` where positive, else ``alpha * features``."""
+    return _act("LeakyRelu", features, name, {"alpha": float(alpha)})
+
+
+def elu(features, name=None):
+    """``features`` where positive, else ``exp(features) - 1``."""
+    return _act("Elu", features, name)
+
+
+def softplus(features, name=None):
+    """``log(exp(features) + 1)``, computed stably."""
+    return _act("Softplus", features, name)
+
+
+def softsign(features, name=None):
+    """``features / (abs(features) + 1)``."""
+    return _act("Softsign", features, name)
+
+
+# ---- softmax / log_softmax --------------------------------------------------------------------
+def _axis_shape(op_type):
+    def shape_fn(inputs, attrs):
+        x = inputs[0]
+        _float_only(op_type)(x.dtype)
+        if x._shape is not None:
+            if not x._shape:
+                raise InvalidArgumentError(f"{op_type}: logits must have rank >= 1, got a scalar")
+            norm_axes(attrs["axis"], len(x._shape))
+        return [(x.dtype, x._shape)]
+    return shape_fn
+
+
+def _lse_parts(x, axis):
+    """``(x - max, log(sum(exp(x - max))))`` along ``axis`` (keepdims)."""
+    m = np.max(x, axis=axis, keepdims=True, initial=-np.inf)
+    m = np.where(np.isfinite(m), m, _zero(x)).astype(x.dtype, copy=False)
+    shifted = x - m
+    return shifted, np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+
+def _softmax_kernel(x, axis):
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True, initial=-np.inf))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def _log_softmax_kernel(x, axis):
+    shifted, lse = _lse_parts(x, axis)
+    return shifted - lse
+
+
+def _softmax_grad(op, g):
+    y, axis = op.outputs[0], op.attrs["axis"]
+    return [y * (g - reduce_sum(g * y, axis=axis, keepdims=True))]
+
+
+def _log_softmax_grad(op, g):
+    from .math_ops import exp
+    y, axis = op.outputs[0], op.attrs["axis"]
+    return [g - exp(y) * reduce_sum(g, axis=axis, keepdims=True)]
+
+
+register_op("Softmax", _axis_shape("Softmax"), _softmax_kernel, grad=_softmax_grad)
+register_op("LogSoftmax", _axis_shape("LogSoftmax"), _log_softmax_kernel,
+            grad=_log_softmax_grad)
+
+
+def _axis_arg(axis, dim):
+    if dim is not None:
+        if axis is not None:
+            raise InvalidArgumentError("give only one of axis and dim (its deprecated name)")
+        axis = dim
+    return -1 if axis is None else int(axis)
+
+
+def softmax(logits, axis=None, name=None, dim=None):
+    """``exp(logits) / reduce_sum(exp(logits), axis)``, stable; ``axis`` defaults to -1."""
+    return apply_op("Softmax", [logits], {"axis": _axis_arg(axis, dim)}, name=name).outputs[0]
+
+
+def log_softmax(logits, axis=None, name=None, dim=None):
+    """``logits - log(reduce_sum(exp(logits), axis))``, stable; ``axis`` defaults to -1."""
+    return apply_op("LogSoftmax", [logits], {"axis": _axis_arg(axis, dim)},
+                    name=name).outputs[0]
+
+
+# ---- cross-entropies ------------------------------------------------------------------------
+def _expand_like(g, like, axis):
+    """``g`` (``like`` reduced over ``axis``) reshaped to broadcast against ``like``."""
+    return apply_op("ExpandReduced", [g, like], {"axis": (axis,)}).outputs[0]
+
+
+def _xent_shape(inputs, attrs):
+    labels, logits = inputs
+    op = "SoftmaxCrossEntropyWithLogits"
+    _float_only(op)(logits.dtype)
+    if labels.dtype != logits.dtype:
+        raise InvalidArgumentError(f"{op}: labels ({labels.dtype.name}) and logits "
+                                   f"({logits.dtype.name}) must have the same dtype")
+    shp = _same_shape(labels._shape, logits._shape, "labels and logits", op)
+    if shp is None:
+        return [(logits.dtype, None), (logits.dtype, None)]
+    if not shp:
+        raise InvalidArgumentError(f"{op}: logits and labels must have rank >= 1")
+    (axis,) = norm_axes(attrs["axis"], len(shp))
+    return [(logits.dtype, shp[:axis] + shp[axis + 1:]), (logits.dtype, shp)]
+
+
+def _xent_kernel(labels, logits, axis):
+    shifted, lse = _lse_parts(logits, axis)
+    log_p = shifted - lse
+    loss = -np.sum(labels * log_p, axis=axis)
+    return loss.astype(logits.dtype, copy=False), np.exp(log_p) - labels
+
+
+def _xent_grad(op, g_loss, g_backprop=None):
+    if g_loss is None:
+        return [None, None]
+    labels, logits = op.inputs
+    axis = op.attrs["axis"]
+    ge = _expand_like(g_loss, logits, axis)
+    return [-ge * log_softmax(logits, axis=axis), ge * op.outputs[1]]
+
+
+register_op("SoftmaxCrossEntropyWithLogits", _xent_shape, _xent_kernel, grad=_xent_grad)
+
+
+def softmax_cross_entropy_with_logits_v2(_sentinel=None, labels=None, logits=None, axis=-1,
+                                         name=None, dim=None):
+    """Per-example ``-sum(labels * log_softmax(logits), axis)``; gradients flow into both
+    ``logits`` and ``labels`` (TF's ``_v2``)."""
+    if _sentinel is not None or labels is None or logits is None:
+        raise InvalidArgumentError(
+            "softmax_cross_entropy_with_logits: call it with named arguments "
+            "(labels=..., logits=...)")
+    logits = convert_to_tensor(logits)
+    labels = convert_to_tensor(labels, dtype=logits.dtype if not isinstance(labels, Tensor)
+                               else None)
+    axis = _axis_arg(None if dim is not None and axis == -1 else axis, dim)
+    return apply_op("SoftmaxCrossEntropyWithLogits", [labels, logits], {"axis": axis},
+                    name=name or "softmax_cross_entropy_with_logits").outputs[0]
+
+
+def softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, dim=-1,
+                                      name=None, axis=None):
+    """TF 1.x's (deprecated) version: like ``_v2`` but backpropagates into ``logits`` only
+    (``labels`` pass through ``stop_gradient``)."""
+    if _sentinel is not None or labels is None or logits is None:
+        raise InvalidArgumentError(
+            "softmax_cross_entropy_with_logits: call it with named arguments "
+            "(labels=..., logits=...)")
+    logits = convert_to_tensor(logits)
+    if isinstance(labels, Tensor):
+        labels = stop_gradient(labels)
+    return softmax_cross_entropy_with_logits_v2(
+        labels=labels, logits=logits, axis=dim if axis is None else axis, name=name)
+
+
+def _sparse_xent_shape(inputs, attrs):
+    labels, logits = inputs
+    op = "SparseSoftmaxCrossEntropyWithLogits"
+    _float_only(op)(logits.dtype)
+    if not labels.dtype.is_integer:
+        raise InvalidArgumentError(f"{op}: labels must be int32 or int64, got "
+                                   f"{labels.dtype.name}")
+    lg = logits._shape
+    if lg is not None and not lg:
+        raise InvalidArgumentError(f"{op}: logits must have rank >= 1, got a scalar")
+    if lg is not None and labels._shape is not None:
+        _same_shape(labels._shape, lg[:-1], "labels and logits[:-1] (all but the class dim)",
+                    op)
+    return [(logits.dtype, None if lg is None else lg[:-1]), (logits.dtype, lg)]
+
+
+def _sparse_xent_kernel(labels, logits):
+    n = logits.shape[-1]
+    labels = np.asarray(labels)
+    if labels.size and (labels.min() < 0 or labels.max() >= n):
+        bad = labels[(labels < 0) | (labels >= n)].ravel()[0]
+        raise InvalidArgumentError(
+            f"Received a label value of {bad} which is outside the valid range of [0, {n})")
+    shifted, lse = _lse_parts(logits, -1)
+    log_p = shifted - lse
+    idx = labels[..., None].astype(np.intp)
+    loss = -np.take_along_axis(log_p, idx, axis=-1)[..., 0]
+    backprop = np.exp(log_p)
+    np.put_along_axis(backprop, idx, np.take_along_axis(backprop, idx, axis=-1) - 1, axis=-1)
+    return loss.astype(logits.dtype, copy=False), backprop
+
+
+def _sparse_xent_grad(op, g_loss, g_backprop=None):
+    if g_loss is None:
+        return [None, None]
+    return [None, _expand_like(g_loss, op.inputs[1], -1) * op.outputs[1]]
+
+
+register_op("SparseSoftmaxCrossEntropyWithLogits", _sparse_xent_shape, _sparse_xent_kernel,
+            grad=_sparse_xent_grad)
+
+
+def sparse_softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None,
+                                             name=None):
+    """Per-example ``-log_softmax(logits)[label]``; ``labels`` are class indices (int32/64) of
+    shape ``logits.shape[:-1]``. A label outside ``[0, num_classes)`` fails at run time."""
+    if _sentinel is not None or labels is None or logits is None:
+        raise InvalidArgumentError(
+            "sparse_softmax_cross_entropy_with_logits: call it with named arguments "
+            "(labels=..., logits=...)")
+    return apply_op("SparseSoftmaxCrossEntropyWithLogits", [labels, logits],
+                    name=name or "SparseSoftmaxCrossEntropyWithLogits").outputs[0]
+
+
+def _sigmoid_xent_shape(inputs, attrs):
+    labels, logits = inputs
+    op = "SigmoidCrossEntropyWithLogits"
+    _float_only(op)(logits.dtype)
+    if labels.dtype != logits.dtype:
+        raise InvalidArgumentError(f"{op}: labels ({labels.dtype.name}) and logits "
+                                   f"({logits.dtype.name}) must have the same dtype")
+    return [(logits.dtype, _same_shape(labels._shape, logits._shape, "logits and labels", op))]
+
+
+def _sigmoid_xent_kernel(z, x):
+    return np.maximum(x, _zero(x)) - x * z + np.log1p(np.exp(-np.abs(x)))
+
+
+def _sigmoid_xent_grad(op, g):
+    z, x = op.inputs
+    return [-g * x, g * (sigmoid(x) - z)]
+
+
+register_op("SigmoidCrossEntropyWithLogits", _sigmoid_xent_shape, _sigmoid_xent_kernel,
+            grad=_sigmoid_xent_grad)
+
+
+def sigmoid_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, name=None):
+    """Element-wise ``max(x, 0) - x * z + log(1 + exp(-|x|))`` for logits ``x``, labels ``z``."""
+    if _sentinel is not None or labels is None or logits is None:
+        raise InvalidArgumentError(
+            "sigmoid_cross_entropy_with_logits: call it with named arguments "
+            "(labels=..., logits=...)")
+    logits = convert_to_tensor(logits)
+    labels = convert_to_tensor(labels, dtype=logits.dtype if not isinstance(labels, Tensor)
+                               else None)
+    return apply_op("SigmoidCrossEntropyWithLogits", [labels, logits],
+                    name=name or "logistic_loss").outputs[0]
+
+
+# ---- l2_loss, bias_add ----------------------------------------------------------------------
+def _l2_loss_shape(inputs, attrs):
+    _float_only("L2Loss")(inputs[0].dtype)
+    return [(inputs[0].dtype, ())]
+
+
+register_op("L2Loss", _l2_loss_shape,
+            lambda t: np.asarray(np.sum(np.square(t)) / 2, dtype=t.dtype),
+            grad=lambda op, g: [g * op.inputs[0]])
+
+
+def l2_loss(t, name=None):
+    """``sum(t ** 2) / 2``."""
+    return apply_op("L2Loss", [t], name=name).outputs[0]
+
+
+def _channel_axis(rank, data_format):
+    return 1 if data_format and data_format.startswith("NC") and rank >= 2 else rank - 1
+
+
+def _bias_add_shape(inputs, attrs):
+    value, bias = inputs
+    op = "BiasAdd"
+    if value.dtype != bias.dtype:
+        raise InvalidArgumentError(f"{op}: value ({value.dtype.name}) and bias "
+                                   f"({bias.dtype.name}) must have the same dtype")
+    if bias._shape is not None and len(bias._shape) != 1:
+        raise InvalidArgumentError(f"{op}: bias must be 1-D, got shape {list(bias._shape)}")
+    if value._shape is not None:
+        if len(value._shape) < 2:
+            raise InvalidArgumentError(
+                f"{op}: value must have rank >= 2, got shape {list(value._shape)}")
+        c = value._shape[_channel_axis(len(value._shape), attrs["data_format"])]
+        b = None if bias._shape is None else bias._shape[0]
+        if c is not None and b is not None and c != b:
+            raise InvalidArgumentError(
+                f"{op}: bias of size {b} does not match the channel dimension {c} of value "
+                f"{list(value._shape)} (data_format={attrs['data_format']})")
+    return [(value.dtype, value._shape)]
+
+
+def _bias_add_kernel(value, bias, data_format):
+    ax = _channel_axis(value.ndim, data_format)
+    return value + bias.reshape((-1,) + (1,) * (value.ndim - 1 - ax))
+
+
+def _bias_add_grad_kernel(g, data_format):
+    ax = _channel_axis(g.ndim, data_format)
+    return np.sum(g, axis=tuple(i for i in range(g.ndim) if i != ax), dtype=g.dtype)
+
+
+def _bias_add_grad_shape(inputs, attrs):
+    g = inputs[0]
+    if g._shape is None:
+        return [(g.dtype, (None,))]
+    return [(g.dtype, (g._shape[_channel_axis(len(g._shape), attrs["data_format"])],))]
+
+
+def _bias_add_grad(op, g):
+    df = op.attrs["data_format"]
+    return [g, apply_op("BiasAddGrad", [g], {"data_format": df}).outputs[0]]
+
+
+register_op("BiasAdd", _bias_add_shape, _bias_add_kernel, grad=_bias_add_grad)
+register_op("BiasAddGrad", _bias_add_grad_shape, _bias_add_grad_kernel,
+            grad=lambda op, gg: [bias_add(zeros_like(op.inputs[0]), gg,
+                                          data_format=op.attrs["data_format"])])
+
+
+def bias_add(value, bias, data_format=None, name=None):
+    """``value + bias`` with the 1-D ``bias`` along the channel dimension (last for "NHWC",
+    dimension 1 for "NCHW")."""
+    df = data_format or "NHWC"
+    if df not in ("NHWC", "NCHW", "NC", "NWC", "NCW", "NDHWC", "NCDHW"):
+        raise InvalidArgumentError(f"BiasAdd: unknown data_format {data_format!r}")
+    value = convert_to_tensor(value)
+    bias = convert_to_tensor(bias, dtype=value.dtype if not isinstance(bias, Tensor) else None)
+    return apply_op("BiasAdd", [value, bias], {"data_format": df}, name=name).outputs[0]
+
+
+def xw_plus_b(x, weights, biases, name=None):
+    """``matmul(x, weights) + biases``."""
+    from .math_ops import matmul
+    return bias_add(matmul(x, weights), biases, name=name or "xw_plus_b")
+
+
+# ---- dropout ---------------------------------------------------------------------------------
+def _dropout_kernel(ctx, x, keep_prob, *, seed, seed2, noise_shape):
+    keep = float(keep_prob)
+    if not 0.0 < keep <= 1.0:
+        raise InvalidArgumentError(f"keep_prob must be in the range (0, 1], got {keep}")
+    u = _op_rng(ctx, seed, seed2).random(x.shape if noise_shape is None else noise_shape)
+    scale = (np.floor(keep + u) / keep).astype(x.dtype, copy=False)
+    return x * scale, np.broadcast_to(scale, np.broadcast_shapes(scale.shape, x.shape))
+
+
+def _dropout_shape(inputs, attrs):
+    x, keep = inputs
+    _float_only("Dropout")(x.dtype)
+    if keep._shape is not None and keep._shape != ():
+        raise InvalidArgumentError(f"Dropout: keep_prob must be a scalar, got shape "
+                                   f"{list(keep._shape)}")
+    return [(x.dtype, x._shape), (x.dtype, x._shape)]
+
+
+register_op("Dropout", _dropout_shape, _dropout_kernel, stateful=True, needs_ctx=True,
+            grad=lambda op, g, g_mask=None: [None if g is None else g * op.outputs[1], None])
+
+
+def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None):
+    """Keep each element with probability ``keep_prob`` (scaled by ``1 / keep_prob``), else 0.
+
+    ``keep_prob`` (or ``rate = 1 - keep_prob``) may be a float or a scalar tensor (a placeholder
+    fed 0.5 in training and 1.0 in evaluation). The mask is drawn by a stateful op: a new mask
+    every run, reproducible under ``tv.set_random_seed``/``seed``.
+    """
+    x = convert_to_tensor(x)
+    if (keep_prob is None) == (rate is None):
+        raise InvalidArgumentError("dropout: give exactly one of keep_prob and rate")
+    if rate is not None:
+        keep_prob = (1 - rate) if isinstance(rate, Tensor) else 1.0 - float(rate)
+    if not isinstance(keep_prob, Tensor) and not hasattr(keep_prob, "_as_graph_element"):
+        kp = float(keep_prob)
+        if not 0.0 < kp <= 1.0:
+            raise InvalidArgumentError(
+                f"dropout: keep_prob must be a scalar tensor or a float in the range (0, 1], "
+                f"got {kp}")
+        if kp == 1.0:
+            return x
+        keep_prob = kp
+    keep_prob = convert_to_tensor(keep_prob, dtype=x.dtype if not isinstance(keep_prob, Tensor)
+                                  else None)
+    if keep_prob.dtype != x.dtype:
+        from .math_ops import cast
+        keep_prob = cast(keep_prob, x.dtype)
+    if noise_shape is not None:
+        noise_shape = tuple(int(d) for d in noise_shape)
+        if x._shape is not None:
+            from .common import broadcast_shapes
+            if broadcast_shapes(noise_shape, x._shape) != tuple(x._shape):
+                raise InvalidArgumentError(f"dropout: noise_shape {list(noise_shape)} does not "
+                                           f"broadcast to x's shape {list(x._shape)}")
+    with x.graph.as_default():
+        s1, s2 = get_seed(seed)
+    return apply_op("Dropout", [x, keep_prob], {"seed": s1, "seed2": s2,
+                                                "noise_shape": noise_shape},
+                    name=name or "dropout").outputs[0]
+
+
+# ---- embeddings, moments, normalisation -------------------------------------------------------
+def embedding_lookup(params, ids, partition_strategy="mod", name=None, validate_indices=True,
+                     max_norm=None):
+    """Rows of ``params`` at ``ids`` (``gather``); the gradient wrt ``params`` stays sparse
+    (:class:`tensorvm.IndexedSlices`). ``params`` may be a list of shards split by
+    ``partition_strategy`` ("mod": id ``i`` is row ``i // n`` of shard ``i % n``; "div":
+    contiguous blocks); each shard is gathered on its own so its gradient stays sparse."""
+    from .index_ops import gather
+    if isinstance(params, (list, tuple)):
+        params = [p for p in params]
+        if not params:
+            raise InvalidArgumentError("embedding_lookup: params is an empty list")
+        if len(params) > 1:
+            return _sharded_lookup(params, ids, partition_strategy, name)
+        params = params[0]
+    if max_norm is not None:
+        raise InvalidArgumentError("embedding_lookup: max_norm is not supported")
+    return gather(params, ids, name=name or "embedding_lookup")
+
+
+def _sharded_lookup(params, ids, strategy, name):
+    from .array_ops import reshape
+    from .index_ops import dynamic_partition, dynamic_stitch, gather
+    from .manip_ops import range as range_, size
+    from .math_ext import maximum, where_
+    if strategy not in ("mod", "div"):
+        raise InvalidArgumentError(f"embedding_lookup: unknown partition_strategy {strategy!r}")
+    n = len(params)
+    params = [convert_to_tensor(p) for p in params]
+    ids = convert_to_tensor(ids)
+    flat = reshape(ids, [-1])
+    if strategy == "mod":
+        shard, local = flat % n, flat // n
+    else:  # TF's "div": contiguous blocks, the first (total % n) shards one row longer
+        rows = [None if p._shape is None else p._shape[0] for p in params]
+        if None in rows:
+            raise InvalidArgumentError("embedding_lookup: partition_strategy 'div' needs shards "
+                                       "with a known number of rows")
+        per, extras = divmod(sum(rows), n)
+        shard = maximum(flat // (per + 1), (flat - extras) // max(per, 1))
+        local = where_(shard < extras, flat % (per + 1), (flat - extras) % max(per, 1))
+    from .math_ops import cast
+    shard = cast(shard, _dt.int32)
+    positions = dynamic_partition(range_(size(flat)), shard, n)
+    parts = [gather(p, li) for p, li in zip(params, dynamic_partition(local, shard, n))]
+    out = dynamic_stitch(positions, parts)
+    if ids._shape is not None and len(ids._shape) == 1:
+        return out if name is None else _identity(out, name)
+    tail = params[0]._shape[1:] if params[0]._shape is not None else None
+    dims = list(ids._shape or ()) + list(tail or ())
+    if ids._shape is None or tail is None or sum(d is None for d in dims) > 1:
+        raise InvalidArgumentError("embedding_lookup: sharded params with ids of rank != 1 "
+                                   "need static shapes (at most one unknown dimension)")
+    return reshape(out, [-1 if d is None else d for d in dims], name=name)
+
+
+def _identity(x, name):
+    from .array_ops import identity
+    return identity(x, name=name)
+
+
+def moments(x, axes, shift=None, name=None, keep_dims=False, keepdims=None):
+    """``(mean, variance)`` of ``x`` over ``axes``."""
+    from .math_ops import square
+    keep = keep_dims if keepdims is None else keepdims
+    x = convert_to_tensor(x)
+    mean = reduce_mean(x, axis=axes, keepdims=True)
+    variance = reduce_mean(square(x - stop_gradient(mean)), axis=axes, keepdims=True)
+    if not keep:
+        from .array_ops import reshape_like
+        red = reduce_sum(x, axis=axes, keepdims=False)
+        mean, variance = reshape_like(mean, red), reshape_like(variance, red)
+    return mean, variance
+
+
+def l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None):
+    """``x / sqrt(max(sum(x ** 2, axis), epsilon))``."""
+    from .math_ext import maximum, rsqrt
+    from .math_ops import square
+    if dim is not None:
+        axis = dim
+    x = convert_to_tensor(x)
+    ss = reduce_sum(square(x), axis=axis, keepdims=True)
+    return x * rsqrt(maximum(ss, epsilon))
+
+
+def _in_top_k_shape(inputs, attrs):
+    pred, targets = inputs
+    if pred._shape is not None and len(pred._shape) != 2:
+        raise InvalidArgumentError(
+            f"InTopK: predictions must be 2-D, got shape {list(pred._shape)}")
+    if not targets.dtype.is_integer:
+        raise InvalidArgumentError(f"InTopK: targets must be int32/int64, got "
+                                   f"{targets.dtype.name}")
+    if targets._shape is not None and len(targets._shape) != 1:
+        raise InvalidArgumentError(f"InTopK: targets must be 1-D, got shape "
+                                   f"{list(targets._shape)}")
+    n = None if pred._shape is None else pred._shape[0]
+    return [(_dt.bool_, (n if n is not None else
+                         (None if targets._shape is None else targets._shape[0]),))]
+
+
+def _in_top_k_kernel(predictions, targets, k):
+    n, c = predictions.shape
+    t = np.asarray(targets).astype(np.intp)
+    ok = (t >= 0) & (t < c)
+    tv_ = predictions[np.arange(n), np.clip(t, 0, max(c - 1, 0))] if c else np.zeros(n)
+    larger = np.sum(predictions > tv_[:, None], axis=1)
+    return ok & np.isfinite(tv_) & (larger < k)
+
+
+register_op("InTopK", _in_top_k_shape, _in_top_k_kernel, differentiable=False)
+
+
+def in_top_k(predictions, targets, k, name=None):
+    """Whether ``targets[i]`` is among the ``k`` largest ``predictions[i]`` (ties count in its
+    favour, as in TF); non-finite predictions and out-of-range targets give False."""
+    return apply_op("InTopK", [predictions, targets], {"k": int(k)}, name=name).outputs[0]
