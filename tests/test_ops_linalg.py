@@ -72,6 +72,16 @@ def test_matrix_determinant_edge_cases():
     assert tv.matrix_determinant(p).shape.as_list() == [None]
 
 
+@pytest.mark.xfail(strict=False, reason="math_ops' ExpandReduced has a None gradient, so the "
+                                        "det(A) factor of the gradient is not differentiated "
+                                        "(reported)")
+def test_second_derivative_of_determinant():
+    a = tv.constant(np.array([[2.0, 1.0], [0.5, 3.0]]))
+    g = tv.gradients(tv.matrix_determinant(a), a)[0]  # [[a11, -a10], [-a01, a00]]
+    h = tv.gradients(tv.reduce_sum(g * tv.constant(np.array([[1.0, 0.0], [0.0, 0.0]]))), a)[0]
+    np.testing.assert_allclose(run(h), [[0.0, 0.0], [0.0, 1.0]], atol=1e-12)
+
+
 # ---- solve --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("batch,k", [((), 1), ((), 3), ((2,), 2), ((2, 1), 1), ((0,), 2)],
                          ids=str)

@@ -322,6 +322,24 @@ def test_reduce_logsumexp_large_values():
     check_gradients(lambda t: tv.reduce_logsumexp(t, axis=1), x)
 
 
+@pytest.mark.xfail(strict=False, reason="math_ops' ExpandReduced has a None gradient, so second "
+                                        "derivatives through reduction gradients are dropped "
+                                        "(reported)")
+def test_second_derivative_of_reduce_logsumexp():
+    x = tv.constant(np.array([[1.0, 2.0, 0.5]]))
+    g = tv.gradients(tv.reduce_logsumexp(x, axis=1), x)[0]
+    h = tv.gradients(tv.reduce_sum(g * tv.constant(np.array([[1.0, 0.0, 0.0]]))), x)[0]
+    p = np.exp([1.0, 2.0, 0.5]) / np.exp([1.0, 2.0, 0.5]).sum()
+    np.testing.assert_allclose(run(h)[0], p[0] * (np.eye(3)[0] - p), rtol=1e-10)
+
+
+def test_second_derivative_of_reduce_prod_fails_loudly():
+    x = tv.constant(np.array([1.0, 2.0, 3.0]))
+    g = tv.gradients(tv.reduce_prod(x), x)[0]
+    with pytest.raises(tv.errors.NotFoundError, match="ProdOthers"):
+        tv.gradients(tv.reduce_sum(g), x)
+
+
 def test_reduce_any_all():
     b = rng.random((3, 4)) > 0.5
     b[0] = False
