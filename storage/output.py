@@ -148,11 +148,14 @@ class OutputCommitter:
             if won:
                 with fs.open(claim, "wb") as f:
                     f.write(name.encode())
-        prefix = f"{self.temp_path}/attempt_{_label(task_id, 'task_id')}_"
-        for other in fs.glob(prefix + "*"):
-            if (other.rstrip("/") != f"{self.temp_path}/{name}") or not won:
+        mine = f"{self.temp_path}/{name}"
+        if not won:
+            self._remove(mine, recursive=True)
+            return False
+        for other in fs.glob(f"{self.temp_path}/attempt_{_label(task_id, 'task_id')}_*"):
+            if other.rstrip("/") != mine:
                 self._remove(other, recursive=True)
-        return won
+        return True
 
     def abort_task(self, task_id: int | str, attempt: int | str) -> None:
         """Delete one attempt's files (its claim, if it won, stays)."""

@@ -36,6 +36,19 @@ class Store:
     def path(self, *parts: str) -> str:
         return fsspec.core.url_to_fs(self.url(*parts), **self.options)[1]
 
+    def pipe(self, *parts_then_data) -> None:
+        """Write bytes to ``url(*parts)``, creating parent folders."""
+        *parts, data = parts_then_data
+        path = self.path(*parts)
+        self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+        self.fs.pipe(path, data)
+
+    def open_write(self, *parts: str):
+        """``open(url(*parts), "wb")``, creating parent folders."""
+        path = self.path(*parts)
+        self.fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+        return self.fs.open(path, "wb")
+
 
 def _free_port() -> int:
     with socket.socket() as s:

@@ -1,0 +1,71 @@
+"""Package hygiene: nothing is ever unpickled, storage imports nothing else of tensorvm,
+and every module's docstring examples run."""
+
+from __future__ import annotations
+
+import ast
+import doctest
+import importlib
+import pathlib
+import re
+
+import fsspec
+import pytest
+
+STORAGE = pathlib.Path(__file__).resolve().parents[2] / "storage"
+MODULES = sorted(p for p in STORAGE.glob("*.py"))
+_UNPICKLERS = {"pickle", "cPickle", "_pickle", "dill", "cloudpickle", "marshal", "shelve",
+               "joblib"}
+_BAD_TEXT = [r"allow_pickle\s*=\s*True", r"\bpickle\.loads?\(", r"\bnp\.load\(",
+             r"\bnumpy\.load\(", r"\bUnpickler\b", r"to_pandas\("]
+
+
+def test_storage_has_modules():
+    assert {p.name for p in MODULES} >= {"errors.py", "checkpoint.py", "splits.py",
+                                         "readers.py", "output.py"}
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
+def test_nothing_is_ever_unpickled(path):
+    source = path.read_text()
+    for pattern in _BAD_TEXT:
+        assert not re.search(pattern, source), f"{path.name} matches {pattern!r}"
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            assert not {a.name.split(".")[0] for a in node.names} & _UNPICKLERS, path.name
+        if isinstance(node, ast.ImportFrom):
+            assert (node.module or "").split(".")[0] not in _UNPICKLERS, path.name
+        if isinstance(node, ast.keyword) and node.arg == "allow_pickle":
+            assert isinstance(node.value, ast.Constant) and node.value.value is False, path.name
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
+def test_storage_imports_nothing_else_of_tensorvm(path):
+    allowed = {"fsspec", "numpy", "pyarrow", "__future__"}
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            continue  # relative: inside tensorvm.storage
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                 [node.module] if isinstance(node, ast.ImportFrom) else [])
+        for name in names:
+            top = name.split(".")[0]
+            if top == "tensorvm":
+                assert name.startswith("tensorvm.storage"), f"{path.name} imports {name}"
+            else:
+                import sys
+                assert top in allowed or top in sys.stdlib_module_names, \
+                    f"{path.name} imports {name}"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
+def test_docstring_examples(path):
+    fs = fsspec.filesystem("memory")
+    for root in [p for p in fs.ls("/") if "tvm-doc" in str(p)]:
+        fs.rm(root if isinstance(root, str) else root["name"], recursive=True)
+    name = "tensorvm.storage" if path.stem == "__init__" else f"tensorvm.storage.{path.stem}"
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS, verbose=False)
+    assert result.failed == 0
+    for root in fs.ls("/", detail=False):
+        if "tvm-doc" in root:
+            fs.rm(root, recursive=True)
