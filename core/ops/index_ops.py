@@ -485,8 +485,9 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
     ``[0, depth)`` give a row of ``off_value``."""
     d = static_int(depth, "depth", "OneHot")
     if dtype is None:
-        dtype = convert_to_tensor(on_value).dtype if isinstance(on_value, Tensor) else \
-            convert_to_tensor(off_value).dtype if isinstance(off_value, Tensor) else _dt.float32
+        given = on_value if on_value is not None else off_value
+        dtype = _dt.float32 if given is None else given.dtype if isinstance(given, Tensor) \
+            else _dt.dtype_of_value(given)
     dt = _dt.as_dtype(dtype)
     on = convert_to_tensor(1 if on_value is None else on_value, dtype=dt)
     off = convert_to_tensor(0 if off_value is None else off_value, dtype=dt)
