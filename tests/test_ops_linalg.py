@@ -72,9 +72,6 @@ def test_matrix_determinant_edge_cases():
     assert tv.matrix_determinant(p).shape.as_list() == [None]
 
 
-@pytest.mark.xfail(strict=False, reason="math_ops' ExpandReduced has a None gradient, so the "
-                                        "det(A) factor of the gradient is not differentiated "
-                                        "(reported)")
 def test_second_derivative_of_determinant():
     a = tv.constant(np.array([[2.0, 1.0], [0.5, 3.0]]))
     g = tv.gradients(tv.matrix_determinant(a), a)[0]  # [[a11, -a10], [-a01, a00]]

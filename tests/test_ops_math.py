@@ -74,8 +74,6 @@ def test_integer_arithmetic():
     check_forward(tv.pow, np.power, a, np.abs(b))
 
 
-@pytest.mark.xfail(strict=False, reason="TF1 divide/`/` on ints is true division to float64; "
-                                        "math_ops.RealDiv floor-divides ints (reported)")
 def test_integer_true_division_is_float64_like_tf1():
     a = np.array([7, -7, 1], np.int32)
     b = np.array([2, 2, 3], np.int32)
@@ -322,9 +320,6 @@ def test_reduce_logsumexp_large_values():
     check_gradients(lambda t: tv.reduce_logsumexp(t, axis=1), x)
 
 
-@pytest.mark.xfail(strict=False, reason="math_ops' ExpandReduced has a None gradient, so second "
-                                        "derivatives through reduction gradients are dropped "
-                                        "(reported)")
 def test_second_derivative_of_reduce_logsumexp():
     x = tv.constant(np.array([[1.0, 2.0, 0.5]]))
     g = tv.gradients(tv.reduce_logsumexp(x, axis=1), x)[0]
@@ -372,8 +367,6 @@ def test_reduce_bad_inputs():
         tv.reduce_prod(tv.constant([True]))
 
 
-@pytest.mark.xfail(strict=False, reason="math_ops._reduce checks axes before apply_op, so the "
-                                        "error does not name the op (reported)")
 def test_reduce_sum_mean_bad_axis_names_op():
     x = tv.constant(np.ones((2, 3)))
     with pytest.raises(InvalidArgumentError, match="(?s)axis -3 is out of range.*Sum"):

@@ -25,6 +25,12 @@ register_op("Const", lambda inputs, attrs: [(attrs["dtype"], attrs["value"].shap
 def constant(value, dtype=None, shape=None, name: str = "Const", graph=None, verify_shape=False):
     """``tv.constant([[1., 2.]], dtype=tv.float32)``; ``shape`` broadcasts a scalar or reshapes."""
     dt = _dt.as_dtype(dtype) if dtype is not None else _dt.dtype_of_value(value)
+    if (dt.is_integer or dt.is_bool) and not isinstance(value, np.ndarray):
+        src = np.asarray(value)
+        if src.dtype.kind in "fc" and not np.all(np.mod(src.real, 1) == 0):
+            raise InvalidArgumentError(
+                f"Expected {dt.name}, got {value!r} of type {type(value).__name__} instead "
+                f"(constant {name!r} would lose data)")
     try:
         arr = _dt.to_numpy(value, dt)
     except (ValueError, TypeError, OverflowError) as e:
@@ -238,8 +244,15 @@ register_op("OnesLike", lambda inputs, attrs: [(inputs[0].dtype, inputs[0]._shap
 
 
 def zeros_like(tensor, dtype=None, name=None):
-    return apply_op("ZerosLike", [tensor], name=name).outputs[0]
+    out = apply_op("ZerosLike", [tensor], name=name).outputs[0]
+    return out if dtype is None else _cast(out, dtype)
 
 
 def ones_like(tensor, dtype=None, name=None):
-    return apply_op("OnesLike", [tensor], name=name).outputs[0]
+    out = apply_op("OnesLike", [tensor], name=name).outputs[0]
+    return out if dtype is None else _cast(out, dtype)
+
+
+def _cast(x, dtype):
+    from .math_ops import cast
+    return cast(x, dtype)

@@ -9,7 +9,7 @@ from ..graph import Tensor, overload_operator
 from ..registry import apply_op, convert_to_tensor, register_op
 from .common import _convert_pair, def_binary, def_unary, unbroadcast
 
-__all__ = ["add", "subtract", "multiply", "divide", "truediv", "floordiv", "mod", "pow",
+__all__ = ["add", "subtract", "multiply", "divide", "div", "truediv", "floordiv", "mod", "pow",
            "negative", "matmul", "reduce_sum", "reduce_mean", "exp", "log", "square", "sqrt",
            "cast", "add_n"]
 
@@ -38,7 +38,19 @@ def _div_grad(op, g):
     return [unbroadcast(g / y, x), unbroadcast(-g * x / (y * y), y)]
 
 
-divide = def_binary("RealDiv", _div_kernel, _div_grad)
+div = def_binary("RealDiv", _div_kernel, _div_grad)  # TF1 tf.div: floor division on ints
+
+
+def divide(x, y, name=None):
+    """True division, as TF1's ``tf.divide`` and ``/``: integer inputs become floating point
+    (8/16-bit ints float32, wider ints float64) before dividing."""
+    x, y = _convert_pair(x, y)
+    if x.dtype.is_integer:
+        ft = _dt.float32 if x.dtype.np_dtype.itemsize <= 2 else _dt.float64
+        x, y = cast(x, ft), cast(y, ft)
+    return div(x, y, name=name)
+
+
 truediv = divide
 floordiv = def_binary("FloorDiv", np.floor_divide, differentiable=False)
 mod = def_binary("FloorMod", np.mod, lambda op, g: [
@@ -242,9 +254,13 @@ def _expand_reduced_shape(inputs, attrs):
     return [(g.dtype, tuple(1 if i in axes else d for i, d in enumerate(x._shape)))]
 
 
+def _expand_reduced_grad(op, g):
+    from .array_ops import reshape_like
+    return [reshape_like(g, op.inputs[0]), None]
+
+
 register_op("ExpandReduced", _expand_reduced_shape, _expand_reduced_kernel,
-            grad=lambda op, g: [apply_op("Reshape", [g], {"shape": ()}).outputs[0]
-                                if False else None, None])
+            grad=_expand_reduced_grad)
 
 
 def _sum_grad(op, g):
@@ -270,9 +286,9 @@ register_op("Mean", reduction_shape, _mean_kernel, grad=_mean_grad)
 
 def _reduce(op_type, x, axis, keepdims, name):
     x = convert_to_tensor(x)
-    rank = None if x._shape is None else len(x._shape)
-    axes = norm_axes(axis, rank) if axis is not None else None
-    return apply_op(op_type, [x], {"axis": axes, "keepdims": bool(keepdims)},
+    if axis is not None:
+        axis = (int(axis),) if isinstance(axis, (int, np.integer)) else tuple(int(a) for a in axis)
+    return apply_op(op_type, [x], {"axis": axis, "keepdims": bool(keepdims)},
                     name=name).outputs[0]
 
 

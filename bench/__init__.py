@@ -1,0 +1,1 @@
+"""Benchmarks: the same workload on tensorvm and its peers, ratios printed (``make bench``)."""
