@@ -34,6 +34,8 @@ class Node:
     num_outputs: int = 1
     location: str = ""
     out_dtypes: tuple = ()
+    in_shapes: tuple = ()  # static shapes of the inputs (None where unknown)
+    in_dtypes: tuple = ()
 
     def __repr__(self):
         ins = ", ".join(f"{n}:{i}" for n, i in self.inputs)
@@ -54,7 +56,8 @@ def snapshot(graph) -> dict[str, Node]:
             op.name, op.type, tuple((t.op.name, t.value_index) for t in op.inputs),
             tuple(c.name for c in op.control_inputs), op.attrs, op.device, op.colocation,
             registry[op.type].stateful, len(op.outputs), op.location,
-            tuple(t.dtype for t in op.outputs))
+            tuple(t.dtype for t in op.outputs), tuple(t._shape for t in op.inputs),
+            tuple(t.dtype for t in op.inputs))
     graph._snapshot_cache = (graph.version, out)
     return out
 

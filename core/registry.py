@@ -34,6 +34,7 @@ class OpDef:
     needs_ctx: bool = False
     differentiable: bool = True  # False: gradient is None for every input (def_no_gradient)
     foldable: bool = True  # stateless ops may still refuse constant folding (py_func)
+    shape_only: tuple = ()  # inputs whose value is never read, only their shape (OnesLike)
 
 
 _REGISTRY: dict[str, OpDef] = {}
@@ -42,12 +43,12 @@ registry = MappingProxyType(_REGISTRY)
 
 def register_op(op_type: str, shape_fn: Callable, kernel: Callable | None = None, *,
                 grad: Callable | None = None, stateful: bool = False, needs_ctx: bool = False,
-                differentiable: bool = True, foldable: bool = True,
+                differentiable: bool = True, foldable: bool = True, shape_only: tuple = (),
                 clobber: bool = False) -> OpDef:
     if op_type in _REGISTRY and not clobber:
         raise ValueError(f"op type {op_type!r} is already registered")
     d = OpDef(op_type, shape_fn, {"CPU": kernel} if kernel else {}, grad, stateful, needs_ctx,
-              differentiable, foldable and not stateful)
+              differentiable, foldable and not stateful, tuple(shape_only))
     _REGISTRY[op_type] = d
     return d
 

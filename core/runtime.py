@@ -151,6 +151,11 @@ class StageProgram:
     name: str = ""
     op_names: tuple[str, ...] = field(default=())
 
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_bound", None)  # kernels are re-resolved where the program runs
+        return state
+
 
 def _describe_inputs(vals, instr):
     shapes = []
@@ -179,29 +184,43 @@ def _fail(instr, vals, exc):
     return new
 
 
+def _bind(program: StageProgram) -> tuple:
+    """Resolve each instruction's kernel once per program object (cached on it)."""
+    bound = program.__dict__.get("_bound")
+    if bound is None:
+        kernels = _kernel_table(program.device_type)
+        bound = tuple((kernels[i.type], i.args, i.attrs,
+                       i.outs[0] if len(i.outs) == 1 else i.outs, i.needs_ctx, i)
+                      for i in program.instrs)
+        object.__setattr__(program, "_bound", bound)
+    return bound
+
+
 def execute(program: StageProgram, resources: DeviceResources, step_id, args) -> list:
     """Run the program's instructions over its slots and return the slots array."""
     vals: list = [None] * program.nslots
     for (slot, index), a in zip(program.arg_picks, args):
         vals[slot] = a if index < 0 else a[index]
-    kernels = _kernel_table(program.device_type)
     rm = None
-    for ins in program.instrs:
+    for fn, ins_args, attrs, outs, needs_ctx, ins in _bind(program):
         try:
-            fn = kernels[ins.type]
-            if ins.needs_ctx:
+            if needs_ctx:
                 if rm is None:
                     rm = resources.for_device(program.device)
                 out = fn(KernelContext(rm, ins.name, step_id, program.device),
-                         *[vals[s] for s in ins.args], **ins.attrs)
+                         *[vals[s] for s in ins_args], **attrs)
+            elif len(ins_args) == 1:
+                out = fn(vals[ins_args[0]], **attrs)
+            elif len(ins_args) == 2:
+                out = fn(vals[ins_args[0]], vals[ins_args[1]], **attrs)
             else:
-                out = fn(*[vals[s] for s in ins.args], **ins.attrs)
+                out = fn(*[vals[s] for s in ins_args], **attrs)
         except BaseException as e:  # noqa: BLE001 - re-raised with the op named
             raise _fail(ins, vals, e) from e
-        if len(ins.outs) == 1:
-            vals[ins.outs[0]] = out
+        if outs.__class__ is int:
+            vals[outs] = out
         else:
-            for s, o in zip(ins.outs, out):
+            for s, o in zip(outs, out):
                 vals[s] = o
     return vals
 

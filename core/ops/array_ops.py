@@ -137,7 +137,7 @@ register_op("Shape", lambda inputs, attrs: [(attrs.get("out_type", _dt.int32),
                                             None if inputs[0]._shape is None
                                             else (len(inputs[0]._shape),))],
             lambda x, out_type=_dt.int32: np.asarray(np.shape(x), dtype=out_type.np_dtype),
-            differentiable=False)
+            differentiable=False, shape_only=(0,))
 
 
 def shape(input, name=None, out_type=_dt.int32):
@@ -170,7 +170,7 @@ def _reshape_grad(op, g):
 register_op("Reshape", _reshape_shape, lambda x, shape: np.reshape(x, shape), grad=_reshape_grad)
 register_op("ReshapeLike", lambda inputs, attrs: [(inputs[0].dtype, inputs[1]._shape)],
             lambda x, like: np.reshape(x, np.shape(like)),
-            grad=lambda op, g: [reshape_like(g, op.inputs[0]), None])
+            grad=lambda op, g: [reshape_like(g, op.inputs[0]), None], shape_only=(1,))
 
 
 def reshape(tensor, shape, name=None):
@@ -230,7 +230,7 @@ register_op("BroadcastLike",
                                     broadcast_shapes(inputs[0]._shape, inputs[1]._shape))],
             lambda x, like: np.broadcast_to(x, np.broadcast_shapes(np.shape(x), np.shape(like))),
             grad=lambda op, g: [__import__("tensorvm.ops.common", fromlist=["x"])
-                                .unbroadcast(g, op.inputs[0]), None])
+                                .unbroadcast(g, op.inputs[0]), None], shape_only=(1,))
 
 
 def broadcast_like(x, like, name=None):
@@ -238,9 +238,9 @@ def broadcast_like(x, like, name=None):
 
 
 register_op("ZerosLike", lambda inputs, attrs: [(inputs[0].dtype, inputs[0]._shape)],
-            lambda x: np.zeros_like(x), differentiable=False)
+            lambda x: np.zeros_like(x), differentiable=False, shape_only=(0,))
 register_op("OnesLike", lambda inputs, attrs: [(inputs[0].dtype, inputs[0]._shape)],
-            lambda x: np.ones_like(x), differentiable=False)
+            lambda x: np.ones_like(x), differentiable=False, shape_only=(0,))
 
 
 def zeros_like(tensor, dtype=None, name=None):

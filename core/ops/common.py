@@ -118,7 +118,7 @@ def _sum_to_grad(op, grad):
 
 
 register_op("SumToShapeOf", lambda inputs, attrs: [(inputs[0].dtype, inputs[1]._shape)],
-            _sum_to_shape_of, grad=_sum_to_grad)
+            _sum_to_shape_of, grad=_sum_to_grad, shape_only=(1,))
 
 
 def unbroadcast(grad, x):

@@ -260,7 +260,7 @@ def _expand_reduced_grad(op, g):
 
 
 register_op("ExpandReduced", _expand_reduced_shape, _expand_reduced_kernel,
-            grad=_expand_reduced_grad)
+            grad=_expand_reduced_grad, shape_only=(1,))
 
 
 def _sum_grad(op, g):
@@ -278,7 +278,7 @@ def _mean_grad(op, g):
 register_op("ReducedSize", lambda inputs, attrs: [(attrs["dtype"], ())],
             lambda x, axis, dtype: np.asarray(
                 np.prod([np.shape(x)[a] for a in (range(np.ndim(x)) if axis is None else axis)]),
-                dtype=dtype.np_dtype), differentiable=False)
+                dtype=dtype.np_dtype), differentiable=False, shape_only=(0,))
 
 register_op("Sum", reduction_shape, _sum_kernel, grad=_sum_grad)
 register_op("Mean", reduction_shape, _mean_kernel, grad=_mean_grad)

@@ -48,13 +48,32 @@ def _nbytes(v):
     return getattr(v, "nbytes", 0)
 
 
-def _foldable(node: Node, nodes, feeds) -> bool:
+def _known(shape) -> bool:
+    return shape is not None and None not in shape
+
+
+def _fold_inputs(node: Node, nodes, feeds):
+    """The input values for folding ``node``, or None if it cannot be folded.
+
+    An input is known when its producer is a Const, or — for an input the op reads only the
+    shape of (``shape_only``: OnesLike, Shape, BroadcastLike's target …) — when its static
+    shape is fully defined (a zero-stride dummy of that shape stands in for it).
+    """
     d = registry.get(node.type)
     if d is None or node.stateful or not d.foldable or d.needs_ctx or node.type == "Const":
-        return False
+        return None
     if node.control_inputs or "CPU" not in d.kernels or not node.inputs:
-        return False
-    return all(ref not in feeds and nodes[ref[0]].type == "Const" for ref in node.inputs)
+        return None
+    vals = []
+    for i, ref in enumerate(node.inputs):
+        if i in d.shape_only and i < len(node.in_shapes) and _known(node.in_shapes[i]):
+            dt = node.in_dtypes[i].np_dtype
+            vals.append(np.broadcast_to(np.zeros((), dt), node.in_shapes[i]))
+        elif ref not in feeds and ref[0] in nodes and nodes[ref[0]].type == "Const":
+            vals.append(_const_value(nodes[ref[0]], ref[1]))
+        else:
+            return None
+    return vals
 
 
 def _const_value(node: Node, index: int):
@@ -62,46 +81,61 @@ def _const_value(node: Node, index: int):
     return v[index] if node.num_outputs > 1 else v
 
 
+_PASS_THROUGH = ("Identity", "StopGradient")
+
+
 def optimize(nodes: dict[str, Node], fetches: list, targets: list, feeds: set,
              fold: bool = True, cse: bool = True):
-    """Return ``(nodes, fetches, targets)`` after folding, CSE and dead-node removal."""
+    """Return ``(nodes, fetches, targets)`` after folding, CSE, identity removal and
+    dead-node removal."""
     out: dict[str, Node] = {}
-    rename: dict[str, str] = {}
+    alias: dict[tuple, tuple] = {}  # ref -> the ref that replaces it
+    alias_op: dict[str, str] = {}  # node name -> node that replaces it (control edges)
     seen: dict[tuple, str] = {}
 
     def ref(r):
-        return r if r in feeds else (rename.get(r[0], r[0]), r[1])
+        return r if r in feeds else alias.get(r, r)
 
     for name, node in nodes.items():
         node = dataclasses.replace(
             node, inputs=tuple(ref(r) for r in node.inputs),
-            control_inputs=tuple(dict.fromkeys(rename.get(c, c) for c in node.control_inputs)))
-        if fold and _foldable(node, out, feeds):
-            kernel = registry[node.type].kernels["CPU"]
+            control_inputs=tuple(dict.fromkeys(alias_op.get(c, c)
+                                               for c in node.control_inputs)))
+        if node.type in _PASS_THROUGH and not node.control_inputs and \
+                node.colocation is None and node.inputs[0] not in feeds:
+            src = node.inputs[0]
+            producer = out.get(src[0])
+            if producer is not None and node.device in ("", producer.device):
+                alias[(name, 0)] = src
+                alias_op[name] = src[0]
+                continue
+        vals = _fold_inputs(node, out, feeds) if fold else None
+        if vals is not None:
             try:
-                value = kernel(*[_const_value(out[n], i) for n, i in node.inputs],
-                               **node.attrs)
+                value = registry[node.type].kernels["CPU"](*vals, **node.attrs)
             except Exception:  # noqa: BLE001 - leave it to fail at run time, with context
                 value = None
             if value is not None and _nbytes(value) <= FOLD_LIMIT_BYTES:
                 if node.num_outputs > 1:
-                    value = tuple(np.asarray(v) for v in value)
+                    value = tuple(np.array(v) for v in value)
                 else:
-                    value = np.asarray(value)
+                    value = np.array(value)
                 node = dataclasses.replace(
-                    node, type="Const", inputs=(),
+                    node, type="Const", inputs=(), in_shapes=(), in_dtypes=(),
                     attrs={"value": value, "dtype": node.out_dtypes[0] if node.out_dtypes
                            else None}, stateful=False)
         if cse and not node.stateful and registry[node.type].foldable:
             key = (node.type, node.inputs, node.control_inputs, node.device, node.colocation,
                    node.num_outputs, _attr_key(dict(node.attrs)))
             if key in seen:
-                rename[name] = seen[key]
+                for i in range(max(node.num_outputs, 1)):
+                    alias[(name, i)] = (seen[key], i)
+                alias_op[name] = seen[key]
                 continue
             seen[key] = name
         out[name] = node
 
     fetches = [ref(r) for r in fetches]
-    targets = [rename.get(t, t) for t in targets]
+    targets = [alias_op.get(t, t) for t in targets]
     from .prune import prune
     return prune(out, fetches, targets, feeds), fetches, targets
