@@ -141,3 +141,19 @@ def test_errors():
         t = tv.random_uniform(shp)
         with tv.Session() as s, pytest.raises(IAE, match="(?s)non-negative.*RandomUniform"):
             s.run(t, {shp: [2, -3]})
+
+
+def test_generators_are_per_session_where_resources_outlive_sessions():
+    """On a dask.distributed worker the ResourceMgr outlives sessions: each session (the prefix
+    of the step id) still starts the op's stream from its seed."""
+    from tensorvm.ops.random_ops import _rng
+    from tensorvm.runtime import KernelContext, ResourceMgr
+    mgr = ResourceMgr("/job:worker/task:0/device:CPU:0")
+
+    def draw(step_id, seed=(5, 9)):
+        return _rng(KernelContext(mgr, "random_normal", step_id, mgr.device), *seed).random(3)
+    a1, a2 = draw("aaaa.0"), draw("aaaa.1")
+    assert not np.array_equal(a1, a2)
+    np.testing.assert_array_equal(draw("bbbb.0"), a1)  # a new session restarts the stream
+    np.testing.assert_array_equal(draw("aaaa.2.1"), np.random.default_rng([5, 9]).random(9)[6:])
+    assert mgr.names() == [("", "rng/random_normal")]

@@ -1,8 +1,10 @@
-"""Shape-manipulation ops: concat, slice and ``t[...]``, split, unstack, transpose, expand_dims,
-squeeze, tile, broadcast_to, rank, size, fill/zeros/ones, eye, range, reverse, pad.
+"""Shape-manipulation ops: concat, split, unstack, transpose, expand_dims, squeeze, reverse,
+tile, broadcast_to, pad — and the static-shape helpers the other array families share.
 
-Indexing ops (gather, segment sums, partitions, sorting, unique …) live in
-:mod:`tensorvm.ops.index_ops` and are re-exported from here.
+The rest of the family lives in sibling modules re-exported from here (so ``tv.gather`` …):
+:mod:`~tensorvm.ops.slice_ops` (slice, ``t[...]``), :mod:`~tensorvm.ops.fill_ops` (rank, size,
+fill, zeros, ones, eye, range) and :mod:`~tensorvm.ops.index_ops` (gather, segment sums,
+partitions, boolean_mask, one_hot, sorting, unique).
 
 Every op is one block: shape rule (raising ``InvalidArgumentError`` at construction), NumPy
 kernel, gradient. Ops with a variable number of outputs (split, unstack) return one array from
@@ -17,22 +19,18 @@ their kernel when they have one output and a tuple otherwise (see :func:`outs`).
 from __future__ import annotations
 
 import builtins
-import math
 
 import numpy as np
 
-from .. import dtypes as _dt
 from ..errors import InvalidArgumentError
-from ..graph import Tensor, TensorShape, overload_operator
+from ..graph import Tensor, TensorShape
 from ..registry import apply_op, convert_to_tensor, register_op
-from .array_ops import constant, identity, reshape, reshape_like, shape, stack, zeros_like
-from .common import broadcast_shapes, check_same_dtype, unbroadcast
+from .array_ops import constant, identity, reshape_like, stack, zeros_like
+from .common import check_same_dtype, unbroadcast
 
-__all__ = ["concat", "slice", "strided_slice", "split", "unstack", "transpose", "expand_dims",
-           "squeeze", "tile", "broadcast_to", "rank", "size", "fill", "zeros", "ones", "eye",
-           "range", "reverse", "reverse_v2", "pad"]
+__all__ = ["concat", "split", "unstack", "transpose", "expand_dims", "squeeze", "tile",
+           "broadcast_to", "reverse", "reverse_v2", "pad"]
 
-_pyslice = builtins.slice
 _pyrange = builtins.range
 
 
@@ -326,233 +324,6 @@ def unstack(value, num=None, axis=0, name: str = "unstack") -> list[Tensor]:
                          name=name).outputs)
 
 
-# ---- slice and t[...] -------------------------------------------------------------------------
-def _slice_shape(inputs, attrs):
-    x, b, s = inputs
-    for t, what in ((b, "begin"), (s, "size")):
-        if not t.dtype.is_integer:
-            raise InvalidArgumentError(f"Slice: {what} must be integers, got {t.dtype.name}")
-    begin, size = static_value(b), static_value(s)
-    r = rank_of(x)
-    n = b._shape[0] if b._shape else None
-    if r is not None and n is not None and n != r:
-        raise InvalidArgumentError(f"Slice: begin has {n} entries for a tensor of rank {r}")
-    if begin is None or size is None:
-        return [(x.dtype, None if n is None else (None,) * n)]
-    if len(begin) != len(size):
-        raise InvalidArgumentError(f"Slice: begin {begin.tolist()} and size {size.tolist()} "
-                                   f"differ in length")
-    out = []
-    for i, (bi, si) in enumerate(zip(begin.tolist(), size.tolist())):
-        d = None if x._shape is None else x._shape[i]
-        if bi < 0 or si < -1 or (d is not None and bi + max(si, 0) > d) or \
-                (d is not None and bi > d):
-            raise InvalidArgumentError(
-                f"Slice: begin {begin.tolist()} and size {size.tolist()} are out of bounds for "
-                f"shape {list(x._shape)} in dimension {i}")
-        out.append(si if si != -1 else (None if d is None else d - bi))
-    return [(x.dtype, tuple(out))]
-
-
-def _slice_index(shape_, begin, size, op="Slice"):
-    idx = []
-    for i, (d, b, s) in enumerate(zip(shape_, begin.tolist(), size.tolist())):
-        e = d if s == -1 else b + s
-        if b < 0 or s < -1 or e > d or b > d:
-            raise InvalidArgumentError(f"{op}: begin {begin.tolist()} and size {size.tolist()} "
-                                       f"are out of bounds for shape {list(shape_)}")
-        idx.append(_pyslice(b, e))
-    return tuple(idx)
-
-
-def _slice_kernel(x, begin, size):
-    if len(begin) != x.ndim or len(size) != x.ndim:
-        raise InvalidArgumentError(f"Slice: begin and size need {x.ndim} entries, got "
-                                   f"{begin.tolist()} and {size.tolist()}")
-    return x[_slice_index(x.shape, begin, size)]
-
-
-def _slice_grad_kernel(g, x, begin):
-    out = np.zeros(np.shape(x), dtype=g.dtype)
-    out[tuple(_pyslice(b, b + d) for b, d in zip(begin.tolist(), g.shape))] = g
-    return out
-
-
-register_op("Slice", _slice_shape, _slice_kernel,
-            grad=lambda op, g: [apply_op("SliceGrad", [g, op.inputs[0], op.inputs[1]])
-                                .outputs[0], None, None])
-register_op("SliceGrad", lambda inputs, attrs: [(inputs[0].dtype, inputs[1]._shape)],
-            _slice_grad_kernel,
-            grad=lambda op, g: [slice(g, op.inputs[2], shape(op.inputs[0])), None, None])
-
-
-def slice(input_, begin, size, name=None) -> Tensor:
-    """``tv.slice(x, [1, 0], [2, -1])``: ``size[i] = -1`` takes the rest of dimension ``i``."""
-    x = convert_to_tensor(input_)
-    b = shape_tensor(begin, "Slice") if not isinstance(begin, Tensor) else begin
-    s = shape_tensor(size, "Slice") if not isinstance(size, Tensor) else size
-    return apply_op("Slice", [x, b, s], name=name or "Slice").outputs[0]
-
-
-def _spec_bound(v, bounds):
-    return int(bounds[v[1]]) if isinstance(v, tuple) else v
-
-
-def spec_index(spec, bounds=()) -> tuple:
-    """The NumPy index for a strided-slice ``spec``: items ``("i", k)``, ``("s", start, stop,
-    step)``, ``("e",)`` (Ellipsis), ``("n",)`` (newaxis); a bound ``("t", j)`` is the j-th
-    extra input of the op."""
-    idx = []
-    for it in spec:
-        kind = it[0]
-        if kind == "i":
-            idx.append(_spec_bound(it[1], bounds))
-        elif kind == "s":
-            idx.append(_pyslice(*(_spec_bound(v, bounds) for v in it[1:])))
-        else:
-            idx.append(Ellipsis if kind == "e" else None)
-    return tuple(idx)
-
-
-def _strided_shape(x_shape, spec):
-    if x_shape is None:
-        return None
-    if sum(it[0] == "e" for it in spec) > 1:
-        raise InvalidArgumentError("StridedSlice: an index can only have a single ellipsis")
-    consumed = sum(it[0] in "is" for it in spec)
-    if consumed > len(x_shape):
-        raise InvalidArgumentError(f"StridedSlice: too many indices ({consumed}) for a tensor "
-                                   f"of rank {len(x_shape)}")
-    if not any(it[0] == "e" for it in spec):
-        spec = tuple(spec) + (("e",),)
-    out, dim = [], 0
-    for it in spec:
-        if it[0] == "e":
-            k = len(x_shape) - consumed
-            out.extend(x_shape[dim:dim + k])
-            dim += k
-        elif it[0] == "n":
-            out.append(1)
-        elif it[0] == "i":
-            d, i = x_shape[dim], it[1]
-            if d is not None and not isinstance(i, tuple) and not -d <= i < d:
-                raise InvalidArgumentError(f"StridedSlice: index {i} is out of bounds for "
-                                           f"dimension {dim} with size {d}")
-            dim += 1
-        else:
-            d, parts = x_shape[dim], it[1:]
-            if parts[2] == 0:
-                raise InvalidArgumentError("StridedSlice: slice step cannot be zero")
-            dynamic = any(isinstance(p, tuple) for p in parts)
-            if d is None or dynamic:
-                out.append(d if parts == (None, None, None) or (
-                    not dynamic and parts[0] is None and parts[1] is None and parts[2] == 1)
-                    else None)
-            else:
-                out.append(len(_pyrange(*_pyslice(*parts).indices(d))))
-            dim += 1
-    return tuple(out)
-
-
-def _strided_kernel(x, *bounds, spec):
-    return np.asarray(x[spec_index(spec, bounds)])
-
-
-def _strided_grad_kernel(g, x, *bounds, spec):
-    out = np.zeros(np.shape(x), dtype=g.dtype)
-    out[spec_index(spec, bounds)] = g
-    return out
-
-
-register_op("StridedSlice", lambda inputs, attrs: [
-    (inputs[0].dtype, _strided_shape(inputs[0]._shape, attrs["spec"]))], _strided_kernel,
-    grad=lambda op, g: [apply_op("StridedSliceGrad", [g, *op.inputs], op.attrs).outputs[0]]
-    + [None] * (len(op.inputs) - 1))
-register_op("StridedSliceGrad", lambda inputs, attrs: [(inputs[0].dtype, inputs[1]._shape)],
-            _strided_grad_kernel,
-            grad=lambda op, g: [apply_op("StridedSlice", [g, *op.inputs[2:]], op.attrs)
-                                .outputs[0]] + [None] * (len(op.inputs) - 1))
-
-
-def _bound(v, extra: list):
-    """A slice bound or index: a Python int, None, or a scalar int tensor (an extra input)."""
-    if v is None or isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
-        return None if v is None else int(v)
-    sv = static_value(v)
-    if sv is not None and np.ndim(sv) == 0 and np.asarray(sv).dtype.kind in "iu":
-        return int(sv)
-    t = convert_to_tensor(v)
-    if not t.dtype.is_integer or (t._shape is not None and t._shape != ()):
-        raise InvalidArgumentError(f"StridedSlice: slice bounds must be scalar integers, got "
-                                   f"{v!r}")
-    extra.append(t)
-    return ("t", len(extra) - 1)
-
-
-def _parse_key(key):
-    """Split a ``t[...]`` key into a strided-slice spec, its extra inputs, and at most one
-    integer/bool tensor index (applied after the slice with gather/boolean_mask)."""
-    items, extra, tensor_items = [], [], []
-    for k in (key if isinstance(key, tuple) else (key,)):
-        if k is Ellipsis:
-            items.append(("e",))
-        elif k is None:
-            items.append(("n",))
-        elif isinstance(k, _pyslice):
-            items.append(("s",) + tuple(_bound(v, extra) for v in (k.start, k.stop, k.step)))
-        elif isinstance(k, (bool, np.bool_)):
-            raise InvalidArgumentError(f"StridedSlice: a bool is not a valid index ({k!r})")
-        elif isinstance(k, (int, np.integer)):
-            items.append(("i", int(k)))
-        elif isinstance(k, (Tensor, list, np.ndarray)) or hasattr(k, "_as_graph_element"):
-            t = convert_to_tensor(k)
-            if t.dtype.is_integer and t._shape == ():
-                items.append(("i", _bound(t, extra)))
-            elif t.dtype.is_integer or t.dtype.is_bool:
-                items.append(("s", None, None, None))
-                tensor_items.append((len(items) - 1, t))
-            else:
-                raise InvalidArgumentError(f"StridedSlice: index tensors must be integers or "
-                                           f"bools, got {t.dtype.name} ({k!r})")
-        else:
-            raise InvalidArgumentError(
-                f"StridedSlice: only integers, slices (`:`), ellipsis (`...`), tv.newaxis "
-                f"(`None`) and integer or bool tensors are valid indices, got {k!r}")
-    if len(tensor_items) > 1:
-        raise InvalidArgumentError("StridedSlice: at most one tensor index is supported; "
-                                   "use tv.gather / tv.gather_nd for more")
-    return tuple(items), extra, tensor_items
-
-
-def strided_slice(input_, key, name=None) -> Tensor:
-    """``input_[key]`` as in NumPy's basic indexing (ints, slices with steps, ``...``,
-    ``tv.newaxis``); a 1-D integer tensor index gathers, a bool tensor index masks."""
-    x = convert_to_tensor(input_)
-    spec, extra, tensor_items = _parse_key(key)
-    trivial = spec == (("s", None, None, None),) and tensor_items
-    out = x if trivial else apply_op("StridedSlice", [x, *extra], {"spec": spec},
-                                     name=name or "strided_slice").outputs[0]
-    if not tensor_items:
-        return out
-    pos, t = tensor_items[0]
-    axis = 0
-    for it in spec[:pos]:
-        if it[0] == "e":
-            if rank_of(x) is None:
-                raise InvalidArgumentError("StridedSlice: a tensor index after `...` needs a "
-                                           "tensor of known rank")
-            axis += rank_of(x) - sum(i[0] in "is" for i in spec)
-        elif it[0] != "i":
-            axis += 1
-    from .index_ops import boolean_mask, gather
-    if t.dtype.is_bool:
-        return boolean_mask(out, t, axis=axis)
-    return gather(out, t, axis=axis)
-
-
-overload_operator("__getitem__", lambda self, key: strided_slice(self, key))
-
-
 # ---- transpose, expand_dims, squeeze, reverse ---------------------------------------------------
 def _transpose_shape(inputs, attrs):
     x, perm = inputs[0], attrs["perm"]
@@ -771,139 +542,11 @@ def pad(tensor, paddings, mode: str = "CONSTANT", name=None, constant_values=0) 
                     name=name).outputs[0]
 
 
-# ---- rank, size, fill, zeros, ones, eye, range -------------------------------------------------
-register_op("Rank", lambda inputs, attrs: [(_dt.int32, ())],
-            lambda x: np.asarray(np.ndim(x), dtype=np.int32), differentiable=False)
-register_op("Size", lambda inputs, attrs: [(attrs["out_type"], ())],
-            lambda x, out_type: np.asarray(np.size(x), dtype=out_type.np_dtype),
-            differentiable=False)
-
-
-def rank(input, name=None) -> Tensor:
-    """The number of dimensions of ``input`` as an int32 scalar."""
-    return apply_op("Rank", [input], name=name).outputs[0]
-
-
-def size(input, name=None, out_type=_dt.int32) -> Tensor:
-    """The number of elements of ``input`` as a scalar of ``out_type``."""
-    return apply_op("Size", [input], {"out_type": _dt.as_dtype(out_type)}, name=name).outputs[0]
-
-
-def _fill_shape(inputs, attrs):
-    dims, value = inputs
-    if not dims.dtype.is_integer:
-        raise InvalidArgumentError(f"Fill: dims must be integers, got {dims.dtype.name}")
-    if value._shape is not None and value._shape != ():
-        raise InvalidArgumentError(f"Fill: value must be a scalar, got shape "
-                                   f"{list(value._shape)}")
-    target = static_shape_of(dims)
-    if target is not None and any(d is not None and d < 0 for d in target):
-        raise InvalidArgumentError(f"Fill: dims must be >= 0, got {list(target)}")
-    return [(value.dtype, target)]
-
-
-def _fill_kernel(dims, value):
-    return np.full(tuple(int(d) for d in dims), value, dtype=value.dtype)
-
-
-def _fill_grad(op, g):
-    from .math_ops import reduce_sum
-    return [None, reduce_sum(g)]
-
-
-register_op("Fill", _fill_shape, _fill_kernel, grad=_fill_grad)
-
-
-def fill(dims, value, name=None) -> Tensor:
-    """A tensor of shape ``dims`` filled with the scalar ``value``."""
-    return apply_op("Fill", [shape_tensor(dims, "Fill"), value], name=name).outputs[0]
-
-
-def zeros(shape, dtype=_dt.float32, name=None) -> Tensor:
-    """``tv.zeros([2, 3])``; ``shape`` may be a list (with tensors) or a 1-D int tensor."""
-    dt = _dt.as_dtype(dtype)
-    return fill(shape, constant(0 if not dt.is_string else "", dtype=dt), name=name or "zeros")
-
-
-def ones(shape, dtype=_dt.float32, name=None) -> Tensor:
-    """``tv.ones([2, 3], dtype=tv.int32)``."""
-    return fill(shape, constant(1, dtype=_dt.as_dtype(dtype)), name=name or "ones")
-
-
-def _eye_kernel(num_rows, num_columns, batch_shape, dtype):
-    e = np.eye(num_rows, num_columns, dtype=dtype.np_dtype)
-    return np.broadcast_to(e, tuple(batch_shape) + e.shape) if batch_shape else e
-
-
-register_op("Eye", lambda inputs, attrs: [(attrs["dtype"], tuple(attrs["batch_shape"]) +
-                                           (attrs["num_rows"], attrs["num_columns"]))],
-            _eye_kernel, differentiable=False)
-
-
-def eye(num_rows, num_columns=None, batch_shape=None, dtype=_dt.float32, name=None) -> Tensor:
-    """An identity matrix (or a batch of them): ``tv.eye(3)``, ``tv.eye(2, 3, [4])``."""
-    n = static_int(num_rows, "num_rows", "Eye")
-    m = n if num_columns is None else static_int(num_columns, "num_columns", "Eye")
-    b = () if batch_shape is None else static_ints(batch_shape, "batch_shape", "Eye")
-    if n < 0 or m < 0 or any(d < 0 for d in b):
-        raise InvalidArgumentError(f"Eye: sizes must be >= 0, got num_rows={n}, "
-                                   f"num_columns={m}, batch_shape={list(b)}")
-    return apply_op("Eye", [], {"num_rows": n, "num_columns": m, "batch_shape": b,
-                                "dtype": _dt.as_dtype(dtype)}, name=name or "eye").outputs[0]
-
-
-def _range_len(start, limit, delta):
-    if delta == 0:
-        raise InvalidArgumentError("Range: delta must not be zero")
-    if (delta > 0 and start > limit) or (delta < 0 and start < limit):
-        raise InvalidArgumentError(f"Range: requires start <= limit when delta > 0 (and "
-                                   f"start >= limit when delta < 0), got start={start}, "
-                                   f"limit={limit}, delta={delta}")
-    return int(math.ceil((limit - start) / delta))
-
-
-def _range_shape(inputs, attrs):
-    for t in inputs:
-        if t._shape not in ((), None):
-            raise InvalidArgumentError(f"Range: start, limit and delta must be scalars, got "
-                                       f"{t.name} of shape {list(t._shape)}")
-    vals = [static_value(t) for t in inputs]
-    if any(v is None for v in vals):
-        return [(inputs[0].dtype, (None,))]
-    return [(inputs[0].dtype, (_range_len(*(v.item() for v in vals)),))]
-
-
-def _range_kernel(start, limit, delta):
-    _range_len(start.item(), limit.item(), delta.item())
-    return np.arange(start, limit, delta, dtype=start.dtype)
-
-
-register_op("Range", _range_shape, _range_kernel, differentiable=False)
-
-
-def range(start, limit=None, delta=1, dtype=None, name: str = "range") -> Tensor:  # noqa: A001
-    """``tv.range(5)``, ``tv.range(1, 10, 2)``, ``tv.range(0., 1., 0.25)``."""
-    if limit is None:
-        start, limit = 0, start
-    args = [start, limit, delta]
-    if dtype is None:
-        dts = [convert_to_tensor(a).dtype if isinstance(a, Tensor) else _dt.dtype_of_value(a)
-               for a in args]
-        order = [_dt.int32, _dt.int64, _dt.float32, _dt.float64]
-        dtype = max(dts, key=lambda d: order.index(d) if d in order else -1)
-    dt = _dt.as_dtype(dtype)
-    ts = []
-    for a in args:
-        t = a if isinstance(a, Tensor) else constant(a, dtype=dt)
-        if t.dtype != dt:
-            from .math_ops import cast
-            t = cast(t, dt)
-        ts.append(t)
-    return apply_op("Range", ts, name=name).outputs[0]
-
-
+# ---- the sibling modules of the family ------------------------------------------------------
+from .slice_ops import *  # noqa: E402,F401,F403
+from .fill_ops import *  # noqa: E402,F401,F403
 from .index_ops import *  # noqa: E402,F401,F403
-from .index_ops import __all__ as _index_all  # noqa: E402
 from .index_ops import unsorted_segment_sum_like  # noqa: E402,F401
+from . import fill_ops as _fill_ops, index_ops as _index_ops, slice_ops as _slice_ops  # noqa
 
-__all__ += _index_all
+__all__ += _slice_ops.__all__ + _fill_ops.__all__ + _index_ops.__all__

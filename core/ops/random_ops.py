@@ -21,6 +21,9 @@ True
 """
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+
 import numpy as np
 
 from .. import dtypes as _dt
@@ -47,12 +50,37 @@ def get_seed(op_seed=None) -> tuple[int | None, int | None]:
     return None, None
 
 
+class _Streams:
+    """The generators of one random op on one device, one per session, so that a fresh session
+    repeats a seeded op's sequence even where the device's resources outlive sessions (a
+    dask.distributed worker). The oldest sessions' generators are dropped beyond 32."""
+
+    MAX = 32
+
+    def __init__(self):
+        self._by_session: OrderedDict[str, np.random.Generator] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, session: str, seed, seed2) -> np.random.Generator:
+        with self._lock:
+            gen = self._by_session.get(session)
+            if gen is None:
+                gen = np.random.default_rng(None if seed is None else
+                                            [seed & 0xFFFFFFFF, seed2 & 0xFFFFFFFF])
+                self._by_session[session] = gen
+                while len(self._by_session) > self.MAX:
+                    self._by_session.popitem(last=False)
+            else:
+                self._by_session.move_to_end(session)
+            return gen
+
+
 def _rng(ctx, seed, seed2) -> np.random.Generator:
-    def make():
-        if seed is None:
-            return np.random.default_rng()
-        return np.random.default_rng([seed & 0xFFFFFFFF, seed2 & 0xFFFFFFFF])
-    return ctx.resources.lookup_or_create("", "rng/" + ctx.op_name, make)
+    """The op's generator for this session: resource ``rng/<op name>`` of the device; the
+    session is the prefix of the step id (``"<session token>.<step>"``)."""
+    session = "" if ctx.step_id is None else str(ctx.step_id).split(".", 1)[0]
+    return ctx.resources.lookup_or_create("", "rng/" + ctx.op_name, _Streams).get(
+        session, seed, seed2)
 
 
 def _dims(shape) -> tuple[int, ...]:
