@@ -55,11 +55,15 @@ def place(nodes: dict[str, Node], default_device: str = "", *, all_nodes=None,
         uf.find(name)
         if n.colocation:
             uf.union(name, "@" + n.colocation)
+    for name in nodes:  # the op a group is named after belongs to it
+        if "@" + name in uf.parent:
+            uf.union(name, "@" + name)
 
     groups: dict[str, list[str]] = {}
     for name in nodes:
         groups.setdefault(uf.find(name), []).append(name)
 
+    by_coloc = None  # colocation key -> its members in the whole graph (built on demand)
     out: dict[str, str] = {}
     for root, members in groups.items():
         colocs = {nodes[m].colocation for m in members if nodes[m].colocation}
@@ -70,15 +74,23 @@ def place(nodes: dict[str, Node], default_device: str = "", *, all_nodes=None,
                 spec = DeviceSpec.parse(owner.device)
                 break
         if spec is None:
+            # No owner device: merge the explicit devices of the group's members in the
+            # whole graph, not only this step's, so every step places the group alike.
+            if colocs and by_coloc is None:
+                by_coloc = _members_by_colocation(all_nodes)
+            group = [nodes[m] for m in members]
+            if colocs:
+                group = list({n.name: n for c in sorted(colocs)
+                              for n in by_coloc.get(c, ())}.values()) + group
             spec = DeviceSpec()
-            for m in members:
-                s = DeviceSpec.parse(nodes[m].device)
+            for n in group:
+                s = DeviceSpec.parse(n.device)
                 if s.conflicts_with(spec):
                     if not allow_soft_placement:
                         raise InvalidArgumentError(
-                            f"Cannot colocate nodes {members[0]!r} and {m!r}: conflicting "
-                            f"devices {spec.to_string()} and {s.to_string()} (created at "
-                            f"{nodes[m].location})")
+                            f"Cannot colocate nodes {group[0].name!r} and {n.name!r}: "
+                            f"conflicting devices {spec.to_string()} and {s.to_string()} "
+                            f"(created at {n.location})")
                     continue
                 spec = s.merged_over(spec)
         full = spec.merged_over(default).with_defaults()
@@ -88,6 +100,18 @@ def place(nodes: dict[str, Node], default_device: str = "", *, all_nodes=None,
         for m in members:
             out[m] = dev
     return {name: out[name] for name in nodes}
+
+
+def _members_by_colocation(all_nodes) -> dict[str, list[Node]]:
+    out: dict[str, list[Node]] = {}
+    for n in all_nodes.values():
+        if n.colocation:
+            out.setdefault(n.colocation, []).append(n)
+    for c, ms in out.items():
+        owner = all_nodes.get(c)
+        if owner is not None and owner.colocation != c:
+            ms.insert(0, owner)
+    return out
 
 
 def _check_device(spec: DeviceSpec, members, nodes, gpu_available, soft, known_tasks):
