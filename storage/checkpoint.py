@@ -8,7 +8,7 @@ One folder per checkpoint, ``<dir>/<prefix>-<step>/`` (or ``<dir>/<prefix>/`` wi
 
 and ``<dir>/checkpoint``, the state file naming the latest checkpoints. A save is
 ``write_shard`` once per parameter-server device (in parallel, each its own data file), then one
-``commit``. A restore is ``read_tensors``, which checks every record's size and CRC-32.
+``commit``. A restore is ``read_tensors``, which checks every record's size and checksum.
 
 >>> import numpy as np
 >>> d = "memory://tvm-doc-ckpt"
@@ -105,13 +105,13 @@ def write_shard(ckpt_url: str, shard: int, num_shards: int,
             spec, full = normalize_slice(spec, arr.shape, tname)
         pending.append((tname, spec, full, arr))
     entries, offset = [], 0
-    with ThreadPoolExecutor(1, thread_name_prefix="tvm-crc") as pool:
+    with ThreadPoolExecutor(1, thread_name_prefix="tvm-checksum") as pool:
         with fs.open(f"{folder}/{name}", "wb") as f:
             for tname, spec, full, arr in pending:
-                size, crc, fmt = write_record(f, arr, tname, pool)
+                size, check, fmt = write_record(f, arr, tname, pool)
                 entries.append({"name": tname, "dtype": arr.dtype.str, "shape": list(arr.shape),
                                 "slice": spec, "full_shape": full, "file": name,
-                                "offset": offset, "size": size, "checksum": crc,
+                                "offset": offset, "size": size, "checksum": check,
                                 "format": fmt})
                 offset += size
     for entry in entries:
@@ -170,13 +170,13 @@ def _read_file_records(fs, folder: str, ckpt_url: str, fname: str, entries: list
         f = fs.open(f"{folder}/{fname}", "rb")
     except FileNotFoundError:
         raise DataLossError("data file missing", url) from None
-    with f, ThreadPoolExecutor(1, thread_name_prefix="tvm-crc") as pool:
+    with f, ThreadPoolExecutor(1, thread_name_prefix="tvm-checksum") as pool:
         for entry in sorted(entries, key=lambda e: e["offset"]):
-            buf, crc = read_record_bytes(f, entry["offset"], entry["size"], url, pool)
-            if crc != entry["checksum"]:
+            buf, check = read_record_bytes(f, entry["offset"], entry["size"], url, pool)
+            if check != entry["checksum"]:
                 raise DataLossError(
                     f"checksum mismatch for tensor {entry['name']!r} at offset "
-                    f"{entry['offset']} (crc32 {crc:#010x}, index says {entry['checksum']:#010x})",
+                    f"{entry['offset']} (wsum64 {check:#018x}, index says {entry['checksum']:#018x})",
                     url)
             out.append((entry, decode_record(buf, entry, url)))
     return out
@@ -222,7 +222,7 @@ def read_tensors(ckpt_url: str, names: list[str] | None = None, index: dict | No
                  storage_options: dict | None = None) -> dict[str, np.ndarray]:
     """Read and verify tensors (all, or ``names``) of the checkpoint at ``ckpt_url``.
 
-    Every record's size and CRC-32 are checked: a flipped byte, a truncated or missing file is
+    Every record's size and checksum are checked: a flipped byte, a truncated or missing file is
     :class:`DataLossError` naming the file's URL. Slices of a partitioned variable are
     reassembled into the full array (all slices must be present). ``index`` skips re-reading
     the index when the caller already has it.

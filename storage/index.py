@@ -2,7 +2,7 @@
 
 The index is written last and *is* the commit: a checkpoint folder without one is debris. ::
 
-    {"format": "tensorvm.checkpoint", "version": 1, "checksum_algorithm": "crc32",
+    {"format": "tensorvm.checkpoint", "version": 1, "checksum_algorithm": "wsum64",
      "step": 100, "time": 1700000000.0, "meta": {},
      "entries": [{"name": "w", "dtype": "<f4", "shape": [50, 4], "slice": "0:50,:",
                   "full_shape": null, "file": "data-00000-of-00002", "offset": 0,

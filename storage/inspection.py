@@ -61,7 +61,7 @@ def show_checkpoint(ckpt_url: str, *, storage_options: dict | None = None) -> li
 def verify_checkpoint(ckpt_url: str, *, storage_options: dict | None = None) -> list[str]:
     """Read every record of a checkpoint and check it; return the problems (empty when good).
 
-    Checks the index, each data file's presence and length, every record's CRC-32 and decoding,
+    Checks the index, each data file's presence and length, every record's checksum and decoding,
     and that the slices of each partitioned variable tile its full shape.
     """
     try:

@@ -9,12 +9,13 @@ A record is readable without tensorvm and without pickle:
   ``str``/``bytes``): an Arrow IPC *stream* with one flattened column ``values``; the shape is
   kept in the checkpoint index. ``pyarrow.ipc.open_stream(data).read_all()`` reads it.
 
-Every record carries a CRC-32 (``zlib.crc32``) of its bytes. Checksumming runs on a helper thread
-while the main thread writes or reads (zlib releases the GIL), so it costs little wall time.
+Every record carries a checksum of its bytes (``wsum64``, see :mod:`tensorvm.storage.checksums`).
+It runs on a helper thread while the main thread writes or reads (NumPy releases the GIL), so
+it costs little wall time.
 
 >>> import io, numpy as np
 >>> buf = io.BytesIO()
->>> size, crc, fmt = write_record(buf, np.arange(3, dtype=np.int16))
+>>> size, check, fmt = write_record(buf, np.arange(3, dtype=np.int16))
 >>> fmt, size
 ('npy', 134)
 >>> _ = buf.seek(0)
@@ -25,13 +26,13 @@ array([0, 1, 2], dtype=int16)
 from __future__ import annotations
 
 import io
-import zlib
 from concurrent.futures import Executor, Future
 from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
 
+from .checksums import ALGORITHM, WSum64, checksum
 from .errors import DataLossError
 
 __all__ = [
@@ -42,7 +43,7 @@ __all__ = [
     "decode_record",
 ]
 
-CHECKSUM_ALGORITHM = "crc32"
+CHECKSUM_ALGORITHM = ALGORITHM
 _CHUNK = 16 * 1024 * 1024  # read/checksum granularity
 _INLINE = 1024 * 1024  # below this, checksum inline (a thread hop costs more)
 _STRING_KINDS = "USO"
@@ -105,7 +106,7 @@ def _arrow_payload(arr: np.ndarray, name: str) -> bytes:
 def write_record(
     f: BinaryIO, arr: np.ndarray, name: str = "", pool: Executor | None = None
 ) -> tuple[int, int, str]:
-    """Write ``arr`` as one record at ``f``'s position; return ``(size, crc32, format)``.
+    """Write ``arr`` as one record at ``f``'s position; return ``(size, checksum, format)``.
 
     With ``pool`` (a one-thread executor) the checksum of a large array runs on that thread while
     this one writes.
@@ -114,37 +115,33 @@ def write_record(
     if fmt == "arrow":
         payload = _arrow_payload(arr, name)
         f.write(payload)
-        return len(payload), zlib.crc32(payload), fmt
+        return len(payload), checksum(payload), fmt
     if not arr.flags.c_contiguous:
         arr = arr.copy(order="C")  # (np.ascontiguousarray would make a 0-d array 1-d)
     header = _npy_header(arr)
     data = memoryview(arr.reshape(-1)).cast("B") if arr.size else memoryview(b"")
-    crc = zlib.crc32(header)
     pending: Future | None = None
     if pool is not None and data.nbytes >= _INLINE:
-        pending = pool.submit(zlib.crc32, data, crc)
+        pending = pool.submit(checksum, header, data)
     f.write(header)
     for start in range(0, data.nbytes, _CHUNK * 4):
         f.write(data[start : start + _CHUNK * 4])
-    crc = pending.result() if pending is not None else zlib.crc32(data, crc)
-    return len(header) + data.nbytes, crc, fmt
+    value = pending.result() if pending is not None else checksum(header, data)
+    return len(header) + data.nbytes, value, fmt
 
 
 def read_record_bytes(
     f: BinaryIO, offset: int, size: int, url: str, pool: Executor | None = None
 ) -> tuple[np.ndarray, int]:
-    """Read ``size`` bytes at ``offset`` into a fresh ``uint8`` buffer; return it and its CRC-32.
+    """Read ``size`` bytes at ``offset`` into a fresh ``uint8`` buffer; return it and its checksum.
 
     Raises :class:`DataLossError` naming ``url`` when the file ends early. With ``pool`` (a
     one-thread executor) chunk ``k`` is checksummed while chunk ``k + 1`` is read.
     """
     buf = np.empty(size, dtype=np.uint8)
     view = memoryview(buf)
-    crc = [0]
-
-    def update(chunk: memoryview) -> None:
-        crc[0] = zlib.crc32(chunk, crc[0])
-
+    state = WSum64()
+    update = state.update
     f.seek(offset)
     pos, futures = 0, []
     while pos < size:
@@ -164,7 +161,7 @@ def read_record_bytes(
             f"only {pos} present",
             url,
         )
-    return buf, crc[0]
+    return buf, state.digest()
 
 
 def decode_record(buf: np.ndarray, entry: dict, url: str) -> np.ndarray:
