@@ -1,8 +1,8 @@
 """Convolution and pooling for ``tv.nn`` (re-exported by :mod:`tensorvm.ops.nn_ops`).
 
 Kernels are vectorised im2col: ``sliding_window_view`` over the padded input gives every
-window as a strided view ``[N, OH, OW, C, KH, KW]`` (no copy), which ``tensordot`` turns into one
-matrix product. Backward passes scatter window gradients back with one slice-add per filter tap
+window as a strided view ``[N, OH, OW, C, KH, KW]`` (no copy), copied once into a contiguous
+``[N * OH * OW, KH * KW * C]`` matrix, so that a convolution is one matrix product. Backward passes scatter window gradients back with one slice-add per filter tap
 (``KH * KW`` NumPy ops, never a loop over pixels); max-pool's gradient goes to each window's
 argmax through one ``bincount``. Internally everything is NHWC; "NCHW" is transposed in and out.
 
@@ -116,6 +116,15 @@ def _windows(xp, kh, kw, sh, sw, dh, dw, oh, ow):
     return v[:, :oh * sh:sh, :ow * sw:sw, :, ::dh, ::dw]
 
 
+def _im2col(xp, kh, kw, sh, sw, dh, dw, oh, ow):
+    """The windows as one contiguous matrix ``[N * OH * OW, KH * KW * C]`` (rows in the
+    filter's ``[KH, KW, C]`` order), copied once, ready for a single matrix product."""
+    n, c = xp.shape[0], xp.shape[3]
+    cols = np.empty((n, oh, ow, kh, kw, c), xp.dtype)
+    np.copyto(cols, _windows(xp, kh, kw, sh, sw, dh, dw, oh, ow).transpose(0, 1, 2, 4, 5, 3))
+    return cols.reshape(n * oh * ow, kh * kw * c)
+
+
 def _pad(x, ph, pw, value=0):
     if ph == (0, 0) and pw == (0, 0):
         return x
@@ -172,8 +181,8 @@ def _conv_kernel(x, f, strides, padding, data_format, dilations):
     if f.shape[2] != x.shape[3]:
         raise InvalidArgumentError(f"input depth {x.shape[3]} != filter in_channels "
                                    f"{f.shape[2]}")
-    win = _windows(_pad(x, ph, pw), kh, kw, sh, sw, dh, dw, oh, ow)
-    out = np.tensordot(win, f, axes=([4, 5, 3], [0, 1, 2]))
+    cols = _im2col(_pad(x, ph, pw), kh, kw, sh, sw, dh, dw, oh, ow)
+    out = (cols @ f.reshape(-1, f.shape[3])).reshape(x.shape[0], oh, ow, f.shape[3])
     return _from_nhwc(out.astype(x.dtype, copy=False), data_format)
 
 
@@ -184,7 +193,8 @@ def _conv_backprop_input_kernel(x, f, g, strides, padding, data_format, dilation
     kh, kw = f.shape[:2]
     sh, sw, dh, dw, oh, ow, ph, pw = _geometry(np.empty(xs, bool), kh, kw, strides, padding,
                                                data_format, dilations)
-    cols = np.tensordot(g, f, axes=([3], [3]))  # [N, OH, OW, KH, KW, C]
+    cols = (g.reshape(-1, g.shape[3]) @ f.reshape(-1, f.shape[3]).T).reshape(
+        g.shape[:3] + f.shape[:3])  # [N, OH, OW, KH, KW, C]
     dx = _scatter_taps(cols, xs, kh, kw, sh, sw, dh, dw, oh, ow, ph, pw)
     return _from_nhwc(dx.astype(g.dtype, copy=False), data_format)
 
@@ -196,9 +206,9 @@ def _conv_backprop_filter_kernel(x, f, g, strides, padding, data_format, dilatio
     kh, kw = f.shape[:2]
     sh, sw, dh, dw, oh, ow, ph, pw = _geometry(x, kh, kw, strides, padding, data_format,
                                                dilations)
-    win = _windows(_pad(x, ph, pw), kh, kw, sh, sw, dh, dw, oh, ow)
-    df = np.tensordot(win, g, axes=([0, 1, 2], [0, 1, 2]))  # [C, KH, KW, O]
-    return np.transpose(df, (1, 2, 0, 3)).astype(g.dtype, copy=False)
+    cols = _im2col(_pad(x, ph, pw), kh, kw, sh, sw, dh, dw, oh, ow)
+    df = cols.T @ g.reshape(-1, g.shape[3])  # [KH * KW * C, O]
+    return df.reshape(f.shape).astype(g.dtype, copy=False)
 
 
 def _conv_attrs(op):
@@ -230,9 +240,9 @@ def _conv_bf_grad(op, gg):
 
 register_op("Conv2D", _conv_shape, _conv_kernel, grad=_conv_grad)
 register_op("Conv2DBackpropInput", lambda inputs, attrs: [(inputs[2].dtype, inputs[0]._shape)],
-            _conv_backprop_input_kernel, grad=_conv_bi_grad)
+            _conv_backprop_input_kernel, grad=_conv_bi_grad, shape_only=(0,))
 register_op("Conv2DBackpropFilter", lambda inputs, attrs: [(inputs[2].dtype, inputs[1]._shape)],
-            _conv_backprop_filter_kernel, grad=_conv_bf_grad)
+            _conv_backprop_filter_kernel, grad=_conv_bf_grad, shape_only=(1,))
 
 
 def _int4(v, what, op_type):
@@ -392,7 +402,7 @@ register_op("AvgPool", _pool_shape("AvgPool"), _avg_pool_kernel,
             grad=lambda op, g: [apply_op("AvgPoolGrad", [op.inputs[0], g],
                                          _pool_attrs(op)).outputs[0]])
 register_op("AvgPoolGrad", lambda inputs, attrs: [(inputs[1].dtype, inputs[0]._shape)],
-            _avg_pool_grad_kernel,
+            _avg_pool_grad_kernel, shape_only=(0,),
             grad=lambda op, gg: [None, apply_op("AvgPool", [gg], _pool_attrs(op)).outputs[0]])
 
 

@@ -2,12 +2,9 @@
 
 Activations (relu, relu6, leaky_relu, elu, softplus, softsign, sigmoid, tanh), softmax and
 log_softmax, the cross-entropies with logits (softmax, sparse softmax, sigmoid), l2_loss,
-bias_add, dropout, embedding_lookup, moments, l2_normalize, in_top_k; convolution and pooling
-live in :mod:`tensorvm.ops.nn_conv` and are re-exported here.
-
-Every kernel is numerically stable: softmax and the cross-entropies go through a log-sum-exp
-with the row maximum subtracted, and the sigmoid cross-entropy uses
-``max(x, 0) - x * z + log(1 + exp(-|x|))``.
+bias_add, dropout, embedding_lookup, moments, l2_normalize, in_top_k. Softmax and the
+cross-entropies live in :mod:`tensorvm.ops.nn_softmax`, convolution and pooling in
+:mod:`tensorvm.ops.nn_conv`; both are re-exported here.
 
 >>> import numpy as np, tensorvm as tv
 >>> x = tv.constant([[1.0, 2.0, 3.0]])
@@ -27,8 +24,12 @@ from ..graph import Tensor
 from ..registry import apply_op, convert_to_tensor, register_op
 from .array_ops import stop_gradient, zeros_like
 from .math_ext import sigmoid, tanh
-from .math_ops import norm_axes, reduce_mean, reduce_sum
+from .math_ops import reduce_mean, reduce_sum
 from .nn_conv import avg_pool, conv2d, max_pool
+from .nn_softmax import (_float_only, _zero, log_softmax, sigmoid_cross_entropy_with_logits,
+                         softmax, softmax_cross_entropy_with_logits,
+                         softmax_cross_entropy_with_logits_v2,
+                         sparse_softmax_cross_entropy_with_logits)
 from .random_ops import _rng as _op_rng
 from .random_ops import get_seed
 
@@ -39,27 +40,6 @@ NN_ALL = ["relu", "relu6", "leaky_relu", "elu", "softplus", "softsign", "sigmoid
           "sigmoid_cross_entropy_with_logits", "l2_loss", "bias_add", "xw_plus_b", "conv2d",
           "max_pool", "avg_pool", "dropout", "embedding_lookup", "moments", "l2_normalize",
           "in_top_k"]
-
-
-def _float_only(op_type):
-    def check(dt):
-        if not dt.is_floating:
-            raise InvalidArgumentError(
-                f"{op_type} expects a floating-point tensor (float16/32/64), got {dt.name}")
-    return check
-
-
-def _same_shape(a, b, what: str, op_type: str):
-    """Static shapes must agree where both are known; returns the more specific one."""
-    if a is None:
-        return b
-    if b is None:
-        return a
-    if len(a) != len(b) or any(x is not None and y is not None and x != y
-                               for x, y in zip(a, b)):
-        raise InvalidArgumentError(
-            f"{op_type}: {what} must have the same shape, got {list(a)} and {list(b)}")
-    return tuple(x if x is not None else y for x, y in zip(a, b))
 
 
 def _def_act(op_type: str, kernel, grad, extra_attrs=()):
@@ -78,10 +58,6 @@ def _def_act_grad(op_type: str, kernel, grad=None):
 
 def _act(op_type, features, name, attrs=None):
     return apply_op(op_type, [features], attrs, name=name).outputs[0]
-
-
-def _zero(x):
-    return np.zeros((), x.dtype)
 
 
 # ---- relu family ----------------------------------------------------------------------------
@@ -161,234 +137,6 @@ def softplus(features, name=None):
 def softsign(features, name=None):
     """``features / (abs(features) + 1)``."""
     return _act("Softsign", features, name)
-
-
-# ---- softmax / log_softmax --------------------------------------------------------------------
-def _axis_shape(op_type):
-    def shape_fn(inputs, attrs):
-        x = inputs[0]
-        _float_only(op_type)(x.dtype)
-        if x._shape is not None:
-            if not x._shape:
-                raise InvalidArgumentError(f"{op_type}: logits must have rank >= 1, got a scalar")
-            norm_axes(attrs["axis"], len(x._shape))
-        return [(x.dtype, x._shape)]
-    return shape_fn
-
-
-def _lse_parts(x, axis):
-    """``(x - max, log(sum(exp(x - max))))`` along ``axis`` (keepdims)."""
-    m = np.max(x, axis=axis, keepdims=True, initial=-np.inf)
-    m = np.where(np.isfinite(m), m, _zero(x)).astype(x.dtype, copy=False)
-    shifted = x - m
-    return shifted, np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
-
-
-def _softmax_kernel(x, axis):
-    e = np.exp(x - np.max(x, axis=axis, keepdims=True, initial=-np.inf))
-    return e / np.sum(e, axis=axis, keepdims=True)
-
-
-def _log_softmax_kernel(x, axis):
-    shifted, lse = _lse_parts(x, axis)
-    return shifted - lse
-
-
-def _softmax_grad(op, g):
-    y, axis = op.outputs[0], op.attrs["axis"]
-    return [y * (g - reduce_sum(g * y, axis=axis, keepdims=True))]
-
-
-def _log_softmax_grad(op, g):
-    from .math_ops import exp
-    y, axis = op.outputs[0], op.attrs["axis"]
-    return [g - exp(y) * reduce_sum(g, axis=axis, keepdims=True)]
-
-
-register_op("Softmax", _axis_shape("Softmax"), _softmax_kernel, grad=_softmax_grad)
-register_op("LogSoftmax", _axis_shape("LogSoftmax"), _log_softmax_kernel,
-            grad=_log_softmax_grad)
-
-
-def _axis_arg(axis, dim):
-    if dim is not None:
-        if axis is not None:
-            raise InvalidArgumentError("give only one of axis and dim (its deprecated name)")
-        axis = dim
-    return -1 if axis is None else int(axis)
-
-
-def softmax(logits, axis=None, name=None, dim=None):
-    """``exp(logits) / reduce_sum(exp(logits), axis)``, stable; ``axis`` defaults to -1."""
-    return apply_op("Softmax", [logits], {"axis": _axis_arg(axis, dim)}, name=name).outputs[0]
-
-
-def log_softmax(logits, axis=None, name=None, dim=None):
-    """``logits - log(reduce_sum(exp(logits), axis))``, stable; ``axis`` defaults to -1."""
-    return apply_op("LogSoftmax", [logits], {"axis": _axis_arg(axis, dim)},
-                    name=name).outputs[0]
-
-
-# ---- cross-entropies ------------------------------------------------------------------------
-def _expand_like(g, like, axis):
-    """``g`` (``like`` reduced over ``axis``) reshaped to broadcast against ``like``."""
-    return apply_op("ExpandReduced", [g, like], {"axis": (axis,)}).outputs[0]
-
-
-def _xent_shape(inputs, attrs):
-    labels, logits = inputs
-    op = "SoftmaxCrossEntropyWithLogits"
-    _float_only(op)(logits.dtype)
-    if labels.dtype != logits.dtype:
-        raise InvalidArgumentError(f"{op}: labels ({labels.dtype.name}) and logits "
-                                   f"({logits.dtype.name}) must have the same dtype")
-    shp = _same_shape(labels._shape, logits._shape, "labels and logits", op)
-    if shp is None:
-        return [(logits.dtype, None), (logits.dtype, None)]
-    if not shp:
-        raise InvalidArgumentError(f"{op}: logits and labels must have rank >= 1")
-    (axis,) = norm_axes(attrs["axis"], len(shp))
-    return [(logits.dtype, shp[:axis] + shp[axis + 1:]), (logits.dtype, shp)]
-
-
-def _xent_kernel(labels, logits, axis):
-    shifted, lse = _lse_parts(logits, axis)
-    log_p = shifted - lse
-    loss = -np.sum(labels * log_p, axis=axis)
-    return loss.astype(logits.dtype, copy=False), np.exp(log_p) - labels
-
-
-def _xent_grad(op, g_loss, g_backprop=None):
-    if g_loss is None:
-        return [None, None]
-    labels, logits = op.inputs
-    axis = op.attrs["axis"]
-    ge = _expand_like(g_loss, logits, axis)
-    return [-ge * log_softmax(logits, axis=axis), ge * op.outputs[1]]
-
-
-register_op("SoftmaxCrossEntropyWithLogits", _xent_shape, _xent_kernel, grad=_xent_grad)
-
-
-def softmax_cross_entropy_with_logits_v2(_sentinel=None, labels=None, logits=None, axis=-1,
-                                         name=None, dim=None):
-    """Per-example ``-sum(labels * log_softmax(logits), axis)``; gradients flow into both
-    ``logits`` and ``labels`` (TF's ``_v2``)."""
-    if _sentinel is not None or labels is None or logits is None:
-        raise InvalidArgumentError(
-            "softmax_cross_entropy_with_logits: call it with named arguments "
-            "(labels=..., logits=...)")
-    logits = convert_to_tensor(logits)
-    labels = convert_to_tensor(labels, dtype=logits.dtype if not isinstance(labels, Tensor)
-                               else None)
-    axis = _axis_arg(None if dim is not None and axis == -1 else axis, dim)
-    return apply_op("SoftmaxCrossEntropyWithLogits", [labels, logits], {"axis": axis},
-                    name=name or "softmax_cross_entropy_with_logits").outputs[0]
-
-
-def softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, dim=-1,
-                                      name=None, axis=None):
-    """TF 1.x's (deprecated) version: like ``_v2`` but backpropagates into ``logits`` only
-    (``labels`` pass through ``stop_gradient``)."""
-    if _sentinel is not None or labels is None or logits is None:
-        raise InvalidArgumentError(
-            "softmax_cross_entropy_with_logits: call it with named arguments "
-            "(labels=..., logits=...)")
-    logits = convert_to_tensor(logits)
-    if isinstance(labels, Tensor):
-        labels = stop_gradient(labels)
-    return softmax_cross_entropy_with_logits_v2(
-        labels=labels, logits=logits, axis=dim if axis is None else axis, name=name)
-
-
-def _sparse_xent_shape(inputs, attrs):
-    labels, logits = inputs
-    op = "SparseSoftmaxCrossEntropyWithLogits"
-    _float_only(op)(logits.dtype)
-    if not labels.dtype.is_integer:
-        raise InvalidArgumentError(f"{op}: labels must be int32 or int64, got "
-                                   f"{labels.dtype.name}")
-    lg = logits._shape
-    if lg is not None and not lg:
-        raise InvalidArgumentError(f"{op}: logits must have rank >= 1, got a scalar")
-    if lg is not None and labels._shape is not None:
-        _same_shape(labels._shape, lg[:-1], "labels and logits[:-1] (all but the class dim)",
-                    op)
-    return [(logits.dtype, None if lg is None else lg[:-1]), (logits.dtype, lg)]
-
-
-def _sparse_xent_kernel(labels, logits):
-    n = logits.shape[-1]
-    labels = np.asarray(labels)
-    if labels.size and (labels.min() < 0 or labels.max() >= n):
-        bad = labels[(labels < 0) | (labels >= n)].ravel()[0]
-        raise InvalidArgumentError(
-            f"Received a label value of {bad} which is outside the valid range of [0, {n})")
-    shifted, lse = _lse_parts(logits, -1)
-    log_p = shifted - lse
-    idx = labels[..., None].astype(np.intp)
-    loss = -np.take_along_axis(log_p, idx, axis=-1)[..., 0]
-    backprop = np.exp(log_p)
-    np.put_along_axis(backprop, idx, np.take_along_axis(backprop, idx, axis=-1) - 1, axis=-1)
-    return loss.astype(logits.dtype, copy=False), backprop
-
-
-def _sparse_xent_grad(op, g_loss, g_backprop=None):
-    if g_loss is None:
-        return [None, None]
-    return [None, _expand_like(g_loss, op.inputs[1], -1) * op.outputs[1]]
-
-
-register_op("SparseSoftmaxCrossEntropyWithLogits", _sparse_xent_shape, _sparse_xent_kernel,
-            grad=_sparse_xent_grad)
-
-
-def sparse_softmax_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None,
-                                             name=None):
-    """Per-example ``-log_softmax(logits)[label]``; ``labels`` are class indices (int32/64) of
-    shape ``logits.shape[:-1]``. A label outside ``[0, num_classes)`` fails at run time."""
-    if _sentinel is not None or labels is None or logits is None:
-        raise InvalidArgumentError(
-            "sparse_softmax_cross_entropy_with_logits: call it with named arguments "
-            "(labels=..., logits=...)")
-    return apply_op("SparseSoftmaxCrossEntropyWithLogits", [labels, logits],
-                    name=name or "SparseSoftmaxCrossEntropyWithLogits").outputs[0]
-
-
-def _sigmoid_xent_shape(inputs, attrs):
-    labels, logits = inputs
-    op = "SigmoidCrossEntropyWithLogits"
-    _float_only(op)(logits.dtype)
-    if labels.dtype != logits.dtype:
-        raise InvalidArgumentError(f"{op}: labels ({labels.dtype.name}) and logits "
-                                   f"({logits.dtype.name}) must have the same dtype")
-    return [(logits.dtype, _same_shape(labels._shape, logits._shape, "logits and labels", op))]
-
-
-def _sigmoid_xent_kernel(z, x):
-    return np.maximum(x, _zero(x)) - x * z + np.log1p(np.exp(-np.abs(x)))
-
-
-def _sigmoid_xent_grad(op, g):
-    z, x = op.inputs
-    return [-g * x, g * (sigmoid(x) - z)]
-
-
-register_op("SigmoidCrossEntropyWithLogits", _sigmoid_xent_shape, _sigmoid_xent_kernel,
-            grad=_sigmoid_xent_grad)
-
-
-def sigmoid_cross_entropy_with_logits(_sentinel=None, labels=None, logits=None, name=None):
-    """Element-wise ``max(x, 0) - x * z + log(1 + exp(-|x|))`` for logits ``x``, labels ``z``."""
-    if _sentinel is not None or labels is None or logits is None:
-        raise InvalidArgumentError(
-            "sigmoid_cross_entropy_with_logits: call it with named arguments "
-            "(labels=..., logits=...)")
-    logits = convert_to_tensor(logits)
-    labels = convert_to_tensor(labels, dtype=logits.dtype if not isinstance(labels, Tensor)
-                               else None)
-    return apply_op("SigmoidCrossEntropyWithLogits", [labels, logits],
-                    name=name or "logistic_loss").outputs[0]
 
 
 # ---- l2_loss, bias_add ----------------------------------------------------------------------
@@ -493,6 +241,16 @@ def _dropout_shape(inputs, attrs):
     if keep._shape is not None and keep._shape != ():
         raise InvalidArgumentError(f"Dropout: keep_prob must be a scalar, got shape "
                                    f"{list(keep._shape)}")
+    ns = attrs["noise_shape"]
+    if ns is not None and x._shape is not None:
+        from .common import broadcast_shapes
+        try:
+            ok = broadcast_shapes(ns, x._shape) == tuple(x._shape)
+        except InvalidArgumentError:
+            ok = False
+        if not ok:
+            raise InvalidArgumentError(f"Dropout: noise_shape {list(ns)} does not broadcast to "
+                                       f"x's shape {list(x._shape)}")
     return [(x.dtype, x._shape), (x.dtype, x._shape)]
 
 
@@ -528,11 +286,6 @@ def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None
         keep_prob = cast(keep_prob, x.dtype)
     if noise_shape is not None:
         noise_shape = tuple(int(d) for d in noise_shape)
-        if x._shape is not None:
-            from .common import broadcast_shapes
-            if broadcast_shapes(noise_shape, x._shape) != tuple(x._shape):
-                raise InvalidArgumentError(f"dropout: noise_shape {list(noise_shape)} does not "
-                                           f"broadcast to x's shape {list(x._shape)}")
     with x.graph.as_default():
         s1, s2 = get_seed(seed)
     return apply_op("Dropout", [x, keep_prob], {"seed": s1, "seed2": s2,

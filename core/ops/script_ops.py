@@ -19,7 +19,8 @@ user code while planning).
 Gradients: as in TF, a py_func has none — ``tv.gradients`` through it raises ``NotFoundError`` —
 unless one is given. *tensorvm extension*: ``grad=fn`` with ``fn(op, *output_grads)`` returning
 one gradient (or None) per input, built from tv ops, exactly like a function registered with
-``tv.register_gradient``; a gradient written in NumPy is itself a ``tv.py_func``:
+``tv.register_gradient`` (an output that does not reach the loss gets ``None`` as its output
+gradient); a gradient written in NumPy is itself a ``tv.py_func``:
 
 >>> import numpy as np, tensorvm as tv
 >>> x = tv.constant([1.0, 2.0])

@@ -144,7 +144,8 @@ def string_split(source, sep=None, skip_empty=True, delimiter=None, name=None):
     if sep is not None and delimiter is not None and sep != delimiter:
         raise InvalidArgumentError("string_split: give only one of sep and delimiter")
     d = delimiter if delimiter is not None else (sep if sep is not None else " ")
-    return apply_op("StringSplit", [_str_tensor(source)], {"delimiter": str(d), "skip_empty": bool(skip_empty)},
+    return apply_op("StringSplit", [_str_tensor(source)],
+                    {"delimiter": str(d), "skip_empty": bool(skip_empty)},
                     name=name).outputs
 
 
@@ -154,8 +155,8 @@ def strings_split(source, sep=None, maxsplit=-1, name=None):
     ``(tokens, row_ids)``."""
     if sep == "":
         raise InvalidArgumentError("strings_split: sep must not be empty (use None)")
-    return apply_op("StringSplitV2", [_str_tensor(source)], {"sep": sep, "maxsplit": int(maxsplit)},
-                    name=name).outputs
+    return apply_op("StringSplitV2", [_str_tensor(source)],
+                    {"sep": sep, "maxsplit": int(maxsplit)}, name=name).outputs
 
 
 # ---- hashing ---------------------------------------------------------------------------------
@@ -166,7 +167,7 @@ _S33 = np.uint64(33)
 
 def _hash64(x) -> np.ndarray:
     """A stable 64-bit hash of each string's UTF-8 bytes: ``h = sum((b_k + 1) * P**(n-1-k))``
-    mod 2**64 over the bytes, xor'd with the length and finished with MurmurHash3's fmix64.
+    mod 2**64 over the bytes, xor'd with ``(n + 1) * C``, finished with MurmurHash3's fmix64.
     Vectorised over all bytes of all strings (one ``reduceat``)."""
     a = _arrow(x)
     n = len(a)
@@ -186,7 +187,7 @@ def _hash64(x) -> np.ndarray:
         contrib = (data.astype(np.uint64) + np.uint64(1)) * powers[expo]
         nonempty = lengths > 0
         h[nonempty] = np.add.reduceat(contrib, starts[nonempty], dtype=np.uint64)
-    h ^= lengths.astype(np.uint64) * _M2
+    h ^= (lengths.astype(np.uint64) + np.uint64(1)) * _M2
     h ^= h >> _S33
     h *= _M1
     h ^= h >> _S33
@@ -210,8 +211,8 @@ register_op("StringToHashBucketFast", _hash_bucket_shape,
 
 def string_to_hash_bucket_fast(input, num_buckets, name=None):
     """Each string's stable 64-bit hash modulo ``num_buckets`` (int64, same shape)."""
-    return apply_op("StringToHashBucketFast", [_str_tensor(input)], {"num_buckets": int(num_buckets)},
-                    name=name).outputs[0]
+    return apply_op("StringToHashBucketFast", [_str_tensor(input)],
+                    {"num_buckets": int(num_buckets)}, name=name).outputs[0]
 
 
 def string_to_hash_bucket(string_tensor, num_buckets, name=None):
@@ -304,7 +305,8 @@ def _join_shape(inputs, attrs):
 def _join_kernel(*inputs, separator):
     shape = np.broadcast_shapes(*[np.shape(x) for x in inputs])
     arrays = [_arrow(np.broadcast_to(np.asarray(x, dtype=object), shape)) for x in inputs]
-    return _numpy(pc.binary_join_element_wise(*arrays, pa.scalar(separator, pa.large_string())), shape)
+    sep = pa.scalar(separator, pa.large_string())
+    return _numpy(pc.binary_join_element_wise(*arrays, sep), shape)
 
 
 register_op("StringJoin", _join_shape, _join_kernel, differentiable=False)
@@ -384,5 +386,6 @@ register_op("StringToNumber", _to_number_shape, _to_number_kernel, differentiabl
 
 def string_to_number(string_tensor, out_type=_dt.float32, name=None):
     """Parse each string as a number of ``out_type``; an unparsable string fails at run time."""
-    return apply_op("StringToNumber", [_str_tensor(string_tensor)], {"out_type": _dt.as_dtype(out_type)},
+    return apply_op("StringToNumber", [_str_tensor(string_tensor)],
+                    {"out_type": _dt.as_dtype(out_type)},
                     name=name).outputs[0]
