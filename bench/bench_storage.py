@@ -192,7 +192,8 @@ def main(argv=None) -> None:
         if args.only in (None, "checkpoint"):
             rows = bench_checkpoint(root, args.size_mib, args.repeat)
             print(f"\nCheckpoint, {args.size_mib} MiB of float32 in 16 arrays (MiB/s)")
-            print(f"{'':44s} {'save':>9s} {'restore':>9s} {'save ratio':>11s} {'restore ratio':>14s}")
+            print(f"{'':44s} {'save':>9s} {'restore':>9s} {'save ratio':>11s} "
+                  f"{'restore ratio':>14s}")
             base = rows[0]
             for name, s, r in rows:
                 print(f"{name:44s} {s:9.0f} {r:9.0f} {s / base[1]:11.2f} {r / base[2]:14.2f}")

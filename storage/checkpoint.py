@@ -176,8 +176,8 @@ def _read_file_records(fs, folder: str, ckpt_url: str, fname: str, entries: list
             if check != entry["checksum"]:
                 raise DataLossError(
                     f"checksum mismatch for tensor {entry['name']!r} at offset "
-                    f"{entry['offset']} (wsum64 {check:#018x}, index says {entry['checksum']:#018x})",
-                    url)
+                    f"{entry['offset']} (wsum64 {check:#018x}, "
+                    f"index says {entry['checksum']:#018x})", url)
             out.append((entry, decode_record(buf, entry, url)))
     return out
 
@@ -206,7 +206,8 @@ def _read_entries(ckpt_url: str, names: list[str] | None, index: dict | None,
 
 
 def read_slices(ckpt_url: str, names: list[str] | None = None, index: dict | None = None, *,
-                storage_options: dict | None = None) -> dict[str, list[tuple[str | None, np.ndarray]]]:
+                storage_options: dict | None = None
+                ) -> dict[str, list[tuple[str | None, np.ndarray]]]:
     """Read tensors as stored: ``{name: [(slice spec or None, array), ...]}``, verified.
 
     Use this to restore a partitioned variable piece by piece.

@@ -33,6 +33,7 @@ ALGORITHM = "wsum64"
 _MASK = (1 << 64) - 1
 _LANES = 1024  # words per row of the blockwise reduction (any value gives the same result)
 _LANE_INDEX = np.arange(_LANES, dtype=np.uint64)
+_PIECE_WORDS = 128 * _LANES  # 1 MiB
 
 
 def _weighted(words: np.ndarray) -> tuple[int, int]:
@@ -66,9 +67,12 @@ class WSum64:
         self._pending = b""
 
     def _add_words(self, words: np.ndarray) -> None:
-        total, jsum = _weighted(words)
-        self._value = (self._value + (2 * self._words + 1) * total + 2 * jsum) & _MASK
-        self._words += len(words)
+        # pieces of 1 MiB: the second reduction pass then reads from cache, not memory
+        for lo in range(0, len(words), _PIECE_WORDS):
+            piece = words[lo : lo + _PIECE_WORDS]
+            total, jsum = _weighted(piece)
+            self._value = (self._value + (2 * self._words + 1) * total + 2 * jsum) & _MASK
+            self._words += len(piece)
 
     def update(self, data) -> None:
         """Add the next bytes (any bytes-like object)."""

@@ -177,7 +177,8 @@ def infer_format(path: str) -> str:
     return "text"
 
 
-def _expand(url: str, storage_options: dict | None) -> list[tuple[str, fsspec.AbstractFileSystem, str]]:
+def _expand(url: str, storage_options: dict | None
+            ) -> list[tuple[str, fsspec.AbstractFileSystem, str]]:
     fs, path = to_fs(url, storage_options)
     if has_magic(path):
         found = sorted(fs.glob(path))
