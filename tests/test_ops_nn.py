@@ -505,3 +505,41 @@ def test_nn_namespace_and_top_level():
     for name in nn_ops.NN_ALL:
         assert getattr(tv.nn, name) is getattr(nn_ops, name)
     assert tv.nn.sigmoid is tv.sigmoid and tv.nn.tanh is tv.tanh
+
+
+# ---- second derivatives -------------------------------------------------------------------------
+def _grad_of(f, idx, wshape):
+    """``build(*xs) -> d(sum(f(*xs) * w))/d xs[idx]``, to differentiate once more."""
+    w = RNG.uniform(0.5, 1.5, wshape)
+
+    def build(*xs):
+        return tv.gradients(tv.reduce_sum(f(*xs) * tv.constant(w)), xs[idx])[0]
+    return build
+
+
+def _xent2(a, b):
+    return tv.nn.softmax_cross_entropy_with_logits_v2(labels=a, logits=b)
+
+
+SECOND_ORDER = {
+    "elu": (_grad_of(tv.nn.elu, 0, (2, 5)), [randn(2, 5) * 2], [0]),
+    "softplus": (_grad_of(tv.nn.softplus, 0, (2, 5)), [randn(2, 5)], [0]),
+    "log_softmax": (_grad_of(tv.nn.log_softmax, 0, (2, 5)), [randn(2, 5)], [0]),
+    "xent": (_grad_of(_xent2, 1, (2,)), [RNG.dirichlet(np.ones(5), 2), randn(2, 5)], [0, 1]),
+    "sparse_xent": (_grad_of(lambda b, a: tv.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=a, logits=b), 0, (2,)), [randn(2, 5), np.array([1, 3])], [0]),
+    "conv2d": (_grad_of(lambda a, b: tv.nn.conv2d(a, b * b, [1, 2, 2, 1], "SAME") ** 2, 0,
+                        (1, 2, 3, 2)), [randn(1, 4, 5, 2), randn(3, 3, 2, 2)], [0, 1]),
+    "max_pool": (_grad_of(lambda a: tv.nn.max_pool(a ** 3, [1, 2, 2, 1], [1, 1, 1, 1], "SAME"),
+                          0, (1, 3, 3, 1)), [RNG.permutation(9).reshape(1, 3, 3, 1) / 3 + 0.5],
+                 [0]),
+    "avg_pool": (_grad_of(lambda a: tv.nn.avg_pool(a * a, [1, 2, 2, 1], [1, 1, 1, 1], "SAME"),
+                          0, (1, 3, 3, 1)), [randn(1, 3, 3, 1)], [0]),
+    "moments": (_grad_of(lambda a: tv.nn.moments(a, [1])[1], 0, (2,)), [randn(2, 5)], [0]),
+}
+
+
+@pytest.mark.parametrize("name", list(SECOND_ORDER))
+def test_second_derivatives(name):
+    build, arrays, wrt = SECOND_ORDER[name]
+    check_gradients(build, *arrays, wrt=wrt, rtol=1e-4, atol=1e-5)

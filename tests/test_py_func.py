@@ -120,6 +120,20 @@ def test_errors_raised_by_the_function_name_the_op():
     assert isinstance(e.value.__cause__, RuntimeError)
 
 
+def test_stop_iteration_and_not_implemented_map_as_in_tf():
+    it = iter([np.float32(1.0)])
+    x = tv.py_func(lambda: next(it), [], tv.float32, name="reader")
+    todo = tv.py_func(lambda: (_ for _ in ()).throw(NotImplementedError("later")), [],
+                      tv.float32, name="todo")
+    g = x.graph
+    with tv.Session(graph=g) as sess:
+        assert sess.run(x) == 1.0
+        with pytest.raises(tv.errors.OutOfRangeError, match=r"(?s)StopIteration.*'reader'"):
+            sess.run(x)
+        with pytest.raises(tv.errors.UnimplementedError, match=r"(?s)later.*'todo'"):
+            sess.run(todo)
+
+
 def test_output_dtype_and_count_mismatch():
     x = tv.constant([1.0, 2.0])
     wrong = tv.py_func(lambda a: a.astype(np.float64), [x], tv.float32, name="wrong_dtype")

@@ -2,9 +2,10 @@
 
 Kernels are vectorised im2col: ``sliding_window_view`` over the padded input gives every
 window as a strided view ``[N, OH, OW, C, KH, KW]`` (no copy), copied once into a contiguous
-``[N * OH * OW, KH * KW * C]`` matrix, so that a convolution is one matrix product. Backward passes scatter window gradients back with one slice-add per filter tap
-(``KH * KW`` NumPy ops, never a loop over pixels); max-pool's gradient goes to each window's
-argmax through one ``bincount``. Internally everything is NHWC; "NCHW" is transposed in and out.
+``[N * OH * OW, KH * KW * C]`` matrix, so that a convolution is one matrix product. Backward
+passes scatter window gradients back with one slice-add per filter tap (``KH * KW`` NumPy ops,
+never a loop over pixels); max-pool's gradient goes to each window's argmax through one
+``bincount``. Internally everything is NHWC; "NCHW" is transposed in and out.
 
 Padding follows TF: "VALID" uses only full windows; "SAME" gives ``ceil(in / stride)`` outputs,
 padding ``total = max((out - 1) * stride + k - in, 0)`` split with the smaller half first.

@@ -22,7 +22,7 @@ from .. import dtypes as _dt
 from ..errors import InvalidArgumentError
 from ..graph import Tensor
 from ..registry import apply_op, convert_to_tensor, register_op
-from .array_ops import stop_gradient, zeros_like
+from .array_ops import zeros_like
 from .math_ext import sigmoid, tanh
 from .math_ops import reduce_mean, reduce_sum
 from .nn_conv import avg_pool, conv2d, max_pool
@@ -360,7 +360,9 @@ def moments(x, axes, shift=None, name=None, keep_dims=False, keepdims=None):
     keep = keep_dims if keepdims is None else keepdims
     x = convert_to_tensor(x)
     mean = reduce_mean(x, axis=axes, keepdims=True)
-    variance = reduce_mean(square(x - stop_gradient(mean)), axis=axes, keepdims=True)
+    # No stop_gradient on the mean (TF has one): the first derivative is the same, and
+    # higher derivatives stay exact.
+    variance = reduce_mean(square(x - mean), axis=axes, keepdims=True)
     if not keep:
         from .array_ops import reshape_like
         red = reduce_sum(x, axis=axes, keepdims=False)

@@ -148,13 +148,26 @@ def _xent_kernel(labels, logits, axis):
     return loss.astype(logits.dtype, copy=False), backprop
 
 
+def _softmax_jvp_t(s, v, axis):
+    """``J_softmax^T v`` for ``s = softmax(x)``: ``s * (v - sum(v * s))``."""
+    return s * (v - reduce_sum(v * s, axis=axis, keepdims=True))
+
+
 def _xent_grad(op, g_loss, g_backprop=None):
-    if g_loss is None:
-        return [None, None]
     labels, logits = op.inputs
     axis = op.attrs["axis"]
-    ge = _expand_like(g_loss, logits, axis)
-    return [-ge * log_softmax(logits, axis=axis), ge * op.outputs[1]]
+    d_labels = d_logits = None
+    if g_loss is not None:
+        ge = _expand_like(g_loss, logits, axis)
+        d_labels, d_logits = -ge * log_softmax(logits, axis=axis), ge * op.outputs[1]
+    if g_backprop is not None:  # second order: backprop = softmax(x) * sum(labels) - labels
+        s = softmax(logits, axis=axis)
+        total = reduce_sum(labels, axis=axis, keepdims=True)
+        d2_logits = _softmax_jvp_t(s, g_backprop * total, axis)
+        d2_labels = reduce_sum(g_backprop * s, axis=axis, keepdims=True) - g_backprop
+        d_logits = d2_logits if d_logits is None else d_logits + d2_logits
+        d_labels = d2_labels if d_labels is None else d_labels + d2_labels
+    return [d_labels, d_logits]
 
 
 register_op("SoftmaxCrossEntropyWithLogits", _xent_shape, _xent_kernel, grad=_xent_grad)
@@ -224,9 +237,14 @@ def _sparse_xent_kernel(labels, logits):
 
 
 def _sparse_xent_grad(op, g_loss, g_backprop=None):
-    if g_loss is None:
-        return [None, None]
-    return [None, _expand_like(g_loss, op.inputs[1], -1) * op.outputs[1]]
+    logits = op.inputs[1]
+    d_logits = None
+    if g_loss is not None:
+        d_logits = _expand_like(g_loss, logits, -1) * op.outputs[1]
+    if g_backprop is not None:  # second order: backprop = softmax(x) - one_hot(labels)
+        d2 = _softmax_jvp_t(softmax(logits), g_backprop, -1)
+        d_logits = d2 if d_logits is None else d_logits + d2
+    return [None, d_logits]
 
 
 register_op("SparseSoftmaxCrossEntropyWithLogits", _sparse_xent_shape, _sparse_xent_kernel,

@@ -5,9 +5,11 @@ ops, so copy before writing) and returns one array, or a list/tuple of arrays wh
 list. Outputs have unknown shape (as in TF). Each returned value must have its ``Tout`` dtype:
 NumPy arrays and scalars of another dtype fail with ``InvalidArgumentError`` naming the op;
 plain Python numbers and lists are converted to ``Tout``. An exception raised by the function
-comes back from ``Session.run`` as a ``tv.errors`` class (``InvalidArgumentError`` for
-ValueError/TypeError/IndexError, ``UnknownError`` otherwise) naming the op and the line that
-created it, chained from the original.
+comes back from ``Session.run`` as a ``tv.errors`` class naming the op and the line that created
+it, chained from the original — as in TF: ``InvalidArgumentError`` for ValueError/TypeError
+(and IndexError), ``OutOfRangeError`` for StopIteration (the end of an input),
+``UnimplementedError`` for NotImplementedError, ``ResourceExhaustedError`` for MemoryError,
+``UnknownError`` for anything else.
 
 The function is an attribute of the op; it travels to Dask workers with the task (cloudpickle
 ships lambdas and closures). A graph holding a py_func cannot be written as a JSON GraphDef.
@@ -34,7 +36,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import InvalidArgumentError, NotFoundError
+from ..errors import (InvalidArgumentError, NotFoundError, OutOfRangeError,
+                      UnimplementedError)
 from ..graph import Operation
 from ..registry import apply_op, convert_to_tensor, register_op
 
@@ -71,7 +74,12 @@ def _convert_output(i, value, dtype, op_type):
 
 
 def _py_func_kernel(*inputs, func, Tout, grad=None, op_type="PyFunc"):
-    result = func(*[_readonly(v) for v in inputs])
+    try:
+        result = func(*[_readonly(v) for v in inputs])
+    except StopIteration as e:  # TF's mapping: the end of an input
+        raise OutOfRangeError(f"StopIteration: {e}" if str(e) else "StopIteration") from e
+    except NotImplementedError as e:
+        raise UnimplementedError(f"NotImplementedError: {e}") from e
     if not Tout:
         return ()
     if len(Tout) == 1 and not isinstance(result, (list, tuple)):
