@@ -200,7 +200,13 @@ def execute(program: StageProgram, resources: DeviceResources, step_id, args) ->
     """Run the program's instructions over its slots and return the slots array."""
     vals: list = [None] * program.nslots
     for (slot, index), a in zip(program.arg_picks, args):
-        vals[slot] = a if index < 0 else a[index]
+        v = a if index < 0 else a[index]
+        if type(v) is np.ndarray and not v.flags.aligned:
+            # Dask may deliver a small array at an odd offset inside its message; NumPy then
+            # skips BLAS and sums in another order, so a result would differ in the last bit
+            # from the same step on one device.
+            v = v.copy()
+        vals[slot] = v
     rm = None
     for fn, ins_args, attrs, outs, needs_ctx, ins in _bind(program):
         try:
