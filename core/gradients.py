@@ -60,8 +60,11 @@ def _sum_grads(parts, like: Tensor):
         return parts[0]
     if all(isinstance(p, IndexedSlices) for p in parts):
         from .ops.manip_ops import concat
-        return IndexedSlices(concat([p.values for p in parts], 0),
-                             concat([p.indices for p in parts], 0), parts[0].dense_shape)
+        from .ops.math_ops import cast
+        idx = [p.indices if p.indices.dtype == parts[0].indices.dtype else
+               cast(p.indices, parts[0].indices.dtype) for p in parts]
+        return IndexedSlices(concat([p.values for p in parts], 0), concat(idx, 0),
+                             parts[0].dense_shape)
     from .ops.math_ops import add_n
     return add_n([densify(p, like) for p in parts])
 
@@ -120,9 +123,10 @@ def gradients(ys, xs, grad_ys=None, name: str = "gradients", stop_gradients=None
         for op in reversed(g._ops):
             if id(op) not in between or id(op) in stops:
                 continue
-            out_grads = [_sum_grads(pending.get(t, []), t) for t in op.outputs]
-            if all(og is None for og in out_grads):
+            if not any(pending.get(t) for t in op.outputs):
                 continue
+            with g._colocate_gradients_with(op):  # sums of several paths live with the op
+                out_grads = [_sum_grads(pending.get(t, []), t) for t in op.outputs]
             if all(t in x_set for t in op.outputs) and not any(
                     id(t.op) in between for t in op.inputs):
                 continue
@@ -145,7 +149,11 @@ def gradients(ys, xs, grad_ys=None, name: str = "gradients", stop_gradients=None
             for t, gi in zip(op.inputs, in_grads):
                 if gi is not None and id(t.op) in reach_from_x and t.dtype.is_differentiable:
                     pending.setdefault(t, []).append(gi)
-        return [_sum_grads(pending.get(x, []), x) for x in xs]
+        out = []
+        for x in xs:
+            with g._colocate_gradients_with(x.op):
+                out.append(_sum_grads(pending.get(x, []), x))
+        return out
 
 
 def densify_if_needed(grad, op: Operation):

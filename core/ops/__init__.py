@@ -1,6 +1,8 @@
 """The op library, one module per family. Each module's ``__all__`` is re-exported as ``tv.*``.
 
-Modules: array_ops (constants, placeholders, shapes), manip_ops (concat, slice, gather …),
+Modules: array_ops (constants, placeholders, shapes), manip_ops (concat, split, transpose …,
+re-exporting slice_ops (slicing, ``t[...]``), fill_ops (zeros, eye, range) and index_ops
+(gather, segment sums, sort, unique, one_hot)),
 math_ops (arithmetic, matmul, reductions), math_ext (comparisons, logic, more element-wise math,
 more reductions), linalg_ops, nn_ops (``tv.nn``), random_ops, string_ops, script_ops
 (``tv.py_func``), state_ops (variables), data_flow_ops (queues).

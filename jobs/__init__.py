@@ -1,0 +1,1 @@
+"""``tensorvm.jobs``: the ``tensorvm`` command line and the bundled batch jobs."""
