@@ -18,7 +18,7 @@ from .graph import (Graph, Operation, Tensor, TensorShape, colocate_with, contro
                     set_random_seed)
 from .registry import convert_to_tensor, register_gradient
 from .ops import *  # noqa: F401,F403  (the op functions: tv.matmul, tv.reduce_sum, …)
-from .ops import nn  # noqa: F401
+from .ops import nn, strings  # noqa: F401
 from .gradients import IndexedSlices, densify, gradients  # noqa: F401
 from .variables import (Variable, assign, assign_add, assign_sub, global_variables,  # noqa
                         global_variables_initializer, initialize_variables, scatter_add,

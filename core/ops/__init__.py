@@ -14,12 +14,7 @@ _FAMILIES = ["array_ops", "math_ops", "manip_ops", "math_ext", "linalg_ops", "nn
              "random_ops", "string_ops", "script_ops", "state_ops", "data_flow_ops"]
 
 for _name in _FAMILIES:
-    try:
-        _mod = _importlib.import_module(f"{__name__}.{_name}")
-    except ModuleNotFoundError as _e:  # a family still being written
-        if _e.name != f"{__name__}.{_name}":
-            raise
-        continue
+    _mod = _importlib.import_module(f"{__name__}.{_name}")
     for _sym in getattr(_mod, "__all__", []):
         globals()[_sym] = getattr(_mod, _sym)
         __all__.append(_sym)
