@@ -168,7 +168,7 @@ class Session:
     >>> a = tv.constant([1.0, 2.0])
     >>> with tv.Session() as sess:
     ...     sess.run({"double": a * 2, "sum": tv.reduce_sum(a)})
-    {'double': array([2., 4.], dtype=float32), 'sum': 3.0}
+    {'double': array([2., 4.], dtype=float32), 'sum': np.float32(3.0)}
     """
 
     def __init__(self, target: str | None = None, graph: Graph | None = None, config=None, *,
@@ -349,7 +349,7 @@ class Session:
 
 def _as_result(v):
     if isinstance(v, np.ndarray):
-        return v
+        return v[()] if v.ndim == 0 else v  # a 0-d result is a NumPy scalar, as in TF
     if isinstance(v, np.generic):
         return v
     if isinstance(v, (tuple, list)):

@@ -52,12 +52,16 @@ def check_gradients(build, *arrays, wrt=None, rtol=1e-5, atol=1e-6, eps=1e-6):
     with g.as_default():
         phs = [tv.placeholder(tv.as_dtype(a.dtype), a.shape) for a in arrays]
         out = build(*phs)
-        rng = np.random.default_rng(0)
-        w = rng.uniform(0.5, 1.5, size=[d if d is not None else 1 for d in out.shape.dims])
-        loss = tv.reduce_sum(out * tv.constant(w, dtype=out.dtype))
-        grads = tv.gradients(loss, [phs[i] for i in wrt])
         sess = tv.Session(graph=g)
         feed = dict(zip(phs, arrays))
+        # A fixed random weighting, shaped like the evaluated output (its static shape may be
+        # unknown), so that every output element matters.
+        out_shape = np.shape(sess.run(out, feed))
+        w = np.random.default_rng(0).uniform(0.5, 1.5, size=out_shape)
+        w_ph = tv.placeholder(out.dtype, out_shape)
+        feed[w_ph] = w
+        loss = tv.reduce_sum(out * w_ph)
+        grads = tv.gradients(loss, [phs[i] for i in wrt])
         got = sess.run([tv.convert_to_tensor(gr) if not isinstance(gr, tv.IndexedSlices)
                         else tv.densify(gr, phs[i]) for gr, i in zip(grads, wrt)], feed)
         for k, i in enumerate(wrt):
