@@ -193,16 +193,39 @@ def _read_entries(ckpt_url: str, names: list[str] | None, index: dict | None,
             raise KeyError(f"tensors {sorted(missing)} not in checkpoint {ckpt_url}")
         wanted = set(names)
         entries = [e for e in entries if e["name"] in wanted]
+    tasks = _read_tasks(entries)
+    fs, folder = to_fs(ckpt_url, storage_options)
+    with ThreadPoolExecutor(max(1, min(len(tasks), _READERS)), "tvm-read") as pool:
+        futures = [pool.submit(_read_file_records, fs, folder, ckpt_url, fname, run)
+                   for fname, run in tasks]
+        results = [pair for fut in futures for pair in fut.result()]
+    return index, results
+
+
+_READERS = 4  # threads reading records (each with a checksum helper)
+_MIN_RUN = 32 * 1024 * 1024  # a file is read by several threads only in runs this large
+
+
+def _read_tasks(entries: list[dict]) -> list[tuple[str, list[dict]]]:
+    """Cut the wanted records into ``(file, run of records)`` tasks of similar byte counts, so
+    that a single large data file is also read by several threads."""
     by_file: dict[str, list[dict]] = {}
     for e in entries:
         by_file.setdefault(e["file"], []).append(e)
-    fs, folder = to_fs(ckpt_url, storage_options)
-    workers = max(1, min(len(by_file), 4))
-    with ThreadPoolExecutor(workers, thread_name_prefix="tvm-read") as pool:
-        futures = [pool.submit(_read_file_records, fs, folder, ckpt_url, fname, group)
-                   for fname, group in by_file.items()]
-        results = [pair for fut in futures for pair in fut.result()]
-    return index, results
+    total = sum(e["size"] for e in entries)
+    target = max(_MIN_RUN, total // _READERS)
+    tasks = []
+    for fname, group in by_file.items():
+        run, run_bytes = [], 0
+        for e in sorted(group, key=lambda e: e["offset"]):
+            run.append(e)
+            run_bytes += e["size"]
+            if run_bytes >= target:
+                tasks.append((fname, run))
+                run, run_bytes = [], 0
+        if run:
+            tasks.append((fname, run))
+    return tasks
 
 
 def read_slices(ckpt_url: str, names: list[str] | None = None, index: dict | None = None, *,
