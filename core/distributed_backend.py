@@ -63,12 +63,15 @@ def _start_local_cluster(spec: ClusterSpec | None, verbose: bool):
     if spec is None:
         return LocalCluster(n_workers=2, threads_per_worker=2, processes=True,
                             dashboard_address=":0", silence_logs=40)
+    # No per-device resource at start: the session gives it to the worker it maps
+    # (``_ensure_mapped``). A worker that its Nanny restarts after a crash comes back without
+    # it, so a stateful task of the lost device is never recomputed there; the step fails
+    # with UnavailableError instead.
     workers = {}
     for job, task in spec.tasks():
         name = f"{job}-{task}"
         workers[name] = {"cls": Nanny, "options": {
-            "name": name, "nthreads": 2, "silence_logs": 40,
-            "resources": {resource_name(job, task): 1e9}}}
+            "name": name, "nthreads": 2, "silence_logs": 40}}
     with dask.config.set({"distributed.worker.daemon": False}):
         return SpecCluster(workers=workers, scheduler={
             "cls": Scheduler, "options": {"dashboard_address": ":0"}}, silence_logs=40)
@@ -206,7 +209,16 @@ class DistributedBackend:
         except BaseException:
             self.client.cancel(futures)
             raise
-        results = self.client.gather(futures)
+        try:
+            results = self.client.gather(futures)
+        except Exception as exc:
+            # A task that failed because its device's worker died (or that Dask re-ran
+            # elsewhere) reports the lost device, not the symptom.
+            try:
+                self._check_alive(plan)
+            except UnavailableError as lost:
+                raise lost from exc
+            raise
         if trace:
             traces = self.client.run(_collect_traces, step_id)
             infos = [r for rs in traces.values() for r in rs]
