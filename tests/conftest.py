@@ -1,0 +1,93 @@
+"""Shared fixtures.
+
+``tv_cluster`` (module scope) starts one dask.distributed LocalCluster of worker *processes*
+through ``tv.Session(cluster=spec)`` — workers named after their tasks (``ps-0``,
+``worker-0`` …) — and shares it among the module's tests. A module picks its spec with a
+``TV_CLUSTER = {"ps": 1, "worker": 2}`` global (that is the default). The fixture gives:
+
+* ``tv_cluster.session(graph=None, **kw)`` — a new ``tv.Session`` on the cluster (sharing the
+  fixture's Dask client unless ``own_client=True``), closed when the test ends;
+* ``tv_cluster.address``, ``.client``, ``.spec``, ``.worker(task_name)`` (its address);
+* ``tv_cluster.kill(task_name)`` — SIGKILL that task's worker process (its Nanny restarts it
+  with a new address); ``.wait_full()`` waits until every task has a worker again.
+
+Each test that uses a session waits for a full cluster first, so a test that killed a worker
+does not disturb the next one (state on the killed worker is gone, as on a real cluster).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+DEFAULT_CLUSTER = {"ps": 1, "worker": 2}
+
+
+class ClusterHandle:
+    """A running LocalCluster of named worker processes and helpers for tests."""
+
+    def __init__(self, spec: dict):
+        import tensorvm as tv
+        self.spec = tv.train.ClusterSpec(spec)
+        self._root = tv.Session(cluster=self.spec, graph=tv.Graph(), verbose=False)
+        self.client = self._root.client
+        self.address = self.client.scheduler.address
+        self._sessions: list = []
+
+    def workers(self) -> dict:
+        """Worker name -> address, as the scheduler knows them now."""
+        info = self.client.scheduler_info(n_workers=-1)
+        return {str(w["name"]): a for a, w in info["workers"].items()}
+
+    def worker(self, task_name: str) -> str:
+        return self.workers()[task_name]
+
+    def wait_full(self, timeout: float = 60.0) -> None:
+        want = set(self.spec.task_names())
+        deadline = time.monotonic() + timeout
+        while not want <= set(self.workers()):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"cluster did not recover: have {sorted(self.workers())}")
+            time.sleep(0.1)
+
+    def kill(self, task_name: str) -> str:
+        """SIGKILL the worker process of ``task_name``; return its (old) address."""
+        addr = self.worker(task_name)
+        pid = self.client.run(os.getpid, workers=[addr])[addr]
+        os.kill(pid, signal.SIGKILL)
+        return addr
+
+    def session(self, graph=None, own_client: bool = False, **kw):
+        import tensorvm as tv
+        self.wait_full()
+        kw.setdefault("verbose", False)
+        if own_client:
+            s = tv.Session(self.address, graph=graph, cluster=self.spec, **kw)
+        else:
+            s = tv.Session(graph=graph, client=self.client, cluster=self.spec, **kw)
+        self._sessions.append(s)
+        return s
+
+    def close_sessions(self) -> None:
+        while self._sessions:
+            self._sessions.pop().close()
+
+    def close(self) -> None:
+        self.close_sessions()
+        self._root.close()
+
+
+@pytest.fixture(scope="module")
+def tv_cluster(request):
+    handle = ClusterHandle(getattr(request.module, "TV_CLUSTER", DEFAULT_CLUSTER))
+    yield handle
+    handle.close()
+
+
+@pytest.fixture
+def cluster(tv_cluster):
+    """The module's cluster, with this test's sessions closed when it ends."""
+    yield tv_cluster
+    tv_cluster.close_sessions()
