@@ -19,17 +19,24 @@ import time
 import numpy as np
 
 
-def build(tv):
+def build(tv, ps=False):
+    """The training graph; with ``ps`` the variables (and their updates) live on
+    /job:ps/task:0 and the forward/backward pass on /job:worker/task:0."""
     rng = np.random.default_rng(0)
     g = tv.Graph()
+    ps_dev = "/job:ps/task:0" if ps else None
+    wk_dev = "/job:worker/task:0" if ps else None
     with g.as_default():
         x = tv.placeholder(tv.float32, [64, 100], name="x")
         y = tv.placeholder(tv.float32, [64, 10], name="y")
-        w = tv.Variable(rng.normal(0, 0.1, (100, 10)).astype(np.float32), name="W")
-        b = tv.Variable(np.zeros(10, np.float32), name="b")
-        logits = tv.matmul(x, w) + b
-        loss = tv.reduce_mean(tv.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits))
-        train = tv.train.GradientDescentOptimizer(0.1).minimize(loss)
+        with tv.device(ps_dev):
+            w = tv.Variable(rng.normal(0, 0.1, (100, 10)).astype(np.float32), name="W")
+            b = tv.Variable(np.zeros(10, np.float32), name="b")
+        with tv.device(wk_dev):
+            logits = tv.matmul(x, w) + b
+            loss = tv.reduce_mean(tv.nn.softmax_cross_entropy_with_logits(labels=y,
+                                                                          logits=logits))
+            train = tv.train.GradientDescentOptimizer(0.1).minimize(loss)
         init = tv.global_variables_initializer()
     xs = rng.normal(size=(64, 100)).astype(np.float32)
     ys = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 64)]
@@ -57,9 +64,26 @@ def median_ms(fn, n):
     return statistics.median(times) * 1e3
 
 
-def run_mode(tv, target, n):
-    g, init, train, loss, feed, xs, ys = build(tv)
+def chain_floor_ms(client, hops, n):
+    """Dask's floor for ``hops`` dependent one-task hops (``client.get`` of a chain)."""
+    def one(*_):
+        return 1
+    counter = iter(range(10 ** 9))
+
+    def go():
+        i = next(counter)
+        dsk = {(f"chain-{h}", i): (one, (f"chain-{h - 1}", i)) if h else (one,)
+               for h in range(hops)}
+        client.get(dsk, [(f"chain-{hops - 1}", i)])
+    return median_ms(go, n)
+
+
+def run_mode(tv, target, n, ps=False):
+    g, init, train, loss, feed, xs, ys = build(tv, ps)
     kw = {"verbose": False} if target else {}
+    if ps:
+        kw["cluster"] = tv.train.ClusterSpec({"ps": 1, "worker": 1})
+        target = None if target == "local" else target
     with tv.Session(target, graph=g, **kw) as sess:
         sess.run(init)
         for _ in range(5):
@@ -67,7 +91,11 @@ def run_mode(tv, target, n):
         single = median_ms(lambda: sess.run(train, feed), n)
         k = 100
         multi = median_ms(lambda: sess.run(train, feed, steps=k), max(3, n // 20)) / k
-        if target:
+        plan = sess.plan(train, feed)
+        hops = _hops(plan)
+        if sess.client is not None and hops > 1:
+            floor = chain_floor_ms(sess.client, hops, n)
+        elif sess.client is not None:
             client = sess.client
 
             def one():
@@ -81,7 +109,22 @@ def run_mode(tv, target, n):
             def one():
                 return 1
             floor = median_ms(lambda: dask.threaded.get({"floor-x": (one,)}, ["floor-x"]), n)
-    return single, multi, floor
+    return single, multi, floor, hops
+
+
+def _hops(plan) -> int:
+    """The longest chain of dependent tasks in a plan (Send picks included)."""
+    depth: dict = {}
+    sends = {s.name: s for s in plan.sends}
+    for t in sorted(plan.tasks, key=lambda t: t.stage):
+        d = 0
+        for a in t.args:
+            if a[0] == "task":
+                d = max(d, depth.get(a[1], 0))
+            elif a[0] == "send":
+                d = max(d, depth.get(sends[a[1]].task, 0) + 1)
+        depth[t.name] = d + 1
+    return max(depth.values())
 
 
 def main(argv=None):
@@ -95,15 +138,16 @@ def main(argv=None):
     b = np.zeros(10, np.float32)
     np_ms = median_ms(lambda: numpy_step(xs, ys, w, b), args.steps)
     rows = [("numpy", np_ms, None, None)]
-    modes = [("in-process", None)] + ([] if args.skip_distributed else
-                                       [("distributed", "local")])
-    print(f"{'mode':<12} {'step ms':>9} {'steps=100 ms/step':>18} {'dask floor ms':>14} "
-          f"{'x numpy':>8} {'x floor':>8}")
+    modes = [("in-process", None, False)] + ([] if args.skip_distributed else
+                                              [("distributed", "local", False),
+                                               ("dist ps+wk", "local", True)])
+    print(f"{'mode':<12} {'step ms':>9} {'steps=100 ms/step':>18} {'hops':>5} "
+          f"{'dask floor ms':>14} {'x numpy':>8} {'x floor':>8}")
     print(f"{'numpy':<12} {np_ms:9.3f}")
-    for name, target in modes:
-        single, multi, floor = run_mode(tv, target, args.steps if not target else
-                                        max(50, args.steps // 5))
-        print(f"{name:<12} {single:9.3f} {multi:18.3f} {floor:14.3f} "
+    for name, target, ps in modes:
+        single, multi, floor, hops = run_mode(tv, target, args.steps if not target else
+                                              max(50, args.steps // 5), ps)
+        print(f"{name:<12} {single:9.3f} {multi:18.3f} {hops:5d} {floor:14.3f} "
               f"{single / np_ms:8.1f} {single / floor:8.2f}")
     print("targets: in-process single step <= 0.51 ms (1.5x TF 1.x's 0.34 ms); distributed "
           "single step <= 1.2x floor; steps=100 < 1 ms/step")

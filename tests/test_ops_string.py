@@ -141,7 +141,7 @@ def test_lower_upper_strip_length(shape):
     np.testing.assert_array_equal(strip, np.vectorize(str.strip, otypes=[object])(values))
     np.testing.assert_array_equal(nbytes, np.vectorize(lambda s: len(s.encode()))(values))
     np.testing.assert_array_equal(nchars, np.vectorize(len)(values))
-    assert lower.shape == values.shape and nbytes.dtype == np.int32
+    assert np.shape(lower) == values.shape and nbytes.dtype == np.int32
 
 
 def test_regex_full_match_and_replace():
