@@ -92,18 +92,22 @@ class DistributedBackend:
             self.client = Client(self._cluster, set_as_default=False)
         else:
             self.client = Client(target, set_as_default=False, timeout="20s")
-        self.client.register_plugin(ResourcePlugin())
         self._lock = threading.Lock()
         self._map: dict[tuple[str, int], tuple[str, str]] = {}  # task -> (address, name)
         self.verbose = verbose
         self.known_tasks = set(self.spec.tasks()) if self.spec else None
         self.default_device = self._default_device()
-        info = self.client.scheduler_info()
-        self.gpu_available = any("GPU" in w.get("resources", {})
-                                 for w in info["workers"].values())
-        if self.spec is not None:
-            for job, task in self.spec.tasks():
-                self._ensure_mapped(job, task, info)
+        try:
+            self.client.register_plugin(ResourcePlugin())
+            info = self.client.scheduler_info()
+            self.gpu_available = any("GPU" in w.get("resources", {})
+                                     for w in info["workers"].values())
+            if self.spec is not None:
+                for job, task in self.spec.tasks():
+                    self._ensure_mapped(job, task, info)
+        except BaseException:
+            self.close()  # a task with no worker: leave no client or cluster behind
+            raise
         if verbose and self.dashboard_link:
             print(f"tensorvm: dashboard at {self.dashboard_link}")
 
@@ -129,33 +133,49 @@ class DistributedBackend:
             if key in self._map:
                 return self._map[key]
             info = info or self.client.scheduler_info()
-            workers = info["workers"]  # address -> {name, ...}
-            by_name = {str(w.get("name")): a for a, w in workers.items()}
-            want = self.spec.worker_for(job, task) if self.spec else None
-            name = f"{job}-{task}"
-            addr = None
-            if want is not None:
-                addr = want if want in workers else by_name.get(str(want))
-            elif name in by_name:
-                addr = by_name[name]
-            else:
-                used = {a for a, _ in self._map.values()}
-                free = [a for a in sorted(workers, key=lambda a: str(workers[a].get("name")))
-                        if a not in used]
-                pool = free or sorted(workers, key=lambda a: str(workers[a].get("name")))
-                if pool:
-                    addr = pool[len(self._map) % len(pool)] if not free else free[0]
-                    if self.verbose:
-                        print(f"tensorvm: task {name} -> worker {workers[addr].get('name')} "
-                              f"({addr})")
-            if addr is None:
-                raise UnavailableError(
-                    f"no Dask worker for task /job:{job}/task:{task}"
-                    + (f" (asked for {want!r})" if want is not None else "")
-                    + f"; workers: {sorted(by_name) or 'none'}")
+            workers = info["workers"]  # address -> {name, resources, ...}
+            addr = self._choose_worker(job, task, workers)
             self.client.run(_set_resources, {resource_name(job, task): 1e9}, workers=[addr])
             self._map[key] = (addr, str(workers[addr].get("name")))
             return self._map[key]
+
+    def _choose_worker(self, job: str, task: int, workers: dict) -> str:
+        """The worker for a logical task: the one that already holds the task's device (put
+        there by another session: every client must see one home per device), else the one
+        the ClusterSpec names, else the one named after the task, else the next free one."""
+        res = resource_name(job, task)
+        by_name = {str(w.get("name")): a for a, w in workers.items()}
+        holders = sorted(a for a, w in workers.items() if w.get("resources", {}).get(res))
+        want = self.spec.worker_for(job, task) if self.spec else None
+        name = f"{job}-{task}"
+        where = f"/job:{job}/task:{task}"
+        if want is not None:
+            addr = want if want in workers else by_name.get(str(want))
+            if addr is None:
+                raise UnavailableError(
+                    f"no Dask worker for task {where} (asked for {want!r}); workers: "
+                    f"{sorted(by_name) or 'none'}")
+            others = [a for a in holders if a != addr]
+            if others:
+                raise InvalidArgumentError(
+                    f"task {where} already lives on worker "
+                    f"{workers[others[0]].get('name')!r} ({others[0]}), mapped by another "
+                    f"session; this ClusterSpec asks for {want!r}")
+            return addr
+        if holders:
+            return holders[0]
+        if name in by_name:
+            return by_name[name]
+        ordered = sorted(workers, key=lambda a: str(workers[a].get("name")))
+        if not ordered:
+            raise UnavailableError(f"no Dask worker for task {where}; the cluster has none")
+        reserved = {by_name.get(n) for n in (self.spec.task_names() if self.spec else ())}
+        used = {a for a, _ in self._map.values()}
+        free = [a for a in ordered if a not in used and a not in reserved]
+        addr = free[0] if free else ordered[len(self._map) % len(ordered)]
+        if self.verbose:
+            print(f"tensorvm: task {name} -> worker {workers[addr].get('name')} ({addr})")
+        return addr
 
     def describe_devices(self):
         return {f"{j}-{t}": a for (j, t), (a, _) in sorted(self._map.items())}
