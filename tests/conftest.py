@@ -8,6 +8,7 @@ through ``tv.Session(cluster=spec)`` — workers named after their tasks (``ps-0
 * ``tv_cluster.session(graph=None, **kw)`` — a new ``tv.Session`` on the cluster (sharing the
   fixture's Dask client unless ``own_client=True``), closed when the test ends;
 * ``tv_cluster.address``, ``.client``, ``.spec``, ``.worker(task_name)`` (its address);
+  ``ClusterHandle(spec, address)`` wraps a cluster started elsewhere the same way;
 * ``tv_cluster.kill(task_name)`` — SIGKILL that task's worker process (its Nanny restarts it
   with a new address); ``.wait_full()`` waits until every task has a worker again.
 
@@ -28,10 +29,11 @@ DEFAULT_CLUSTER = {"ps": 1, "worker": 2}
 class ClusterHandle:
     """A running LocalCluster of named worker processes and helpers for tests."""
 
-    def __init__(self, spec: dict):
+    def __init__(self, spec: dict, address: str | None = None):
         import tensorvm as tv
         self.spec = tv.train.ClusterSpec(spec)
-        self._root = tv.Session(cluster=self.spec, graph=tv.Graph(), verbose=False)
+        # With no address the root session starts the cluster; with one it joins it.
+        self._root = tv.Session(address, cluster=self.spec, graph=tv.Graph(), verbose=False)
         self.client = self._root.client
         self.address = self.client.scheduler.address
         self._sessions: list = []
@@ -60,13 +62,15 @@ class ClusterHandle:
         return addr
 
     def session(self, graph=None, own_client: bool = False, **kw):
+        """A new session on the cluster (keyword arguments go to ``tv.Session``)."""
         import tensorvm as tv
         self.wait_full()
         kw.setdefault("verbose", False)
+        kw.setdefault("cluster", self.spec)  # cluster=None: a session with no ClusterSpec
         if own_client:
-            s = tv.Session(self.address, graph=graph, cluster=self.spec, **kw)
+            s = tv.Session(self.address, graph=graph, **kw)
         else:
-            s = tv.Session(graph=graph, client=self.client, cluster=self.spec, **kw)
+            s = tv.Session(graph=graph, client=self.client, **kw)
         self._sessions.append(s)
         return s
 

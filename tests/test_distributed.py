@@ -276,3 +276,29 @@ def _wait_until_processing(cluster, task_name, timeout=20.0):
             return
         time.sleep(0.05)
     raise TimeoutError(f"nothing started on {task_name}")
+
+
+def test_a_device_keeps_one_home_across_sessions(cluster):
+    clients_before = len(cluster.client.run_on_scheduler(
+        lambda dask_scheduler: list(dask_scheduler.clients)))
+    with pytest.raises(tv.errors.InvalidArgumentError, match="already lives on worker 'ps-0'"):
+        tv.Session(cluster.address, graph=tv.Graph(), verbose=False,
+                   cluster={"ps": ["worker-1"], "worker": 2})
+    # the failed session left no client connected
+    assert len(cluster.client.run_on_scheduler(
+        lambda dask_scheduler: list(dask_scheduler.clients))) == clients_before
+    # a session with no ClusterSpec finds each device where the cluster keeps it
+    g = tv.Graph()
+    with g.as_default():
+        x = tv.placeholder(tv.float32, [2])
+        with tv.device("/job:ps/task:0"):
+            a = x * 2.0
+        with tv.device("/job:worker/task:1"):
+            b = a + 1.0
+    s = cluster.session(g, own_client=True, cluster=None)
+    md = tv.RunMetadata()
+    np.testing.assert_array_equal(
+        s.run(b, {x: [1, 2]}, options=tv.RunOptions(trace=True), run_metadata=md), [3.0, 5.0])
+    workers = cluster.workers()
+    assert {r["device"]: r["worker"] for r in md.step_stats} == {
+        PS: workers["ps-0"], W1: workers["worker-1"]}
