@@ -195,8 +195,9 @@ class DistributedBackend:
             res = {resource_name(spec.job, spec.task): 1}
             for k in keys:
                 lname = f"{k[0]}-{k[1]}" + (f"-{k[2]}" if len(k) > 2 else "")
-                layers[lname] = MaterializedLayer({k: dsk[k]}, annotations={
-                    "resources": res, "retries": 0, "allow_other_workers": False})
+                # Only the device resource: retries are 0 by default (stateful tasks must not
+                # rerun), and every extra annotation costs scheduler time per task.
+                layers[lname] = MaterializedLayer({k: dsk[k]}, annotations={"resources": res})
                 layer_of[k] = lname
         for k, lname in layer_of.items():
             task = dsk[k]

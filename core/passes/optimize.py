@@ -101,11 +101,10 @@ def optimize(nodes: dict[str, Node], fetches: list, targets: list, feeds: set,
             node, inputs=tuple(ref(r) for r in node.inputs),
             control_inputs=tuple(dict.fromkeys(alias_op.get(c, c)
                                                for c in node.control_inputs)))
-        if node.type in _PASS_THROUGH and not node.control_inputs and \
-                node.colocation is None and node.inputs[0] not in feeds:
+        if node.type in _PASS_THROUGH and not node.control_inputs and node.colocation is None:
             src = node.inputs[0]
             producer = out.get(src[0])
-            if producer is not None and node.device in ("", producer.device):
+            if src in feeds or producer is not None and node.device in ("", producer.device):
                 alias[(name, 0)] = src
                 alias_op[name] = src[0]
                 continue
@@ -138,4 +137,32 @@ def optimize(nodes: dict[str, Node], fetches: list, targets: list, feeds: set,
     fetches = [ref(r) for r in fetches]
     targets = [alias_op.get(t, t) for t in targets]
     from .prune import prune
+    out = prune(out, fetches, targets, feeds)
+    targets = _expand_group_targets(out, fetches, targets)
     return prune(out, fetches, targets, feeds), fetches, targets
+
+
+def _expand_group_targets(nodes: dict[str, Node], fetches, targets) -> list[str]:
+    """A target that is a NoOp nothing else reads (``train = tv.group(...)``,
+    ``minimize``'s final op) only waits for its control inputs: make those the targets, so
+    the step does not end with a hop to the NoOp's device just to run nothing."""
+    consumed = {r[0] for r in fetches}
+    for n in nodes.values():
+        consumed.update(r[0] for r in n.inputs)
+    controllers: dict[str, int] = {}
+    for n in nodes.values():
+        for c in n.control_inputs:
+            controllers[c] = controllers.get(c, 0) + 1
+    out: list[str] = []
+    stack = list(targets)
+    while stack:
+        t = stack.pop()
+        n = nodes.get(t)
+        if n is not None and n.type == "NoOp" and not n.inputs and t not in consumed \
+                and not controllers.get(t):
+            for c in n.control_inputs:
+                controllers[c] -= 1
+            stack.extend(n.control_inputs)
+        elif t not in out:
+            out.append(t)
+    return out

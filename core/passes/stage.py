@@ -41,19 +41,20 @@ def stage(part: Partition) -> dict[str, int]:
 
 
 def _sink_sources(nodes, st: dict[str, int]) -> dict[str, int]:
-    """Move input-less nodes (constants, variable reads) whose consumers all sit on their own
-    device into their earliest consumer's stage, so that a constant does not make a task of
-    its own."""
+    """Run each node as late as its consumers allow when they all sit on its own device
+    (reverse topological order), so that a constant, a read of a feed or a variable does not
+    make a task of its own: it joins its earliest consumer's stage."""
     consumers: dict[str, list[str]] = {}
     for name, node in nodes.items():
         for r in node.inputs:
             consumers.setdefault(r[0], []).append(name)
         for c in node.control_inputs:
             consumers.setdefault(c, []).append(name)
-    for name, node in nodes.items():
-        if node.inputs or node.control_inputs or node.type in ("_Send", "_Recv"):
+    for name in reversed(list(nodes)):
+        node = nodes[name]
+        if node.type in ("_Send", "_Recv"):
             continue
         cs = consumers.get(name)
         if cs and all(nodes[c].device == node.device and nodes[c].type != "_Send" for c in cs):
-            st[name] = min(st[c] for c in cs)
+            st[name] = max(st[name], min(st[c] for c in cs))
     return st
