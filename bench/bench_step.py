@@ -64,17 +64,27 @@ def median_ms(fn, n):
     return statistics.median(times) * 1e3
 
 
-def chain_floor_ms(client, hops, n):
-    """Dask's floor for ``hops`` dependent one-task hops (``client.get`` of a chain)."""
+def chain_floor_ms(client, hops, n, workers=None):
+    """Dask's floor for ``hops`` dependent one-task hops: ``client.get`` of a chain, either
+    left to the scheduler (``workers=None``: it keeps the chain on one worker) or alternating
+    over ``workers`` the way plain Dask pins tasks (per-layer ``workers`` annotations), so that
+    each hop crosses processes as a PS/worker step does."""
+    from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+
     def one(*_):
         return 1
     counter = iter(range(10 ** 9))
 
     def go():
         i = next(counter)
-        dsk = {(f"chain-{h}", i): (one, (f"chain-{h - 1}", i)) if h else (one,)
-               for h in range(hops)}
-        client.get(dsk, [(f"chain-{hops - 1}", i)])
+        layers, deps = {}, {}
+        for h in range(hops):
+            task = (one, (f"chain-{h - 1}", i)) if h else (one,)
+            ann = {"workers": [workers[h % len(workers)]]} if workers else {}
+            layers[f"chain-{h}-{i}"] = MaterializedLayer({(f"chain-{h}", i): task},
+                                                         annotations=ann)
+            deps[f"chain-{h}-{i}"] = {f"chain-{h - 1}-{i}"} if h else set()
+        client.get(HighLevelGraph(layers, deps), [(f"chain-{hops - 1}", i)])
     return median_ms(go, n)
 
 
@@ -94,7 +104,10 @@ def run_mode(tv, target, n, ps=False):
         plan = sess.plan(train, feed)
         hops = _hops(plan)
         if sess.client is not None and hops > 1:
-            floor = chain_floor_ms(sess.client, hops, n)
+            pinned = [sess.devices[d] for d in ("ps-0", "worker-0")]
+            floor = chain_floor_ms(sess.client, hops, n, workers=pinned)
+            print(f"  (a {hops}-hop chain left on one worker: "
+                  f"{chain_floor_ms(sess.client, hops, n):.3f} ms)")
         elif sess.client is not None:
             client = sess.client
 
