@@ -150,7 +150,6 @@ def main(argv=None):
     w = np.random.default_rng(0).normal(0, 0.1, (100, 10)).astype(np.float32)
     b = np.zeros(10, np.float32)
     np_ms = median_ms(lambda: numpy_step(xs, ys, w, b), args.steps)
-    rows = [("numpy", np_ms, None, None)]
     modes = [("in-process", None, False)] + ([] if args.skip_distributed else
                                               [("distributed", "local", False),
                                                ("dist ps+wk", "local", True)])

@@ -9,6 +9,8 @@
 """
 from __future__ import annotations
 
+# ruff: noqa: F401  (this module re-exports the public API)
+
 from . import dtypes, errors
 from .device_spec import DeviceSpec
 from .dtypes import (DType, as_dtype, bool_ as bool, complex64, complex128, float16, float32,

@@ -8,10 +8,9 @@ of step k's sinks (the state chain).
 """
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 
-from .errors import DeadlineExceededError, UnavailableError
+from .errors import DeadlineExceededError
 from .runtime import DeviceResources, pick, pop_traces, run_stage, run_stage_traced
 
 LOCAL_DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import defaultdict
 
 from distributed.diagnostics.plugin import WorkerPlugin
 

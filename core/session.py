@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import dtypes as _dt
 from . import passes
 from .errors import InvalidArgumentError, NotFoundError
 from .graph import Graph, Operation, Tensor, get_default_graph
@@ -92,9 +91,9 @@ class _Fetches:
                 raise NotFoundError(f"fetch {x!r}: {e.message}") from None
         if isinstance(x, (Tensor, Operation)):
             if x.graph is not self.graph:
-                raise InvalidArgumentError(
-                    f"fetch {x.name!r} (created at {(x if isinstance(x, Operation) else x.op).location})"
-                    " is not an element of this session's graph")
+                where = (x if isinstance(x, Operation) else x.op).location
+                raise InvalidArgumentError(f"fetch {x.name!r} (created at {where}) is not an "
+                                           "element of this session's graph")
             self.flat.append(x)
             return ("leaf", len(self.flat) - 1)
         raise TypeError(f"fetch argument {x!r} has invalid type {type(x).__name__}; must be a "

@@ -31,7 +31,7 @@ def test_fetch_structures_mirror_the_request(g):
 
 def test_fetch_by_name_and_feed_by_name(g):
     x = tv.placeholder(tv.float32, [2], name="x")
-    y = tv.multiply(x, 3.0, name="y")
+    tv.multiply(x, 3.0, name="y")
     with tv.Session() as s:
         np.testing.assert_allclose(s.run("y:0", {"x:0": [1, 2]}), [3, 6])
         assert s.run("y", {"x:0": [1, 2]}) is None  # an op name fetches the op
@@ -183,7 +183,6 @@ def test_steps_runs_k_steps_in_one_call(g):
 def test_control_dependencies_order_updates(g):
     v = tv.Variable(1.0)
     with tv.control_dependencies([v.assign(10.0)]):
-        r = v.read_value() * 1.0 + 0.0
         after = tv.identity(v.assign_add(5.0))
     with tv.Session() as s:
         s.run(v.initializer)
@@ -201,9 +200,8 @@ def test_graph_def_round_trip_is_json(g):
     import json
     x = tv.placeholder(tv.float32, [None, 2], name="x")
     w = tv.constant(np.arange(4, dtype=np.float32).reshape(2, 2), name="w")
-    y = tv.reduce_sum(tv.matmul(x, w), axis=1, name="y")
+    tv.reduce_sum(tv.matmul(x, w), axis=1, name="y")
     d = json.loads(json.dumps(g.as_graph_def()))
-    g2 = tv.graph_def.graph_from_dict(d) if hasattr(tv, "graph_def") else None
     from tensorvm.graph_def import graph_from_dict
     g2 = graph_from_dict(d)
     with tv.Session(graph=g2) as s:
