@@ -99,6 +99,8 @@ def write_shard(ckpt_url: str, shard: int, num_shards: int,
     pending = []
     for key, value in tensors.items():
         tname, spec = _split_key(key, slices)
+        if not isinstance(tname, str) or not (spec is None or isinstance(spec, str)):
+            raise TypeError(f"tensor key {key!r}: expected a name or a (name, slice spec) pair")
         arr = np.asarray(value)
         full = None
         if spec is not None:

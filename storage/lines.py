@@ -35,13 +35,17 @@ _SCAN = 64 * 1024
 
 
 def _read_into(f: BinaryIO, block: bytearray, at: int) -> int:
-    view = memoryview(block)[at:]
-    readinto = getattr(f, "readinto", None)
-    if readinto is not None:
-        return readinto(view) or 0
-    data = f.read(len(view))
-    view[: len(data)] = data
-    return len(data)
+    with memoryview(block) as whole:  # released on return, so the block can be resized
+        view = whole[at:]
+        try:
+            readinto = getattr(f, "readinto", None)
+            if readinto is not None:
+                return readinto(view) or 0
+            data = f.read(len(view))
+            view[: len(data)] = data
+            return len(data)
+        finally:
+            view.release()
 
 
 def _skip_first_line(f: BinaryIO, start: int, end: int | None) -> tuple[int, bytes] | None:
@@ -88,7 +92,7 @@ def _finish_line(f: BinaryIO, carry: bytes) -> bytes:
 
 
 def owned_blocks(f: BinaryIO, start: int, end: int | None,
-                 block_size: int = DEFAULT_BLOCK_SIZE) -> Iterator[memoryview | bytes]:
+                 block_size: int = DEFAULT_BLOCK_SIZE) -> Iterator[bytearray | bytes]:
     """Yield the bytes of the lines owned by ``[start, end)`` (``end=None``: to EOF), in blocks
     of whole lines of about ``block_size`` bytes; each block ends with ``\\n`` except a last
     line at EOF. ``f`` is an open binary file (seekable unless ``start == 0``)."""
@@ -111,20 +115,21 @@ def owned_blocks(f: BinaryIO, start: int, end: int | None,
         del block[len(carry) + n :]
         if end is not None and read_pos >= end and block[-1] != 10:
             block += _finish_line(f, b"")  # the line across ``end`` is ours: finish it
-            yield memoryview(block)
+            yield block
             return
         cut = block.rfind(b"\n") + 1
-        if cut:
-            yield memoryview(block)[:cut]
         carry = bytes(block[cut:])
+        del block[cut:]  # shrinks in place: the block is exactly whole lines
+        if cut:
+            yield block
     if carry:  # a last line at EOF, or lines read while skipping that reach ``end``
         yield carry if carry.endswith(b"\n") else _finish_line(f, carry)
 
 
-def _needs_exact_path(arr: np.ndarray) -> bool:
-    cr = arr == 13
-    if not cr.any():
+def _needs_exact_path(block: bytes | bytearray, arr: np.ndarray) -> bool:
+    if block.find(b"\r") < 0:  # memchr: much cheaper than a NumPy pass
         return False
+    cr = arr == 13
     if arr[-1] == 13:  # an unterminated last line ending in \r keeps it
         return True
     # "\r\r\n": rtrim would drop both \r, only one belongs to the terminator
@@ -145,7 +150,7 @@ def _exact_strip(arr: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.n
     return arr[keep], new_offsets
 
 
-def lines_array(block: memoryview | bytes, encoding: str | None = "utf-8",
+def lines_array(block: bytes | bytearray | memoryview, encoding: str | None = "utf-8",
                 url: str = "") -> pa.Array:
     """Split a block of whole lines into an Arrow array, terminators removed.
 
@@ -154,6 +159,9 @@ def lines_array(block: memoryview | bytes, encoding: str | None = "utf-8",
     """
     if encoding not in ("utf-8", "utf8", None):
         raise ValueError(f"text encoding must be 'utf-8' or None (bytes), got {encoding!r}")
+    if isinstance(block, memoryview):
+        whole = isinstance(block.obj, (bytes, bytearray)) and block.nbytes == len(block.obj)
+        block = block.obj if whole else block.tobytes()
     arr = np.frombuffer(block, np.uint8)
     if arr.size == 0:
         return pa.array([], pa.string() if encoding else pa.binary())
@@ -167,7 +175,7 @@ def lines_array(block: memoryview | bytes, encoding: str | None = "utf-8",
         offsets[-1] = arr.size
     n = len(offsets) - 1
     typ = pa.large_string() if big else pa.string()
-    if _needs_exact_path(arr):
+    if _needs_exact_path(block, arr):
         data, offsets = _exact_strip(arr, offsets)
         out = pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
     else:

@@ -275,6 +275,8 @@ def test_bad_inputs_are_clear(mem_root):
         write_shard(c, 0, 1, {"w": np.ones((3, 2))}, {"w": "0:5,:"})
     with pytest.raises(TypeError, match="only str or bytes"):
         write_shard(c, 0, 1, {"o": np.array([1, "a"], dtype=object)})
+    with pytest.raises(TypeError, match="tensor key 3"):
+        write_shard(c, 0, 1, {3: np.ones(1)})
     with pytest.raises(ValueError, match="out of range"):
         write_shard(c, 2, 2, {})
     with pytest.raises(CheckpointNotFoundError):
