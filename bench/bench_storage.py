@@ -1,16 +1,20 @@
 """Storage benchmarks: checkpoint save/restore vs np.save/np.load, and split-parallel text
 reading vs pyarrow reading the file whole.
 
-    python bench/bench_storage.py [--size-mib 1024] [--dir /tmp] [--repeat 3]
+    python bench/bench_storage.py [--size-mib 1024] [--dir /tmp] [--repeat 3] [--only text]
 
 Checkpoint: ``--size-mib`` of float32 variables in 16 arrays, saved with ``write_shard`` +
 ``commit`` (one shard, and two shards written by two threads as two parameter-server devices
-would) and restored with ``read_tensors`` (every CRC-32 verified), against ``np.save`` /
+would) and restored with ``read_tensors`` (every checksum verified), against ``np.save`` /
 ``np.load`` of the same arrays, one file each. Text: a ``--size-mib`` file of lines read through
 ``splits()`` by 2 reader processes (a pool started beforehand, as Dask workers are) against
 ``pyarrow.csv.read_csv`` (multi-threaded, one column) and ``pa.input_stream`` +
-``pyarrow.compute.split_pattern``. Files live under ``--dir`` (page cache warm: every figure
-is best of ``--repeat``) and are removed at the end. Target: every ratio >= 0.8.
+``pyarrow.compute.split_pattern``.
+
+Methods run interleaved, ``--repeat`` rounds, best round kept, page cache warm; besides MiB/s
+the CPU seconds per GiB (all threads and reader processes) are shown, which other load on a
+shared machine disturbs much less than wall time. Files live under ``--dir`` and are removed.
+Target: ratios >= 0.8.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -33,28 +38,36 @@ from tensorvm.storage import checkpoint_url, commit, read, read_tensors, splits,
 MIB = 1024 * 1024
 
 
-def best(fn, repeat: int, before=None) -> float:
-    """Best wall time of ``fn()`` over ``repeat`` runs (``before()`` untimed, each run)."""
-    times = []
+def measure(fn: Callable[[], float | None]) -> tuple[float, float]:
+    """``(wall s, CPU s)`` of one call; ``fn`` may return (as a float) CPU seconds it spent
+    in other processes."""
+    c0, t0 = time.process_time(), time.perf_counter()
+    extra = fn()
+    extra = extra if isinstance(extra, float) else 0.0
+    return time.perf_counter() - t0, time.process_time() - c0 + extra
+
+
+def interleaved(methods: dict[str, Callable], repeat: int) -> dict[str, tuple]:
+    """Best ``(wall, cpu)`` per method over ``repeat`` interleaved rounds."""
+    results: dict[str, list] = {name: [] for name in methods}
     for _ in range(repeat):
-        if before:
-            before()
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+        for name, fn in methods.items():
+            results[name].append(measure(fn))
+    return {name: (min(w for w, _ in runs), min(c for _, c in runs))
+            for name, runs in results.items()}
 
 
 # -- checkpoints ------------------------------------------------------------------------------
-def bench_checkpoint(root: str, size_mib: int, repeat: int) -> list[tuple[str, float, float]]:
+def bench_checkpoint(root: str, size_mib: int, repeat: int) -> list[tuple]:
     n = 16
-    per = size_mib * MIB // n // 4
     rng = np.random.default_rng(0)
-    arrays = {f"layer{i}/w": rng.standard_normal(per, dtype=np.float32) for i in range(n)}
+    arrays = {f"layer{i}/w": rng.standard_normal(size_mib * MIB // n // 4, dtype=np.float32)
+              for i in range(n)}
     total = sum(a.nbytes for a in arrays.values())
     npy_dir, ckpt_dir = f"{root}/npy", f"{root}/ckpt"
+    ckpt = checkpoint_url(ckpt_dir, "model.ckpt", 1)
 
-    def clean():
+    def clean(_name=None):
         for d in (npy_dir, ckpt_dir):
             shutil.rmtree(d, ignore_errors=True)
             os.makedirs(d)
@@ -63,51 +76,50 @@ def bench_checkpoint(root: str, size_mib: int, repeat: int) -> list[tuple[str, f
         for i, a in enumerate(arrays.values()):
             np.save(f"{npy_dir}/a{i}.npy", a)
 
-    def np_load():
-        return [np.load(f"{npy_dir}/a{i}.npy") for i in range(n)]
-
-    ckpt = checkpoint_url(ckpt_dir, "model.ckpt", 1)
-
-    def tv_save_1():
-        entries = write_shard(ckpt, 0, 1, arrays)
-        commit(ckpt_dir, ckpt, entries, 1)
-
-    def tv_save_2():
+    def tv_save(shards: int):
         names = list(arrays)
-        halves = [{k: arrays[k] for k in names[: n // 2]}, {k: arrays[k] for k in names[n // 2 :]}]
-        out = [None, None]
+        parts = [{k: arrays[k] for k in names[i::shards]} for i in range(shards)]
+        out: list = [None] * shards
 
         def shard(i):
-            out[i] = write_shard(ckpt, i, 2, halves[i])
+            out[i] = write_shard(ckpt, i, shards, parts[i])
 
-        threads = [threading.Thread(target=shard, args=(i,)) for i in range(2)]
+        threads = [threading.Thread(target=shard, args=(i,)) for i in range(shards)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        commit(ckpt_dir, ckpt, out[0] + out[1], 1)
+        commit(ckpt_dir, ckpt, [e for part in out for e in part], 1)
 
-    def tv_load():
-        return read_tensors(ckpt)
-
-    # interleaved, best of ``repeat``: other load on the machine hits every method alike
-    save_fns = {"np": np_save, "tv1": tv_save_1, "tv2": tv_save_2}
-    times: dict[str, list[float]] = {f"{k}/{op}": [] for k in save_fns for op in ("save", "load")}
-    for _ in range(repeat):
-        for key, save in save_fns.items():
-            times[f"{key}/save"].append(best(save, 1, clean))
-            times[f"{key}/load"].append(best(np_load if key == "np" else tv_load, 1))
-            if key == "tv1":
-                got = tv_load()
-                assert all(np.array_equal(got[k], arrays[k]) for k in arrays)
-                del got
-    labels = {"np": "np.save / np.load (16 files)", "tv1": "tensorvm checkpoint, 1 shard",
-              "tv2": "tensorvm checkpoint, 2 shards"}
-    rows = [(label, total / min(times[f"{k}/save"]) / MIB, total / min(times[f"{k}/load"]) / MIB)
-            for k, label in labels.items()]
+    saves = {"np.save / np.load (16 files)": np_save,
+             "tensorvm checkpoint, 1 shard": lambda: tv_save(1),
+             "tensorvm checkpoint, 2 shards": lambda: tv_save(2)}
+    loads = {"np.save / np.load (16 files)":
+             lambda: [np.load(f"{npy_dir}/a{i}.npy") for i in range(n)],
+             "tensorvm checkpoint, 1 shard": lambda: read_tensors(ckpt),
+             "tensorvm checkpoint, 2 shards": lambda: read_tensors(ckpt)}
+    results: dict[str, list] = {label: [] for label in saves}
+    for _ in range(repeat):  # interleaved: each round saves then loads with every method
+        for label in saves:
+            clean()
+            s = measure(saves[label])
+            l_ = measure(loads[label])
+            results[label].append((s, l_))
+    got = read_tensors(ckpt)
+    assert all(np.array_equal(got[k], arrays[k]) for k in arrays)
+    del got
     shutil.rmtree(npy_dir, ignore_errors=True)
     shutil.rmtree(ckpt_dir, ignore_errors=True)
-    return rows
+    gib = total / (1024 * MIB)
+    out = []
+    for label, runs in results.items():
+        save_wall = min(s[0] for s, _ in runs)
+        load_wall = min(l_[0] for _, l_ in runs)
+        save_cpu = min(s[1] for s, _ in runs)
+        load_cpu = min(l_[1] for _, l_ in runs)
+        out.append((label, total / save_wall / MIB, total / load_wall / MIB,
+                    save_cpu / gib, load_cpu / gib))
+    return out
 
 
 # -- text -------------------------------------------------------------------------------------
@@ -125,22 +137,21 @@ def make_text(path: str, size_mib: int) -> int:
     return written
 
 
-def _count_split(split: dict) -> tuple[int, int]:
-    lines = nbytes = 0
-    for batch in read(split):
-        lines += len(batch)
-        nbytes += batch.buffers()[2].size if batch.buffers()[2] is not None else 0
-    return lines, nbytes
+def _count_split(split: dict) -> tuple[int, float]:
+    """Read one split in a reader process: ``(lines, CPU seconds)``."""
+    c0 = time.process_time()
+    lines = sum(len(batch) for batch in read(split))
+    return lines, time.process_time() - c0
 
 
 def _noop(x):
     return x
 
 
-def bench_text(root: str, size_mib: int, repeat: int) -> list[tuple[str, float, int]]:
+def bench_text(root: str, size_mib: int, repeat: int) -> list[tuple]:
     path = f"{root}/lines.txt"
     total = make_text(path, size_mib)
-    rows = []
+    counts: dict[str, int] = {}
 
     def csv_whole():
         table = pa_csv.read_csv(
@@ -148,39 +159,36 @@ def bench_text(root: str, size_mib: int, repeat: int) -> list[tuple[str, float, 
             parse_options=pa_csv.ParseOptions(delimiter="\x1f", quote_char=False,
                                               escape_char=False, ignore_empty_lines=False),
             convert_options=pa_csv.ConvertOptions(column_types={"line": pa.string()}))
-        return table.num_rows
+        counts["csv"] = table.num_rows
 
     def split_pattern_whole():
         with pa.input_stream(path) as f:
             data = f.read()
-        lines = pc.split_pattern(pa.scalar(data, pa.large_string()), "\n")
-        return len(lines) - 1
+        counts["split_pattern"] = len(pc.split_pattern(pa.scalar(data, pa.large_string()),
+                                                       "\n")) - 1
 
-    n_csv = [0]
-    t = best(lambda: n_csv.__setitem__(0, csv_whole()), repeat)
-    rows.append(("pyarrow.csv.read_csv, whole file (threads)", total / t / MIB, n_csv[0]))
-    n_sp = [0]
-    t = best(lambda: n_sp.__setitem__(0, split_pattern_whole()), repeat)
-    rows.append(("pa.input_stream + split_pattern, whole file", total / t / MIB, n_sp[0]))
     with ProcessPoolExecutor(2) as pool:
-        list(pool.map(_noop, range(4)))  # warm the workers, as a running cluster would be
-        n_ours = [0]
+        list(pool.map(_noop, range(4)))  # warm the workers, as a running cluster's would be
 
-        def ours():
+        def ours(processes: int):
             parts = [s.to_dict() for s in splits(path, split_size=64 * MIB)]
-            results = list(pool.map(_count_split, parts))
-            n_ours[0] = sum(r[0] for r in results)
+            done = (pool.map(_count_split, parts) if processes == 2
+                    else [_count_split(p) for p in parts])
+            results = list(done)
+            counts[f"ours{processes}"] = sum(n for n, _ in results)
+            return sum(cpu for _, cpu in results) if processes == 2 else 0.0
 
-        t = best(ours, repeat)
-        rows.append(("tensorvm splits(), 2 reader processes", total / t / MIB, n_ours[0]))
-
-        def ours_one():
-            n_ours[0] = sum(_count_split(s.to_dict())[0] for s in splits(path, split_size=64 * MIB))
-
-        t = best(ours_one, repeat)
-        rows.append(("tensorvm splits(), 1 reader (this process)", total / t / MIB, n_ours[0]))
+        methods = {"pyarrow.csv.read_csv, whole file (threads)": csv_whole,
+                   "pa.input_stream + split_pattern, whole file": split_pattern_whole,
+                   "tensorvm splits(), 2 reader processes": lambda: ours(2),
+                   "tensorvm splits(), 1 reader (this process)": lambda: ours(1)}
+        best = interleaved(methods, repeat)
     os.remove(path)
-    return rows
+    gib = total / (1024 * MIB)
+    if len(set(counts.values())) != 1:
+        raise AssertionError(f"line counts differ: {counts}")
+    return [(name, total / wall / MIB, cpu / gib, counts["csv"])
+            for name, (wall, cpu) in best.items()]
 
 
 def main(argv=None) -> None:
@@ -191,27 +199,27 @@ def main(argv=None) -> None:
     ap.add_argument("--only", choices=["checkpoint", "text"], default=None)
     args = ap.parse_args(argv)
     root = tempfile.mkdtemp(prefix="tvm-bench-storage-", dir=args.dir)
+    print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     try:
         if args.only in (None, "checkpoint"):
             rows = bench_checkpoint(root, args.size_mib, args.repeat)
-            print(f"\nCheckpoint, {args.size_mib} MiB of float32 in 16 arrays (MiB/s)")
-            print(f"{'':44s} {'save':>9s} {'restore':>9s} {'save ratio':>11s} "
-                  f"{'restore ratio':>14s}")
+            print(f"\nCheckpoint, {args.size_mib} MiB of float32 in 16 arrays")
+            print(f"{'':32s} {'save MiB/s':>11s} {'restore MiB/s':>14s} {'save ratio':>11s} "
+                  f"{'restore ratio':>14s} {'save CPU s/GiB':>15s} {'restore CPU s/GiB':>18s}")
             base = rows[0]
-            for name, s, r in rows:
-                print(f"{name:44s} {s:9.0f} {r:9.0f} {s / base[1]:11.2f} {r / base[2]:14.2f}")
+            for name, s, r, sc, rc in rows:
+                print(f"{name:32s} {s:11.0f} {r:14.0f} {s / base[1]:11.2f} {r / base[2]:14.2f} "
+                      f"{sc:15.3f} {rc:18.3f}")
         if args.only in (None, "text"):
             rows = bench_text(root, args.size_mib, args.repeat)
-            print(f"\nText, {args.size_mib} MiB file of lines (MiB/s)")
-            print(f"{'':44s} {'MiB/s':>9s} {'lines':>12s} {'vs best pyarrow':>16s}")
+            print(f"\nText, {args.size_mib} MiB file of lines ({rows[0][3]} lines)")
+            print(f"{'':44s} {'MiB/s':>8s} {'vs best pyarrow':>16s} {'CPU s/GiB':>10s}")
             base = max(r[1] for r in rows[:2])
-            counts = {r[2] for r in rows}
-            for name, mibs, n in rows:
-                print(f"{name:44s} {mibs:9.0f} {n:12d} {mibs / base:16.2f}")
-            if len(counts) != 1:
-                print(f"WARNING: line counts differ: {sorted(counts)}")
+            for name, mibs, cpu, _ in rows:
+                print(f"{name:44s} {mibs:8.0f} {mibs / base:16.2f} {cpu:10.3f}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
+        print(f"\nload average after: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

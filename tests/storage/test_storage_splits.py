@@ -7,6 +7,7 @@ import bz2
 import gzip
 import io
 import json
+import uuid
 
 import fsspec
 import numpy as np
@@ -39,6 +40,7 @@ def _text_lines(parts, **kw) -> list:
 
 
 # -- the line-ownership rule, as a property ---------------------------------------------------
+_PROP_ROOT = f"tvmtest-prop-{uuid.uuid4().hex}"
 _LINE = st.text(alphabet=st.sampled_from(list("ab ,\ré€𝄞")), max_size=12)
 
 
@@ -56,9 +58,9 @@ def _texts(draw) -> bytes:
 @given(data=_texts(), split_size=st.integers(1, 48), block_size=st.integers(1, 40))
 def test_split_lines_are_the_file_lines_once_in_order(data, split_size, block_size):
     fs = fsspec.filesystem("memory")
-    fs.pipe("/tvmtest-prop/f.txt", data)
+    fs.pipe(f"/{_PROP_ROOT}/f.txt", data)
     try:
-        parts = splits("memory://tvmtest-prop/f.txt", split_size=split_size,
+        parts = splits(f"memory://{_PROP_ROOT}/f.txt", split_size=split_size,
                        block_size=block_size, encoding=None)
         assert [(s.start, s.end) for s in parts] == [
             (lo, min(lo + split_size, len(data))) for lo in range(0, len(data), split_size)]
@@ -68,7 +70,7 @@ def test_split_lines_are_the_file_lines_once_in_order(data, split_size, block_si
             {"block_size": block_size}))) for s in parts]
         assert _text_lines(utf8) == [x.decode() for x in expected]
     finally:
-        fs.rm("/tvmtest-prop", recursive=True)
+        fs.rm(f"/{_PROP_ROOT}", recursive=True)
 
 
 # -- each format against a direct read --------------------------------------------------------
