@@ -242,3 +242,19 @@ def test_trace_fills_run_metadata(g):
         s.run(y, options=tv.RunOptions(trace=True), run_metadata=md)
     assert md.step_stats and md.step_stats[0]["device"].endswith("CPU:0")
     assert md.step_stats[0]["end"] >= md.step_stats[0]["start"]
+
+
+def test_random_ops_never_folded_or_merged_and_new_each_run(g):
+    tv.set_random_seed(3)
+    a = tv.random_normal([4], seed=1)
+    b = tv.random_normal([4], seed=1)  # the same op twice: still two draws, never merged
+    both = tv.stack([a, b])
+    with tv.Session() as s:
+        plan = s.plan(both)
+        ops = [op for t in plan.tasks for op in t.ops]
+        assert sum(1 for o in ops if o.startswith("random_normal")) == 2
+        assert not any(t.program.instrs[0].type == "Const" and len(t.program.instrs) == 1
+                       for t in plan.tasks)
+        first, second = s.run(both), s.run(both)
+        assert s.plans_compiled == 1  # cached plan, yet fresh values
+        assert not np.array_equal(first, second)
