@@ -8,3 +8,12 @@ from .optimizers import (AdagradOptimizer, AdamOptimizer, GradientDescentOptimiz
 __all__ = ["ClusterSpec", "replica_device_setter", "Optimizer", "GradientDescentOptimizer",
            "MomentumOptimizer", "AdagradOptimizer", "AdamOptimizer", "get_global_step",
            "get_or_create_global_step", "create_global_step"]
+from .saver import Saver, checkpoint_exists, latest_checkpoint, list_checkpoints  # noqa: E402
+from .input import (QUEUE_RUNNERS, Coordinator, QueueRunner, SplitQueue, SplitRead,  # noqa
+                    add_queue_runner, batch, read_split, shuffle_batch, split_input_producer,
+                    start_queue_runners, string_input_producer)
+
+__all__ += ["Saver", "latest_checkpoint", "list_checkpoints", "checkpoint_exists",
+            "split_input_producer", "string_input_producer", "read_split", "SplitQueue",
+            "SplitRead", "batch", "shuffle_batch", "QueueRunner", "Coordinator",
+            "start_queue_runners", "add_queue_runner", "QUEUE_RUNNERS"]
