@@ -43,8 +43,9 @@ def _slices(batch, batch_size: int | None) -> Iterator:
         yield batch[lo : lo + batch_size]
 
 
-def _blocks(split: Split, f, block_size: int | None = None):
-    return owned_blocks(f, split.start, split.end, block_size or
+def _blocks(split: Split, f):
+    """The owned lines of ``split``, in blocks (option ``block_size``, default 8 MiB)."""
+    return owned_blocks(f, split.start, split.end,
                         split.options.get("block_size") or DEFAULT_BLOCK_SIZE)
 
 
