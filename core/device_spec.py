@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, replace
 
@@ -32,6 +33,12 @@ class DeviceSpec:
             return spec
         if not isinstance(spec, str):
             raise InvalidArgumentError(f"device must be a string, got {spec!r}")
+        if cls is DeviceSpec:
+            return _parse_cached(spec)  # planning parses every node's device: few distinct
+        return cls._parse(spec)
+
+    @classmethod
+    def _parse(cls, spec: str) -> "DeviceSpec":
         fields: dict = {}
         parts = [p for p in spec.split("/") if p]
         if not spec.startswith("/") and len(parts) != 1:
@@ -68,6 +75,11 @@ class DeviceSpec:
 
     def merged_over(self, outer: "DeviceSpec") -> "DeviceSpec":
         """Fields set here win; unset fields come from ``outer`` (the enclosing scope)."""
+        if type(self) is DeviceSpec and type(outer) is DeviceSpec:
+            return _merged_cached(self, outer)
+        return self._merged_over(outer)
+
+    def _merged_over(self, outer: "DeviceSpec") -> "DeviceSpec":
         return DeviceSpec(*(a if a is not None else b for a, b in zip(
             (self.job, self.replica, self.task, self.device_type, self.device_index),
             (outer.job, outer.replica, outer.task, outer.device_type, outer.device_index))))
@@ -78,6 +90,10 @@ class DeviceSpec:
         return any(a is not None and b is not None and a != b for a, b in pairs)
 
     def with_defaults(self, job="localhost", replica=0, task=0, device_type="CPU", index=0):
+        """Unset fields filled in: ``/job:localhost/replica:0/task:0/device:CPU:0``."""
+        return _defaults_cached(self, job, replica, task, device_type, index)
+
+    def _with_defaults(self, job, replica, task, device_type, index):
         return replace(
             self,
             job=self.job if self.job is not None else job,
@@ -87,6 +103,13 @@ class DeviceSpec:
             device_index=self.device_index if self.device_index is not None else index)
 
     def to_string(self) -> str:
+        out = self.__dict__.get("_string")
+        if out is None:  # memoised: frozen, and planning prints every node's device
+            out = self._to_string()
+            object.__setattr__(self, "_string", out)
+        return out
+
+    def _to_string(self) -> str:
         out = ""
         if self.job is not None:
             out += f"/job:{self.job}"
@@ -106,6 +129,21 @@ class DeviceSpec:
 
     def __str__(self) -> str:
         return self.to_string()
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_cached(spec: str) -> DeviceSpec:
+    return DeviceSpec._parse(spec)  # frozen: safe to share; errors are not cached
+
+
+@functools.lru_cache(maxsize=4096)
+def _defaults_cached(spec: DeviceSpec, *defaults) -> DeviceSpec:
+    return spec._with_defaults(*defaults)
+
+
+@functools.lru_cache(maxsize=4096)
+def _merged_cached(inner: DeviceSpec, outer: DeviceSpec) -> DeviceSpec:
+    return inner._merged_over(outer)
 
 
 def canonical(spec: str | None) -> str:

@@ -55,13 +55,21 @@ def test_canonical_form_round_trips(text, canon):
     "/device:CPU:a", "/task:1.5",
 ])
 def test_malformed_strings_are_invalid_argument(bad):
-    with pytest.raises(tv.errors.InvalidArgumentError, match="malformed device string"):
-        DeviceSpec.parse(bad)
+    for _ in range(2):  # parsing is memoised; a failure must not be
+        with pytest.raises(tv.errors.InvalidArgumentError, match="malformed device string"):
+            DeviceSpec.parse(bad)
 
 
 def test_non_string_device_is_invalid_argument():
     with pytest.raises(tv.errors.InvalidArgumentError, match="must be a string"):
         DeviceSpec.parse(5)
+
+
+def test_specs_are_values():
+    a, b = DeviceSpec.parse("/job:ps/task:0"), DeviceSpec.parse("/job:ps/task:0")
+    assert a == b and hash(a) == hash(b)
+    assert a.to_string() == str(a) == "/job:ps/task:0"
+    assert DeviceSpec(job="ps", task=0) == a
 
 
 def test_merge_inner_fields_win_and_conflicts_detected():
