@@ -28,7 +28,7 @@ the partitioning may change between save and restore).
 
 >>> import tensorvm as tv
 >>> w = tv.Variable([1.0, 2.0], name="w")
->>> saver = tv.train.Saver()
+>>> saver = tv.train.Saver([w])
 >>> with tv.Session() as s:
 ...     _ = s.run(w.initializer)
 ...     path = saver.save(s, "memory://tvm-doc-saver/model.ckpt", global_step=3)
