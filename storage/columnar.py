@@ -137,7 +137,8 @@ class NpyFormat(InputFormat):
     def read(self, split, f, batch_size, url):
         dtype, shape, fortran, offset = npy_layout(f, url)
         if not shape or fortran:
-            yield np.lib.format.read_array(f_at(f, 0), allow_pickle=False)
+            f.seek(0)
+            yield np.lib.format.read_array(f, allow_pickle=False)
             return
         row_shape = shape[1:]
         row_bytes = int(np.prod(row_shape, dtype=np.int64)) * dtype.itemsize
@@ -156,12 +157,6 @@ class NpyFormat(InputFormat):
                 raise DataLossError(f"truncated .npy: rows [{start}, {start + rows}) missing",
                                     url)
             yield buf.view(dtype).reshape((rows, *row_shape))
-
-
-def f_at(f, pos: int):
-    """Seek ``f`` to ``pos`` and return it."""
-    f.seek(pos)
-    return f
 
 
 for _fmt in (ParquetFormat(), ArrowFormat(), NpyFormat()):

@@ -239,3 +239,20 @@ def test_split_is_plain_data_with_stable_id(mem_root):
     assert rows.to_pydict() == {"x": [1, 3], "y": [2, 4]}
     with pytest.raises(ValueError, match="unknown input format"):
         splits(f"{mem_root}/a.csv", format="nope")
+
+
+def test_npy_fortran_scalar_and_compressed_are_one_split(mem_root):
+    fs = fsspec.filesystem("memory")
+    root = mem_root[len("memory://"):]
+    arrays = {"f.npy": np.asfortranarray(np.arange(12.0).reshape(3, 4)),
+              "s.npy": np.array(5, np.int8), "c.npy.gz": np.arange(10, dtype=np.int32)}
+    for name, arr in arrays.items():
+        buf = io.BytesIO()
+        np.save(buf, arr)
+        fs.pipe(f"{root}/{name}", gzip.compress(buf.getvalue()) if name.endswith(".gz")
+                else buf.getvalue())
+    for name, arr in arrays.items():
+        parts = splits(f"{mem_root}/{name}", format="npy", split_size=8)
+        assert len(parts) == 1, name
+        got = np.concatenate([np.atleast_1d(b) for b in read(parts[0], batch_size=3)])
+        np.testing.assert_array_equal(got.reshape(arr.shape), arr)
