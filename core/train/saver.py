@@ -135,7 +135,7 @@ def _restore_shard_kernel(ctx, ckpt_url, *, names, slices, variables):
                 f"{value.dtype} for {name!r}, the variable has dtype {dtype.name}")
         v = _var(ctx, attrs["var_name"], attrs["container"], dtype, shape)
         with v.lock:
-            v.value = np.array(value, copy=True)
+            v.value = value  # a fresh array from storage, owned by the variable from now on
     return np.int64(len(names))
 
 
