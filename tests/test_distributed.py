@@ -125,13 +125,18 @@ def test_two_clients_share_a_ps_variable_by_name(cluster):
 
 
 def test_eight_threads_lose_no_update(cluster):
-    g, v, inc, up, _ = _shared_graph("counter")
-    s = cluster.session(g)
-    s.run(v.initializer)
+    """Eight threads, four on each of two sessions (one of them on its own Dask client), run
+    ``assign_add`` steps against one PS variable at once: no update is lost."""
+    g1, v1, inc1, up1, _ = _shared_graph("counter")
+    g2, v2, inc2, up2, _ = _shared_graph("counter")
+    s1 = cluster.session(g1)
+    s2 = cluster.session(g2, own_client=True)
+    s1.run(v1.initializer)
     n_threads, n_steps = 8, 6
     errors = []
 
     def work(i):
+        s, up, inc = (s1, up1, inc1) if i % 2 else (s2, up2, inc2)
         try:
             for _ in range(n_steps):
                 s.run(up, {inc: [1.0, float(i)]})
@@ -144,7 +149,7 @@ def test_eight_threads_lose_no_update(cluster):
         t.join(120)
     assert not errors, errors
     np.testing.assert_array_equal(
-        s.run(v), [n_threads * n_steps, n_steps * sum(range(n_threads))])
+        s1.run(v1), [n_threads * n_steps, n_steps * sum(range(n_threads))])
 
 
 def test_steps_k_chain_state_across_devices(cluster):
