@@ -119,8 +119,12 @@ def test_empty_queue_waits_for_outstanding_leases(g, text_dir):
         box = {}
         t = threading.Thread(target=lambda: box.update(r=_catch(lambda: s.run(b.records))))
         t.start()
-        t.join(0.3)
-        assert t.is_alive()  # a's split may still come back
+        state = s._backend.resources.for_device(s.plan(q.size()).devices[0]).lookup(
+            "", "queue:" + q.name)
+        deadline = time.monotonic() + 30
+        while state.waiting < 1:  # b waits: a's split may still come back
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
         s.run(ack, {a.token: token})
         t.join(10)
         assert isinstance(box["r"], tv.errors.OutOfRangeError)
@@ -286,12 +290,12 @@ def test_killed_reader_split_is_read_again_complete_without_duplicates(cluster, 
             outcome[i] = ("lost", str(e))
 
     threads = [threading.Thread(target=drive, args=(i,), daemon=True) for i in range(2)]
-    for t in threads:
-        t.start()
+    threads[1].start()
     deadline = time.monotonic() + 60
-    while not os.path.exists(marker):
+    while not os.path.exists(marker):  # worker-1 holds a split and is reading it
         assert time.monotonic() < deadline, "worker-1 never took a split"
         time.sleep(0.05)
+    threads[0].start()
     cluster.kill("worker-1")
     for t in threads:
         t.join(90)

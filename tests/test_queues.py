@@ -33,9 +33,23 @@ def run_in_thread(fn):
     return t, box
 
 
-def assert_blocked(t):
-    t.join(0.3)
-    assert t.is_alive(), "the op should be waiting"
+def queue_state(sess, q):
+    """White box: the in-process session's state of queue ``q`` (None until first used)."""
+    dev = sess.plan(q.size()).devices[0]
+    try:
+        return sess._backend.resources.for_device(dev).lookup(q._spec["container"],
+                                                              "queue:" + q._spec["name"])
+    except tv.errors.NotFoundError:
+        return None
+
+
+def wait_blocked(sess, q, t, n=1):
+    """Wait until ``n`` ops wait on ``q`` (so the test synchronises on state, not on time)."""
+    deadline = time.monotonic() + 30
+    while getattr(queue_state(sess, q), "waiting", 0) < n:
+        assert time.monotonic() < deadline, "the op never started waiting"
+        time.sleep(0.01)
+    assert t.is_alive()
 
 
 def test_docstring_example():
@@ -104,7 +118,7 @@ def test_enqueue_waits_while_full(g):
     with tv.Session() as s:
         s.run(q.enqueue_many([[1, 2]]))
         t, box = run_in_thread(lambda: s.run(q.enqueue(3)))
-        assert_blocked(t)
+        wait_blocked(s, q, t)
         assert int(s.run(q.dequeue())) == 1
         t.join(10)
         assert "error" not in box
@@ -116,7 +130,7 @@ def test_close_cancels_pending_enqueues(g):
     with tv.Session() as s:
         s.run(q.enqueue(1))
         t, box = run_in_thread(lambda: s.run(q.enqueue(2)))
-        assert_blocked(t)
+        wait_blocked(s, q, t)
         s.run(q.close(cancel_pending_enqueues=True))
         t.join(10)
         assert isinstance(box.get("error"), tv.errors.CancelledError)
@@ -128,7 +142,7 @@ def test_close_without_cancel_lets_pending_enqueues_finish(g):
     with tv.Session() as s:
         s.run(q.enqueue(1))
         t, box = run_in_thread(lambda: s.run(q.enqueue(2)))
-        assert_blocked(t)
+        wait_blocked(s, q, t)
         s.run(q.close())
         assert int(s.run(q.dequeue())) == 1
         t.join(10)
@@ -145,7 +159,7 @@ def test_dequeue_waits_for_an_enqueue_from_another_step(g):
     enq = q.enqueue(x)
     with tv.Session() as s:
         t, box = run_in_thread(lambda: s.run(deq))
-        assert_blocked(t)
+        wait_blocked(s, q, t)
         s.run(enq, {x: 4.5})
         t.join(10)
         assert float(box["value"]) == 4.5
@@ -156,7 +170,7 @@ def test_dequeue_many_waits_and_close_wakes_it(g):
     with tv.Session() as s:
         s.run(q.enqueue(1))
         t, box = run_in_thread(lambda: s.run(q.dequeue_many(3)))
-        assert_blocked(t)
+        wait_blocked(s, q, t)
         s.run(q.close())
         t.join(10)
         assert isinstance(box["error"], tv.errors.OutOfRangeError)
@@ -176,7 +190,7 @@ def test_session_end_wakes_blocked_ops(g):
     q = tv.FIFOQueue(2, tv.int32, shapes=[[]])
     s = tv.Session()
     t, box = run_in_thread(lambda: s.run(q.dequeue()))
-    assert_blocked(t)
+    wait_blocked(s, q, t)
     s.close()
     t.join(10)
     assert isinstance(box["error"], tv.errors.OutOfRangeError)
@@ -256,7 +270,7 @@ def test_random_shuffle_floor_holds_until_closed(g):
         s.run(q.enqueue_many([[1, 2, 3]]))
         first = int(s.run(q.dequeue()))  # 3 elements, floor 2: one may go
         t, box = run_in_thread(lambda: s.run(q.dequeue_many(2)))
-        assert_blocked(t)
+        wait_blocked(s, q, t)
         s.run(q.close())  # the floor no longer applies
         t.join(10)
         assert sorted([first] + box["value"].tolist()) == [1, 2, 3]
@@ -300,6 +314,21 @@ PS = "/job:ps/task:0"
 WORKER = "/job:worker/task:0"
 
 
+def wait_blocked_on_worker(cluster, name, n, task="ps-0"):
+    """Wait until ``n`` ops wait on queue ``name`` in the worker process of ``task``."""
+    addr = cluster.worker(task)
+
+    def waiting(dask_worker):
+        res = getattr(dask_worker, "_tensorvm_resources", None)
+        mgrs = list(res._mgrs.values()) if res is not None else []
+        return sum(getattr(r, "waiting", 0) for m in mgrs for (_, key), r in list(m._res.items())
+                   if key == "queue:" + name)
+    deadline = time.monotonic() + 30
+    while cluster.client.run(waiting, workers=[addr])[addr] < n:
+        assert time.monotonic() < deadline, f"{n} ops never waited on {name!r}"
+        time.sleep(0.02)
+
+
 @pytest.mark.cluster
 def test_producer_and_consumer_on_another_device(cluster):
     graph = tv.Graph()
@@ -332,8 +361,7 @@ def test_blocked_dequeues_release_their_worker_slots(cluster):
     s = cluster.session(graph)
     s.run(q.size())
     runs = [run_in_thread(lambda: s.run(deq)) for _ in range(3)]
-    for t, _ in runs:
-        assert_blocked(t)
+    wait_blocked_on_worker(cluster, "slots", 3)  # more waiting ops than worker threads
     s.run(enq)
     for t, _ in runs:
         t.join(30)
@@ -349,7 +377,7 @@ def test_shared_name_between_two_sessions(cluster):
         deq = tv.FIFOQueue(4, tv.string, shapes=[[]], shared_name="mailbox").dequeue()
     s1, s2 = cluster.session(g1), cluster.session(g2)
     t, box = run_in_thread(lambda: s2.run(deq))
-    assert_blocked(t)
+    wait_blocked_on_worker(cluster, "mailbox", 1)
     s1.run(enq)
     t.join(30)
     assert box["value"] == "hello"

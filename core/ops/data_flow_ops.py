@@ -157,6 +157,7 @@ class QueueState:
         self.closed = False
         self.cancelled = False
         self.pending_enqueues = 0
+        self.waiting = 0  # ops blocked on this queue right now (introspection, tests)
         self._items: deque = deque()
 
     # storage hooks
@@ -180,6 +181,13 @@ class QueueState:
         return not self.cancelled and self.pending_enqueues > 0
 
     poll_s: float | None = None  # how often a waiting dequeue calls _on_wait
+
+    def _wait(self, waiter: Waiter, timeout: float | None = None) -> None:
+        self.waiting += 1
+        try:
+            waiter.wait(self.cond, timeout)
+        finally:
+            self.waiting -= 1
 
     def _on_wait(self) -> None:
         """Called (with the lock held) before a dequeue waits; subclasses may add elements."""
@@ -220,7 +228,7 @@ class QueueState:
                         done += min(room, len(elems) - done)
                         self.cond.notify_all()
                     else:
-                        waiter.wait(self.cond)
+                        self._wait(waiter)
             finally:
                 self.pending_enqueues -= 1
                 self.cond.notify_all()
@@ -246,7 +254,7 @@ class QueueState:
                             break
                         raise self._closed_error(n, size)
                     self._on_wait()
-                    waiter.wait(self.cond, self.poll_s)
+                    self._wait(waiter, self.poll_s)
             except BaseException:
                 self._restore(taken)  # a failed dequeue takes nothing
                 self.cond.notify_all()
@@ -265,7 +273,8 @@ class QueueState:
             return len(self)
 
     def __repr__(self):
-        return f"<{self.kind} '{self.name}' size={len(self)} closed={self.closed}>"
+        return (f"<{self.kind} '{self.name}' size={len(self)} closed={self.closed} "
+                f"waiting={self.waiting}>")
 
 
 class RandomShuffleQueueState(QueueState):

@@ -188,7 +188,7 @@ class SplitQueueState(QueueState):
                     raise self._closed_error(1, 0)
                 self._on_wait()
                 if not len(self):
-                    waiter.wait(self.cond, POLL_S)
+                    self._wait(waiter, POLL_S)
 
     def ack(self, token: str) -> bool:
         with self.cond:
