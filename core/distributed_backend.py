@@ -180,9 +180,16 @@ class DistributedBackend:
         return {f"{j}-{t}": a for (j, t), (a, _) in sorted(self._map.items())}
 
     def prepare(self, plan) -> None:
+        self._pin(plan)
+
+    def _pin(self, plan) -> dict:
+        """Device -> (address, name) of its worker for this step, mapping a device anew
+        when it lost its worker since the plan was compiled."""
+        pinned = {}
         for dev in plan.devices:
             spec = DeviceSpec.parse(dev)
-            self._ensure_mapped(spec.job, spec.task)
+            pinned[dev] = self._ensure_mapped(spec.job, spec.task)
+        return pinned
 
     # ---- execution --------------------------------------------------------------------------
     def _hlg(self, dsk, by_device, plan):
@@ -206,6 +213,7 @@ class DistributedBackend:
     def execute(self, plan, feed_values, step_id, steps, options, run_metadata):
         from distributed import wait
         trace = bool(options and options.trace)
+        pinned = self._pin(plan)
         dsk, outputs, by_device = step_graph(plan, feed_values, step_id, steps, None, trace)
         hlg = self._hlg(dsk, by_device, plan)
         futures = self.client.get(hlg, outputs, sync=False)
@@ -220,7 +228,7 @@ class DistributedBackend:
                     break
                 except TimeoutError:
                     pass
-                self._check_alive(plan)
+                self._check_alive(pinned)
                 if deadline is not None and time.monotonic() >= deadline:
                     pending = self._pending_devices(dsk, by_device)
                     raise DeadlineExceededError(
@@ -235,7 +243,7 @@ class DistributedBackend:
             # A task that failed because its device's worker died (or that Dask re-ran
             # elsewhere) reports the lost device, not the symptom.
             try:
-                self._check_alive(plan)
+                self._check_alive(pinned)
             except UnavailableError as lost:
                 raise lost from exc
             raise
@@ -245,16 +253,18 @@ class DistributedBackend:
             _fill_metadata(run_metadata, plan, infos)
         return _fetch_values(plan, outputs, results, feed_values)
 
-    def _check_alive(self, plan) -> None:
+    def _check_alive(self, pinned: dict) -> None:
+        """Raise UnavailableError if a worker this step was pinned to has left (a restarted
+        worker has a new address). The device is unmapped, so the next step maps it anew."""
         info = self.client.scheduler_info(n_workers=-1) if _accepts_n_workers() else \
             self.client.scheduler_info()
         workers = info["workers"]
-        for dev in plan.devices:
-            spec = DeviceSpec.parse(dev)
-            addr, name = self._map[(spec.job, spec.task)]
+        for dev, (addr, name) in pinned.items():
             if addr not in workers:
+                spec = DeviceSpec.parse(dev)
                 with self._lock:
-                    self._map.pop((spec.job, spec.task), None)
+                    if self._map.get((spec.job, spec.task)) == (addr, name):
+                        del self._map[(spec.job, spec.task)]
                 raise UnavailableError(
                     f"device {dev} is unavailable: its worker {name!r} ({addr}) left the "
                     "cluster; state on it (variables, queues) is lost — restore from the last "

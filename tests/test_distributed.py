@@ -264,12 +264,16 @@ def test_killed_ps_worker_is_unavailable_naming_it(cluster):
     assert isinstance(err, tv.errors.UnavailableError), err
     assert PS in str(err) and "ps-0" in str(err) and old in str(err)
     assert took < 30
-    # the restarted worker has a new address; a new session maps it, and the state is gone
+    # the restarted worker has a new address; sessions map it anew, and the state is gone
     cluster.wait_full()
     assert cluster.worker("ps-0") != old
     s2 = cluster.session(g)
     with pytest.raises(tv.errors.FailedPreconditionError):
         s2.run(v)
+    # the same session goes on with its cached plans (as a trainer restoring a checkpoint)
+    s.run(v.initializer)
+    assert s.run(v) == 1.0
+    assert s.devices["ps-0"] == cluster.worker("ps-0")
 
 
 def _wait_until_processing(cluster, task_name, timeout=20.0):
