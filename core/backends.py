@@ -80,7 +80,7 @@ class LocalBackend:
         dsk, outputs, _ = step_graph(plan, feed_values, step_id, steps, self.resources, trace)
         timeout = (options.timeout_in_ms / 1000.0) if options and options.timeout_in_ms else None
         if timeout:
-            results = self._get_with_timeout(dsk, outputs, timeout, plan)
+            results = self._get_with_timeout(dsk, outputs, timeout, plan, step_id)
         elif len(plan.tasks) == 1:
             results = self._get_sync(dsk, outputs)
         else:
@@ -89,13 +89,14 @@ class LocalBackend:
             _fill_metadata(run_metadata, plan, pop_traces(step_id))
         return _fetch_values(plan, outputs, results, feed_values)
 
-    def _get_with_timeout(self, dsk, outputs, timeout, plan):
+    def _get_with_timeout(self, dsk, outputs, timeout, plan, step_id):
         import concurrent.futures as cf
         ex = cf.ThreadPoolExecutor(1)
         fut = ex.submit(self._get, dsk, outputs)
         try:
             return fut.result(timeout)
         except cf.TimeoutError:
+            self.resources.cancel_step(step_id)  # blocked queue ops of the step give up
             raise DeadlineExceededError(
                 f"step did not finish within {timeout * 1000:.0f} ms; pending devices: "
                 f"{', '.join(plan.devices)}") from None

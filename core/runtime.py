@@ -71,6 +71,14 @@ class DeviceResources:
     def __init__(self):
         self._mgrs: dict[str, ResourceMgr] = {}
         self._lock = threading.Lock()
+        self._cancelled: set[str] = set()  # step ids given up by the client (timeouts)
+
+    def cancel_step(self, step_id: str) -> None:
+        """Mark a step as given up: blocking kernels of it (queue waits) stop waiting."""
+        self._cancelled.add(_step_root(step_id))
+
+    def is_cancelled(self, step_id) -> bool:
+        return bool(self._cancelled) and _step_root(step_id) in self._cancelled
 
     def for_device(self, device: str) -> ResourceMgr:
         mgr = self._mgrs.get(device)
@@ -112,6 +120,11 @@ def _worker_resources() -> DeviceResources:
     return res
 
 
+def _step_root(step_id) -> str:
+    """``token.step`` of a step id (``token.step.rep`` for the repetitions of ``steps=K``)."""
+    return ".".join(str(step_id).split(".")[:2])
+
+
 @dataclass
 class KernelContext:
     """What a stateful kernel (``needs_ctx=True``) receives first."""
@@ -119,7 +132,12 @@ class KernelContext:
     op_name: str
     step_id: Any
     device: str
-    rt: Any = None
+    rt: Any = None  # the process's DeviceResources
+
+    def cancelled(self) -> bool:
+        """Whether the client gave this step up (in-process; in a Dask worker the task's own
+        state says so, see data_flow_ops.Waiter)."""
+        return self.rt is not None and self.rt.is_cancelled(self.step_id)
 
 
 @dataclass(frozen=True)
@@ -213,7 +231,7 @@ def execute(program: StageProgram, resources: DeviceResources, step_id, args) ->
             if needs_ctx:
                 if rm is None:
                     rm = resources.for_device(program.device)
-                out = fn(KernelContext(rm, ins.name, step_id, program.device),
+                out = fn(KernelContext(rm, ins.name, step_id, program.device, resources),
                          *[vals[s] for s in ins_args], **attrs)
             elif len(ins_args) == 1:
                 out = fn(vals[ins_args[0]], **attrs)

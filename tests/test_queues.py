@@ -404,3 +404,22 @@ def test_a_timed_out_dequeue_does_not_take_later_elements(cluster):
         time.sleep(0.05)
     s.run(enq)
     assert int(s.run(deq)) == 5
+
+
+def test_a_timed_out_dequeue_in_process_does_not_take_later_elements():
+    graph = tv.Graph()
+    with graph.as_default():
+        q = tv.FIFOQueue(4, tv.int32, shapes=[[]], name="late_local")
+        deq = q.dequeue()
+        enq = q.enqueue(7)
+    with tv.Session(graph=graph) as s:
+        with pytest.raises(tv.errors.DeadlineExceededError, match="within 300 ms"):
+            s.run(deq, options=tv.RunOptions(timeout_in_ms=300))
+        deadline = time.monotonic() + 10
+        while s._backend.resources.for_device(
+                "/job:localhost/replica:0/task:0/device:CPU:0").lookup(
+                    "", "queue:late_local").waiting:  # the abandoned dequeue gives up
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        s.run(enq)
+        assert int(s.run(deq)) == 7

@@ -109,11 +109,12 @@ class Waiter:
     ``CancelledError`` instead of waiting on and taking elements that nobody will receive.
     """
 
-    __slots__ = ("seceded", "task")
+    __slots__ = ("seceded", "task", "ctx")
 
-    def __init__(self):
+    def __init__(self, ctx=None):
         self.seceded = False
         self.task = None
+        self.ctx = ctx
 
     def wait(self, cond: threading.Condition, timeout: float | None = None) -> None:
         if not self.seceded:
@@ -121,7 +122,13 @@ class Waiter:
             if self.seceded:
                 self.task = _current_task()
         if self.task is None:
-            cond.wait(timeout)
+            if self.ctx is None:
+                cond.wait(timeout)
+                return
+            # In process: wake now and then to see whether the session gave the step up.
+            cond.wait(CANCEL_POLL_S if timeout is None else min(timeout, CANCEL_POLL_S))
+            if self.ctx.cancelled():
+                raise CancelledError("the step was cancelled while this queue op waited")
             return
         cond.wait(CANCEL_POLL_S if timeout is None else min(timeout, CANCEL_POLL_S))
         if _task_cancelled(self.task):
@@ -413,9 +420,9 @@ def _elements(q: QueueState, values, many: bool) -> list[tuple]:
 
 # ---- kernels ---------------------------------------------------------------------------------
 
-def _blocking(fn):
+def _blocking(fn, ctx=None):
     """Run a queue operation with a Waiter; take the worker slot back after any wait."""
-    w = Waiter()
+    w = Waiter(ctx)
     try:
         return fn(w)
     finally:
@@ -430,19 +437,19 @@ def _handle_kernel(ctx, *, queue):
 def _enqueue_kernel(ctx, *values, queue, many=False):
     q = lookup_queue(ctx, queue)
     elems = _elements(q, values, many)
-    _blocking(lambda w: q.enqueue(elems, w))
+    _blocking(lambda w: q.enqueue(elems, w), ctx)
     return ()
 
 
 def _dequeue_kernel(ctx, *n, queue, mode):
     q = lookup_queue(ctx, queue)
     if mode == "one":
-        (elem,) = _blocking(lambda w: q.dequeue(1, False, w))
+        (elem,) = _blocking(lambda w: q.dequeue(1, False, w), ctx)
         return elem[0] if len(elem) == 1 else tuple(elem)
     count = int(np.asarray(n[0]))
     if count < 0:
         raise InvalidArgumentError(f"dequeue: n must be >= 0, got {count}")
-    elems = _blocking(lambda w: q.dequeue(count, mode == "up_to", w))
+    elems = _blocking(lambda w: q.dequeue(count, mode == "up_to", w), ctx)
     out = q.batch(elems)
     return out[0] if len(out) == 1 else out
 

@@ -209,7 +209,7 @@ def _reader_identity_kernel(ctx, *, reader):
 
 def _lease_kernel(ctx, holder, *, queue):
     q = lookup_queue(ctx, queue)
-    split, token = _blocking(lambda w: q.lease(str(np.asarray(holder).item()), w))
+    split, token = _blocking(lambda w: q.lease(str(np.asarray(holder).item()), w), ctx)
     return np.asarray(split, dtype=object), np.asarray(token, dtype=object)
 
 
