@@ -17,7 +17,7 @@ Run: ``python -m bench.bench_planning [--ops 10000 20000 40000] [--repeat 3] [--
 from __future__ import annotations
 
 import argparse
-import statistics
+import itertools
 import time
 
 import numpy as np
@@ -119,7 +119,7 @@ def main(argv=None):
     for n, built, wall, cpu, pm, plan in rows:
         print(f"{n:7d}{len(plan.tasks):7d}{len(plan.sends):7d}{built:9.2f}{wall:8.3f}"
               f"{cpu:8.3f}{cpu / n * 1e6:7.1f}  " + "".join(f"{pm[k]:10.3f}" for k in names))
-    for r0, r1 in zip(rows, rows[1:]):
+    for r0, r1 in itertools.pairwise(rows):
         growth = " ".join(f"{k} x{r1[4][k] / max(r0[4][k], 1e-9):.2f}" for k in names)
         print(f"growth {r0[0]} -> {r1[0]} ops (x{r1[0] / r0[0]:.0f}): wall x{r1[2] / r0[2]:.2f}, "
               f"cpu x{r1[3] / r0[3]:.2f}; {growth}")

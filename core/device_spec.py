@@ -25,7 +25,7 @@ class DeviceSpec:
     device_index: int | None = None
 
     @classmethod
-    def parse(cls, spec: str | "DeviceSpec" | None) -> "DeviceSpec":
+    def parse(cls, spec: str | DeviceSpec | None) -> DeviceSpec:
         """Parse a full or partial device string; raise InvalidArgumentError if malformed."""
         if spec is None or spec == "":
             return cls()
@@ -38,7 +38,7 @@ class DeviceSpec:
         return cls._parse(spec)
 
     @classmethod
-    def _parse(cls, spec: str) -> "DeviceSpec":
+    def _parse(cls, spec: str) -> DeviceSpec:
         fields: dict = {}
         parts = [p for p in spec.split("/") if p]
         if not spec.startswith("/") and len(parts) != 1:
@@ -73,18 +73,18 @@ class DeviceSpec:
                     f"malformed device string {spec!r}: bad value in {part!r}") from None
         return cls(**fields)
 
-    def merged_over(self, outer: "DeviceSpec") -> "DeviceSpec":
+    def merged_over(self, outer: DeviceSpec) -> DeviceSpec:
         """Fields set here win; unset fields come from ``outer`` (the enclosing scope)."""
         if type(self) is DeviceSpec and type(outer) is DeviceSpec:
             return _merged_cached(self, outer)
         return self._merged_over(outer)
 
-    def _merged_over(self, outer: "DeviceSpec") -> "DeviceSpec":
+    def _merged_over(self, outer: DeviceSpec) -> DeviceSpec:
         return DeviceSpec(*(a if a is not None else b for a, b in zip(
             (self.job, self.replica, self.task, self.device_type, self.device_index),
             (outer.job, outer.replica, outer.task, outer.device_type, outer.device_index))))
 
-    def conflicts_with(self, other: "DeviceSpec") -> bool:
+    def conflicts_with(self, other: DeviceSpec) -> bool:
         pairs = zip((self.job, self.replica, self.task, self.device_type, self.device_index),
                     (other.job, other.replica, other.task, other.device_type, other.device_index))
         return any(a is not None and b is not None and a != b for a, b in pairs)

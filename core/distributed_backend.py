@@ -57,8 +57,8 @@ def resource_name(job: str, task: int) -> str:
 
 
 def _start_local_cluster(spec: ClusterSpec | None, verbose: bool):
-    from distributed import LocalCluster, Nanny, Scheduler, SpecCluster
     import dask
+    from distributed import LocalCluster, Nanny, Scheduler, SpecCluster
     if spec is None:
         return LocalCluster(n_workers=2, threads_per_worker=2, processes=True,
                             dashboard_address=":0", silence_logs=40)
@@ -302,6 +302,7 @@ def _accepts_n_workers() -> bool:
     global _N_WORKERS
     if _N_WORKERS is None:
         import inspect
+
         from distributed import Client
         _N_WORKERS = "n_workers" in inspect.signature(Client.scheduler_info).parameters
     return _N_WORKERS

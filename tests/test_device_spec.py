@@ -5,7 +5,6 @@ import os
 
 import numpy as np
 import pytest
-
 import tensorvm as tv
 from tensorvm.device_spec import DeviceSpec, canonical
 
@@ -149,9 +148,9 @@ def test_device_function_result_merges_with_scopes(g):
 
 
 def test_device_function_returning_garbage_fails_at_the_op(g):
-    with tv.device(lambda op: "/job:ps/task:?"):
-        with pytest.raises(tv.errors.InvalidArgumentError, match="malformed"):
-            tv.constant(1.0)
+    with tv.device(lambda op: "/job:ps/task:?"), \
+            pytest.raises(tv.errors.InvalidArgumentError, match="malformed"):
+        tv.constant(1.0)
 
 
 def test_replica_device_setter_balances_variables_by_size(g):

@@ -6,7 +6,6 @@ import time
 
 import numpy as np
 import pytest
-
 import tensorvm as tv
 
 pytestmark = pytest.mark.cluster
@@ -111,7 +110,7 @@ def _shared_graph(name="shared"):
 
 
 def test_two_clients_share_a_ps_variable_by_name(cluster):
-    g1, v1, inc1, up1, d1 = _shared_graph()
+    g1, v1, inc1, up1, _ = _shared_graph()
     g2, v2, inc2, up2, d2 = _shared_graph()
     a = cluster.session(g1, own_client=True)
     b = cluster.session(g2, own_client=True)
@@ -128,7 +127,7 @@ def test_eight_threads_lose_no_update(cluster):
     """Eight threads, four on each of two sessions (one of them on its own Dask client), run
     ``assign_add`` steps against one PS variable at once: no update is lost."""
     g1, v1, inc1, up1, _ = _shared_graph("counter")
-    g2, v2, inc2, up2, _ = _shared_graph("counter")
+    g2, _, inc2, up2, _ = _shared_graph("counter")
     s1 = cluster.session(g1)
     s2 = cluster.session(g2, own_client=True)
     s1.run(v1.initializer)

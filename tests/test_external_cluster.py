@@ -11,11 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 import tensorvm as tv
 from conftest import ClusterHandle
-from test_distributed import (PS, W0, W1, _shared_graph, _sleep, _wait_until_processing,
-                              build_model)
+from test_distributed import PS, W0, W1, _shared_graph, _sleep, _wait_until_processing, build_model
 
 pytestmark = pytest.mark.cluster
 
@@ -115,7 +113,7 @@ def test_spread_graph_matches_one_device(cluster):
 
 def test_two_clients_share_a_ps_variable(cluster):
     g1, v1, inc1, up1, _ = _shared_graph("ext_shared")
-    g2, v2, inc2, up2, d2 = _shared_graph("ext_shared")
+    g2, _, inc2, up2, d2 = _shared_graph("ext_shared")
     a = cluster.session(g1, own_client=True)
     b = cluster.session(g2, own_client=True)
     a.run(v1.initializer)

@@ -3,10 +3,9 @@ compile — and a property test that a graph spread over random devices computes
 computes on one device (in process: every device lives in this process, no cluster needed)."""
 import numpy as np
 import pytest
+import tensorvm as tv
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import tensorvm as tv
 from tensorvm import passes
 from tensorvm.graph_def import Node, snapshot
 
@@ -75,7 +74,7 @@ def test_optimize_never_merges_or_folds_stateful_ops(g):
     total = r1 + r2
     nodes = snapshot(g)
     ref = (total.op.name, 0)
-    out, fetches, _ = passes.optimize(passes.prune(nodes, [ref], [], set()), [ref], [], set())
+    out, _, _ = passes.optimize(passes.prune(nodes, [ref], [], set()), [ref], [], set())
     assert [n.type for n in out.values()].count("RandomUniform") == 2
 
 
@@ -94,9 +93,9 @@ def test_variable_ops_live_with_the_variable_under_another_device(g):
     with tv.device("/job:ps/task:0"):
         v = tv.Variable(np.zeros(4, np.float32), name="v")
     with tv.device("/job:worker/task:1"):
-        up = v.assign_add(tv.ones([4]), name="up")
-        sc = tv.scatter_add(v, [1], [2.0], name="sc")
-        y = tv.multiply(v, 3.0, name="y")
+        v.assign_add(tv.ones([4]), name="up")
+        tv.scatter_add(v, [1], [2.0], name="sc")
+        tv.multiply(v, 3.0, name="y")
     nodes = snapshot(g)
     for soft in (True, False):
         d = passes.place(nodes, W0, allow_soft_placement=soft)
@@ -111,7 +110,7 @@ def test_variable_ops_live_with_the_variable_under_another_device(g):
 def test_colocate_with_joins_the_named_op_group(g):
     a = tv.constant(1.0, name="a")  # no device of its own
     with tv.colocate_with(a), tv.device("/job:ps/task:0"):
-        b = tv.negative(a, name="b")
+        tv.negative(a, name="b")
     d = passes.place(snapshot(g), W0)
     assert d["a"] == d["b"] == PS
 
