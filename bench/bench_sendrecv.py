@@ -9,6 +9,10 @@ A third row moves the array with plain Dask but realigns it before the sum, as t
 runtime does with every array it receives: Dask hands large arrays over at an address inside
 its message that is not even 4-byte aligned, where NumPy's reductions and BLAS take other
 (slower, differently rounded) paths, so an exact single-device result needs the copy.
+Whether an array lands aligned depends on the byte length of the message header before it
+(tensorvm's keys carry the step id: from step 10 on the header is one byte longer), so some
+rounds pay the copy and some do not; on this VM a fresh 256 MiB allocation can also stall in
+transparent-hugepage compaction (the outliers of both copying rows).
 
 Only the transfer and the consume are timed, not the producing: both sides take the time from
 the end of the producer task to the end of the consumer task, from the tasks' own clocks
