@@ -8,7 +8,8 @@ through ``tv.Session(cluster=spec)`` — workers named after their tasks (``ps-0
 * ``tv_cluster.session(graph=None, **kw)`` — a new ``tv.Session`` on the cluster (sharing the
   fixture's Dask client unless ``own_client=True``), closed when the test ends;
 * ``tv_cluster.address``, ``.client``, ``.spec``, ``.worker(task_name)`` (its address);
-  ``ClusterHandle(spec, address)`` wraps a cluster started elsewhere the same way;
+  the ``cluster_handle`` fixture gives the class: ``cluster_handle(spec, address)`` wraps a
+  cluster started elsewhere the same way;
 * ``tv_cluster.kill(task_name)`` — SIGKILL that task's worker process (its Nanny restarts it
   with a new address); ``.wait_full()`` waits until every task has a worker again.
 
@@ -81,6 +82,13 @@ class ClusterHandle:
     def close(self) -> None:
         self.close_sessions()
         self._root.close()
+
+
+@pytest.fixture(scope="session")
+def cluster_handle():
+    """The :class:`ClusterHandle` class, for modules that start their own cluster and wrap it
+    (``cluster_handle(spec, address)``); test modules cannot import ``conftest`` by name."""
+    return ClusterHandle
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorvm as tv
-from conftest import ClusterHandle
 from test_distributed import PS, W0, W1, _shared_graph, _sleep, _wait_until_processing, build_model
 
 pytestmark = pytest.mark.cluster
@@ -55,7 +54,7 @@ def _read_address(path: Path, proc: subprocess.Popen, timeout=60.0) -> str:
 
 
 @pytest.fixture(scope="module")
-def external(tmp_path_factory):
+def external(tmp_path_factory, cluster_handle):
     d = tmp_path_factory.mktemp("dask-cli")
     sched_file = d / "scheduler.json"
     procs = [_spawn(["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
@@ -70,7 +69,7 @@ def external(tmp_path_factory):
         from distributed import Client
         with Client(address, set_as_default=False, timeout="30s") as c:
             c.wait_for_workers(len(NAMES), timeout=60)
-        handle = ClusterHandle(SPEC, address)
+        handle = cluster_handle(SPEC, address)
         yield handle
     finally:
         if handle is not None:
