@@ -235,7 +235,12 @@ class DistributedBackend:
                         f"step {step_id} did not finish within {timeout * 1000:.0f} ms; devices"
                         f" still pending: {', '.join(pending) or ', '.join(plan.devices)}")
         except BaseException:
-            self.client.cancel(futures)
+            # Release rather than cancel: Client.cancel trips a scheduler assertion when a
+            # fetched key is also a dependency of another task, dropping the client's
+            # connection; releasing lets the scheduler forget the step, and waiting queue ops
+            # see their task gone and give up.
+            for f in futures:
+                f.release()
             raise
         try:
             results = self.client.gather(futures)

@@ -36,6 +36,7 @@ class Node:
     out_dtypes: tuple = ()
     in_shapes: tuple = ()  # static shapes of the inputs (None where unknown)
     in_dtypes: tuple = ()
+    out_shapes: tuple = ()  # static output shapes (None where unknown)
 
     def __repr__(self):
         ins = ", ".join(f"{n}:{i}" for n, i in self.inputs)
@@ -57,7 +58,7 @@ def snapshot(graph) -> dict[str, Node]:
             tuple(c.name for c in op.control_inputs), op.attrs, op.device, op.colocation,
             registry[op.type].stateful, len(op.outputs), op.location,
             tuple(t.dtype for t in op.outputs), tuple(t._shape for t in op.inputs),
-            tuple(t.dtype for t in op.inputs))
+            tuple(t.dtype for t in op.inputs), tuple(t._shape for t in op.outputs))
     graph._snapshot_cache = (graph.version, out)
     return out
 

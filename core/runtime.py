@@ -1,8 +1,9 @@
 """What runs inside a task: resources on their device and the tiny stage interpreter.
 
 * :class:`ResourceMgr` — one per device, keyed by ``(container, name)`` (TF's ResourceMgr). In a
-  dask.distributed worker the managers live in the :class:`ResourcePlugin` worker plugin, so they
-  outlive sessions and clients; an in-process session owns its own managers.
+  dask.distributed worker the managers live in the worker process (set up by the worker plugin
+  ``tensorvm.distributed_backend.ResourcePlugin``), so they outlive sessions and clients; an
+  in-process session owns its own managers.
 * :class:`StageProgram` — the compiled ops of one (device, stage) task: a flat list of
   instructions over numbered value slots.
 * :func:`run_stage` — the interpreter: about fifteen lines that run each instruction's kernel
@@ -20,9 +21,6 @@ import numpy as np
 
 from . import errors
 from .registry import registry
-
-PLUGIN_NAME = "tensorvm-resources"
-
 
 class ResourceMgr:
     """Resources of one device: variables, queues, readers, random generators."""
@@ -89,26 +87,6 @@ class DeviceResources:
 
     def clear(self, containers=None) -> int:
         return sum(m.clear(containers) for m in list(self._mgrs.values()))
-
-
-class ResourcePlugin:
-    """A dask.distributed WorkerPlugin holding the worker's :class:`DeviceResources`.
-
-    Registered by the session with ``client.register_plugin(ResourcePlugin())``; registering
-    again (a second session) keeps the existing resources, since ``setup`` only creates them
-    once per worker process.
-    """
-
-    name = PLUGIN_NAME
-    idempotent = True
-
-    def setup(self, worker):
-        if not hasattr(worker, "_tensorvm_resources"):
-            worker._tensorvm_resources = DeviceResources()
-        self.resources = worker._tensorvm_resources
-
-    def teardown(self, worker):
-        pass
 
 
 def _worker_resources() -> DeviceResources:

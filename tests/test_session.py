@@ -258,3 +258,21 @@ def test_random_ops_never_folded_or_merged_and_new_each_run(g):
         first, second = s.run(both), s.run(both)
         assert s.plans_compiled == 1  # cached plan, yet fresh values
         assert not np.array_equal(first, second)
+
+
+def test_control_dependency_on_a_fed_placeholder_is_satisfied_by_the_feed(g):
+    x = tv.placeholder(tv.float32, [2], name="x")
+    with tv.control_dependencies([x]):
+        y = tv.constant([1.0, 2.0]) * 2.0
+    with tv.Session() as s:
+        np.testing.assert_allclose(s.run(y, {x: [0.0, 0.0]}), [2.0, 4.0])
+
+
+def test_large_results_are_not_constant_folded(g):
+    big = tv.zeros([2048, 2048]) + 1.0  # 16 MiB: cheaper to compute than to ship
+    small = tv.zeros([4]) + 1.0
+    with tv.Session() as s:
+        plan = s.plan([big, small])
+        kernels = [i.type for t in plan.tasks for i in t.program.instrs]
+        assert kernels.count("Add") == 1
+        assert s.run(big).sum() == 2048 * 2048

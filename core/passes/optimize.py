@@ -64,6 +64,8 @@ def _fold_inputs(node: Node, nodes, feeds):
         return None
     if node.control_inputs or "CPU" not in d.kernels or not node.inputs:
         return None
+    if not _small(node):  # a constant that big is cheaper to compute than to ship
+        return None
     vals = []
     for i, ref in enumerate(node.inputs):
         if i in d.shape_only and i < len(node.in_shapes) and _known(node.in_shapes[i]):
@@ -74,6 +76,18 @@ def _fold_inputs(node: Node, nodes, feeds):
         else:
             return None
     return vals
+
+
+def _small(node: Node) -> bool:
+    """Whether the node's outputs are statically known to fit FOLD_LIMIT_BYTES."""
+    if not node.out_shapes:
+        return True
+    total = 0
+    for shape, dt in zip(node.out_shapes, node.out_dtypes):
+        if not _known(shape):
+            return False
+        total += int(np.prod(shape, dtype=np.int64)) * (dt.np_dtype.itemsize if dt else 8)
+    return total <= FOLD_LIMIT_BYTES
 
 
 def _const_value(node: Node, index: int):

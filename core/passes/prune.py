@@ -10,6 +10,8 @@
 """
 from __future__ import annotations
 
+import dataclasses
+
 from ..graph_def import Node
 
 
@@ -20,6 +22,7 @@ def prune(nodes: dict[str, Node], fetches: list[tuple[str, int]], targets: list[
     An input edge whose tensor is fed is not followed (the feed replaces its producer); a
     producer whose every needed output is fed is dropped unless it is itself a target.
     """
+    fed_ops = {n for n, _ in feeds}
     need: set[str] = set()
     stack = [n for n, _ in fetches if (n, _) not in feeds] + list(targets)
     while stack:
@@ -32,6 +35,14 @@ def prune(nodes: dict[str, Node], fetches: list[tuple[str, int]], targets: list[
             if ref not in feeds and ref[0] not in need:
                 stack.append(ref[0])
         for c in node.control_inputs:
-            if c not in need:
+            # A fed op is replaced by its feed (as TF does): a control edge on it is satisfied.
+            if c not in need and c not in fed_ops:
                 stack.append(c)
-    return {k: v for k, v in nodes.items() if k in need}
+    out = {}
+    for k, v in nodes.items():
+        if k in need:
+            if any(c not in need for c in v.control_inputs):
+                v = dataclasses.replace(v, control_inputs=tuple(
+                    c for c in v.control_inputs if c in need))
+            out[k] = v
+    return out
