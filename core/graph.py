@@ -219,8 +219,10 @@ class Graph:
         self._name_stack = ""
         self._control_stack: list[list[Operation]] = []
         self._device_stack: list[Any] = []  # DeviceSpec or callable(op) -> str
-        self._colocation_stack: list[str | None] = []
-        self._gradient_colocation: list[str] = []
+        # (group, device-stack depth at entry): as in TF, an op built inside colocate_with
+        # ignores the device scopes around the block and follows the op it is colocated with.
+        self._colocation_stack: list[tuple[str | None, int]] = []
+        self._gradient_colocation: list[tuple[str, int]] = []
         self._finalized = False
 
     # ---- building -------------------------------------------------------------------------
@@ -258,14 +260,17 @@ class Graph:
             control = []
             for frame in self._control_stack:
                 control.extend(c for c in frame if c not in control)
-            coloc = colocation
+            coloc, depth = colocation, len(self._device_stack)
+            if coloc is not None and self._colocation_stack and \
+                    self._colocation_stack[-1][0] == coloc:
+                depth = self._colocation_stack[-1][1]
             if coloc is None and self._colocation_stack:
-                coloc = self._colocation_stack[-1]
+                coloc, depth = self._colocation_stack[-1]
             if coloc is None and self._gradient_colocation:
-                coloc = self._gradient_colocation[-1]
+                coloc, depth = self._gradient_colocation[-1]
             op = Operation(self, name, op_type, inputs, control, dict(attrs), "", coloc,
                            location or _user_location())
-            op.device = self._device_for(op)
+            op.device = self._device_for(op, depth if coloc is not None else 0)
             op.outputs = tuple(Tensor(op, i, dt, shp) for i, (dt, shp) in enumerate(output_specs))
             op._id = len(self._ops)
             self._ops.append(op)
@@ -273,9 +278,11 @@ class Graph:
             self.version += 1
             return op
 
-    def _device_for(self, op: Operation) -> str:
+    def _device_for(self, op: Operation, depth: int = 0) -> str:
+        """The device of the device scopes from ``depth`` on (a colocated op only sees the
+        scopes opened inside its colocate_with block)."""
         spec = DeviceSpec()
-        for entry in self._device_stack:
+        for entry in self._device_stack[depth:]:
             if entry is None:
                 spec = DeviceSpec()
             elif callable(entry):
@@ -391,12 +398,13 @@ class Graph:
 
     @contextlib.contextmanager
     def colocate_with(self, target, ignore_existing: bool = False):
+        depth = len(self._device_stack)
         if target is None:
-            self._colocation_stack.append(None)
+            self._colocation_stack.append((None, 0))
         else:
             target = self.as_graph_element(target)
             op = target.op if isinstance(target, Tensor) else target
-            self._colocation_stack.append(op.colocation or op.name)
+            self._colocation_stack.append((op.colocation or op.name, depth))
         try:
             yield
         finally:
@@ -404,7 +412,7 @@ class Graph:
 
     @contextlib.contextmanager
     def _colocate_gradients_with(self, op: Operation):
-        self._gradient_colocation.append(op.colocation or op.name)
+        self._gradient_colocation.append((op.colocation or op.name, len(self._device_stack)))
         try:
             yield
         finally:

@@ -49,7 +49,8 @@ class Variable:
                            "shape": shp if validate_shape else None}
             op = apply_op("VariableV2", [], dict(self._attrs), name=name or "Variable",
                           graph=g, colocation=None)
-            op.colocation = op.name
+            if op.colocation is None:  # else: built inside colocate_with, it joins that group
+                op.colocation = op.name
             self._attrs["var_name"] = op.name
             op.attrs["var_name"] = op.name
             self._op = op

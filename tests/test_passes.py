@@ -413,3 +413,24 @@ def test_random_graphs_on_random_devices_match_one_device(program):
     _assert_acyclic_and_staged(plan)
     pairs = [(p.tensor, p.dst) for p in plan.pairs]
     assert len(pairs) == len(set(pairs))
+
+
+def test_colocate_with_ignores_the_device_scopes_around_it(g):
+    with tv.device("/job:ps/task:0"):
+        a = tv.constant(1.0, name="a")
+    with tv.device("/job:worker/task:1"), tv.colocate_with(a):
+        tv.negative(a, name="follows_a")
+    d = passes.place(snapshot(g), W0, allow_soft_placement=False)
+    assert d["follows_a"] == d["a"] == PS
+
+
+def test_a_device_asked_for_inside_colocate_with_conflicts_without_soft_placement(g):
+    with tv.device("/job:ps/task:0"):
+        a = tv.constant(1.0, name="a")
+    with tv.colocate_with(a), tv.device("/job:worker/task:1"):
+        tv.negative(a, name="torn")
+    nodes = snapshot(g)
+    with pytest.raises(tv.errors.InvalidArgumentError,
+                       match="Cannot colocate nodes 'torn' and 'a'.*allow_soft_placement"):
+        passes.place(nodes, W0, allow_soft_placement=False)
+    assert passes.place(nodes, W0, allow_soft_placement=True)["torn"] == PS

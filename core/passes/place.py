@@ -72,6 +72,7 @@ def place(nodes: dict[str, Node], default_device: str = "", *, all_nodes=None,
             owner = all_nodes.get(c)
             if owner is not None and owner.device:
                 spec = DeviceSpec.parse(owner.device)
+                _check_members(spec, owner, members, nodes, allow_soft_placement)
                 break
         if spec is None:
             # No owner device: merge the explicit devices of the group's members in the
@@ -100,6 +101,20 @@ def place(nodes: dict[str, Node], default_device: str = "", *, all_nodes=None,
         for m in members:
             out[m] = dev
     return {name: out[name] for name in nodes}
+
+
+def _check_members(spec: DeviceSpec, owner: Node, members, nodes, soft: bool) -> None:
+    """A member asking for a device other than its group owner's: soft placement lets the
+    owner win, else it is an error (TF: "Cannot colocate nodes")."""
+    if soft:
+        return
+    for m in members:
+        s = DeviceSpec.parse(nodes[m].device)
+        if s.conflicts_with(spec):
+            raise InvalidArgumentError(
+                f"Cannot colocate nodes {m!r} and {owner.name!r}: {m!r} asks for device "
+                f"{s.to_string()} but {owner.name!r} is on {spec.to_string()} (created at "
+                f"{nodes[m].location}); set allow_soft_placement=True to let the group win")
 
 
 def _members_by_colocation(all_nodes) -> dict[str, list[Node]]:
