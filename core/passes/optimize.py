@@ -15,6 +15,7 @@ folded or merged, nor is anything with control inputs or a fed input.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -64,8 +65,6 @@ def _fold_inputs(node: Node, nodes, feeds):
         return None
     if node.control_inputs or "CPU" not in d.kernels or not node.inputs:
         return None
-    if not _small(node):  # a constant that big is cheaper to compute than to ship
-        return None
     vals = []
     for i, ref in enumerate(node.inputs):
         if i in d.shape_only and i < len(node.in_shapes) and _known(node.in_shapes[i]):
@@ -75,6 +74,8 @@ def _fold_inputs(node: Node, nodes, feeds):
             vals.append(_const_value(nodes[ref[0]], ref[1]))
         else:
             return None
+    if not _small(node):  # a constant that big is cheaper to compute than to ship
+        return None
     return vals
 
 
@@ -86,7 +87,7 @@ def _small(node: Node) -> bool:
     for shape, dt in zip(node.out_shapes, node.out_dtypes):
         if not _known(shape):
             return False
-        total += int(np.prod(shape, dtype=np.int64)) * (dt.np_dtype.itemsize if dt else 8)
+        total += math.prod(shape) * (dt.np_dtype.itemsize if dt else 8)
     return total <= FOLD_LIMIT_BYTES
 
 
@@ -111,10 +112,12 @@ def optimize(nodes: dict[str, Node], fetches: list, targets: list, feeds: set,
         return r if r in feeds else alias.get(r, r)
 
     for name, node in nodes.items():
-        node = dataclasses.replace(
-            node, inputs=tuple(ref(r) for r in node.inputs),
-            control_inputs=tuple(dict.fromkeys(alias_op.get(c, c)
-                                               for c in node.control_inputs)))
+        if alias and (any(r in alias for r in node.inputs)
+                      or any(c in alias_op for c in node.control_inputs)):
+            node = dataclasses.replace(
+                node, inputs=tuple(ref(r) for r in node.inputs),
+                control_inputs=tuple(dict.fromkeys(alias_op.get(c, c)
+                                                   for c in node.control_inputs)))
         if node.type in _PASS_THROUGH and not node.control_inputs and node.colocation is None:
             src = node.inputs[0]
             producer = out.get(src[0])
