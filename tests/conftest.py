@@ -84,6 +84,15 @@ class ClusterHandle:
         self._root.close()
 
 
+@pytest.fixture
+def g():
+    """A fresh graph, the default one while the test runs."""
+    import tensorvm as tv
+    graph = tv.Graph()
+    with graph.as_default():
+        yield graph
+
+
 @pytest.fixture(scope="session")
 def cluster_handle():
     """The :class:`ClusterHandle` class, for modules that start their own cluster and wrap it

@@ -11,12 +11,6 @@ from tensorvm.device_spec import DeviceSpec, canonical
 THIS_FILE = os.path.basename(__file__)
 
 
-@pytest.fixture
-def g():
-    graph = tv.Graph()
-    with graph.as_default():
-        yield graph
-
 
 @pytest.mark.parametrize("text, fields", [
     ("/job:ps/replica:0/task:1/device:CPU:2", ("ps", 0, 1, "CPU", 2)),

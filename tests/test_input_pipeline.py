@@ -17,12 +17,6 @@ import tensorvm as tv
 TV_CLUSTER = {"ps": 1, "worker": 2}
 
 
-@pytest.fixture
-def g():
-    graph = tv.Graph()
-    with graph.as_default():
-        yield graph
-
 
 @pytest.fixture
 def text_dir():

@@ -17,12 +17,6 @@ W0 = "/job:worker/replica:0/task:0/device:CPU:0"
 W1 = "/job:worker/replica:0/task:1/device:CPU:0"
 
 
-@pytest.fixture
-def g():
-    graph = tv.Graph()
-    with graph.as_default():
-        yield graph
-
 
 def const(name, device=""):
     return Node(name, "Const", attrs={"value": np.float32(1), "dtype": tv.float32},

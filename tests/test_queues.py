@@ -12,12 +12,6 @@ import tensorvm as tv
 TV_CLUSTER = {"ps": 1, "worker": 1}
 
 
-@pytest.fixture
-def g():
-    graph = tv.Graph()
-    with graph.as_default():
-        yield graph
-
 
 def run_in_thread(fn):
     """Start ``fn`` in a thread; return (thread, box) where box gets 'value' or 'error'."""

@@ -15,12 +15,6 @@ TV_CLUSTER = {"ps": 2}
 PS0, PS1 = "/job:ps/task:0", "/job:ps/task:1"
 
 
-@pytest.fixture
-def g():
-    graph = tv.Graph()
-    with graph.as_default():
-        yield graph
-
 
 @pytest.fixture
 def ckpt_dir():

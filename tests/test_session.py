@@ -10,12 +10,6 @@ import tensorvm as tv
 THIS_FILE = os.path.basename(__file__)
 
 
-@pytest.fixture
-def g():
-    graph = tv.Graph()
-    with graph.as_default():
-        yield graph
-
 
 def test_fetch_structures_mirror_the_request(g):
     a = tv.constant([1.0, 2.0])

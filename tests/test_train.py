@@ -5,12 +5,6 @@ import pytest
 import tensorvm as tv
 
 
-@pytest.fixture
-def g():
-    graph = tv.Graph()
-    with graph.as_default():
-        yield graph
-
 
 def _one_step(opt, w0, grad, steps=1, sparse_idx=None):
     """Apply ``grad`` (dense, or as IndexedSlices over rows ``sparse_idx``) ``steps`` times."""
