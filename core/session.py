@@ -252,30 +252,32 @@ class Session:
             out[k] = _convert_feed(k, v)
         return out
 
-    def _plan_for(self, tensors: list, ops: list, feed_refs: tuple):
+    def _plan_for(self, tensors: list, ops: list, feed_refs: tuple, steps: int = 1):
+        """The cached plan; ``steps`` > 1 asks for K unrolled steps (only worth it, and only
+        asked for, when one step is several tasks)."""
         key = (self.graph.version, tuple(_ref(t) for t in tensors),
-               tuple(o.name for o in ops), feed_refs)
+               tuple(o.name for o in ops), feed_refs, steps)
         plan = self._cache.get(key)
         if plan is None:
             with self._cache_lock:
                 plan = self._cache.get(key)
                 if plan is None:
-                    plan = self._compile(tensors, ops, feed_refs)
+                    plan = self._compile(tensors, ops, feed_refs, steps)
                     self._cache[key] = plan
         return plan
 
-    def _compile(self, tensors, ops, feed_refs):
+    def _compile(self, tensors, ops, feed_refs, steps=1):
         # Planning allocates many small records and frees few: the cyclic garbage collector
         # would spend a third of the time scanning them (measured at 10k-40k ops).
         gc_was_on = gc.isenabled()
         gc.disable()
         try:
-            return self._compile_passes(tensors, ops, feed_refs)
+            return self._compile_passes(tensors, ops, feed_refs, steps)
         finally:
             if gc_was_on:
                 gc.enable()
 
-    def _compile_passes(self, tensors, ops, feed_refs):
+    def _compile_passes(self, tensors, ops, feed_refs, steps=1):
         self.plans_compiled += 1
         all_nodes = snapshot(self.graph)
         fetches = [_ref(t) for t in tensors]
@@ -297,6 +299,9 @@ class Session:
                                gpu_available=self._backend.gpu_available,
                                allow_soft_placement=self.allow_soft_placement,
                                known_tasks=self._backend.known_tasks)
+        if steps > 1:
+            nodes, devices, fetches, targets = passes.unroll(nodes, devices, fetches, targets,
+                                                             feeds, steps)
         part = passes.partition(nodes, devices, feeds)
         stages = passes.stage(part)
         plan = passes.compile_plan(part, stages, fetches, list(feed_refs),
@@ -333,6 +338,11 @@ class Session:
                 ops.append(x)
         feed_refs = tuple(sorted(_ref(t) for t in feeds))
         plan = self._plan_for(tensors, ops, feed_refs)
+        if steps > 1 and len(plan.tasks) > 1:
+            # Across devices, K steps are one unrolled graph (the state chained on each
+            # device), so a step's last task on a device and the next step's first one fuse.
+            plan = self._plan_for(tensors, ops, feed_refs, steps)
+            steps = 1
         by_ref = {_ref(t): v for t, v in feeds.items()}
         feed_values = [by_ref[r] for r in plan.feeds]
         step_id = f"{self._token}.{next(self._steps)}"

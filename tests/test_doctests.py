@@ -8,7 +8,8 @@ MODULES = [
     "tensorvm", "tensorvm.device_spec", "tensorvm.registry", "tensorvm.gradients",
     "tensorvm.variables", "tensorvm.session", "tensorvm.passes.prune",
     "tensorvm.passes.optimize", "tensorvm.passes.place", "tensorvm.passes.partition",
-    "tensorvm.passes.stage", "tensorvm.train.cluster", "tensorvm.train.device_setter",
+    "tensorvm.passes.stage", "tensorvm.passes.unroll", "tensorvm.train.cluster",
+    "tensorvm.train.device_setter",
     "tensorvm.train.optimizers",
 ]
 

@@ -270,3 +270,22 @@ def test_large_results_are_not_constant_folded(g):
         kernels = [i.type for t in plan.tasks for i in t.program.instrs]
         assert kernels.count("Add") == 1
         assert s.run(big).sum() == 2048 * 2048
+
+
+def test_steps_across_devices_unroll_and_fuse_the_state_chain(g):
+    with tv.device("/job:ps/task:0"):
+        w = tv.Variable(np.array([4.0, -2.0]), name="w")
+    with tv.device("/job:worker/task:0"):
+        loss = tv.reduce_sum(w * w)
+        train = tv.train.GradientDescentOptimizer(0.1).minimize(loss)
+    with tv.Session() as s:
+        s.run(w.initializer)
+        s.run(train, steps=5)
+        np.testing.assert_allclose(s.run(w), np.array([4.0, -2.0]) * 0.8 ** 5)
+        one = s.plan(train)
+        unrolled = s._plan_for([], [train], (), 5)
+    ps_tasks = [t for t in unrolled.tasks if "/job:ps/" in t.device]
+    # a step is read (PS) -> gradient (worker) -> update (PS): one step alone needs 2 PS tasks,
+    # five chained steps need 6, not 10, since each update shares a task with the next read
+    assert sum("/job:ps/" in t.device for t in one.tasks) == 2
+    assert len(ps_tasks) == 6

@@ -5,7 +5,8 @@ plain data structure to the next, with no session or cluster inside.
     nodes, fetches, targets = prune(nodes, fetches, targets, feeds)
     nodes, fetches = optimize(nodes, fetches, protected)
     devices = place(nodes, default_device, ...)
-    part = partition(nodes, devices, fetches, feeds)
+    nodes, devices, fetches, targets = unroll(...)   # only for run(..., steps=K) across devices
+    part = partition(nodes, devices, feeds)
     stages = stage(part)
     plan = compile_plan(part, stages, fetches, feeds, ...)
 """
@@ -14,7 +15,8 @@ from .optimize import optimize
 from .place import place
 from .partition import Partition, partition
 from .stage import stage
+from .unroll import unroll
 from .compile import Plan, compile_plan
 
 __all__ = ["prune", "optimize", "place", "partition", "Partition", "stage", "compile_plan",
-           "Plan"]
+           "Plan", "unroll"]
