@@ -3,8 +3,7 @@
 ``step_graph`` turns a :class:`~tensorvm.passes.Plan` into a Dask graph for one submission:
 each (device, stage) task is ``(run_stage, program, rt, step_id, steps, *dependency keys)``,
 each non-elided Send is ``(pick, stage key, index)``, feeds are inlined as arguments. Keys are
-``(task name, step id)``; with ``steps=K`` across several tasks, step k+1's tasks depend on all
-of step k's sinks (the state chain).
+``(task name, step id)``.
 """
 from __future__ import annotations
 
@@ -17,40 +16,37 @@ LOCAL_DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"
 
 
 def step_graph(plan, feed_values, step_id: str, steps: int, rt, trace: bool = False):
-    """Return ``(dsk, output_keys, keys_by_device)`` for one submission of ``plan``."""
+    """Return ``(dsk, output_keys, keys_by_device)`` for one submission of ``plan``.
+
+    ``steps`` > 1 loops inside the one task of a single-task plan; a plan of several tasks
+    runs K steps as an unrolled plan (:func:`tensorvm.passes.unroll`) instead.
+    """
+    if steps > 1 and len(plan.tasks) != 1:
+        raise ValueError("steps > 1 needs a single-task plan; unroll the plan instead")
     dsk: dict = {}
     by_device: dict = defaultdict(list)
     fn = run_stage_traced if trace else run_stage
-    single = len(plan.tasks) == 1
-    loops = steps if single else 1
-    reps = 1 if single else steps
-    prev_sinks: list = []
-    for r in range(reps):
-        sid = step_id if reps == 1 else f"{step_id}.{r}"
-        task_keys = {t.name: (t.name, sid) for t in plan.tasks}
-        send_keys = {}
-        for s in plan.sends:
-            if s.elided:
-                continue
-            key = (f"{s.task}-send", sid, s.index)
-            dsk[key] = (pick, task_keys[s.task], s.index)
-            send_keys[s.name] = key
-            by_device[s.device].append(key)
-        for t in plan.tasks:
-            deps = []
-            for a in t.args:
-                if a[0] == "task":
-                    deps.append(task_keys[a[1]])
-                elif a[0] == "send":
-                    deps.append(send_keys[a[1]])
-                else:  # feeds travel inline with the task that reads them
-                    deps.append(feed_values[a[1]])
-            key = task_keys[t.name]
-            dsk[key] = (fn, t.program, rt, sid, loops, *deps, *prev_sinks)
-            by_device[t.device].append(key)
-        prev_sinks = [task_keys[n] for n in plan.outputs]
-    outputs = prev_sinks
-    return dsk, outputs, by_device
+    task_keys = {t.name: (t.name, step_id) for t in plan.tasks}
+    send_keys = {}
+    for s in plan.sends:
+        if s.elided:
+            continue
+        key = (f"{s.task}-send", step_id, s.index)
+        dsk[key] = (pick, task_keys[s.task], s.index)
+        send_keys[s.name] = key
+        by_device[s.device].append(key)
+    for t in plan.tasks:
+        deps = []
+        for a in t.args:
+            if a[0] == "task":
+                deps.append(task_keys[a[1]])
+            elif a[0] == "send":
+                deps.append(send_keys[a[1]])
+            else:  # feeds travel inline with the task that reads them
+                deps.append(feed_values[a[1]])
+        dsk[task_keys[t.name]] = (fn, t.program, rt, step_id, steps, *deps)
+        by_device[t.device].append(task_keys[t.name])
+    return dsk, [task_keys[n] for n in plan.outputs], by_device
 
 
 class LocalBackend:
