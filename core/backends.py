@@ -126,7 +126,7 @@ def _fetch_values(plan, outputs, results, feed_values):
         if f[0] == "feed":
             out.append(feed_values[f[1]])
         else:
-            out.append(by_task[f[1]][f[2]])
+            out.append(by_task[f[1]][f[2] + 1])  # [0] is runtime.ALIGN_GUARD
     return out
 
 

@@ -153,6 +153,13 @@ class StageProgram:
         return state
 
 
+# Every value that crosses tasks is a tuple whose first element is this tiny array. Dask reads
+# a message's first out-of-band buffer together with its header, at whatever offset the header
+# ends, so a lone large array would arrive unaligned (NumPy then skips BLAS, slower and with
+# other rounding than on one device); as the *second* buffer it gets an allocation of its own.
+ALIGN_GUARD = np.zeros(1, np.uint64)
+
+
 def _describe_inputs(vals, instr):
     shapes = []
     for s in instr.args:
@@ -196,7 +203,7 @@ def execute(program: StageProgram, resources: DeviceResources, step_id, args) ->
     """Run the program's instructions over its slots and return the slots array."""
     vals: list = [None] * program.nslots
     for (slot, index), a in zip(program.arg_picks, args):
-        v = a if index < 0 else a[index]
+        v = a if index < 0 else a[index + 1]  # [0] is the alignment guard
         if type(v) is np.ndarray and not v.flags.aligned:
             # Dask may deliver a small array at an odd offset inside its message; NumPy then
             # skips BLAS and sums in another order, so a result would differ in the last bit
@@ -229,12 +236,12 @@ def execute(program: StageProgram, resources: DeviceResources, step_id, args) ->
 
 def run_stage(program: StageProgram, rt, step_id, steps: int, *args):
     """A Dask task: run ``program`` (``steps`` times, for ``run(..., steps=K)``) and return the
-    tuple of exported values. ``rt`` is the in-process session's DeviceResources, or None in a
-    dask.distributed worker (then the worker plugin's resources are used)."""
+    tuple ``(ALIGN_GUARD, *exports)``. ``rt`` is the in-process session's DeviceResources, or
+    None in a dask.distributed worker (then the worker plugin's resources are used)."""
     resources = rt if rt is not None else _worker_resources()
     for _ in range(steps):
         vals = execute(program, resources, step_id, args)
-    return tuple(vals[s] for s in program.exports)
+    return (ALIGN_GUARD,) + tuple(vals[s] for s in program.exports)
 
 
 TRACES: dict[str, list] = {}
@@ -253,7 +260,7 @@ def run_stage_traced(program: StageProgram, rt, step_id, steps: int, *args):
         addr = "in-process"
     info = {"task": program.name, "device": program.device, "worker": addr, "start": start,
             "end": time.time(), "ops": list(program.op_names),
-            "export_bytes": [int(getattr(v, "nbytes", 0) or 0) for v in out]}
+            "export_bytes": [int(getattr(v, "nbytes", 0) or 0) for v in out[1:]]}
     with _TRACES_LOCK:
         TRACES.setdefault(str(step_id).split("#")[0], []).append(info)
     return out
@@ -268,7 +275,7 @@ def pop_traces(step_prefix: str) -> list:
 
 def pick(values, index: int):
     """A Send task: one exported tensor out of its stage's results, so only that moves."""
-    return values[index]
+    return (ALIGN_GUARD, values[index + 1])
 
 
 _TABLES: dict[str, dict[str, Callable]] = {}

@@ -218,7 +218,8 @@ def compile_plan(part: Partition, stages: dict[str, int], fetches: list, feeds: 
             elif a[0] == "send":
                 s = send_by_name[a[1]]
                 slot_of[("arg", a)] = nslots
-                arg_picks.append((nslots, s.index if s.elided else -1))
+                # elided: pick from the stage's tuple; else the Send task's (guard, value)
+                arg_picks.append((nslots, s.index if s.elided else 0))
                 args_out.append(("task", s.task) if s.elided else a)
                 nslots += 1
             else:  # earlier stage on this device: one arg, several picks
