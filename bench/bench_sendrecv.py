@@ -5,14 +5,13 @@ array) and a consumer on ``/job:b/task:0`` (``reduce_sum``), on a cluster of two
 processes ``a-0`` and ``b-0``. Plain Dask: ``client.submit`` of the same producer pinned to
 worker ``a-0`` and of the same consumer (``np.sum``) pinned to ``b-0``, on the same cluster.
 
-A third row moves the array with plain Dask but realigns it before the sum, as tensorvm's
-runtime does with every array it receives: Dask hands large arrays over at an address inside
-its message that is not even 4-byte aligned, where NumPy's reductions and BLAS take other
-(slower, differently rounded) paths, so an exact single-device result needs the copy.
-Whether an array lands aligned depends on the byte length of the message header before it
-(tensorvm's keys carry the step id: from step 10 on the header is one byte longer), so some
-rounds pay the copy and some do not; on this VM a fresh 256 MiB allocation can also stall in
-transparent-hugepage compaction (the outliers of both copying rows).
+A third row moves the array with plain Dask but realigns it before the sum: Dask reads a
+message's first out-of-band buffer together with its header, so a lone large array lands at an
+address that is not even 4-byte aligned, where NumPy's reductions and BLAS take other (slower,
+differently rounded) paths. tensorvm sends every value behind a tiny guard array
+(``runtime.ALIGN_GUARD``), so the tensor gets a buffer of its own and needs no copy; its
+runtime still realigns any array that arrives unaligned. On this VM a fresh 256 MiB
+allocation can stall in transparent-hugepage compaction (the outliers of every row).
 
 Only the transfer and the consume are timed, not the producing: both sides take the time from
 the end of the producer task to the end of the consumer task, from the tasks' own clocks
