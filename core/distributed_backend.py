@@ -14,6 +14,7 @@ the worker, instead of waiting for tasks that can no longer be scheduled. Statef
 """
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -37,6 +38,16 @@ class ResourcePlugin(WorkerPlugin):
     def setup(self, worker):
         if getattr(worker, "_tensorvm_resources", None) is None:
             worker._tensorvm_resources = DeviceResources()
+
+
+async def _gather_within(client, futures, timeout: float):
+    """``(True, results)`` if the futures finish within ``timeout`` seconds, else
+    ``(False, None)``: one trip through the client's event loop per step, where a wait followed
+    by a gather would take two."""
+    try:
+        return True, await asyncio.wait_for(client._gather(futures), timeout)
+    except asyncio.TimeoutError:
+        return False, None
 
 
 async def _set_resources(resources, dask_worker):
@@ -211,7 +222,6 @@ class DistributedBackend:
         return HighLevelGraph(layers, deps)
 
     def execute(self, plan, feed_values, step_id, steps, options, run_metadata):
-        from distributed import wait
         trace = bool(options and options.trace)
         pinned = self._pin(plan)
         dsk, outputs, by_device = step_graph(plan, feed_values, step_id, steps, None, trace)
@@ -223,11 +233,18 @@ class DistributedBackend:
             while True:
                 left = POLL_S if deadline is None else min(POLL_S, deadline - time.monotonic())
                 try:
-                    with self.client.as_current():
-                        wait(futures, timeout=max(left, 0.001))
+                    done, results = self.client.sync(_gather_within, self.client, futures,
+                                                     max(left, 0.001))
+                except Exception as exc:
+                    # A task that failed because its device's worker died (or that Dask
+                    # re-ran elsewhere) reports the lost device, not the symptom.
+                    try:
+                        self._check_alive(pinned)
+                    except UnavailableError as lost:
+                        raise lost from exc
+                    raise
+                if done:
                     break
-                except TimeoutError:
-                    pass
                 self._check_alive(pinned)
                 if deadline is not None and time.monotonic() >= deadline:
                     pending = self._pending_devices(dsk, by_device)
@@ -241,16 +258,6 @@ class DistributedBackend:
             # see their task gone and give up.
             for f in futures:
                 f.release()
-            raise
-        try:
-            results = self.client.gather(futures)
-        except Exception as exc:
-            # A task that failed because its device's worker died (or that Dask re-ran
-            # elsewhere) reports the lost device, not the symptom.
-            try:
-                self._check_alive(pinned)
-            except UnavailableError as lost:
-                raise lost from exc
             raise
         if trace:
             traces = self.client.run(_collect_traces, step_id)
