@@ -22,6 +22,7 @@ in :mod:`tensorvm.storage.readers` and :mod:`tensorvm.storage.columnar`.
 
 from __future__ import annotations
 
+import abc
 import json
 import types
 from dataclasses import asdict, dataclass, field
@@ -96,7 +97,7 @@ def make_options(options: dict[str, Any]) -> str:
     return json.dumps(options, sort_keys=True, separators=(",", ":"))
 
 
-class InputFormat:
+class InputFormat(abc.ABC):
     """Base class of input formats: how a file is cut into splits and how a split is read.
 
     Subclasses set ``name`` and ``extensions`` and implement :meth:`read`; byte-range formats
@@ -130,9 +131,10 @@ class InputFormat:
         return [Split(url, self.name, lo, min(lo + step, size), options_json=opts)
                 for lo in range(0, size, step)]
 
+    @abc.abstractmethod
     def read(self, split: Split, f, batch_size: int | None, url: str) -> Iterator[Any]:
-        """Yield the record batches of ``split`` from the open file ``f``."""
-        raise NotImplementedError
+        """Yield the record batches of ``split`` from the open file ``f`` (every format
+        defines this)."""
 
 
 _FORMATS: dict[str, InputFormat] = {}
