@@ -23,7 +23,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from .backends import _fetch_values, _fill_metadata, step_graph
 from .device_spec import DeviceSpec
 from .errors import DeadlineExceededError, InvalidArgumentError, UnavailableError
-from .runtime import DeviceResources, pop_traces
+from .runtime import pop_traces, resources_of
 from .train.cluster import ClusterSpec
 
 POLL_S = 1.0
@@ -36,8 +36,7 @@ class ResourcePlugin(WorkerPlugin):
     idempotent = True
 
     def setup(self, worker):
-        if getattr(worker, "_tensorvm_resources", None) is None:
-            worker._tensorvm_resources = DeviceResources()
+        resources_of(worker)
 
 
 async def _gather_within(client, futures, timeout: float):
@@ -67,7 +66,7 @@ def resource_name(job: str, task: int) -> str:
     return f"tvm-dev-{job}-{task}"
 
 
-def _start_local_cluster(spec: ClusterSpec | None, verbose: bool):
+def _start_local_cluster(spec: ClusterSpec | None):
     import dask
     from distributed import LocalCluster, Nanny, Scheduler, SpecCluster
     if spec is None:
@@ -98,7 +97,7 @@ class DistributedBackend:
         if client is not None:
             self.client = client
         elif target in (None, "local"):
-            self._cluster = _start_local_cluster(self.spec, verbose)
+            self._cluster = _start_local_cluster(self.spec)
             self.client = Client(self._cluster, set_as_default=False)
         else:
             self.client = Client(target, set_as_default=False, timeout="20s")

@@ -89,13 +89,17 @@ class DeviceResources:
         return sum(m.clear(containers) for m in list(self._mgrs.values()))
 
 
+def resources_of(worker) -> DeviceResources:
+    """The DeviceResources of a Dask worker process, created on first use."""
+    res = getattr(worker, "_tensorvm_resources", None)
+    if res is None:
+        res = worker._tensorvm_resources = DeviceResources()
+    return res
+
+
 def _worker_resources() -> DeviceResources:
     from distributed import get_worker
-    w = get_worker()
-    res = getattr(w, "_tensorvm_resources", None)
-    if res is None:
-        res = w._tensorvm_resources = DeviceResources()
-    return res
+    return resources_of(get_worker())
 
 
 def _step_root(step_id) -> str:

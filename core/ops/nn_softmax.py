@@ -122,13 +122,17 @@ def _expand_like(g, like, axis):
     return apply_op("ExpandReduced", [g, like], {"axis": (axis,)}).outputs[0]
 
 
+def _same_dtype(op: str, labels, logits) -> None:
+    if labels.dtype != logits.dtype:
+        raise InvalidArgumentError(f"{op}: labels ({labels.dtype.name}) and logits "
+                                   f"({logits.dtype.name}) must have the same dtype")
+
+
 def _xent_shape(inputs, attrs):
     labels, logits = inputs
     op = "SoftmaxCrossEntropyWithLogits"
     _float_only(op)(logits.dtype)
-    if labels.dtype != logits.dtype:
-        raise InvalidArgumentError(f"{op}: labels ({labels.dtype.name}) and logits "
-                                   f"({logits.dtype.name}) must have the same dtype")
+    _same_dtype(op, labels, logits)
     shp = _same_shape(labels._shape, logits._shape, "labels and logits", op)
     if shp is None:
         return [(logits.dtype, None), (logits.dtype, None)]
@@ -267,9 +271,7 @@ def _sigmoid_xent_shape(inputs, attrs):
     labels, logits = inputs
     op = "SigmoidCrossEntropyWithLogits"
     _float_only(op)(logits.dtype)
-    if labels.dtype != logits.dtype:
-        raise InvalidArgumentError(f"{op}: labels ({labels.dtype.name}) and logits "
-                                   f"({logits.dtype.name}) must have the same dtype")
+    _same_dtype(op, labels, logits)
     return [(logits.dtype, _same_shape(labels._shape, logits._shape, "logits and labels", op))]
 
 
