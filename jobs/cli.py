@@ -82,7 +82,7 @@ RUN_OPTIONS = {o.name for o in _run_options()}
 
 def job_command(spec, action) -> click.Command:
     """The click command of one job: its own options, then the run options."""
-    from .options import UnsupportedParameter, job_options
+    from .options import UnsupportedParameter, job_help, job_options
     try:
         own = job_options(spec.fn)
     except UnsupportedParameter as exc:
@@ -92,7 +92,7 @@ def job_command(spec, action) -> click.Command:
         raise Failure(f"job {spec.name}: parameter(s) {', '.join(clash)} clash with tensorvm "
                       "run's own options; rename them", EXIT_USAGE)
     return click.Command(spec.name, params=own + _run_options(), callback=action,
-                         help=spec.fn.__doc__, context_settings={
+                         help=job_help(spec.fn), context_settings={
                              "help_option_names": ["-h", "--help"]})
 
 

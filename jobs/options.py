@@ -51,7 +51,7 @@ def param_help(fn) -> dict[str, str]:
     current = None
     for line in doc.splitlines():
         stripped = line.strip()
-        if stripped in ("Args:", "Arguments:", "Parameters", "Parameters:"):
+        if stripped in _SECTIONS:
             section = True
             continue
         if not section or set(stripped) <= {"-"} and stripped:
@@ -66,6 +66,31 @@ def param_help(fn) -> dict[str, str]:
         elif current:
             out[current] = (out[current] + " " + stripped).strip()
     return out
+
+
+_SECTIONS = ("Args:", "Arguments:", "Parameters", "Parameters:")
+
+
+def job_help(fn) -> str:
+    """``fn``'s docstring without its parameter section (each entry is already the help of
+    its option), for a command's ``--help`` text.
+
+    >>> def f(n: int = 1):
+    ...     '''Count to n.
+    ...
+    ...     Args:
+    ...         n: how far.
+    ...     '''
+    >>> job_help(f)
+    'Count to n.'
+    """
+    doc = inspect.getdoc(fn) or ""
+    kept = []
+    for line in doc.splitlines():
+        if line.strip() in _SECTIONS:
+            break
+        kept.append(line)
+    return "\n".join(kept).strip()
 
 
 def job_options(fn, skip=("session", "cluster")) -> list[click.Option]:

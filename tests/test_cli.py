@@ -102,6 +102,9 @@ def test_version_help_and_jobs(capsys):
     helptext = tvm_here(capsys, "run", "wordcount", "--help").stdout
     for opt in ("--input", "--num-reducers", "--overwrite", "--scheduler", "--json"):
         assert opt in helptext
+    # the docstring's Args section is the options' help, not a squashed paragraph above them
+    ridge_help = tvm_here(capsys, "run", "ridge-ps", "--help").stdout
+    assert "Args:" not in ridge_help and "the L2 penalty." in ridge_help
 
 
 # ---- bundled jobs end to end ---------------------------------------------------------------
@@ -173,6 +176,20 @@ def test_logreg_reaches_its_target(cluster):
                  "--holdout", 2000, "--eval-every", 50, "--scheduler", cluster)
     assert s["result"]["ok"] and s["metrics"]["step"] <= 100
     assert s["result"]["heldout_loss"] <= s["result"]["target_loss"]
+
+
+def test_ridge_ps_sync_and_async_reach_the_closed_form(cluster):
+    """The PS ridge job over 1 PS + 1 worker of the shared cluster: sync descent equals the
+    closed form (full-batch gradient steps from the job's own data), async gets close."""
+    sync = run_json("ridge-ps", "--workers", 1, "--steps", 60, "--scheduler", cluster)
+    r = sync["result"]
+    assert sync["state"] == "done" and r["ok"] and r["mode"] == "sync"
+    assert r["global_step"] == 60
+    np.testing.assert_allclose(r["beta"], r["beta_closed_form"], rtol=1e-6, atol=1e-8)
+    asyn = run_json("ridge-ps", "--workers", 1, "--no-sync", "--steps", 200,
+                    "--scheduler", cluster)["result"]
+    assert asyn["mode"] == "async" and asyn["global_step"] >= 200
+    assert asyn["rel_error"] < 0.05, asyn
 
 
 def test_ridge_live_display_and_keep_alive(tmp_path):
