@@ -12,7 +12,8 @@ workers (again whenever a device moved to another worker); ``run`` sends every d
   not reach a peer, a kernel error — the step's other devices are told to cancel it
   (``tvm_cancel``) and the error names the device;
 * or a worker of the step leaving the cluster (the scheduler's event, :data:`TOPIC_LOST`,
-  not a poll);
+  not a poll; received through :mod:`tensorvm.cluster_events`, so every session sharing the
+  client gets it — ``Client.subscribe_topic`` alone keeps one handler per topic);
 * or the deadline: the error names the devices still running.
 
 The scheduler sees none of this, so each finished step is reported to the job registry
@@ -29,6 +30,7 @@ import asyncio
 import logging
 import time
 
+from . import cluster_events
 from .errors import DeadlineExceededError, OpError, UnavailableError
 from .registered_plans import partitions
 
@@ -49,6 +51,7 @@ class DirectSteps:
         self._feeds: dict[str, dict] = {}  # plan id -> {device: feed indices}
         self._active: dict[str, tuple] = {}  # step id -> (pinned devices, future of a loss)
         self._subscribed = False
+        self._subscription = None  # of the lost-worker events (tensorvm.cluster_events)
         self.message_bytes = 0  # of the last traced step's tvm_run messages
         self._gone: dict[str, str] = {}  # address -> name of workers that left the cluster
         self._shapes: dict[str, tuple] = {}  # plan id -> (task names, edges) for reports
@@ -107,7 +110,7 @@ class DirectSteps:
             timeout: float | None, trace: bool):
         """Run one step (``steps`` iterations); return ``(fetched values, replies)``."""
         if not self._subscribed:
-            self._subscribe()
+            self.subscribe()
         for dev, (addr, name) in pinned.items():
             if addr in self._gone:  # no connection attempt to a worker known to be gone
                 err = UnavailableError(
@@ -132,8 +135,7 @@ class DirectSteps:
                 self.message_bytes += sum(len(f) for f in dumps({"op": "tvm_run", **msg}))
             call = self.client.rpc(pinned[dev][0]).tvm_run(**msg)
             calls[asyncio.ensure_future(call)] = dev
-        lost = asyncio.get_running_loop().create_future()
-        self._active[step_id] = (pinned, lost)
+        lost = self.watch(step_id, pinned)
         waiting = set(calls) | {lost}
         deadline = time.monotonic() + timeout if timeout else None
         replies = {}
@@ -171,9 +173,7 @@ class DirectSteps:
             asyncio.ensure_future(self._cancel(addrs, step_id))
             raise
         finally:
-            del self._active[step_id]
-            if not lost.done():
-                lost.cancel()
+            self.unwatch(step_id)
         self._report(pid, pinned, step_id, steps)
         values = [None] * len(plan.fetches)
         for reply in replies.values():
@@ -217,12 +217,46 @@ class DirectSteps:
                              return_exceptions=True)
 
     # ---- the scheduler's events -----------------------------------------------------------
-    def _subscribe(self) -> None:
+    def subscribe(self) -> None:
+        """Receive the scheduler's lost-worker events (:data:`TOPIC_LOST`) through the
+        client's shared dispatcher (:mod:`tensorvm.cluster_events`: other sessions of the
+        client keep theirs); idempotent. The backend calls it before mapping any device."""
+        if self._subscribed:
+            return
         self._subscribed = True
         try:
-            self.client.subscribe_topic(TOPIC_LOST, self._on_lost)
+            self._subscription = cluster_events.subscribe(self.client, TOPIC_LOST,
+                                                          self._on_lost)
         except Exception:  # noqa: BLE001 - connection failures still fail the step
             logger.debug("could not subscribe to %s", TOPIC_LOST, exc_info=True)
+
+    def unsubscribe(self) -> None:
+        """Stop receiving the events (the session closes)."""
+        sub, self._subscription = self._subscription, None
+        if sub is not None:
+            sub.close()
+
+    def watch(self, step_id: str, pinned: dict):
+        """On the client's event loop: a future that receives the UnavailableError of the first
+        worker of ``pinned`` (device -> (address, name)) that left the cluster, or already
+        had; :meth:`unwatch` when the step ends. Used by both data planes."""
+        lost = asyncio.get_running_loop().create_future()
+        self._active[step_id] = (pinned, lost)
+        for addr, name in {a: n for a, n in pinned.values()}.items():
+            if addr in self._gone:
+                self._fail_on(addr, self._gone[addr], step_id, pinned, lost)
+                break
+        return lost
+
+    def unwatch(self, step_id: str) -> None:
+        """On the client's event loop: the step ended; forget its future."""
+        _, lost = self._active.pop(step_id, (None, None))
+        if lost is not None and not lost.done():
+            lost.cancel()
+
+    def gone(self, address: str) -> str | None:
+        """The name of the worker at ``address`` if it left the cluster (as reported)."""
+        return self._gone.get(address)
 
     def _on_lost(self, event) -> None:
         _, msg = event
@@ -231,15 +265,18 @@ class DirectSteps:
         while len(self._gone) > 1024:
             del self._gone[next(iter(self._gone))]
         for step_id, (pinned, fut) in list(self._active.items()):
-            devices = sorted(d for d, (a, _) in pinned.items() if a == addr)
-            if devices and not fut.done():
-                err = UnavailableError(
-                    f"device {', '.join(devices)} is unavailable: its worker "
-                    f"{msg.get('name')!r} ({addr}) left the cluster during step {step_id}; "
-                    "state on it (variables, queues) is lost — restore from the last "
-                    "checkpoint")
-                err.device = devices[0]
-                fut.set_result(err)
+            self._fail_on(addr, msg.get("name"), step_id, pinned, fut)
+
+    @staticmethod
+    def _fail_on(addr, name, step_id, pinned, fut) -> None:
+        devices = sorted(d for d, (a, _) in pinned.items() if a == addr)
+        if devices and not fut.done():
+            err = UnavailableError(
+                f"device {', '.join(devices)} is unavailable: its worker {name!r} ({addr}) "
+                f"left the cluster during step {step_id}; state on it (variables, queues) is "
+                "lost — restore from the last checkpoint")
+            err.device = devices[0]
+            fut.set_result(err)
 
 
 class StepReports:
