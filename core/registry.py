@@ -16,6 +16,11 @@ when the op has several outputs. A kernel registered with ``needs_ctx=True`` get
 >>> get_op_def("Add").kernels["CPU"](np.ones(2), np.ones(2))
 array([2., 2.])
 
+GPU kernels come from the same source: :mod:`tensorvm.kernels_gpu` gives every op whose CPU
+kernel is written against the array namespace of its inputs that kernel as its ``"GPU"``
+kernel (it then runs on CuPy arrays), and marks the exceptions (string ops, ``py_func``,
+queues, readers, savers …) :attr:`OpDef.cpu_only`, with the reason placement reports.
+
 Registration refuses to overwrite an op, a kernel or a gradient silently (like fsspec's
 ``clobber=False``); every registration bumps :func:`generation`, which caches of the table
 (the runtime's per-device kernel tables) compare against.
@@ -59,6 +64,9 @@ class OpDef:
     gpu_fallback: bool = False
     control_flow: bool = False
     forwards_dead: bool = False
+    # Why the op has no GPU kernel (host-only: string tensors, py_func, I/O, queues …); empty
+    # when it may have one. Placement quotes it when a GPU op falls back to CPU.
+    cpu_only: str = ""
 
 
 _REGISTRY: dict[str, OpDef] = {}
@@ -82,13 +90,15 @@ def register_op(op_type: str, shape_fn: Callable, kernel: Callable | None = None
                 differentiable: bool = True, foldable: bool = True, shape_only: tuple = (),
                 pass_through: bool = False, gpu_fallback: bool = False,
                 control_flow: bool = False, forwards_dead: bool = False,
-                clobber: bool = False) -> OpDef:
-    """Add an op type to the table (``clobber=True`` to replace one)."""
+                cpu_only: str = "", clobber: bool = False) -> OpDef:
+    """Add an op type to the table (``clobber=True`` to replace one); ``cpu_only`` says why
+    the op can have no GPU kernel."""
     if op_type in _REGISTRY and not clobber:
         raise ValueError(f"op type {op_type!r} is already registered")
     d = OpDef(op_type, shape_fn, {"CPU": kernel} if kernel else {}, grad, stateful, needs_ctx,
               differentiable, foldable and not stateful and not control_flow,
-              tuple(shape_only), pass_through, gpu_fallback, control_flow, forwards_dead)
+              tuple(shape_only), pass_through, gpu_fallback, control_flow, forwards_dead,
+              cpu_only)
     _REGISTRY[op_type] = d
     _bump()
     return d
@@ -101,6 +111,17 @@ def register_kernel(op_type: str, device_type: str, kernel: Callable,
     if device_type in d.kernels and not clobber:
         raise ValueError(f"{op_type} already has a {device_type} kernel")
     d.kernels[device_type] = kernel
+    _bump()
+
+
+def set_cpu_only(op_type: str, reason: str) -> None:
+    """Mark ``op_type`` as having no GPU kernel, for ``reason`` (shown by placement)."""
+    if not reason:
+        raise ValueError(f"set_cpu_only({op_type!r}) needs a reason")
+    d = get_op_def(op_type)
+    if "GPU" in d.kernels:
+        raise ValueError(f"{op_type} has a GPU kernel; it cannot be CPU-only")
+    d.cpu_only = reason
     _bump()
 
 
