@@ -1,0 +1,290 @@
+"""GPU kernels from one source: the NumPy kernels, run on CuPy arrays.
+
+Most of tensorvm's kernels are array code that calls ``np.*`` on their inputs. CuPy
+implements NumPy's dispatch protocols (NEP 13 ``__array_ufunc__`` and NEP 18
+``__array_function__``), so ``np.matmul(a, b)`` on two CuPy arrays runs ``cupy.matmul`` on the
+GPU and returns a CuPy array. The only calls that do not dispatch are those with no array
+argument — creation (``np.zeros(shape)``, ``np.arange(n)``), conversion (``np.asarray(x)``,
+which CuPy refuses) and the host random generators. A kernel that needs one asks for the
+namespace of its inputs, ``xp = array_namespace(x)`` (NumPy for host values, CuPy for device
+values, as ``cupy.get_array_module``), and creates with ``xp.zeros``. Such a kernel serves
+both device types, so the GPU kernel table starts from the CPU one (tinygrad's
+``{**base_fxn_for_op, ...}``) and differs only where the two must:
+
+* :data:`CPU_ONLY_FAMILIES` / :data:`CPU_ONLY_OPS` — ops that cannot run on a GPU (string
+  tensors, ``py_func``, queues, readers, savers, summaries, map-reduce records) are marked
+  :attr:`~tensorvm.registry.OpDef.cpu_only` with the reason placement reports;
+* :data:`HOST_OPS` — ops whose GPU kernel is their CPU kernel on the host, its outputs
+  uploaded (random ops: the host's generator, so a seed draws the same numbers on both
+  device types);
+* :data:`OVERRIDES` — GPU kernels of their own (``Const`` uploads its value);
+* every other op of a :data:`ONE_SOURCE_FAMILIES` module gets its CPU kernel as its GPU kernel.
+
+An op of a family in neither table (a user's op, a new module) gets no GPU kernel: placement
+falls back to CPU, or names it. ``tests/test_gpu.py`` asserts every op tensorvm registers has
+a GPU kernel or a CPU-only mark.
+
+The device backend is CuPy, imported on first use (``pip install tensorvm[gpu]``);
+:func:`set_device_backend` swaps in another CuPy-compatible module (the tests' fake device,
+which keeps arrays on the host but refuses implicit conversion as CuPy does).
+
+>>> import numpy as np
+>>> array_namespace(np.ones(2)) is np
+True
+>>> from tensorvm.registry import get_op_def
+>>> get_op_def("MatMul").kernels["GPU"] is get_op_def("MatMul").kernels["CPU"]
+True
+>>> bool(get_op_def("StringJoin").cpu_only)
+True
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+
+import numpy as np
+
+from . import dtypes as _dt
+from .errors import UnavailableError
+from .registry import register_kernel, register_op, registry, set_cpu_only
+
+_log = logging.getLogger("tensorvm")
+
+# ---- the device backend (CuPy) ---------------------------------------------------------------
+_UNSET = object()
+_backend = _UNSET
+_backend_lock = threading.Lock()
+_HOST_SCALARS = (bool, int, float, complex, str, bytes, np.generic)
+
+
+def device_backend():
+    """The CuPy-compatible module GPU values belong to, or None when CuPy is not installed
+    (imported once, on first use)."""
+    global _backend
+    if _backend is _UNSET:
+        with _backend_lock:
+            if _backend is _UNSET:
+                try:
+                    import cupy
+                    _backend = cupy
+                except Exception as e:  # noqa: BLE001 - ImportError, or a CUDA library error
+                    _log.debug("tensorvm: no CuPy (%s): GPU kernels are not available", e)
+                    _backend = None
+    return _backend
+
+
+def set_device_backend(module) -> None:
+    """Use ``module`` (CuPy-compatible: ``ndarray``, ``asarray``, creation functions) as the
+    GPU backend; ``None`` means "none"; the tests pass a fake device here."""
+    global _backend
+    with _backend_lock:
+        _backend = module
+
+
+def require_backend():
+    """The device backend, or :class:`~tensorvm.errors.UnavailableError` with the install hint."""
+    b = device_backend()
+    if b is None:
+        raise UnavailableError("GPU kernels need CuPy: pip install 'tensorvm[gpu]' "
+                               "(cupy-cuda12x) on the machines that run GPU devices")
+    return b
+
+
+def gpu_count() -> int:
+    """How many GPUs the device backend sees in this process (0 without CuPy or CUDA)."""
+    b = device_backend()
+    if b is None:
+        return 0
+    try:
+        count = getattr(b, "device_count", None)
+        if count is not None:
+            return int(count())
+        return int(b.cuda.runtime.getDeviceCount())
+    except Exception as e:  # noqa: BLE001 - no driver, no device: CuPy raises its own errors
+        _log.debug("tensorvm: CuPy sees no GPU (%s)", e)
+        return 0
+
+
+# ---- namespaces and copies -------------------------------------------------------------------
+def is_device_array(x) -> bool:
+    """Whether ``x`` is an array of the device backend (a CuPy array)."""
+    if type(x) is np.ndarray or x is None or isinstance(x, _HOST_SCALARS):
+        return False
+    b = device_backend()
+    return b is not None and isinstance(x, b.ndarray)
+
+
+def array_namespace(*xs):
+    """The array module of ``xs``: the device backend (CuPy) if any of them is a device array,
+    else NumPy (``cupy.get_array_module``'s rule). Kernels create arrays with it so that a
+    GPU op's outputs stay on the GPU.
+
+    >>> array_namespace(np.ones(2), 3.0) is np
+    True
+    """
+    for x in xs:
+        if is_device_array(x):
+            return device_backend()
+    return np
+
+
+def _is_device_resident(x) -> bool:
+    """Whether a host value would go to the device: numbers and booleans do, strings and
+    objects stay on the host (TF keeps string tensors in host memory on a GPU too)."""
+    kind = getattr(getattr(x, "dtype", None), "kind", None)
+    return kind is not None and kind in "biufc"
+
+
+def to_device(x):
+    """Copy a host array (or NumPy scalar) to the device; device arrays, strings, objects and
+    Python values are returned unchanged."""
+    if (type(x) is np.ndarray or isinstance(x, np.generic)) and _is_device_resident(x):
+        return require_backend().asarray(x)
+    return x
+
+
+def to_host(x):
+    """Copy a device array to a NumPy array; anything else is returned unchanged."""
+    if is_device_array(x):
+        return x.get()
+    return x
+
+
+def host_values(values):
+    """``to_host`` of each value (for a kernel that reads small tensors such as shapes)."""
+    return [to_host(v) for v in values]
+
+
+def _map_outputs(fn, out):
+    if isinstance(out, tuple):
+        return tuple(fn(o) for o in out)
+    if isinstance(out, list):
+        return [fn(o) for o in out]
+    return fn(out)
+
+
+def on_host(kernel, needs_ctx: bool = False):
+    """A GPU kernel that runs ``kernel`` on host copies of its inputs and uploads its outputs.
+    Slower than a one-source kernel (two copies) but exact: random ops use it so that a seed
+    draws the same numbers on a GPU as on a CPU."""
+    @functools.wraps(kernel)
+    def gpu_kernel(*args, **attrs):
+        if needs_ctx:
+            args = (args[0],) + tuple(to_host(a) for a in args[1:])
+        else:
+            args = tuple(to_host(a) for a in args)
+        return _map_outputs(to_device, kernel(*args, **attrs))
+    gpu_kernel.on_host = True
+    return gpu_kernel
+
+
+# ---- the copy ops partition inserts (TF's _HostSend/_HostRecv, done as explicit copies) -------
+COPY_TO_DEVICE = "_CopyHostToDevice"
+COPY_TO_HOST = "_CopyDeviceToHost"
+
+register_op(COPY_TO_DEVICE, lambda inputs, attrs: [(inputs[0].dtype, inputs[0]._shape)],
+            lambda x: x, differentiable=False, foldable=False)
+register_op(COPY_TO_HOST, lambda inputs, attrs: [(inputs[0].dtype, inputs[0]._shape)],
+            lambda x: x, differentiable=False, foldable=False)
+register_kernel(COPY_TO_DEVICE, "GPU", to_device)
+register_kernel(COPY_TO_HOST, "GPU", to_host)
+
+
+# ---- the GPU kernel table --------------------------------------------------------------------
+# Families (the module of an op's CPU kernel) whose kernels are written against the array
+# namespace of their inputs: their CPU kernel is their GPU kernel.
+ONE_SOURCE_FAMILIES = frozenset({
+    "numpy",  # ufuncs registered directly (np.add, np.exp …) dispatch by themselves
+    "tensorvm.ops.common", "tensorvm.ops.array_ops", "tensorvm.ops.math_ops",
+    "tensorvm.ops.math_ext", "tensorvm.ops.manip_ops", "tensorvm.ops.slice_ops",
+    "tensorvm.ops.fill_ops", "tensorvm.ops.index_ops", "tensorvm.ops.partition_ops",
+    "tensorvm.ops.sort_ops", "tensorvm.ops.linalg_ops", "tensorvm.ops.nn_ops",
+    "tensorvm.ops.nn_conv", "tensorvm.ops.nn_norm", "tensorvm.ops.nn_softmax",
+    "tensorvm.ops.state_ops", "tensorvm.ops.control_flow_ops", "tensorvm.ops.debug_ops",
+})
+
+_HOST_IO = "host-only I/O (files and storage are read and written by the host)"
+# Families that only the host can run, with the reason placement gives.
+CPU_ONLY_FAMILIES = {
+    "tensorvm.ops.string_ops": "string tensors live in host memory (pyarrow compute)",
+    "tensorvm.ops.parsing_ops": "parses string records in host memory",
+    "tensorvm.ops.script_ops": "py_func runs a Python function on host values",
+    "tensorvm.ops.data_flow_ops": "queues hold host values (a resource of the host)",
+    "tensorvm.ops.io_ops": "readers: " + _HOST_IO,
+    "tensorvm.ops.mapreduce_ops": "map-reduce record batches live in host memory (pyarrow)",
+    "tensorvm.ops.mr_values": "map-reduce record batches live in host memory (pyarrow)",
+    "tensorvm.ops.while_loop": "a while loop re-plans its body on the host (GPU loops: "
+                               "not yet)",
+    "tensorvm.summary": "summaries are host protocol buffers",
+    "tensorvm.train.saver": "savers: " + _HOST_IO,
+    "tensorvm.train.input": "input pipelines: " + _HOST_IO,
+    "tensorvm.train.tf_input": "input pipelines: " + _HOST_IO,
+    "tensorvm.train.sync_replicas": "gradient accumulators are host resources (TF's "
+                                    "ConditionalAccumulator is CPU-only too)",
+}
+
+# Single ops of one-source families that stay on the host.
+CPU_ONLY_OPS = {
+    "Assert": "checks and logs on the host (TF's Assert is CPU-only too)",
+    "Print": "logs on the host (TF's Print is CPU-only too)",
+    "CandidateSampler": "samples with the host's random generator",
+}
+
+# Ops whose GPU kernel is their CPU kernel on the host (inputs downloaded, outputs uploaded).
+HOST_OPS = frozenset({
+    "RandomStandardNormal", "RandomUniform", "TruncatedNormal", "RandomUniformInt",
+    "RandomShuffle", "Multinomial",  # the host's generator: same numbers on both devices
+    "Dropout",  # its mask comes from the host's generator (nn_ops: see the issue-15 note)
+})
+
+
+def _const_gpu(*, value, dtype):
+    return to_device(value)
+
+
+# GPU kernels of their own.
+OVERRIDES = {
+    "Const": _const_gpu,  # a constant is uploaded (strings stay on the host)
+}
+
+
+def _family(d) -> str | None:
+    k = d.kernels.get("CPU")
+    return getattr(k, "__module__", None) if k is not None else None
+
+
+def install() -> int:
+    """Give every registered op its GPU kernel or its CPU-only mark, by the tables above; ops
+    already decided are left alone. Returns how many ops it decided. Idempotent; runs when
+    tensorvm is imported, and again after a module registers more ops."""
+    n = 0
+    for op_type, d in list(registry.items()):
+        if "GPU" in d.kernels or d.cpu_only:
+            continue
+        fam = _family(d)
+        if op_type in CPU_ONLY_OPS:
+            set_cpu_only(op_type, CPU_ONLY_OPS[op_type])
+        elif op_type in OVERRIDES:
+            register_kernel(op_type, "GPU", OVERRIDES[op_type])
+        elif op_type in HOST_OPS:
+            register_kernel(op_type, "GPU", on_host(d.kernels["CPU"], d.needs_ctx))
+        elif fam in CPU_ONLY_FAMILIES:
+            set_cpu_only(op_type, CPU_ONLY_FAMILIES[fam])
+        elif fam in ONE_SOURCE_FAMILIES:
+            register_kernel(op_type, "GPU", d.kernels["CPU"])
+        else:
+            continue
+        n += 1
+    return n
+
+
+def undecided() -> list[str]:
+    """Op types with neither a GPU kernel nor a CPU-only mark (placement treats them as
+    having no GPU kernel)."""
+    return sorted(t for t, d in registry.items() if "GPU" not in d.kernels and not d.cpu_only)
+
+
+def dtype_on_device(dtype: _dt.DType) -> bool:
+    """Whether values of ``dtype`` live on the device on a GPU (strings stay on the host)."""
+    return not dtype.is_string
