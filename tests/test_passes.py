@@ -148,8 +148,14 @@ def test_gpu_soft_placement_falls_back_to_cpu(g):
     assert d["y"] == W0
     with pytest.raises(tv.errors.InvalidArgumentError, match="no GPU device"):
         passes.place(nodes, W0, gpu_available=False, allow_soft_placement=False)
-    with pytest.raises(tv.errors.InvalidArgumentError, match="no GPU kernel for Neg"):
-        passes.place(nodes, W0, gpu_available=True, allow_soft_placement=False)
+    # Neg has a GPU kernel (one source, tensorvm.kernels_gpu): with a GPU it stays there
+    assert passes.place(nodes, W0, gpu_available=True, allow_soft_placement=False)["y"] == \
+        W0.replace("CPU", "GPU")
+    with tv.device("/job:worker/task:0/gpu:0"):
+        s = tv.strings.upper(tv.constant(["a"]), name="s")
+    with pytest.raises(tv.errors.InvalidArgumentError,
+                       match="'s' \\(StringUpper\\): no GPU kernel for StringUpper: string"):
+        passes.place(snapshot(g), W0, gpu_available=True, allow_soft_placement=False)
     # and through a session
     with tv.Session(allow_soft_placement=False) as s, \
             pytest.raises(tv.errors.InvalidArgumentError, match="allow_soft_placement"):
