@@ -4,8 +4,11 @@ Order of precedence (TF's placer): colocation groups first — a node that reads
 resource carries the resource's group, ``tv.colocate_with`` and gradient ops share their
 forward op's group (union-find); the group takes the device of the op that names it (the
 Variable), else the merge of its members' explicit devices; then the session default fills the
-unset fields. A GPU node with no GPU (or no GPU kernel) falls back to CPU under soft
-placement, else fails. The result is deterministic: the same nodes give the same placement.
+unset fields. A GPU group needs a GPU kernel for every member (or a CPU-only mark stops it)
+and a GPU of that index on its task (``gpus``: how many each task's worker has, from its Dask
+resource ``GPU``); failing either, soft placement puts the group on the task's CPU and
+:func:`place_explained` says why (the plan prints it), else placement fails naming the op
+and the reason. The result is deterministic: the same nodes give the same placement.
 
 >>> from tensorvm.graph_def import Node
 >>> nodes = {"v": Node("v", "VariableV2", device="/job:ps/task:0", colocation="v"),
@@ -15,6 +18,9 @@ placement, else fails. The result is deterministic: the same nodes give the same
 '/job:ps/replica:0/task:0/device:CPU:0'
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
 
 from ..device_spec import DeviceSpec
 from ..errors import InvalidArgumentError
@@ -40,14 +46,50 @@ class _UnionFind:
             self.parent[max(ra, rb)] = min(ra, rb)
 
 
+@dataclass(frozen=True)
+class Fallback:
+    """A group of ops that asked for a GPU and was placed on the CPU (soft placement)."""
+    ops: tuple  # the group's op names
+    requested: str
+    placed: str
+    reason: str
+
+    def __str__(self):
+        more = f" (+{len(self.ops) - 1} colocated)" if len(self.ops) > 1 else ""
+        return (f"soft placement: {self.ops[0]!r}{more} asked for {self.requested}, runs on "
+                f"{self.placed}: {self.reason}")
+
+
 def place(nodes: dict[str, Node], default_device: str = "", *, all_nodes=None,
           gpu_available: bool = False, allow_soft_placement: bool = True,
-          known_tasks: set | None = None) -> dict[str, str]:
+          known_tasks: set | None = None, gpus=None) -> dict[str, str]:
     """Return ``{node name: full device string}`` for ``nodes``.
 
     ``all_nodes`` (the unpruned graph) resolves colocation roots that pruning removed;
     ``known_tasks`` (a set of ``(job, task)``) rejects devices naming tasks outside the cluster.
+    ``gpus`` says how many GPUs each task has: an int (every task alike), a mapping
+    ``{(job, task): n}`` (tasks not in it have none), or None (``gpu_available`` decides:
+    any index on any task, or no GPU at all).
     """
+    return place_explained(nodes, default_device, all_nodes=all_nodes,
+                           gpu_available=gpu_available,
+                           allow_soft_placement=allow_soft_placement, known_tasks=known_tasks,
+                           gpus=gpus)[0]
+
+
+def place_explained(nodes: dict[str, Node], default_device: str = "", *, all_nodes=None,
+                    gpu_available: bool = False, allow_soft_placement: bool = True,
+                    known_tasks: set | None = None, gpus=None
+                    ) -> tuple[dict[str, str], tuple[Fallback, ...]]:
+    """:func:`place`, and the :class:`Fallback` of every group soft placement moved to CPU.
+
+    >>> from tensorvm.graph_def import Node
+    >>> nodes = {"a": Node("a", "Const", device="/gpu:0")}
+    >>> devs, why = place_explained(nodes, "/job:w/task:0", gpus={("w", 0): 0})
+    >>> devs["a"], why[0].reason
+    ('/job:w/replica:0/task:0/device:CPU:0', 'no GPU device: /job:w/replica:0/task:0 has none')
+    """
+    notes: list[Fallback] = []
     all_nodes = all_nodes or nodes
     default = DeviceSpec.parse(default_device)
     uf = _UnionFind()
@@ -96,11 +138,11 @@ def place(nodes: dict[str, Node], default_device: str = "", *, all_nodes=None,
                 spec = s.merged_over(spec)
         full = spec.merged_over(default).with_defaults()
         full = _check_device(full, members, nodes, gpu_available, allow_soft_placement,
-                             known_tasks)
+                             known_tasks, gpus, notes)
         dev = full.to_string()
         for m in members:
             out[m] = dev
-    return {name: out[name] for name in nodes}
+    return {name: out[name] for name in nodes}, tuple(notes)
 
 
 def _check_members(spec: DeviceSpec, owner: Node, members, nodes, soft: bool) -> None:
@@ -129,7 +171,37 @@ def _members_by_colocation(all_nodes) -> dict[str, list[Node]]:
     return out
 
 
-def _check_device(spec: DeviceSpec, members, nodes, gpu_available, soft, known_tasks):
+def gpus_on(gpus, gpu_available: bool, job: str, task: int) -> int | None:
+    """How many GPUs task ``(job, task)`` has; None means "any number" (``gpus`` unknown and
+    ``gpu_available``)."""
+    if gpus is None:
+        return None if gpu_available else 0
+    if isinstance(gpus, int):
+        return gpus
+    if isinstance(gpus, Mapping):
+        return int(gpus.get((job, task), 0))
+    raise TypeError(f"gpus must be None, an int or a mapping {{(job, task): n}}, got {gpus!r}")
+
+
+def _no_gpu_reason(spec: DeviceSpec, members, nodes, gpu_available, gpus):
+    """Why the group cannot run on ``spec`` (a GPU device), as (op name, reason), or None."""
+    for m in members:
+        d = registry[nodes[m].type]
+        if "GPU" not in d.kernels:
+            why = f": {d.cpu_only}" if d.cpu_only else ""
+            return m, f"no GPU kernel for {d.type}{why}"
+    have = gpus_on(gpus, gpu_available, spec.job, spec.task)
+    task = f"/job:{spec.job}/replica:{spec.replica}/task:{spec.task}"
+    if have == 0:
+        return members[0], f"no GPU device: {task} has none"
+    if have is not None and (spec.index or 0) >= have:
+        return members[0], (f"no GPU device: {task} has {have} GPU{'s' if have > 1 else ''} "
+                            f"(GPU:0..{have - 1})")
+    return None
+
+
+def _check_device(spec: DeviceSpec, members, nodes, gpu_available, soft, known_tasks,
+                  gpus=None, notes=None):
     if known_tasks is not None and (spec.job, spec.task) not in known_tasks:
         n = nodes[members[0]]
         raise InvalidArgumentError(
@@ -137,16 +209,18 @@ def _check_device(spec: DeviceSpec, members, nodes, gpu_available, soft, known_t
             f"a task that is not in the cluster ({sorted(known_tasks)}); created at "
             f"{n.location}")
     if spec.device_type == "GPU":
-        missing_kernel = [m for m in members
-                          if "GPU" not in registry[nodes[m].type].kernels
-                          and not registry[nodes[m].type].gpu_fallback]
-        if not gpu_available or missing_kernel:
+        bad = _no_gpu_reason(spec, members, nodes, gpu_available, gpus)
+        if bad is not None:
+            name, why = bad
             if soft:
-                return DeviceSpec(spec.job, spec.replica, spec.task, "CPU", 0)
-            n = nodes[(missing_kernel or members)[0]]
-            why = "no GPU device is available" if not gpu_available else \
-                f"no GPU kernel for {n.type}"
+                cpu = DeviceSpec(spec.job, spec.replica, spec.task, "CPU", 0)
+                if notes is not None:
+                    notes.append(Fallback((name,) + tuple(m for m in members if m != name),
+                                          spec.to_string(), cpu.to_string(), why))
+                return cpu
+            n = nodes[name]
             raise InvalidArgumentError(
-                f"Cannot assign a device for operation {n.name!r}: {why} for "
-                f"{spec.to_string()} (created at {n.location}); set allow_soft_placement=True")
+                f"Cannot assign a device for operation {n.name!r} ({n.type}): {why}; it asks "
+                f"for {spec.to_string()} (created at {n.location}); set "
+                "allow_soft_placement=True to run it on the CPU")
     return spec
