@@ -1,27 +1,14 @@
 """Map-reduce ops: read split groups, group-by-key reduce, partition, merge, write.
 
-They are the vocabulary :mod:`tensorvm.mapreduce` builds job graphs from; every kernel is
-vectorised (``pyarrow.compute`` hash kernels for string keys, NumPy sort/``reduceat`` for
-numbers and fixed-width byte keys), never a Python loop over records.
+They are the vocabulary :mod:`tensorvm.mapreduce` builds job graphs from. The kernels are the
+vectorised verbs of :mod:`tensorvm.ops.mr_values` (values, hashing, grouping, partitioning) and
+:mod:`tensorvm.ops.mr_read` (reading a group of splits); this module registers the ops and
+holds the shuffle through storage (spill/unspill), the merge and the writers.
 
 Values inside a map-reduce graph. String columns travel as Arrow arrays (the map's lines, the
 words of a split, the keys of a bucket) so that no step turns millions of strings into Python
 objects; the string ops of :mod:`tensorvm.ops.string_ops` accept Arrow input and keep it Arrow,
-and ``Session.run`` hands Arrow results back as NumPy object arrays. Keys are 1-D strings or
-numbers, or ``uint8 [n, w]`` fixed-width byte records (compared as unsigned bytes). Values have
-any dtype and shape ``[n, ...]``, or are a scalar meaning "this value for every key"
-(``emit(words, 1)``).
-
-Reductions (``how``): ``sum count min max mean first collect collect_set``. ``collect``
-gathers each key's values into an Arrow list, ``collect_set`` its distinct values, sorted (the
-inverted index). ``mean`` is not a combiner (not associative).
-
->>> import numpy as np
->>> k, v = group_reduce(np.array([3, 1, 3]), np.array([1.0, 2.0, 4.0]), "sum")
->>> k.tolist(), v.tolist()
-([1, 3], [2.0, 5.0])
->>> [b[0].tolist() for b in partition(np.arange(6), np.int64(1), 2, "range", (3,))]
-[[0, 1, 2], [3, 4, 5]]
+and ``Session.run`` hands Arrow results back as NumPy object arrays.
 """
 from __future__ import annotations
 
@@ -33,260 +20,34 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import dtypes as _dt
-from .. import errors
 from .. import storage
 from ..registry import register_op
-from .string_ops import _hash64
+from .mr_read import read_split_group
+from .mr_values import (
+    REDUCTIONS,
+    as_arrow,
+    broadcast,
+    concat,
+    group_ids,
+    group_reduce,
+    is_arrow,
+    is_stringy,
+    key_hash,
+    length,
+    nbytes,
+    partition,
+    sort_order,
+    take,
+    to_numpy,
+)
 
 __all__: list[str] = []  # used through tensorvm.mapreduce, not exported as tv.*
 
-REDUCTIONS = ("sum", "count", "min", "max", "mean", "first", "collect", "collect_set")
+# re-exported: tensorvm.mapreduce and the jobs use them as ``mapreduce_ops.<name>``
+_REEXPORTS = (REDUCTIONS, as_arrow, broadcast, concat, group_ids, group_reduce, is_arrow,
+              is_stringy, key_hash, length, nbytes, partition, read_split_group, sort_order,
+              take, to_numpy)
 
-
-# ---- values: Arrow or NumPy, the same verbs --------------------------------------------------
-def is_arrow(x) -> bool:
-    return isinstance(x, (pa.Array, pa.ChunkedArray))
-
-
-def as_arrow(x) -> pa.Array:
-    if isinstance(x, pa.ChunkedArray):
-        return x.combine_chunks() if x.num_chunks != 1 else x.chunk(0)
-    if isinstance(x, pa.Array):
-        return x
-    arr = np.asarray(x)
-    if arr.dtype.kind in "OUS":
-        return pa.array(arr.astype(object, copy=False).ravel(), type=pa.large_string())
-    return pa.array(arr)
-
-
-def is_stringy(x) -> bool:
-    if is_arrow(x):
-        t = x.type
-        return pa.types.is_string(t) or pa.types.is_large_string(t) or \
-            pa.types.is_binary(t) or pa.types.is_large_binary(t)
-    return isinstance(x, np.ndarray) and x.dtype.kind in "OUS"
-
-
-def length(x) -> int:
-    return len(x) if (is_arrow(x) or np.ndim(x)) else 0
-
-
-def take(x, idx: np.ndarray):
-    if is_arrow(x):
-        return as_arrow(x).take(pa.array(idx, type=pa.int64()))
-    if np.ndim(x) == 0:
-        return x
-    return np.take(x, idx, axis=0)  # (about twice as fast as x[idx] for rows)
-
-
-def concat(parts: list):
-    """Concatenate values of one kind; scalar values (``emit(k, 1)``) broadcast per part."""
-    if any(is_arrow(p) or is_stringy(p) for p in parts):
-        arrs = [as_arrow(p) for p in parts]
-        if any(pa.types.is_large_string(a.type) for a in arrs):
-            arrs = [a.cast(pa.large_string()) if pa.types.is_string(a.type) else a
-                    for a in arrs]
-        return pa.concat_arrays(arrs) if len(arrs) != 1 else arrs[0]
-    return np.concatenate([np.asarray(p) for p in parts]) if len(parts) != 1 else parts[0]
-
-
-def nbytes(x) -> int:
-    if is_arrow(x):
-        return int(x.nbytes)
-    return int(getattr(x, "nbytes", 0))
-
-
-def to_numpy(x):
-    """A value as NumPy (strings as an object array) — for the driver and py_func maps."""
-    if is_arrow(x):
-        a = as_arrow(x)
-        if pa.types.is_list(a.type) or pa.types.is_large_list(a.type):
-            return np.asarray(a.to_pylist(), dtype=object)
-        out = a.to_numpy(zero_copy_only=False)
-        return out.astype(object) if out.dtype.kind in "US" else out
-    return x
-
-
-def broadcast(values, n: int):
-    return np.full(n, values) if np.ndim(values) == 0 else values
-
-
-# ---- hashing and grouping --------------------------------------------------------------------
-_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
-
-
-def _mix64(h: np.ndarray) -> np.ndarray:
-    """SplitMix64's finaliser over uint64 (wrapping)."""
-    h = h.astype(np.uint64, copy=True)
-    h ^= h >> np.uint64(30)
-    h *= _M1
-    h ^= h >> np.uint64(27)
-    h *= _M2
-    h ^= h >> np.uint64(31)
-    return h
-
-
-def key_hash(keys) -> np.ndarray:
-    """A stable uint64 hash per key (strings: ``tv.strings.to_hash_bucket_fast``'s hash)."""
-    if is_stringy(keys):
-        return _hash64(keys)
-    keys = np.asarray(keys)
-    if keys.ndim == 2:  # fixed-width byte records: fold the columns
-        h = np.zeros(len(keys), np.uint64)
-        for j in range(keys.shape[1]):
-            h = _mix64(h ^ keys[:, j].astype(np.uint64))
-        return h
-    if keys.dtype.kind == "f":
-        keys = keys.astype(np.float64).view(np.uint64)
-    return _mix64(keys.astype(np.int64).view(np.uint64))
-
-
-def _byte_keys(keys: np.ndarray) -> np.ndarray:
-    """``uint8 [n, w]`` as ``S<w>`` scalars: NumPy sorts and compares them as unsigned bytes."""
-    keys = np.ascontiguousarray(keys)
-    return keys.view(f"S{keys.shape[1]}").ravel()
-
-
-def _byte_sort_order(keys: np.ndarray) -> np.ndarray:
-    """Order of ``uint8 [n, w]`` keys as unsigned bytes: an unstable sort of the first 8 bytes
-    as big-endian uint64 (5x faster than sorting ``S<w>`` scalars), kept when those prefixes
-    are all distinct (ties in them are the only place stability or later bytes matter);
-    otherwise the stable sort of the whole keys."""
-    n, w = keys.shape
-    if n == 0:
-        return np.zeros(0, np.int64)
-    head = np.zeros((n, 8), np.uint8)
-    head[:, :min(w, 8)] = keys[:, :8]
-    prefix = head.view(">u8").ravel()
-    order = np.argsort(prefix)
-    s = prefix[order]
-    if not np.any(s[1:] == s[:-1]):
-        return order
-    return np.argsort(_byte_keys(keys), kind="stable")
-
-
-def sort_order(keys) -> np.ndarray:
-    """Indices that sort ``keys`` ascending (stable among equal keys)."""
-    if is_stringy(keys):
-        return pc.sort_indices(as_arrow(keys)).to_numpy()
-    keys = np.asarray(keys)
-    if keys.ndim == 2:
-        return _byte_sort_order(keys)
-    return np.argsort(keys, kind="stable")
-
-
-def group_ids(keys) -> tuple:
-    """``(unique_keys, ids)``: ``keys == unique_keys[ids]`` (unique keys in any order)."""
-    if is_stringy(keys):
-        enc = as_arrow(keys).dictionary_encode()
-        return enc.dictionary, enc.indices.to_numpy().astype(np.int64)
-    keys = np.asarray(keys)
-    if keys.ndim == 2:
-        u, ids = np.unique(_byte_keys(keys), return_inverse=True)
-        return u.view(np.uint8).reshape(len(u), keys.shape[1]), ids.astype(np.int64)
-    u, ids = np.unique(keys, return_inverse=True)
-    return u, ids.astype(np.int64).ravel()
-
-
-def _arrow_group(keys, values, how):
-    """String keys and 1-D numeric values: Arrow's hash aggregation (exact integer sums)."""
-    agg = {"sum": "sum", "count": "count", "min": "min", "max": "max", "mean": "mean",
-           "first": "first"}[how]
-    t = pa.table({"k": as_arrow(keys), "v": pa.array(values)})
-    if how == "first":
-        out = t.group_by("k", use_threads=False).aggregate([("v", "first")])
-    else:
-        out = t.group_by("k").aggregate([("v", agg)])
-    v = out.column(1).to_numpy()
-    if how == "count":
-        v = v.astype(np.int64)
-    elif how in ("sum", "min", "max", "first"):
-        v = v.astype(np.asarray(values).dtype, copy=False)
-    return out.column(0).combine_chunks(), v
-
-
-def group_reduce(keys, values, how: str):
-    """Group ``values`` by ``keys`` and reduce each group (see the module docstring)."""
-    n = length(keys)
-    if np.ndim(values) == 0 and not is_arrow(values) and how in ("sum", "count"):
-        if is_stringy(keys):  # emit(words, 1): a count per key, times the value
-            vc = pc.value_counts(as_arrow(keys))
-            counts = vc.field("counts").to_numpy().astype(np.int64)
-            return vc.field("values"), counts if how == "count" else counts * values
-        u, ids = group_ids(keys)
-        counts = np.bincount(ids, minlength=length(u)).astype(np.int64)
-        return u, counts if how == "count" else counts * values
-    values = broadcast(values, n)
-    if (is_stringy(keys) and not is_arrow(values) and values.ndim == 1
-            and values.dtype.kind in "iufb" and how not in ("collect", "collect_set")):
-        return _arrow_group(keys, values, how)
-    u, ids = group_ids(keys)
-    m = length(u)
-    order = np.argsort(ids, kind="stable")
-    sids = ids[order]
-    starts = np.flatnonzero(np.r_[True, sids[1:] != sids[:-1]]) if n else np.zeros(0, int)
-    counts = np.diff(np.r_[starts, n])
-    sorted_vals = take(values, order)
-    if how == "count":
-        return u, counts.astype(np.int64)
-    if how == "collect":
-        offsets = np.r_[0, np.cumsum(counts)].astype(np.int32)
-        return u, pa.ListArray.from_arrays(pa.array(offsets), as_arrow(sorted_vals))
-    if how == "collect_set":
-        vals = np.asarray(to_numpy(values))
-        order = np.lexsort((vals, ids))
-        sv, si = vals[order], ids[order]
-        keep = np.r_[True, (si[1:] != si[:-1]) | (sv[1:] != sv[:-1])] if n else np.zeros(0, bool)
-        sv, si = sv[keep], si[keep]
-        offsets = np.searchsorted(si, np.arange(m + 1)).astype(np.int32)
-        return u, pa.ListArray.from_arrays(pa.array(offsets), as_arrow(sv))
-    if how == "first":
-        return u, take(sorted_vals, starts)
-    v = np.asarray(sorted_vals)
-    if m == 0:
-        return u, v[:0]
-    if how in ("sum", "mean"):
-        acc = v.dtype if v.dtype.kind == "f" else np.int64 if v.dtype.kind in "iub" else v.dtype
-        s = np.add.reduceat(v.astype(acc, copy=False), starts, axis=0)
-        if how == "sum":
-            return u, s
-        return u, s / counts.reshape((-1,) + (1,) * (v.ndim - 1))
-    if how in ("min", "max"):
-        return u, (np.minimum if how == "min" else np.maximum).reduceat(v, starts, axis=0)
-    raise errors.InvalidArgumentError(f"unknown reduction {how!r}; built-ins: {REDUCTIONS}")
-
-
-def partition(keys, values, num: int, how: str = "hash", boundaries=()) -> list:
-    """Cut ``(keys, values)`` into ``num`` buckets: by hash, or by ``boundaries`` (sorted,
-    ``num - 1`` of them; bucket ``r`` gets ``boundaries[r-1] <= key < boundaries[r]``)."""
-    n = length(keys)
-    if how == "hash":
-        b = (key_hash(keys) % np.uint64(num)).astype(np.int64)
-    else:
-        if is_stringy(keys):
-            ks, bs = to_numpy(keys), np.asarray(list(boundaries), dtype=object)
-        elif np.ndim(keys) == 2:
-            ks = _byte_keys(np.asarray(keys))
-            bs = np.array([bytes(x) for x in boundaries], dtype=ks.dtype)
-        else:
-            ks, bs = np.asarray(keys), np.asarray(list(boundaries), dtype=np.asarray(keys).dtype)
-        b = np.searchsorted(bs, ks, side="right").astype(np.int64)
-    if num <= 1 << 16:  # small bucket ids: NumPy's stable sort is a radix sort then
-        b = b.astype(np.uint8 if num <= 256 else np.uint16)
-    order = np.argsort(b, kind="stable")
-    bounds = np.searchsorted(b[order], np.arange(num + 1))
-    k_sorted, v_sorted = take(keys, order), take(broadcast(values, n) if np.ndim(values) else
-                                                  values, order)
-    out = []
-    for r in range(num):
-        lo, hi = int(bounds[r]), int(bounds[r + 1])
-        k = k_sorted.slice(lo, hi - lo) if is_arrow(k_sorted) else k_sorted[lo:hi]
-        if np.ndim(values) == 0 and not is_arrow(values):
-            v = values
-        else:
-            v = v_sorted.slice(lo, hi - lo) if is_arrow(v_sorted) else v_sorted[lo:hi]
-        out.append((k, v))
-    return out
 
 
 register_op("MRToNumpy", lambda inputs, attrs: [(inputs[0].dtype, inputs[0]._shape)],
@@ -333,116 +94,6 @@ if "records" not in storage.output_writers:
     storage.register_writer("records", "bin", _write_records)
 
 
-# ---- reading split groups --------------------------------------------------------------------
-def _bad_record(split, offset, what, skip_left):
-    where = f"{split.url} at byte offset {offset} (split {split.id})"
-    if skip_left <= 0:
-        raise errors.DataLossError(f"bad record in {where}: {what}")
-
-
-def _first_line_start(split) -> int:
-    if split.start == 0:
-        return 0
-    fs, path = storage.fsio.to_fs(split.url)
-    with fs.open(path, "rb") as f:
-        f.seek(split.start - 1)
-        pos = split.start - 1
-        while True:
-            chunk = f.read(1 << 16)
-            if not chunk:
-                return pos
-            i = chunk.find(b"\n")
-            if i >= 0:
-                return pos + i + 1
-            pos += len(chunk)
-
-
-def _read_text_checked(split, skip: int) -> tuple:
-    """Lines of a text split; undecodable lines are skipped (up to ``skip``) and counted, or
-    fail naming the URL and byte offset. The check runs only on a block that failed."""
-    raw_split = storage.Split.from_dict({**split.to_dict(), "options_json": json.dumps(
-        {**split.options, "encoding": None}, sort_keys=True, separators=(",", ":"))})
-    raw = pa.concat_arrays([pa.array(b) if not is_arrow(b) else b
-                            for b in storage.read(raw_split)] or [pa.array([], pa.binary())])
-    try:
-        return raw.cast(pa.large_string()), 0
-    except (pa.ArrowInvalid, UnicodeDecodeError):
-        pass
-    lens = pc.binary_length(raw).to_numpy()
-    offsets = _first_line_start(split) + np.r_[0, np.cumsum(lens + 1)[:-1]]
-    ok = np.ones(len(raw), bool)
-    for i, line in enumerate(raw.to_pylist()):  # the bad block only: find which lines
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError as e:
-            ok[i] = False
-            _bad_record(split, int(offsets[i]) + e.start, f"invalid UTF-8 ({e.reason})",
-                        skip - int((~ok).sum()) + 1)
-    return pc.filter(raw, pa.array(ok)).cast(pa.large_string()), int((~ok).sum())
-
-
-def _read_fixed_group(splits: list, dtype):
-    """Uncompressed fixed-length records of uint8 (TeraSort's): read into one array (no
-    concatenation of batches), or None for other splits or on an error (the general path then
-    reads them, skipping or naming bad records)."""
-    if not splits or dtype.np_dtype != np.uint8 or any(
-            s.format != "fixed" or s.compression is not None or s.end is None for s in splits):
-        return None
-    try:
-        return storage.readers.read_fixed_into(splits)
-    except (storage.DataLossError, FileNotFoundError, ValueError):
-        return None
-
-
-def read_split_group(splits: tuple, columns: tuple, dtype, skip: int):
-    """The records of several splits and ``counters = [records, bytes, bad records]``."""
-    if not columns:
-        recs = _read_fixed_group([storage.Split.from_dict(json.loads(t)) for t in splits], dtype)
-        if recs is not None:
-            return recs, np.array([len(recs), recs.nbytes, 0], np.int64)
-    parts, cols, nbad, nbytes_in = [], {c: [] for c, _ in columns}, 0, 0
-    for text in splits:
-        s = storage.Split.from_dict(json.loads(text))
-        nbytes_in += (s.end - s.start) if s.end is not None else 0
-        try:
-            if s.format == "text" and not columns:
-                lines, bad = _read_text_checked(s, skip - nbad)
-                parts.append(lines)
-                nbad += bad
-                continue
-            batches = list(storage.read(s))
-        except storage.DataLossError as e:
-            if skip - nbad <= 0:
-                raise errors.DataLossError(f"bad record in split {s.id}: {e}") from e
-            nbad += 1  # a corrupt tabular block is skipped whole (counted as one)
-            continue
-        except FileNotFoundError as e:
-            raise errors.NotFoundError(f"reading split {s.id}: {e}") from e
-        if columns:
-            for b in batches:
-                for c, _ in columns:
-                    cols[c].append(b.column(c))
-        else:
-            parts.extend(batches)
-    counters_extra = np.array([nbad, nbytes_in], np.int64)
-    if columns:
-        out = []
-        for c, dt in columns:
-            col = concat([as_arrow(x) for x in cols[c]]) if cols[c] else \
-                pa.array([], pa.large_string() if dt.is_string else pa.from_numpy_dtype(
-                    dt.np_dtype))
-            out.append(col if dt.is_string else col.to_numpy(zero_copy_only=False).astype(
-                dt.np_dtype, copy=False))
-        n = len(out[0]) if out else 0
-        return (*out, np.r_[np.int64(n), counters_extra[1], counters_extra[0]])
-    if dtype.is_string:
-        recs = concat(parts) if parts else pa.array([], pa.large_string())
-    elif parts:
-        recs = (np.concatenate([np.asarray(p) for p in parts]) if len(parts) > 1 else
-                np.asarray(parts[0])).astype(dtype.np_dtype, copy=False)
-    else:
-        recs = np.zeros((0,), dtype.np_dtype)
-    return recs, np.array([length(recs), nbytes_in, nbad], np.int64)
 
 
 def _read_group_shape(inputs, attrs):
