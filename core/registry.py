@@ -50,6 +50,16 @@ class OpDef:
     never fold through it and never remove an identity that reads it. Every op with a dead
     input (or a dead control input) produces dead outputs without running, except an op that
     ``forwards_dead`` (Merge): its kernel runs and sees the dead markers.
+
+    ``waits`` (for ops with a context): whether the kernel may wait on something outside its
+    step. ``""`` — not declared: a stateful op with a context is taken to block like a queue
+    or reader op (fed by threads without bound, e.g. queue runners), so its plans stay on the
+    Dask data plane, which frees a blocked task's worker slot. ``"never"`` — it never waits.
+    ``"steps"`` — it waits only for other steps of one protocol to change state it holds
+    (``SyncReplicasOptimizer``'s accumulators and token gate: at most one waiting op per
+    replica), waking every 0.2 s to give up when its step is cancelled (a step timeout, a lost
+    device), so its plans may run on the direct data plane
+    (:func:`tensorvm.registered_plans.waits`).
     """
     type: str
     shape_fn: Callable  # (inputs: list[Tensor], attrs: dict) -> list[(DType, shape)]
