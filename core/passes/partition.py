@@ -3,6 +3,14 @@ devices — one pair per (tensor, destination device), however many consumers th
 there (TF's graph_partition.cc). A cross-device control edge becomes a Send/Recv of an empty
 token. Feeds enter and fetches leave through the client, so they need no pair.
 
+Host and device memory (TF's ``_HostSend``/``_HostRecv`` and its copy ops): every value an op
+on a GPU device reads is a device array, and only host arrays cross to a CPU device or back
+to the client. So before cutting, :func:`insert_copies` puts a ``_CopyHostToDevice`` on the
+GPU device in front of every host value a GPU op reads (a feed, a CPU device's output), and a
+``_CopyDeviceToHost`` on the GPU device behind every GPU value a CPU op or a fetch reads —
+one copy per (tensor, device), however many consumers. Between two GPU devices the device
+array itself moves (Dask serialises CuPy arrays). String tensors stay on the host: no copy.
+
 >>> from tensorvm.graph_def import Node
 >>> nodes = {"a": Node("a", "Const"), "b": Node("b", "Neg", (("a", 0),)),
 ...          "c": Node("c", "Neg", (("a", 0),))}
@@ -18,6 +26,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from ..graph_def import Node
+from ..kernels_gpu import COPY_TO_DEVICE, COPY_TO_HOST
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,8 @@ class Partition:
     nodes: dict  # name -> Node (device filled in), _Send/_Recv included, topological order
     sends: tuple  # SendRecv pairs
     devices: tuple  # sorted device strings
+    fetches: tuple = ()  # the fetches, a GPU tensor replaced by its host copy
+    copies: tuple = ()  # the names of the host<->device copy ops inserted
 
     def by_device(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {d: [] for d in self.devices}
@@ -53,8 +64,78 @@ def _short(device: str) -> str:
         .replace("/device:", "/")
 
 
-def partition(nodes: dict[str, Node], devices: dict[str, str], feeds: set) -> Partition:
-    """Split ``nodes`` by ``devices`` (name -> device) and add Send/Recv pairs."""
+def _is_gpu(device: str) -> bool:
+    return "/device:GPU:" in device
+
+
+def _on_host_only(node: Node, i: int) -> bool:
+    dts = node.in_dtypes
+    return i < len(dts) and dts[i] is not None and getattr(dts[i], "is_string", False)
+
+
+def insert_copies(nodes: dict[str, Node], devices: dict[str, str], feeds, fetches=()):
+    """Return ``(nodes, devices, fetches, copies)`` with the host<->device copies added (see
+    the module docstring); unchanged when no node is on a GPU.
+
+    >>> from tensorvm.graph_def import Node
+    >>> nodes = {"a": Node("a", "Const"), "b": Node("b", "Neg", (("a", 0),))}
+    >>> n, d, f, c = insert_copies(nodes, {"a": "/cpu", "b": "/device:GPU:0"}, set(), [("b", 0)])
+    >>> [(x.name, x.type, d[x.name]) for x in n.values() if x.name in c]
+    [('a/_to_device/GPU:0', '_CopyHostToDevice', '/device:GPU:0'), ('b/_to_host', '_CopyDeviceToHost', '/device:GPU:0')]
+    >>> n["b"].inputs, f
+    ((('a/_to_device/GPU:0', 0),), (('b/_to_host', 0),))
+    """
+    fetches = tuple(fetches)
+    if not any(_is_gpu(d) for d in devices.values()):
+        return nodes, devices, fetches, ()
+    out: dict[str, Node] = {}
+    devices = dict(devices)
+    made: dict[tuple, str] = {}
+
+    def base(ref) -> str:
+        return f"{ref[0]}:{ref[1]}" if ref[1] else ref[0]
+
+    def copy(ref, kind: str, dev: str, location: str) -> str:
+        key = (ref, kind, dev)
+        name = made.get(key)
+        if name is None:
+            name = f"{base(ref)}/_to_device{_short(dev)}" if kind == COPY_TO_DEVICE \
+                else f"{base(ref)}/_to_host"
+            made[key] = name
+            out[name] = Node(name, kind, (ref,), (), {}, dev, location=location)
+            devices[name] = dev
+        return name
+
+    def host_copy(ref) -> str:  # on the producer's GPU device, shared by every reader
+        return copy(ref, COPY_TO_HOST, devices[ref[0]], nodes[ref[0]].location)
+
+    for name, node in nodes.items():
+        dev = devices[name]
+        gpu = _is_gpu(dev)
+        inputs = []
+        for i, ref in enumerate(node.inputs):
+            src_gpu = ref not in feeds and _is_gpu(devices[ref[0]])
+            if gpu == src_gpu or _on_host_only(node, i):
+                inputs.append(ref)
+            elif gpu:
+                loc = nodes[ref[0]].location if ref[0] in nodes else node.location
+                inputs.append((copy(ref, COPY_TO_DEVICE, dev, loc), 0))
+            else:
+                inputs.append((host_copy(ref), 0))
+        out[name] = node if tuple(inputs) == node.inputs else \
+            dataclasses.replace(node, inputs=tuple(inputs))
+    fetches = tuple((host_copy(r), 0) if r not in feeds and _is_gpu(devices[r[0]]) else r
+                    for r in fetches)
+    # each copy went in right before its first reader (after its producer): still in order
+    return out, devices, fetches, tuple(made.values())
+
+
+def partition(nodes: dict[str, Node], devices: dict[str, str], feeds: set,
+              fetches=()) -> Partition:
+    """Split ``nodes`` by ``devices`` (name -> device), add host<->device copies and
+    Send/Recv pairs; ``fetches`` come back in :attr:`Partition.fetches` (a GPU tensor's
+    fetch reads its host copy)."""
+    nodes, devices, fetches, copies = insert_copies(nodes, devices, feeds, fetches)
     out: dict[str, Node] = {}
     pairs: dict[tuple, SendRecv] = {}
 
@@ -93,4 +174,5 @@ def partition(nodes: dict[str, Node], devices: dict[str, str], feeds: set) -> Pa
             controls.append(c if devices[c] == dev else recv_for((c, -1), dev))
         out[name] = dataclasses.replace(node, inputs=tuple(inputs),
                                         control_inputs=tuple(controls), device=dev)
-    return Partition(out, tuple(pairs.values()), tuple(sorted(set(devices.values()))))
+    return Partition(out, tuple(pairs.values()), tuple(sorted(set(devices.values()))),
+                     fetches, copies)
