@@ -52,6 +52,7 @@ class Plan:
     outputs: tuple  # task names the client must ask for (sinks and fetch sources)
     devices: tuple
     graph_ops: int = 0  # ops in the pruned graph before optimisation
+    fallbacks: tuple = ()  # place.Fallback: GPU ops soft placement put on a CPU, and why
     # A name for this compiled plan, unique across processes: the handle its partitions are
     # registered under on the workers (tensorvm.registered_plans).
     uid: str = field(default_factory=lambda: uuid.uuid4().hex[:12], init=False, repr=False,
@@ -81,6 +82,7 @@ class Plan:
                     lines.append(f"  stage {t.stage}: {t.name}  [{', '.join(t.ops)}]")
         for s in self.sends:
             lines.append(f"  {s.pair!r}{'  (elided pick)' if s.elided else ''}")
+        lines.extend(str(f) for f in self.fallbacks)
         return "\n".join(lines)
 
     def to_dot(self) -> str:
@@ -116,7 +118,7 @@ def _dev_tag(device: str) -> str:
 
 
 def compile_plan(part: Partition, stages: dict[str, int], fetches: list, feeds: list,
-                 graph_tag: str = "g", graph_ops: int = 0) -> Plan:
+                 graph_tag: str = "g", graph_ops: int = 0, fallbacks: tuple = ()) -> Plan:
     nodes = part.nodes
     feed_index = {ref: i for i, ref in enumerate(feeds)}
     pair_by_recv = {p.recv: p for p in part.sends}
@@ -286,7 +288,7 @@ def compile_plan(part: Partition, stages: dict[str, int], fetches: list, feeds: 
     outputs = tuple(dict.fromkeys(fetch_tasks + [t.name for t in tasks
                                                  if t.name not in consumed]))
     return Plan(tuple(tasks), tuple(send_specs), tuple(fetch_src), tuple(feeds), outputs,
-                part.devices, graph_ops)
+                part.devices, graph_ops, tuple(fallbacks))
 
 
 def _device_type(device: str) -> str:

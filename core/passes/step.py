@@ -29,7 +29,7 @@ from ..graph_def import Node
 from .compile import Plan, compile_plan
 from .optimize import optimize
 from .partition import Partition, partition
-from .place import place
+from .place import place_explained
 from .prune import prune
 from .stage import stage
 from .unroll import unroll
@@ -56,6 +56,7 @@ class Step:
     stages: Mapping[str, int] | None = None
     plan: Plan | None = None
     graph_ops: int = 0  # ops the step needs before optimisation (shown by the plan)
+    fallbacks: tuple = ()  # place.Fallback: GPU groups soft placement put on a CPU, and why
     done: str = "start"
 
     @classmethod
@@ -98,11 +99,12 @@ def optimize_step(step: Step, fold: bool = True, cse: bool = True) -> Step:
 
 
 def place_step(step: Step, default_device: str = "", gpu_available: bool = False,
-               allow_soft_placement: bool = True, known_tasks: set | None = None) -> Step:
-    devices = place(step.nodes, default_device, all_nodes=step.all_nodes,
-                    gpu_available=gpu_available, allow_soft_placement=allow_soft_placement,
-                    known_tasks=known_tasks)
-    return step.replace("place", devices=devices)
+               allow_soft_placement: bool = True, known_tasks: set | None = None,
+               gpus=None) -> Step:
+    devices, fallbacks = place_explained(
+        step.nodes, default_device, all_nodes=step.all_nodes, gpu_available=gpu_available,
+        allow_soft_placement=allow_soft_placement, known_tasks=known_tasks, gpus=gpus)
+    return step.replace("place", devices=devices, fallbacks=fallbacks)
 
 
 def unroll_step(step: Step, steps: int) -> Step:
@@ -116,8 +118,9 @@ def unroll_step(step: Step, steps: int) -> Step:
 
 
 def partition_step(step: Step) -> Step:
-    return step.replace("partition", partition=partition(step.nodes, step.devices,
-                                                         step.feed_set))
+    """Cut by device; a fetched GPU tensor is then fetched through its host copy."""
+    part = partition(step.nodes, step.devices, step.feed_set, step.fetches)
+    return step.replace("partition", partition=part, fetches=part.fetches)
 
 
 def stage_step(step: Step) -> Step:
@@ -126,11 +129,12 @@ def stage_step(step: Step) -> Step:
 
 def compile_step(step: Step, graph_tag: str = "g") -> Step:
     plan = compile_plan(step.partition, step.stages, list(step.fetches), list(step.feeds),
-                        graph_tag=graph_tag, graph_ops=step.graph_ops)
+                        graph_tag=graph_tag, graph_ops=step.graph_ops,
+                        fallbacks=step.fallbacks)
     return step.replace("compile", plan=plan)
 
 
-def pipeline(default_device: str = "", *, gpu_available: bool = False,
+def pipeline(default_device: str = "", *, gpu_available: bool = False, gpus=None,
              allow_soft_placement: bool = True, known_tasks: set | None = None,
              steps: int = 1, graph_tag: str = "g", fold: bool = True,
              cse: bool = True) -> list[Callable[[Step], Step]]:
@@ -138,7 +142,7 @@ def pipeline(default_device: str = "", *, gpu_available: bool = False,
     passes = [prune_step,
               functools.partial(optimize_step, fold=fold, cse=cse),
               functools.partial(place_step, default_device=default_device,
-                                gpu_available=gpu_available,
+                                gpu_available=gpu_available, gpus=gpus,
                                 allow_soft_placement=allow_soft_placement,
                                 known_tasks=known_tasks)]
     if steps > 1:
