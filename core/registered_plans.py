@@ -104,11 +104,19 @@ MAX_INLINE_OPS = 64
 
 
 def waits(plan) -> bool:
-    """Whether any op of ``plan`` may wait on another step or process (queues, readers,
-    accumulators, barriers): such plans stay on the Dask data plane under ``"auto"``, where
-    a blocked op leaves its worker slot and sees its task given up."""
-    return any(i.needs_ctx and i.type not in _QUICK_STATEFUL
-               for t in plan.tasks for i in t.program.instrs)
+    """Whether any op of ``plan`` may block on another step or process (queues, readers,
+    barriers: :func:`op_waits`): such plans stay on the Dask data plane under ``"auto"``,
+    where a blocked op leaves its worker slot and sees its task given up. Ops that wait only
+    for other steps of their protocol (the op table's ``waits="steps"``: sync replicas'
+    accumulators and token gate) run on the direct plane, where a wait gives up when the
+    client cancels its step (a timeout, a lost device: ``tvm_cancel``)."""
+    return any(i.needs_ctx and op_waits(i.type) for t in plan.tasks for i in t.program.instrs)
+
+
+def op_waits(op_type: str) -> bool:
+    """Whether an op with a context may block outside its step (see :func:`waits`): not a
+    known-quick state op, and not declared ``"never"``/``"steps"`` in the op table."""
+    return op_type not in _QUICK_STATEFUL and registry[op_type].waits not in ("never", "steps")
 
 
 def _never_blocks(program) -> bool:
