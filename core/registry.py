@@ -77,8 +77,10 @@ class OpDef:
     # Why the op has no GPU kernel (host-only: string tensors, py_func, I/O, queues …); empty
     # when it may have one. Placement quotes it when a GPU op falls back to CPU.
     cpu_only: str = ""
+    waits: str = ""  # "" (undeclared), "never" or "steps": see the class docstring
 
 
+WAITS = ("", "never", "steps")  # the values of OpDef.waits
 _REGISTRY: dict[str, OpDef] = {}
 registry = MappingProxyType(_REGISTRY)
 _generation = itertools.count(1)
@@ -100,15 +102,17 @@ def register_op(op_type: str, shape_fn: Callable, kernel: Callable | None = None
                 differentiable: bool = True, foldable: bool = True, shape_only: tuple = (),
                 pass_through: bool = False, gpu_fallback: bool = False,
                 control_flow: bool = False, forwards_dead: bool = False,
-                cpu_only: str = "", clobber: bool = False) -> OpDef:
+                cpu_only: str = "", waits: str = "", clobber: bool = False) -> OpDef:
     """Add an op type to the table (``clobber=True`` to replace one); ``cpu_only`` says why
     the op can have no GPU kernel."""
     if op_type in _REGISTRY and not clobber:
         raise ValueError(f"op type {op_type!r} is already registered")
+    if waits not in WAITS:
+        raise ValueError(f"waits must be one of {WAITS}, got {waits!r}")
     d = OpDef(op_type, shape_fn, {"CPU": kernel} if kernel else {}, grad, stateful, needs_ctx,
               differentiable, foldable and not stateful and not control_flow,
               tuple(shape_only), pass_through, gpu_fallback, control_flow, forwards_dead,
-              cpu_only)
+              cpu_only, waits)
     _REGISTRY[op_type] = d
     _bump()
     return d
