@@ -33,6 +33,8 @@ class Backend(abc.ABC):
 
     * ``default_device`` — the full device string of ops placed nowhere else;
     * ``gpu_available`` — whether a ``/gpu`` op can run on a GPU (else soft placement);
+    * ``gpus`` — how many GPUs each task has (``{(job, task): n}``, an int for every task
+      alike, or None: ``gpu_available`` alone decides);
     * ``known_tasks`` — the ``{(job, task)}`` the cluster has, or None when any is accepted;
     * ``dashboard_link`` — the Dask dashboard's URL, or None;
     * ``client`` — the ``distributed.Client``, or None in process.
@@ -54,6 +56,7 @@ class Backend(abc.ABC):
 
     default_device: str = LOCAL_DEVICE
     gpu_available: bool = False
+    gpus = None
     known_tasks: set | None = None
     dashboard_link: str | None = None
     client = None
@@ -107,6 +110,20 @@ class LocalBackend(Backend):
         # (dask.local.get_sync cost ~0.25 ms a run: a queue pipeline's one-enqueue runs went
         # 5x faster without it; issue 14).
         self._get_sync = _run_one_task
+        self._gpus = None
+
+    @property
+    def gpus(self) -> int:
+        """The GPUs CuPy sees in this process (every in-process task shares them), counted
+        when the session compiles its first plan."""
+        if self._gpus is None:
+            from .kernels_gpu import gpu_count
+            self._gpus = gpu_count()
+        return self._gpus
+
+    @property
+    def gpu_available(self) -> bool:
+        return self.gpus > 0
 
     def describe_devices(self):
         return {"localhost-0": "in-process"}

@@ -410,7 +410,7 @@ class Session:
                                  [o.name for o in ops], feed_refs)
         backend = self._backend
         plan = passes.run_pipeline(step, passes.pipeline(
-            self.default_device, gpu_available=backend.gpu_available,
+            self.default_device, gpu_available=backend.gpu_available, gpus=backend.gpus,
             allow_soft_placement=self.allow_soft_placement, known_tasks=backend.known_tasks,
             steps=steps, graph_tag=_graph_tag(self.graph))).plan
         check_device_filters(plan, self.device_filters)
