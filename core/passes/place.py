@@ -194,7 +194,7 @@ def _no_gpu_reason(spec: DeviceSpec, members, nodes, gpu_available, gpus):
     task = f"/job:{spec.job}/replica:{spec.replica}/task:{spec.task}"
     if have == 0:
         return members[0], f"no GPU device: {task} has none"
-    if have is not None and (spec.index or 0) >= have:
+    if have is not None and (spec.device_index or 0) >= have:
         return members[0], (f"no GPU device: {task} has {have} GPU{'s' if have > 1 else ''} "
                             f"(GPU:0..{have - 1})")
     return None
