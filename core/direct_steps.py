@@ -33,6 +33,7 @@ import time
 from . import cluster_events
 from .errors import DeadlineExceededError, OpError, UnavailableError
 from .registered_plans import partitions
+from .rendezvous import pack, unpack
 
 logger = logging.getLogger("tensorvm")
 TOPIC_LOST = "tensorvm-device-workers"  # scheduler event: a worker holding devices left
@@ -123,13 +124,12 @@ class DirectSteps:
                                 timeout, trace)
 
     async def _run(self, plan, pid, pinned, feed_values, step_id, steps, timeout, trace):
-        from distributed.protocol import to_serialize
         feeds_of = self._feeds[pid]
         calls = {}
         self.message_bytes = 0
         for dev in plan.devices:
             msg = {"plan": pid, "device": dev, "step": step_id, "steps": steps, "trace": trace,
-                   "feeds": [[i, to_serialize(feed_values[i])] for i in feeds_of[dev]]}
+                   "feeds": [[i, pack(feed_values[i])] for i in feeds_of[dev]]}
             if trace:  # what goes on the wire: the message's frames
                 from distributed.protocol import dumps
                 self.message_bytes += sum(len(f) for f in dumps({"op": "tvm_run", **msg}))
@@ -178,7 +178,7 @@ class DirectSteps:
         values = [None] * len(plan.fetches)
         for reply in replies.values():
             for pos, v in reply["fetches"]:
-                values[pos] = v
+                values[pos] = unpack(v)
         for pos, f in enumerate(plan.fetches):
             if f[0] == "feed":
                 values[pos] = feed_values[f[1]]

@@ -16,13 +16,22 @@ handlers to the Dask worker, as Dask's own P2P shuffle extension does
     device's earlier tasks, or — when another device produced them — from this worker's
     :class:`Rendezvous`; after each task, push the values other devices need straight to
     their workers (``tvm_send``); return the device's fetches;
-``tvm_send(step, key, value)``
-    a value for a local Recv: the rendezvous slot ``(step, key)``;
+``tvm_send(step, items)``
+    values for local Recvs, ``[[key, packed value], ...]``: the rendezvous slots
+    ``(step, key)`` (one message per task and destination, on one connection per peer that
+    the pushing worker keeps open);
 ``tvm_cancel(step)``
     the client gave the step up: its ops not yet started never run, its Recvs stop waiting.
 
+Values travel as :func:`pack` makes them: a small NumPy array (or scalar) as its raw bytes
+inside the message's msgpack header (Dask's general serialisation costs ~10x more per small
+value), anything else through Dask's serialisation, a large array as its own out-of-band frame
+behind :data:`~tensorvm.runtime.ALIGN_GUARD` (so it is received into a buffer of its own).
+Feeds and fetches of ``tvm_run`` travel the same way.
+
 Kernels run in a thread pool of the worker process (never on its event loop, which must go
-on serving heartbeats and rendezvous messages while a kernel blocks); Recvs wait on the event
+on serving heartbeats and rendezvous messages while a kernel blocks) unless the stage is quick
+(no op that waits, small inputs: the partition's ``inline`` tasks); Recvs wait on the event
 loop. A push to a worker that is gone fails the step with ``UnavailableError`` naming the
 destination device. Nothing is ever retried: a stateful step runs at most once.
 """
@@ -33,6 +42,8 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 from . import errors
 from .registered_plans import edge_key, plans_of
 from .runtime import ALIGN_GUARD, resources_of, run_stage
@@ -40,6 +51,53 @@ from .runtime import ALIGN_GUARD, resources_of, run_stage
 logger = logging.getLogger("tensorvm")
 STEP_THREADS = 32  # kernels of concurrent steps (a blocked queue op holds one)
 INLINE_BYTES = 1 << 18  # a quick stage with inputs up to this size runs on the event loop
+SMALL_BYTES = 1 << 16  # arrays up to this size travel inside a message's header
+_PLAIN = frozenset("biufc")  # dtype kinds sent as raw bytes
+
+
+def pack(value):
+    """``value`` (an array, a scalar, a tuple of them, anything Dask serialises) as data for a
+    data-plane message: small numeric arrays and NumPy scalars as ``(tag, dtype, shape,
+    bytes)``, a tuple item by item, a large array behind an alignment guard as an out-of-band
+    frame, anything else through Dask's serialisation. :func:`unpack` gives back an equal
+    value, bit for bit, with the same dtype, shape and memory order (arrays writeable)."""
+    t = type(value)
+    if t is np.ndarray:
+        dt = value.dtype
+        if value.nbytes <= SMALL_BYTES and dt.kind in _PLAIN:
+            if value.flags.c_contiguous:
+                return ("a", dt.str, value.shape, value.tobytes())
+            if value.flags.f_contiguous:
+                return ("f", dt.str, value.shape, value.tobytes(order="F"))
+        elif value.nbytes > SMALL_BYTES:
+            from distributed.protocol import to_serialize
+            return ("b", to_serialize((ALIGN_GUARD, value)))
+    elif t is tuple:
+        if value and value[0] is ALIGN_GUARD:
+            return ("g", [pack(v) for v in value[1:]])
+        return ("t", [pack(v) for v in value])
+    elif isinstance(value, np.generic) and value.dtype.kind in _PLAIN:
+        return ("s", value.dtype.str, value.tobytes())
+    from distributed.protocol import to_serialize
+    return ("o", to_serialize(value))
+
+
+def unpack(data):
+    """The value :func:`pack` made ``data`` of (after the message's trip)."""
+    tag = data[0]
+    if tag == "a":
+        return np.frombuffer(data[3], data[1]).reshape(data[2]).copy()
+    if tag == "g":
+        return (ALIGN_GUARD,) + tuple(unpack(v) for v in data[1])
+    if tag == "s":
+        return np.frombuffer(data[2], data[1])[0]
+    if tag == "t":
+        return tuple(unpack(v) for v in data[1])
+    if tag == "f":
+        return np.frombuffer(data[3], data[1]).reshape(data[2], order="F").copy(order="K")
+    if tag == "b":
+        return data[1][1]
+    return data[1]
 
 
 class Rendezvous:
@@ -107,6 +165,8 @@ class DataPlane:
         self.resources = resources_of(worker)
         self.pool = ThreadPoolExecutor(STEP_THREADS, thread_name_prefix="tensorvm-step")
         self.bytes_pushed = 0  # to other workers, since the worker started
+        self._peers: dict = {}  # address -> the comm pushes to that worker go on
+        self._locks: dict = {}  # address -> lock while connecting
 
     def handlers(self) -> dict:
         return {"tvm_register": self.register, "tvm_drop": self.drop, "tvm_run": self.run,
@@ -120,8 +180,9 @@ class DataPlane:
     def drop(self, comm=None, plan_ids=None, prefix=None) -> int:
         return self.plans.drop(plan_ids, prefix)
 
-    def send(self, comm=None, step=None, key=None, value=None) -> None:
-        self.rendezvous.put(step, key, value)
+    def send(self, comm=None, step=None, items=()) -> None:
+        for key, data in items:
+            self.rendezvous.put(step, key, unpack(data))
 
     def cancel(self, comm=None, step=None) -> None:
         self.resources.cancel_step(step)
@@ -131,9 +192,8 @@ class DataPlane:
                   trace=False) -> dict:
         from distributed.protocol import to_serialize
         part = self.plans.get(plan, device)
-        feeds = dict(feeds)
+        feeds = {i: unpack(v) for i, v in feeds}
         loop = asyncio.get_running_loop()
-        pushes: list = []
         infos: list = [] if trace else None
         sent: list = [] if trace else None
         try:
@@ -159,23 +219,24 @@ class DataPlane:
                         out = await loop.run_in_executor(self.pool, self._run_task, t.program,
                                                          step, args, infos)
                     results[t.name] = out
-                    for edge, dst, index in part.pushes.get(t.name, ()):
-                        value = out if index < 0 else (ALIGN_GUARD, out[index + 1])
-                        if sent is not None:
-                            sent.append([edge, dst, _nbytes(value)])
-                        pushes.append(asyncio.ensure_future(
-                            self._push(part, dst, step, f"{k}|{edge}", value)))
-            if pushes:
-                await asyncio.gather(*pushes)
+                    dests = part.pushes.get(t.name)
+                    if dests:
+                        # one message per destination; written at once (the write does not
+                        # wait for the peer), so the next task runs right after
+                        by_dst: dict = {}
+                        for edge, dst, index in dests:
+                            value = out if index < 0 else (ALIGN_GUARD, out[index + 1])
+                            if sent is not None:
+                                sent.append([edge, dst, _nbytes(value)])
+                            by_dst.setdefault(dst, []).append((f"{k}|{edge}", value))
+                        for dst, items in by_dst.items():
+                            await self._push(part, dst, step, items)
         except Exception as exc:  # noqa: BLE001 - handed to the session, which raises it
             self.rendezvous.abort(step, exc)
-            for p in pushes:
-                p.add_done_callback(_retrieve)
             # As a value, not a raise: Dask's server would log an expected error (a cancelled
             # step, the end of an input) as its own failure.
             return {"error": to_serialize(exc)}
-        fetched = [[pos, to_serialize(results[task][index + 1])]
-                   for pos, task, index in part.fetches]
+        fetched = [[pos, pack(results[task][index + 1])] for pos, task, index in part.fetches]
         return {"fetches": fetched, "trace": infos, "sent": sent}
 
     # ---- helpers --------------------------------------------------------------------------
@@ -191,26 +252,46 @@ class DataPlane:
                           "export_bytes": [_nbytes(v) for v in out[1:]]})
             return out
 
-    async def _push(self, part, dst: str, step: str, key: str, value) -> None:
+    async def _push(self, part, dst: str, step: str, items: list) -> None:
+        """Hand ``items`` (``[(key, value)]``) to ``dst``'s rendezvous: one one-way
+        ``tvm_send`` message on this worker's connection to the peer (the Recv side sends no
+        acknowledgement; a lost peer still fails the write, and its own step fails with it)."""
         addr = part.peers[dst]
         if addr == self.worker.address:
-            self.rendezvous.put(step, key, value)
+            for key, value in items:
+                self.rendezvous.put(step, key, value)
             return
         from distributed.comm.core import CommClosedError
-        from distributed.protocol import to_serialize
+        msg = {"op": "tvm_send", "reply": False, "step": step,
+               "items": [[key, pack(value)] for key, value in items]}
         try:
-            # one way: the Recv side sends no acknowledgement (a lost peer still fails the
-            # write, and its own step fails with it)
-            await self.worker.rpc(addr).tvm_send(step=step, key=key, value=to_serialize(value),
-                                                 reply=False)
+            comm = self._peers.get(addr)
+            if comm is None or comm.closed():
+                comm = await self._connect(addr)
+            await comm.write(msg)
         except (OSError, CommClosedError) as exc:
+            bad = self._peers.pop(addr, None)
+            if bad is not None:
+                bad.abort()
             err = errors.UnavailableError(
                 f"device {dst} is unavailable: its worker ({addr}) cannot be reached from "
                 f"{part.device} ({type(exc).__name__}: {exc}); state on it (variables, "
                 "queues) may be lost — restore from the last checkpoint")
             err.device = dst
             raise err from None
-        self.bytes_pushed += _nbytes(value)
+        self.bytes_pushed += sum(_nbytes(v) for _, v in items)
+
+    async def _connect(self, addr: str):
+        """This worker's connection to the peer at ``addr`` for pushes: taken once from the
+        worker's connection pool and kept (the pool still closes it with the worker)."""
+        lock = self._locks.get(addr)
+        if lock is None:
+            lock = self._locks[addr] = asyncio.Lock()
+        async with lock:
+            comm = self._peers.get(addr)
+            if comm is None or comm.closed():
+                comm = self._peers[addr] = await self.worker.rpc.connect(addr)
+            return comm
 
 
 def _nbytes_args(args) -> int:
@@ -224,11 +305,6 @@ def _nbytes(value) -> int:
     if isinstance(value, tuple):
         return sum(_nbytes(v) for v in value[1:])  # [0] is the alignment guard
     return int(getattr(value, "nbytes", 0) or 0)
-
-
-def _retrieve(fut) -> None:
-    if not fut.cancelled():
-        fut.exception()
 
 
 class _as_worker_thread:

@@ -169,3 +169,45 @@ def test_killed_ps_mid_steps_is_unavailable_naming_it_fast(cluster, tmp_path):
     s2 = cluster.session(g, config=tv.ConfigProto(data_plane="direct"))
     s2.run(v.initializer)
     assert s2.run(out) == 2.0 and s2.run(out) == 4.0
+
+
+def _roundtrip(value):
+    """pack, a real trip through Dask's wire format (dumps/loads), unpack."""
+    from distributed.protocol import dumps, loads
+    from tensorvm.rendezvous import pack, unpack
+    return unpack(loads(dumps({"v": pack(value)}))["v"])
+
+
+@pytest.mark.parametrize("value", [
+    np.array([1.5, np.nan, -0.0, np.inf], np.float32),
+    np.arange(12, dtype=">i4").reshape(3, 4),
+    np.asfortranarray(np.arange(6, dtype=np.float64).reshape(2, 3)),
+    np.array(7, np.int16),
+    np.zeros((0, 3), np.complex64),
+    np.array([True, False]),
+    np.float32(2.5),
+    np.uint8(255),
+])
+def test_packed_values_come_back_bit_exact(value):
+    got = _roundtrip(value)
+    assert type(got) is type(value) and got.dtype == value.dtype
+    assert np.shape(got) == np.shape(value)
+    assert np.asarray(got).tobytes(order="A") == np.asarray(value).tobytes(order="A")
+    if isinstance(value, np.ndarray):
+        assert got.flags.writeable and got.flags.f_contiguous == value.flags.f_contiguous
+
+
+def test_packed_large_strided_and_other_values():
+    from tensorvm.runtime import ALIGN_GUARD
+    big = np.arange(1 << 17, dtype=np.float32)  # 512 KiB: an out-of-band frame
+    got = _roundtrip(big)
+    np.testing.assert_array_equal(got, big)
+    assert got.ctypes.data % 8 == 0 and got.flags.writeable  # its own, aligned buffer
+    strided = np.arange(20.0)[::2]
+    np.testing.assert_array_equal(_roundtrip(strided), strided)
+    out = _roundtrip((ALIGN_GUARD, np.ones(3), (np.int64(4), "s")))
+    assert out[0] is ALIGN_GUARD and out[2] == (4, "s") and type(out[2]) is tuple
+    np.testing.assert_array_equal(out[1], np.ones(3))
+    strings = np.array([b"ab", b"c"], object)
+    assert list(_roundtrip(strings)) == [b"ab", b"c"]
+    assert _roundtrip(None) is None and _roundtrip([1, 2]) == [1, 2]
