@@ -52,17 +52,17 @@ def test_max_pool_grad_ties_go_to_first_max(xs, k, s, padding):
              "data_format": "NHWC"}
     y = nn_conv._max_pool_kernel(x, **attrs)
     g = RNG.standard_normal(y.shape).astype(np.float32)
-    got = nn_conv._max_pool_grad_kernel(x, g, **attrs)
+    got = nn_conv._max_pool_grad_kernel(x, y, g, **attrs)
     np.testing.assert_allclose(got, ref_max_pool_grad(x, g, k, s, padding), rtol=1e-6,
                                atol=1e-6)
     # the gradient of MaxPoolGrad wrt g is its adjoint: <dx(g), gg> == <g, ggrad(gg)>
     gg = RNG.standard_normal(x.shape).astype(np.float32)
-    back = nn_conv._max_pool_grad_grad_kernel(x, gg, **attrs)
+    back = nn_conv._max_pool_grad_grad_kernel(x, y, gg, **attrs)
     np.testing.assert_allclose(float((got * gg).sum()), float((g * back).sum()), rtol=1e-4)
     # NCHW gives the same, transposed
     nchw = dict(attrs, data_format="NCHW", ksize=(1, 1, *k), strides=(1, 1, *s))
-    got_t = nn_conv._max_pool_grad_kernel(x.transpose(0, 3, 1, 2), g.transpose(0, 3, 1, 2),
-                                          **nchw)
+    got_t = nn_conv._max_pool_grad_kernel(x.transpose(0, 3, 1, 2), y.transpose(0, 3, 1, 2),
+                                          g.transpose(0, 3, 1, 2), **nchw)
     np.testing.assert_allclose(got_t, got.transpose(0, 3, 1, 2))
 
 
@@ -120,7 +120,8 @@ def test_max_pool_grad_keeps_a_nan_in_its_window_argmax():
     for s in (2, 1):  # disjoint and overlapping windows
         attrs = {"ksize": (1, 2, 2, 1), "strides": (1, s, s, 1), "padding": "VALID",
                  "data_format": "NHWC"}
-        gs = np.ones(nn_conv._max_pool_kernel(x, **attrs).shape, np.float32)
+        y = nn_conv._max_pool_kernel(x, **attrs)
+        gs = np.ones(y.shape, np.float32)
         gs[0, 0, 0, 0] = np.nan
-        dx = nn_conv._max_pool_grad_kernel(x, gs, **attrs)[0, :, :, 0]
+        dx = nn_conv._max_pool_grad_kernel(x, y, gs, **attrs)[0, :, :, 0]
         assert np.isnan(dx[1, 1]) and np.isnan(dx).sum() == 1  # only the argmax (5.0)

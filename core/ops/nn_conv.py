@@ -25,6 +25,7 @@ array([[ 5.,  7.],
 """
 from __future__ import annotations
 
+import itertools
 import weakref
 
 import numpy as np
@@ -365,6 +366,20 @@ def _window_max(xp, taps):
     return m
 
 
+def _tiles(x, kh, kw, sh, sw, oh, ow, ph, pw):
+    """``x`` [N, H, W, C] as a view [N, OH, KH, OW, KW, C] when the windows tile it exactly
+    (stride == window, no padding, H == OH * KH, W == OW * KW: the usual 2x2/2 pooling),
+    else None. Tap (i, j) of every window is then ``v[:, :, i, :, j, :]``."""
+    if (sh, sw) != (kh, kw) or ph != (0, 0) or pw != (0, 0) or \
+            x.shape[1] != oh * kh or x.shape[2] != ow * kw:
+        return None
+    n, _, _, c = x.shape
+    try:
+        return x.reshape(n, oh, kh, ow, kw, c)  # a view for a C-contiguous x
+    except ValueError:
+        return None
+
+
 def _max_pool_kernel(x, ksize, strides, padding, data_format):
     x, kh, kw, (sh, sw, _, _, oh, ow, ph, pw) = _pool_setup(x, ksize, strides, padding,
                                                               data_format)
@@ -374,50 +389,69 @@ def _max_pool_kernel(x, ksize, strides, padding, data_format):
     return _from_nhwc(_window_max(xp, _tap_slices(kh, kw, sh, sw, oh, ow)), data_format)
 
 
-def _argmax_hits(xp, kh, kw, sh, sw, oh, ow):
+def _first_max_taps(xp, y, kh, kw, sh, sw, oh, ow):
     """For each tap, in row-major window order: its slice and a boolean ``[N, OH, OW, C]``
     that is true where that tap holds its window's first maximum (the element TF's
-    gradient goes to). KH * KW whole-array operations, no loop over elements."""
+    gradient goes to); ``y`` is the windows' max (MaxPool's output, not recomputed). Three
+    whole-array operations per tap (two on booleans), no loop over elements. A window whose
+    max is NaN has no hit."""
     taps = _tap_slices(kh, kw, sh, sw, oh, ow)
-    m = _window_max(xp, taps)
-    free = np.ones(m.shape, bool)
-    for t in taps:
-        hit = np.equal(xp[t], m)
-        hit &= free
-        free ^= hit
+    free = np.ones(y.shape, bool)
+    last = len(taps) - 1
+    for k, t in enumerate(taps):
+        hit = np.equal(xp[t], y)
+        if k:
+            hit &= free
+        if k < last:
+            free ^= hit
         yield t, hit
 
 
-def _max_pool_grad_kernel(x, g, ksize, strides, padding, data_format):
+def _max_pool_grad_kernel(x, y, g, ksize, strides, padding, data_format):
+    """d(max_pool)/d(x) given MaxPool's input ``x``, output ``y`` and output gradient ``g``
+    (TF's MaxPoolGrad(orig_input, orig_output, grad))."""
     x, kh, kw, (sh, sw, _, _, oh, ow, ph, pw) = _pool_setup(x, ksize, strides, padding,
                                                             data_format)
     g = _nhwc(g, data_format)
+    y = _nhwc(y, data_format)
+    if not (oh and ow and x.size):
+        return _from_nhwc(np.zeros(x.shape, g.dtype), data_format)
+    # g * hit is 6x faster than np.where(hit, g, 0), but would carry a NaN/inf of g to
+    # the window's other elements (0 * inf): only a finite g takes that way.
+    finite = bool(np.isfinite(g).all())
+    tiles = _tiles(x, kh, kw, sh, sw, oh, ow, ph, pw)
+    if tiles is not None and finite:
+        # every input element is in exactly one window: each tap's gradient is written in
+        # place into its strided view of dx (no zeroing, no temporary, no add)
+        dx = np.empty(x.shape, g.dtype)
+        d6 = dx.reshape(tiles.shape)
+        for (i, j), (_, hit) in zip(itertools.product(range(kh), range(kw)),
+                                    _first_max_taps(x, y, kh, kw, sh, sw, oh, ow)):
+            np.multiply(g, hit, out=d6[:, :, i, :, j, :])
+        return _from_nhwc(dx, data_format)
     xp = _pad(x, ph, pw, -np.inf)
     dxp = np.zeros(xp.shape, g.dtype)
-    if oh and ow and x.size:
-        disjoint = sh >= kh and sw >= kw  # each input element is in at most one window
-        # g * hit is 6x faster than np.where(hit, g, 0), but would carry a NaN/inf of g to
-        # the window's other elements (0 * inf): only a finite g takes that way.
-        finite = bool(np.isfinite(g).all())
-        for t, hit in _argmax_hits(xp, kh, kw, sh, sw, oh, ow):
-            if disjoint and finite:
-                np.multiply(g, hit, out=dxp[t])  # written in place: no temporary, no add
-            else:
-                dxp[t] += g * hit if finite else np.where(hit, g, 0)
+    disjoint = sh >= kh and sw >= kw  # each input element is in at most one window
+    for t, hit in _first_max_taps(xp, y, kh, kw, sh, sw, oh, ow):
+        if disjoint and finite:
+            np.multiply(g, hit, out=dxp[t])  # written in place: no temporary, no add
+        else:
+            dxp[t] += g * hit if finite else np.where(hit, g, 0)
     dx = dxp[:, ph[0]:ph[0] + x.shape[1], pw[0]:pw[0] + x.shape[2], :]
     return _from_nhwc(dx.astype(g.dtype, copy=False), data_format)
 
 
-def _max_pool_grad_grad_kernel(x, gg, ksize, strides, padding, data_format):
+def _max_pool_grad_grad_kernel(x, y, gg, ksize, strides, padding, data_format):
     """The gradient of MaxPoolGrad wrt its ``g``: ``gg`` picked at each window's argmax."""
     x, kh, kw, (sh, sw, _, _, oh, ow, ph, pw) = _pool_setup(x, ksize, strides, padding,
                                                             data_format)
     gg = _nhwc(gg, data_format)
+    y = _nhwc(y, data_format)
     out = np.zeros((x.shape[0], oh, ow, x.shape[3]), gg.dtype)
     if oh and ow and x.size:
         ggp = _pad(gg, ph, pw)
         finite = bool(np.isfinite(gg).all())
-        for t, hit in _argmax_hits(_pad(x, ph, pw, -np.inf), kh, kw, sh, sw, oh, ow):
+        for t, hit in _first_max_taps(_pad(x, ph, pw, -np.inf), y, kh, kw, sh, sw, oh, ow):
             out += ggp[t] * hit if finite else np.where(hit, ggp[t], 0)
     return _from_nhwc(out, data_format)
 
@@ -427,13 +461,14 @@ def _pool_attrs(op):
 
 
 register_op("MaxPool", _pool_shape("MaxPool"), _max_pool_kernel,
-            grad=lambda op, g: [apply_op("MaxPoolGrad", [op.inputs[0], g],
+            grad=lambda op, g: [apply_op("MaxPoolGrad", [op.inputs[0], op.outputs[0], g],
                                          _pool_attrs(op)).outputs[0]])
-register_op("MaxPoolGrad", lambda inputs, attrs: [(inputs[1].dtype, inputs[0]._shape)],
+register_op("MaxPoolGrad", lambda inputs, attrs: [(inputs[2].dtype, inputs[0]._shape)],
             _max_pool_grad_kernel,
-            grad=lambda op, gg: [None, apply_op("MaxPoolGradGrad", [op.inputs[0], gg],
-                                                _pool_attrs(op)).outputs[0]])
-register_op("MaxPoolGradGrad", lambda inputs, attrs: [(inputs[1].dtype, None)],
+            grad=lambda op, gg: [None, None,
+                                 apply_op("MaxPoolGradGrad", [op.inputs[0], op.inputs[1], gg],
+                                          _pool_attrs(op)).outputs[0]])
+register_op("MaxPoolGradGrad", lambda inputs, attrs: [(inputs[2].dtype, None)],
             _max_pool_grad_grad_kernel, differentiable=False)
 
 
