@@ -218,16 +218,28 @@ def _dedupe(grad: IndexedSlices):
     return uniq, summed
 
 
+def _dedupe_where_computed(grad: IndexedSlices):
+    """:func:`_dedupe` beside the op that computed the gradient's values (on a cluster, the
+    worker): each touched row then crosses to the parameter server once, whatever the batch
+    repeats, so the bytes sent scale with the rows touched."""
+    with grad.values.graph.colocate_with(grad.values.op):
+        return _dedupe(grad)
+
+
 class GradientDescentOptimizer(Optimizer):
     def __init__(self, learning_rate, use_locking=False, name="GradientDescent"):
         super().__init__(learning_rate, use_locking, name)
 
     def _apply_dense(self, grad, var):
-        return var.assign_sub(self._lr_tensor(var) * grad).op
+        # one fused op (TF's ApplyGradientDescent): the same lr * grad and var - that,
+        # one allocation instead of two
+        from ..ops.training_ops import apply_gradient_descent
+        return apply_gradient_descent(var, self._lr_tensor(var), grad).op
 
     def _apply_sparse(self, grad, var):
         from ..variables import scatter_sub
-        return scatter_sub(var, grad.indices, grad.values * self._lr_tensor(var)).op
+        idx, vals = _dedupe_where_computed(grad)
+        return scatter_sub(var, idx, vals * self._lr_tensor(var)).op
 
 
 class MomentumOptimizer(Optimizer):
@@ -238,11 +250,11 @@ class MomentumOptimizer(Optimizer):
         self._nesterov = use_nesterov
 
     def _apply_dense(self, grad, var):
+        # one fused op (TF's ApplyMomentum) for the accumulator and the variable
+        from ..ops.training_ops import apply_momentum
         acc = self._slot(var, "Momentum")
-        m = convert_to_tensor(self._momentum, dtype=var.dtype)
-        new_acc = acc.assign(acc.value() * m + grad)
-        step = grad + m * new_acc if self._nesterov else new_acc
-        return var.assign_sub(self._lr_tensor(var) * step).op
+        return apply_momentum(var, acc, self._lr_tensor(var), grad, self._momentum,
+                              use_nesterov=self._nesterov).op
 
 
 class AdagradOptimizer(Optimizer):
@@ -262,7 +274,7 @@ class AdagradOptimizer(Optimizer):
         from ..ops.math_ops import sqrt
         from ..variables import scatter_add, scatter_sub
         acc = self._slot(var, "Adagrad", self._init_acc)
-        idx, vals = _dedupe(grad)
+        idx, vals = _dedupe_where_computed(grad)
         new_acc = scatter_add(acc, idx, vals * vals)
         return scatter_sub(var, idx, self._lr_tensor(var) * vals /
                            sqrt(gather(new_acc, idx))).op
