@@ -22,6 +22,7 @@ from ..errors import InvalidArgumentError
 from ..gradients import gradients
 from ..graph import get_default_graph
 from ..indexed_slices import IndexedSlices
+from ..ops import training_ops as _training_ops  # the fused updates, registered at import
 from ..ops.index_ops import densify
 from ..tensor_conversion import convert_to_tensor
 from ..variables import Variable, trainable_variables
@@ -233,8 +234,7 @@ class GradientDescentOptimizer(Optimizer):
     def _apply_dense(self, grad, var):
         # one fused op (TF's ApplyGradientDescent): the same lr * grad and var - that,
         # one allocation instead of two
-        from ..ops.training_ops import apply_gradient_descent
-        return apply_gradient_descent(var, self._lr_tensor(var), grad).op
+        return _training_ops.apply_gradient_descent(var, self._lr_tensor(var), grad).op
 
     def _apply_sparse(self, grad, var):
         from ..variables import scatter_sub
@@ -251,9 +251,8 @@ class MomentumOptimizer(Optimizer):
 
     def _apply_dense(self, grad, var):
         # one fused op (TF's ApplyMomentum) for the accumulator and the variable
-        from ..ops.training_ops import apply_momentum
         acc = self._slot(var, "Momentum")
-        return apply_momentum(var, acc, self._lr_tensor(var), grad, self._momentum,
+        return _training_ops.apply_momentum(var, acc, self._lr_tensor(var), grad, self._momentum,
                               use_nesterov=self._nesterov).op
 
 
