@@ -236,6 +236,7 @@ HOST_OPS = frozenset({
     "RandomStandardNormal", "RandomUniform", "TruncatedNormal", "RandomUniformInt",
     "RandomShuffle", "Multinomial",  # the host's generator: same numbers on both devices
     "Dropout",  # its mask comes from the host's generator (nn_ops: see the issue-15 note)
+    "Eye",  # no input to take a namespace from: made on the host, uploaded (as a Const)
 })
 
 

@@ -13,7 +13,7 @@ from ..tensor_conversion import (
     convert_to_tensor,
     register_tensor_conversion_function,
 )
-from .common import broadcast_shapes
+from .common import asarray, broadcast_shapes
 
 __all__ = ["constant", "placeholder", "placeholder_with_default", "identity", "stop_gradient",
            "stack", "zeros_like", "ones_like", "shape", "reshape", "broadcast_like",
@@ -163,7 +163,7 @@ def tuple_(tensors, name=None):
 register_op("Shape", lambda inputs, attrs: [(attrs.get("out_type", _dt.int32),
                                             None if inputs[0]._shape is None
                                             else (len(inputs[0]._shape),))],
-            lambda x, out_type=_dt.int32: np.asarray(np.shape(x), dtype=out_type.np_dtype),
+            lambda x, out_type=_dt.int32: asarray(np.shape(x), out_type.np_dtype, like=x),
             differentiable=False, shape_only=(0,), gpu_fallback=True)
 
 

@@ -16,6 +16,7 @@ from .. import dtypes as _dt
 from ..errors import InvalidArgumentError
 from ..graph import Tensor
 from ..op_def_library import apply_op
+from ..kernels_gpu import array_namespace
 from ..registry import register_op
 from ..tensor_conversion import convert_to_tensor
 
@@ -104,6 +105,29 @@ def def_binary(op_type: str, kernel: Callable, grad: Callable | None = None, *,
     fn.__name__ = op_type.lower()
     fn.__doc__ = f"Element-wise ``{op_type}`` with NumPy broadcasting."
     return fn
+
+
+# ---- one source for both device types ------------------------------------------------------------
+def asarray(value, dtype=None, like=None):
+    """``np.asarray(value, dtype)`` in the array namespace of ``like`` (default ``value``):
+    a NumPy array for host values, a device (CuPy) array for device ones, so a kernel's
+    result stays where its inputs are (``tensorvm.kernels_gpu``).
+
+    >>> asarray(3, np.float32, like=np.ones(2))
+    array(3., dtype=float32)
+    """
+    return array_namespace(value if like is None else like).asarray(value, dtype=dtype)
+
+
+def add_at(out, index, values) -> None:
+    """``out[index] += values`` with repeated indices summed (``np.add.at``), on the
+    device of ``out`` (CuPy before ``ufunc.at``: ``cupyx.scatter_add``)."""
+    xp = array_namespace(out)
+    if xp is np or hasattr(xp.add, "at"):
+        xp.add.at(out, index, values)
+    else:
+        import cupyx
+        cupyx.scatter_add(out, index, values)
 
 
 # ---- reducing a broadcast gradient ------------------------------------------------------------
@@ -226,7 +250,7 @@ def check_index_range(indices, n, op, what="indices"):
     bad = (indices < 0) | (indices >= n)
     if bad.any():
         pos = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise InvalidArgumentError(f"{op}: {what}{list(pos)} = {indices[pos]} is not in "
+        raise InvalidArgumentError(f"{op}: {what}{list(pos)} = {indices[pos].item()} is not in "
                                    f"[0, {n})")
 
 

@@ -16,19 +16,20 @@ from .. import dtypes as _dt
 from ..errors import InvalidArgumentError
 from ..graph import Tensor
 from ..op_def_library import apply_op
+from ..kernels_gpu import array_namespace
 from ..registry import register_op
 from ..tensor_conversion import convert_to_tensor
 from .array_ops import constant, shape_tensor
-from .common import static_int, static_ints, static_shape_of, static_value
+from .common import asarray, static_int, static_ints, static_shape_of, static_value
 
 __all__ = ["rank", "size", "fill", "zeros", "ones", "eye", "range"]
 
 
 # ---- rank, size, fill, zeros, ones, eye, range -------------------------------------------------
 register_op("Rank", lambda inputs, attrs: [(_dt.int32, ())],
-            lambda x: np.asarray(np.ndim(x), dtype=np.int32), differentiable=False)
+            lambda x: asarray(np.ndim(x), np.int32, like=x), differentiable=False)
 register_op("Size", lambda inputs, attrs: [(attrs["out_type"], ())],
-            lambda x, out_type: np.asarray(np.size(x), dtype=out_type.np_dtype),
+            lambda x, out_type: asarray(np.size(x), out_type.np_dtype, like=x),
             differentiable=False)
 
 
@@ -56,7 +57,7 @@ def _fill_shape(inputs, attrs):
 
 
 def _fill_kernel(dims, value):
-    return np.full(tuple(int(d) for d in dims), value, dtype=value.dtype)
+    return array_namespace(value).full(tuple(int(d) for d in dims), value, dtype=value.dtype)
 
 
 def _fill_grad(op, g):
@@ -128,7 +129,8 @@ def _range_shape(inputs, attrs):
 
 def _range_kernel(start, limit, delta):
     _range_len(start.item(), limit.item(), delta.item())
-    return np.arange(start, limit, delta, dtype=start.dtype)
+    return array_namespace(start).arange(start.item(), limit.item(), delta.item(),
+                                         dtype=start.dtype)
 
 
 register_op("Range", _range_shape, _range_kernel, differentiable=False)

@@ -21,10 +21,11 @@ from ..errors import InvalidArgumentError
 from ..graph import Tensor
 from ..indexed_slices import IndexedSlices
 from ..op_def_library import apply_op
+from ..kernels_gpu import array_namespace
 from ..registry import register_op
 from ..tensor_conversion import convert_to_tensor, register_tensor_conversion_function
 from .array_ops import reshape, reshape_like, shape
-from .common import (
+from .common import (add_at,
     check_index_range,
     check_int_dtype,
     norm_axis,
@@ -57,11 +58,11 @@ def _gather_kernel(params, indices, axis):
 
 def _gather_grad_kernel(g, params, indices, axis):
     axis %= params.ndim
-    out = np.zeros(params.shape, dtype=g.dtype)
+    out = array_namespace(g).zeros(params.shape, dtype=g.dtype)
     moved = np.moveaxis(out, axis, 0)
     k = indices.ndim
     gm = np.moveaxis(g, tuple(range(axis, axis + k)), tuple(range(k)))
-    np.add.at(moved, indices.reshape(-1), gm.reshape((indices.size,) + moved.shape[1:]))
+    add_at(moved, indices.reshape(-1), gm.reshape((indices.size,) + moved.shape[1:]))
     return out
 
 
@@ -122,8 +123,8 @@ def _segment_sum(values, ids, out_shape, op):
         flat, vals = flat[keep], vals[keep]
     if flat.size and flat.max() >= n:
         raise InvalidArgumentError(f"{op}: segment id {flat.max()} is out of range [0, {n})")
-    out = np.zeros(tuple(out_shape), dtype=values.dtype)
-    np.add.at(out, flat, vals)
+    out = array_namespace(values).zeros(tuple(out_shape), dtype=values.dtype)
+    add_at(out, flat, vals)
     return out
 
 
@@ -132,7 +133,7 @@ def _gather_drop_negatives_kernel(params, ids):
     neg = ids < 0
     if neg.any():
         out = np.where(neg.reshape(neg.shape + (1,) * (out.ndim - neg.ndim)),
-                       np.zeros((), out.dtype), out)
+                       out.dtype.type(0), out)
     return out
 
 
@@ -279,8 +280,8 @@ def _gather_nd_kernel(params, indices):
 
 
 def _scatter_nd_kernel(indices, updates, shape):
-    out = np.zeros(tuple(int(d) for d in shape), dtype=updates.dtype)
-    np.add.at(out, _nd_index(indices, out.shape, "ScatterNd"), updates)
+    out = array_namespace(updates).zeros(tuple(int(d) for d in shape), dtype=updates.dtype)
+    add_at(out, _nd_index(indices, out.shape, "ScatterNd"), updates)
     return out
 
 

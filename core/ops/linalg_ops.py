@@ -20,9 +20,10 @@ from .. import dtypes as _dt
 from ..errors import InvalidArgumentError
 from ..graph import Tensor
 from ..op_def_library import apply_op
+from ..kernels_gpu import array_namespace
 from ..registry import register_op
 from .array_ops import zeros_like
-from .common import check_same_dtype
+from .common import asarray, check_same_dtype
 from .math_ops import matmul, reduce_sum
 
 __all__ = ["matrix_inverse", "matrix_determinant", "matrix_solve", "cholesky",
@@ -85,7 +86,7 @@ def _det_shape(inputs, attrs):
 
 
 def _det_kernel(x):
-    return np.asarray(np.linalg.det(x), dtype=x.dtype)
+    return asarray(np.linalg.det(x), x.dtype, like=x)
 
 
 def _det_grad(op, g):
@@ -197,9 +198,11 @@ def matrix_transpose(a, name="matrix_transpose", conjugate=False):
 
 def _band_kernel(x, num_lower, num_upper):
     m, n = x.shape[-2:]
-    i, j = np.arange(m)[:, None], np.arange(n)[None, :]
-    mask = ((num_lower < 0) | (i - j <= num_lower)) & ((num_upper < 0) | (j - i <= num_upper))
-    return np.where(mask, x, np.zeros((), x.dtype))
+    lo, hi = int(num_lower), int(num_upper)  # two scalars, read on the host
+    xp = array_namespace(x)
+    i, j = xp.arange(m)[:, None], xp.arange(n)[None, :]
+    mask = ((lo < 0) | (i - j <= lo)) & ((hi < 0) | (j - i <= hi))
+    return xp.where(mask, x, x.dtype.type(0))
 
 
 register_op("MatrixBandPart",
@@ -284,8 +287,9 @@ def _matrix_diag_shape(inputs, attrs):
 
 def _matrix_diag_kernel(d):
     n = d.shape[-1]
-    out = np.zeros(d.shape + (n,), d.dtype)
-    k = np.arange(n)
+    xp = array_namespace(d)
+    out = xp.zeros(d.shape + (n,), d.dtype)
+    k = xp.arange(n)
     out[..., k, k] = d
     return out
 
@@ -314,8 +318,9 @@ def _diag_shape(inputs, attrs):
 
 def _diag_kernel(d):
     n = d.size
-    out = np.zeros((n, n), d.dtype)
-    out[np.arange(n), np.arange(n)] = d.reshape(-1)
+    xp = array_namespace(d)
+    out = xp.zeros((n, n), d.dtype)
+    out[xp.arange(n), xp.arange(n)] = d.reshape(-1)
     return out.reshape(d.shape + d.shape)
 
 

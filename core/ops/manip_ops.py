@@ -27,6 +27,7 @@ import numpy as np
 from ..errors import InvalidArgumentError
 from ..graph import Tensor
 from ..op_def_library import apply_op
+from ..kernels_gpu import to_host
 from ..registry import register_op
 from ..tensor_conversion import convert_to_tensor
 from .array_ops import dense_or_zeros, identity, reshape_like, shape_tensor, stack
@@ -103,7 +104,7 @@ register_op("ConcatV2", _concat_shape, lambda *xs, axis: np.concatenate(xs, axis
 
 def _split_like_kernel(g, *likes, axis):
     sizes = [np.shape(x)[axis] for x in likes]
-    return outs(np.split(g, np.cumsum(sizes)[:-1], axis=axis))
+    return outs(np.split(g, np.cumsum(sizes)[:-1].tolist(), axis=axis))
 
 
 register_op("SplitLike", lambda inputs, attrs: [(inputs[0].dtype, t._shape)
@@ -172,7 +173,7 @@ def _splitv_shape(inputs, attrs):
 
 def _splitv_kernel(x, size_splits, axis):
     sizes = _resolve_sizes(size_splits, x.shape[axis], "SplitV")
-    return outs(np.split(x, np.cumsum(sizes)[:-1], axis=axis))
+    return outs(np.split(x, np.cumsum(sizes)[:-1].tolist(), axis=axis))
 
 
 def _split_grad(op, *gs):
@@ -429,8 +430,10 @@ def _pad_shape(inputs, attrs):
 
 
 def _pad_kernel(x, paddings, constant_values):
-    return np.pad(x, paddings, mode="constant",
-                  constant_values=np.asarray(constant_values, dtype=x.dtype))
+    # paddings are a few ints (read on the host); the fill value a scalar of x's dtype
+    pads = np.asarray(to_host(paddings)).tolist()
+    return np.pad(x, pads, mode="constant",
+                  constant_values=x.dtype.type(to_host(constant_values)))
 
 
 def _pad_grad(op, g):

@@ -18,11 +18,12 @@ from .. import dtypes as _dt
 from ..errors import InvalidArgumentError
 from ..graph import overload_operator
 from ..op_def_library import apply_op
+from ..kernels_gpu import array_namespace
 from ..registry import register_op
 from ..tensor_conversion import convert_to_tensor
 from .array_ops import constant, zeros_like
 from .common import _convert_pair, broadcast_shapes, check_same_dtype, def_binary, def_unary
-from .common import unbroadcast
+from .common import asarray, unbroadcast
 from .math_ops import _axis_kw, _expand_reduced, cast, exp, norm_axes, reduce_sum
 from .math_ops import reduction_shape
 
@@ -121,7 +122,8 @@ squared_difference = def_binary("SquaredDifference", _squared_difference_kernel,
 # ---- comparisons and logic (bool outputs) -----------------------------------------------------
 def _bool_result(fn):
     def kernel(x, y):
-        return np.asarray(fn(x, y), dtype=np.bool_)  # object (string) inputs give bool too
+        r = fn(x, y)  # object (string) inputs give bool too
+        return r.astype(np.bool_, copy=False) if hasattr(r, "astype") else np.bool_(r)
     kernel.__name__ = fn.__name__
     return kernel
 
@@ -284,11 +286,11 @@ def _prod_others_kernel(x, axis):
     flat = xt.reshape(lead + (-1,))
     if flat.shape[-1] == 0:
         return np.zeros_like(x)
-    ones = np.ones(lead + (1,), x.dtype)
+    ones = array_namespace(x).ones(lead + (1,), x.dtype)
     left = np.cumprod(np.concatenate([ones, flat[..., :-1]], -1), axis=-1, dtype=x.dtype)
     right = np.cumprod(np.concatenate([ones, flat[..., :0:-1]], -1), axis=-1,
                        dtype=x.dtype)[..., ::-1]
-    return np.transpose((left * right).reshape(xt.shape), np.argsort(perm))
+    return np.transpose((left * right).reshape(xt.shape), np.argsort(perm).tolist())
 
 
 register_op("ProdOthers", lambda inputs, attrs: [(inputs[0].dtype, inputs[0]._shape)],
@@ -312,12 +314,12 @@ def _all_kernel(x, axis, keepdims):
 def _logsumexp_kernel(x, axis, keepdims):
     ax = _axis_kw(axis)
     m = np.max(x, axis=ax, keepdims=True, initial=-np.inf)
-    m = np.where(np.isfinite(m), m, np.zeros((), x.dtype))
+    m = np.where(np.isfinite(m), m, x.dtype.type(0))
     with np.errstate(divide="ignore"):
         out = np.log(np.sum(np.exp(x - m), axis=ax, keepdims=True)) + m
     if not keepdims:
         out = np.reshape(out, ()) if ax is None else np.squeeze(out, axis=ax)
-    return np.asarray(out, dtype=x.dtype)
+    return asarray(out, x.dtype, like=x)
 
 
 def _logsumexp_grad(op, g):

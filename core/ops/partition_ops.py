@@ -14,6 +14,7 @@ from .. import dtypes as _dt
 from ..errors import InvalidArgumentError
 from ..graph import Tensor
 from ..op_def_library import apply_op
+from ..kernels_gpu import array_namespace
 from ..registry import register_op
 from ..tensor_conversion import convert_to_tensor
 from .array_ops import dense_or_zeros
@@ -48,13 +49,13 @@ def _partition_kernel(data, partitions, num_partitions):
     flat = data.reshape((p.size,) + data.shape[partitions.ndim:])
     order = np.argsort(p, kind="stable")
     counts = np.bincount(p, minlength=num_partitions)
-    return outs(np.split(flat[order], np.cumsum(counts)[:-1]))
+    return outs(np.split(flat[order], np.cumsum(counts)[:-1].tolist()))
 
 
 def _partition_grad_kernel(partitions, *gs):
     p = partitions.reshape(-1)
     tail = gs[0].shape[1:]
-    out = np.empty((p.size,) + tail, dtype=gs[0].dtype)
+    out = array_namespace(gs[0]).empty((p.size,) + tail, dtype=gs[0].dtype)
     out[np.argsort(p, kind="stable")] = np.concatenate(gs)
     return out.reshape(partitions.shape + tail)
 
@@ -106,7 +107,8 @@ def _stitch_kernel(*args, n):
     flat_d = np.concatenate([d.reshape((i.size,) + tail) for i, d in zip(idx, data)])
     if flat_i.size and flat_i.min() < 0:
         raise InvalidArgumentError(f"DynamicStitch: negative index {flat_i.min()}")
-    out = np.zeros((int(flat_i.max()) + 1 if flat_i.size else 0,) + tail, dtype=data[0].dtype)
+    out = array_namespace(data[0]).zeros((int(flat_i.max()) + 1 if flat_i.size else 0,) + tail,
+                                         dtype=data[0].dtype)
     out[flat_i] = flat_d
     return out
 
@@ -152,7 +154,7 @@ def _bmask_index(x_shape, mask, axis):
 
 
 def _bmask_grad_kernel(g, x, mask, axis):
-    out = np.zeros(np.shape(x), dtype=g.dtype)
+    out = array_namespace(g).zeros(np.shape(x), dtype=g.dtype)
     out[_bmask_index(out.shape, mask, axis)] = g
     return out
 
@@ -196,7 +198,8 @@ def _one_hot_shape(inputs, attrs):
 
 
 def _one_hot_kernel(indices, on, off, depth, axis):
-    out = np.where(indices[..., None] == np.arange(depth), on, off).astype(on.dtype, copy=False)
+    hot = indices[..., None] == array_namespace(indices).arange(depth)
+    out = np.where(hot, on, off).astype(on.dtype, copy=False)
     return out if axis == -1 else np.moveaxis(out, -1, axis)
 
 

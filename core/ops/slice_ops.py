@@ -19,10 +19,11 @@ import numpy as np
 from ..errors import InvalidArgumentError
 from ..graph import Tensor, overload_operator
 from ..op_def_library import apply_op
+from ..kernels_gpu import array_namespace
 from ..registry import register_op
 from ..tensor_conversion import convert_to_tensor
 from .array_ops import shape, shape_tensor
-from .common import rank_of, static_value
+from .common import asarray, rank_of, static_value
 
 __all__ = ["slice", "strided_slice"]
 
@@ -77,7 +78,7 @@ def _slice_kernel(x, begin, size):
 
 
 def _slice_grad_kernel(g, x, begin):
-    out = np.zeros(np.shape(x), dtype=g.dtype)
+    out = array_namespace(g).zeros(np.shape(x), dtype=g.dtype)
     out[tuple(_pyslice(b, b + d) for b, d in zip(begin.tolist(), g.shape))] = g
     return out
 
@@ -159,11 +160,12 @@ def _strided_shape(x_shape, spec):
 
 
 def _strided_kernel(x, *bounds, spec):
-    return np.asarray(x[spec_index(spec, bounds)])
+    out = x[spec_index(spec, bounds)]
+    return asarray(out, like=x)
 
 
 def _strided_grad_kernel(g, x, *bounds, spec):
-    out = np.zeros(np.shape(x), dtype=g.dtype)
+    out = array_namespace(g).zeros(np.shape(x), dtype=g.dtype)
     out[spec_index(spec, bounds)] = g
     return out
 

@@ -13,6 +13,7 @@ from .. import dtypes as _dt
 from ..errors import InvalidArgumentError
 from ..graph import Tensor
 from ..op_def_library import apply_op
+from ..kernels_gpu import array_namespace
 from ..registry import register_op
 from ..tensor_conversion import convert_to_tensor
 from .array_ops import dense_or_zeros
@@ -48,7 +49,7 @@ register_op("Argsort", _sort_attrs_shape,
 
 
 def _put_along_kernel(g, idx, like, axis):
-    out = np.zeros(np.shape(like), dtype=g.dtype)
+    out = array_namespace(g).zeros(np.shape(like), dtype=g.dtype)
     np.put_along_axis(out, idx.astype(np.intp), g, axis)
     return out
 
@@ -135,7 +136,7 @@ def _unique_np(x):
                                       return_counts=True)
     order = np.argsort(first, kind="stable")
     rank = np.empty_like(order)
-    rank[order] = np.arange(order.size)
+    rank[order] = array_namespace(order).arange(order.size)
     return u[order], rank[inv.reshape(-1)], counts[order]
 
 

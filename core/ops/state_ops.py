@@ -8,7 +8,9 @@ import threading
 import numpy as np
 
 from ..errors import FailedPreconditionError, InvalidArgumentError
+from ..kernels_gpu import array_namespace
 from ..registry import register_op
+from .common import add_at
 
 __all__: list[str] = []
 
@@ -86,7 +88,10 @@ def _read_kernel(ctx, *, var_name, container, dtype, shape):
 
 def _assign_kernel(ctx, value, *, var_name, container, dtype, shape, validate_shape=True):
     v = _var(ctx, var_name, container, dtype, shape)
-    value = np.array(value, dtype=dtype.np_dtype if not dtype.is_string else object, copy=True)
+    if dtype.is_string:
+        value = np.array(value, dtype=object, copy=True)
+    else:  # a GPU variable keeps a device array (one source: the namespace of the value)
+        value = array_namespace(value).array(value, dtype=dtype.np_dtype, copy=True)
     if validate_shape:
         _check_shape(v, value, ctx.op_name)
     with v.lock:
@@ -107,20 +112,21 @@ def _update(fn):
 def _scatter(mode):
     def kernel(ctx, indices, updates, *, var_name, container, dtype, shape):
         v = _var(ctx, var_name, container, dtype, shape)
-        idx = np.asarray(indices)
         with v.lock:
             cur = v.read()
+            xp = array_namespace(cur, indices, updates)
+            idx = xp.asarray(indices)
             n = cur.shape[0]
             if idx.size and (idx.min() < -n or idx.max() >= n):
                 raise InvalidArgumentError(
                     f"{mode}: indices out of range [0, {n}) for variable {v.name}")
             # Copy on write: a reader of the old value in flight keeps its snapshot.
             new = cur.copy()
-            upd = np.asarray(updates, dtype=cur.dtype)
+            upd = xp.asarray(updates, dtype=cur.dtype)
             if mode == "ScatterAdd":
-                np.add.at(new, idx, upd)
+                add_at(new, idx, upd)
             elif mode == "ScatterSub":
-                np.subtract.at(new, idx, upd)
+                add_at(new, idx, -upd)
             else:
                 new[idx] = upd
             return v.set(new)
