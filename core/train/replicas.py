@@ -35,7 +35,7 @@ from .. import dtypes, ops
 from ..cluster import ClusterSpec
 from ..errors import InvalidArgumentError, OutOfRangeError
 from ..graph import Graph, Tensor, control_dependencies, device, get_default_graph
-from ..session import Session
+from ..session import RunOptions, Session
 from ..variables import Variable, assign
 from .device_setter import replica_device_setter
 from .hooks import StopAtStepHook
@@ -133,6 +133,32 @@ def split_batches(queue, width: int, batch_size: int, device: str | None = None,
     return batch, reload
 
 
+def may_block(*fetches) -> bool:
+    """Whether an op that ``fetches`` need may block on a queue, reader or barrier (the op
+    table's ``waits`` fact, read as :func:`tensorvm.registered_plans.waits` reads it). Those
+    that do not may run on the direct data plane from their first step.
+
+    >>> import tensorvm as tv
+    >>> q = tv.FIFOQueue(4, [tv.float32])
+    >>> may_block(q.dequeue()), may_block(tv.constant(1.0) + 1.0)
+    (True, False)
+    """
+    from ..registered_plans import op_waits
+    from ..registry import registry
+    seen: set = set()
+    todo = [getattr(f, "op", f) for f in fetches]
+    while todo:
+        op = todo.pop()
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        if registry[op.type].needs_ctx and op_waits(op.type):
+            return True
+        todo.extend(t.op for t in op.inputs)
+        todo.extend(op.control_inputs)
+    return False
+
+
 def _build(model_fn, ctx: ReplicaContext, sync: bool, n_required: int, total: int):
 
     from .sync_replicas import SyncReplicasOptimizer
@@ -224,6 +250,11 @@ def run_replicas(model_fn, cluster=None, *, session=None, sync: bool = False,
                     watched = (gs, final(ctx, g))
             next_check = monitor_every
             reload, left = model.get("reload"), 0
+            # A training loop's steps go on the direct data plane from the first (the
+            # session's "auto" runs a plan's first step on Dask: unrolled K steps, seconds),
+            # unless an op of the step may block on a queue or reader.
+            opts = None if may_block(train_op) else RunOptions(data_plane="direct")
+            fetch = [train_op, gs] if watch else train_op
             per_split = max(int(model.get("batch_size") or 1), 1)
             try:
                 while not ms.should_stop() and not stop_all.is_set():
@@ -233,11 +264,11 @@ def run_replicas(model_fn, cluster=None, *, session=None, sync: bool = False,
                     if delay:
                         time.sleep(delay)  # the straggler's slowness, by request
                     k = steps_per_run if reload is None else min(steps_per_run, left)
-                    ms.run(train_op, steps=k)
+                    out = ms.run(fetch, options=opts, steps=k)
                     left -= k
                     runs += 1
-                    if watch:
-                        step, values = sess.run(watched)
+                    if watch and out[1] + k >= next_check:  # the step read may lag by k
+                        step, values = sess.run(watched, options=opts)
                         if step >= next_check:
                             next_check = (int(step) // monitor_every + 1) * monitor_every
                             done = monitor(int(step), values)

@@ -24,7 +24,8 @@ Sparse gradients (embedding lookups) stay ``IndexedSlices``: indices and values 
 PS, are deduplicated (summed per row) there and applied with a scatter update.
 
 Waiting ops release their Dask worker slot (``tensorvm.queues.Waiter``) and give up when the
-step is cancelled. After a restore (a lost PS) the chief's ``chief_init_op`` sets every
+step is cancelled (on the direct data plane, where the op table's ``waits="steps"`` lets sync
+steps run, the client's ``tvm_cancel`` after a timeout or a lost device marks the step). After a restore (a lost PS) the chief's ``chief_init_op`` sets every
 accumulator and the gate to the restored global step, and each worker's
 ``local_step_init_op`` sets its local step to it; :meth:`make_session_run_hook` runs both.
 
@@ -167,14 +168,18 @@ def _take_shape(inputs, attrs):
     return [(_dt.as_dtype(d), s) for d, s in attrs["specs"]]
 
 
-for _op, _shape, _kernel in (
-        ("SyncAccApply", lambda i, a: [(_dt.int32, ())], _apply_kernel),
-        ("SyncAccTake", _take_shape, _take_kernel),
-        ("SyncAccSetStep", _scalar_i64, _acc_set_kernel),
-        ("SyncTokenWait", _scalar_i64, _token_wait_kernel),
-        ("SyncTokenRelease", _scalar_i64, _token_release_kernel),
-        ("SyncClose", _scalar_i64, _close_kernel)):
-    register_op(_op, _shape, _kernel, stateful=True, needs_ctx=True, differentiable=False)
+# The op table's ``waits``: apply, take and the token wait wait only for other steps of this
+# protocol (bounded: one per replica and the chief's loop; each gives up when its step is
+# cancelled), the others never wait; so sync steps run on the direct data plane.
+for _op, _shape, _kernel, _waits in (
+        ("SyncAccApply", lambda i, a: [(_dt.int32, ())], _apply_kernel, "steps"),
+        ("SyncAccTake", _take_shape, _take_kernel, "steps"),
+        ("SyncAccSetStep", _scalar_i64, _acc_set_kernel, "never"),
+        ("SyncTokenWait", _scalar_i64, _token_wait_kernel, "steps"),
+        ("SyncTokenRelease", _scalar_i64, _token_release_kernel, "never"),
+        ("SyncClose", _scalar_i64, _close_kernel, "never")):
+    register_op(_op, _shape, _kernel, stateful=True, needs_ctx=True, differentiable=False,
+                waits=_waits)
 
 
 # ---- the optimizer ------------------------------------------------------------------------

@@ -1,0 +1,207 @@
+"""The fast paths of parameter-server training and the guarantees they keep.
+
+* Sync replicas' ops declare in the op table that they wait only for other steps of their
+  protocol (``waits="steps"``), so sync steps run on the direct data plane; a token wait there
+  still gives up when its step times out or a worker of the step is lost, and a given-up wait
+  takes no token.
+* A training loop of ``run_replicas`` runs on the direct plane from its first step unless an
+  op of the step may block on a queue (``may_block``).
+* SGD's and Adagrad's sparse updates sum repeated rows on the worker: the bytes sent to the PS
+  per step scale with the distinct rows of the batch.
+"""
+import numpy as np
+import pytest
+import tensorvm as tv
+from tensorvm.op_def_library import apply_op
+from tensorvm.registered_plans import op_waits
+from tensorvm.registry import get_op_def, register_op
+from tensorvm.train.replicas import may_block
+
+TV_CLUSTER = {"ps": 1, "worker": 2}
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+
+# ---- the op table's fact ----------------------------------------------------------------------
+
+
+def test_sync_ops_declare_how_they_wait():
+    assert [get_op_def(t).waits for t in ("SyncAccApply", "SyncAccTake", "SyncTokenWait")] == \
+        ["steps"] * 3
+    assert [get_op_def(t).waits for t in ("SyncAccSetStep", "SyncTokenRelease",
+                                          "SyncClose")] == ["never"] * 3
+    assert not any(op_waits(t) for t in ("SyncTokenWait", "SyncAccTake", "AssignAdd"))
+    assert op_waits("QueueDequeueV2")  # undeclared: blocks like a queue
+    with pytest.raises(ValueError, match="waits must be one of"):
+        register_op("TvmTestBadWaits", lambda i, a: [], waits="sometimes")
+
+
+def test_may_block_follows_inputs_and_control_inputs():
+    g = tv.Graph()
+    with g.as_default():
+        q = tv.FIFOQueue(4, [tv.float32])
+        w = tv.Variable(1.0)
+        with tv.control_dependencies([q.dequeue()]):
+            after_dequeue = w.assign_add(1.0)
+        gs = tv.train.get_or_create_global_step()
+        opt = tv.train.SyncReplicasOptimizer(tv.train.GradientDescentOptimizer(0.1), 1, 1)
+        train = opt.minimize((w.value() - 3.0) ** 2, global_step=gs)
+        assert may_block(after_dequeue)
+        assert not may_block(train) and not may_block(opt.chief_train_op)
+        assert not may_block(w.assign_add(1.0))
+
+
+# ---- sparse bytes -----------------------------------------------------------------------------
+
+
+def _bytes_to_ps(ids, opt):
+    """Bytes one traced step of an embedding model (a table partitioned over 2 PS tasks)
+    sends to the PS devices."""
+    g = tv.Graph()
+    with g.as_default(), tv.device(tv.train.replica_device_setter(
+            ps_tasks=2, worker_device="/job:worker/task:0")):
+        table = tv.train.partitioned_variable(
+            "emb", (1000, 16), partitioner=tv.train.fixed_size_partitioner(2),
+            initializer=np.ones((1000, 16), np.float32))
+        e = tv.nn.embedding_lookup(table, tv.constant(np.asarray(ids, np.int64)),
+                                   partition_strategy="div")
+        train = opt.minimize(tv.reduce_sum(e * e))
+        init = tv.global_variables_initializer()
+    md = tv.RunMetadata()
+    with tv.Session(graph=g) as s:
+        s.run(init)
+        s.run(train, options=tv.RunOptions(trace=True), run_metadata=md)
+        values = s.run(table.as_tensor())
+    return int(sum(x["bytes"] or 0 for x in md.sends if "/job:ps/" in x["dst"])), values
+
+
+@pytest.mark.parametrize("make_opt", [lambda: tv.train.GradientDescentOptimizer(0.01),
+                                      lambda: tv.train.AdagradOptimizer(0.01)],
+                         ids=["sgd", "adagrad"])
+def test_sparse_updates_send_each_touched_row_once(make_opt):
+    repeated = [3] * 128 + [700] * 128  # 256 lookups of 2 rows, one on each PS task
+    sent_repeated, after_repeated = _bytes_to_ps(repeated, make_opt())
+    sent_two, _ = _bytes_to_ps([3, 700], make_opt())
+    sent_distinct, _ = _bytes_to_ps(np.arange(256) * 3, make_opt())
+    # the lookup sends each id to its PS task (8 bytes); the gradient one row per distinct id
+    ids_bytes = 8
+    grad_repeated = sent_repeated - 256 * ids_bytes
+    assert grad_repeated == sent_two - 2 * ids_bytes == 2 * (16 * 4 + 8)
+    assert sent_distinct - 256 * ids_bytes == 256 * (16 * 4 + 8)
+    # and the update is the summed one: d/de sum(e^2) = 2e per lookup, 128 lookups per row
+    table = np.ones((1000, 16), np.float32)
+    if isinstance(make_opt(), tv.train.AdagradOptimizer):
+        g = np.float32(256.0)
+        expect = 1.0 - 0.01 * g / np.sqrt(0.1 + g * g)
+    else:
+        expect = 1.0 - 0.01 * 256.0
+    table[[3, 700]] = expect
+    np.testing.assert_allclose(after_repeated, table, rtol=1e-5)
+
+
+# ---- sync steps on the direct data plane ------------------------------------------------------
+
+
+def _sync_model(sess_graph, lr=0.1):
+    with sess_graph.as_default(), tv.device(tv.train.replica_device_setter(
+            ps_tasks=1, worker_device="/job:worker/task:0")):
+        gs = tv.train.get_or_create_global_step()
+        w = tv.Variable(np.zeros(2, np.float32), name="w_sync_direct")
+        loss = tv.reduce_sum((w - 1.0) ** 2)
+        opt = tv.train.SyncReplicasOptimizer(tv.train.GradientDescentOptimizer(lr), 1, 1)
+        train = opt.minimize(loss, global_step=gs)
+        init = tv.global_variables_initializer()
+    return gs, w, opt, train, init
+
+
+def test_sync_steps_run_on_the_direct_plane(cluster):
+    g = tv.Graph()
+    gs, w, opt, train, init = _sync_model(g)
+    sess = cluster.session(graph=g)
+    sess.run(init)
+    sess.run(opt.chief_init_op)
+    sess.run(opt.local_step_init_op)
+    chief = opt.get_chief_queue_runner().start(sess)
+    traced = []
+    try:
+        for _ in range(4):
+            md = tv.RunMetadata()
+            sess.run(train, options=tv.RunOptions(trace=True), run_metadata=md)
+            traced.append(md)
+    finally:
+        chief.stop(sess)
+    # a plan's first run is a Dask graph; the next ones are direct (they count transfers)
+    assert [bool(md.transfers) for md in traced] == [False, True, True, True]
+    assert int(sess.run(gs)) == 4
+    np.testing.assert_allclose(sess.run(w), 1.0 - 0.8 ** 4, rtol=1e-6)
+
+
+def _gate_graph():
+    """A token wait and a release on the PS, by hand (the sync optimizer's gate ops)."""
+    g = tv.Graph()
+    with g.as_default(), tv.device("/job:ps/task:0"):
+        local = tv.placeholder(tv.int64, [], name="local_step")
+        step = tv.placeholder(tv.int64, [], name="release_step")
+        wait = apply_op("SyncTokenWait", [local], {"gate": "test/gate"}).outputs[0]
+        release = apply_op("SyncTokenRelease", [step], {"gate": "test/gate", "tokens": 1}
+                           ).outputs[0]
+    return g, local, step, wait, release
+
+
+def test_a_waiting_token_op_on_the_direct_plane_gives_up_at_the_step_timeout(cluster):
+    g, local, step, wait, release = _gate_graph()
+    sess = cluster.session(graph=g)
+    direct = tv.RunOptions(data_plane="direct")
+    sess.run(release, {step: np.int64(0)}, options=direct)  # step 0 current, no token left
+    sess.run(wait, {local: np.int64(-1)}, options=direct)  # takes the one token
+    with pytest.raises(tv.errors.DeadlineExceededError, match="did not finish"):
+        sess.run(wait, {local: np.int64(0)},
+                 options=tv.RunOptions(data_plane="direct", timeout_in_ms=400))
+    # The given-up wait took nothing: the next release's single token goes to a new wait.
+    sess.run(release, {step: np.int64(1)}, options=direct)
+    got = sess.run(wait, {local: np.int64(0)},
+                   options=tv.RunOptions(data_plane="direct", timeout_in_ms=10_000))
+    assert int(got) == 1
+
+
+def _started_then_sleep(path):
+    def fn():
+        import pathlib
+        import time
+        pathlib.Path(path).write_text("started")
+        time.sleep(60)
+        return np.float32(0.0)
+    return fn
+
+
+def test_a_waiting_token_op_on_the_direct_plane_gives_up_when_a_worker_is_lost(cluster,
+                                                                               tmp_path):
+    import threading
+    import time
+    g, local, step, wait, release = _gate_graph()
+    started = tmp_path / "started"
+    with g.as_default(), tv.device("/job:worker/task:1"):
+        slow = tv.py_func(_started_then_sleep(str(started)), [], tv.float32)
+    sess = cluster.session(graph=g)
+    direct = tv.RunOptions(data_plane="direct")
+    sess.run(release, {step: np.int64(5)}, options=direct)
+    sess.run(wait, {local: np.int64(4)}, options=direct)  # the token of step 5 is taken
+    box = {}
+
+    def run():
+        try:
+            sess.run([wait, slow], {local: np.int64(5)}, options=direct)
+        except Exception as exc:  # noqa: BLE001 - checked below
+            box["error"] = exc
+    t = threading.Thread(target=run)
+    t.start()
+    deadline = time.monotonic() + 60
+    while not started.exists() and time.monotonic() < deadline:  # the step is under way
+        time.sleep(0.02)
+    cluster.kill("worker-1")
+    t.join(60)
+    assert not t.is_alive()
+    assert isinstance(box.get("error"), tv.errors.UnavailableError), box
+    cluster.wait_full()
+    sess.run(release, {step: np.int64(6)}, options=direct)
+    got = sess.run(wait, {local: np.int64(5)},
+                   options=tv.RunOptions(data_plane="direct", timeout_in_ms=10_000))
+    assert int(got) == 6
