@@ -58,8 +58,8 @@ _PLAIN = frozenset("biufc")  # dtype kinds sent as raw bytes
 def pack(value):
     """``value`` (an array, a scalar, a tuple of them, anything Dask serialises) as data for a
     data-plane message: small numeric arrays and NumPy scalars as ``(tag, dtype, shape,
-    bytes)``, a tuple item by item, a large array behind an alignment guard as an out-of-band
-    frame, anything else through Dask's serialisation. :func:`unpack` gives back an equal
+    bytes)``, a tuple item by item, a large array behind an alignment guard as one out-of-band
+    frame (received into a buffer of its own, without a copy), anything else through Dask's serialisation. :func:`unpack` gives back an equal
     value, bit for bit, with the same dtype, shape and memory order (arrays writeable)."""
     t = type(value)
     if t is np.ndarray:
@@ -70,8 +70,10 @@ def pack(value):
             if value.flags.f_contiguous:
                 return ("f", dt.str, value.shape, value.tobytes(order="F"))
         elif value.nbytes > SMALL_BYTES:
-            from distributed.protocol import to_serialize
-            return ("b", to_serialize((ALIGN_GUARD, value)))
+            # Serialised here, not by the comm: its frames go as they are, where the comm would
+            # cut a large one into 64 MiB shards that the receiver then copies back together.
+            from distributed.protocol.serialize import Serialized, serialize
+            return ("b", Serialized(*serialize((ALIGN_GUARD, value))))
     elif t is tuple:
         if value and value[0] is ALIGN_GUARD:
             return ("g", [pack(v) for v in value[1:]])
