@@ -202,6 +202,7 @@ ONE_SOURCE_FAMILIES = frozenset({
     "tensorvm.ops.sort_ops", "tensorvm.ops.linalg_ops", "tensorvm.ops.nn_ops",
     "tensorvm.ops.nn_conv", "tensorvm.ops.nn_norm", "tensorvm.ops.nn_softmax",
     "tensorvm.ops.state_ops", "tensorvm.ops.control_flow_ops", "tensorvm.ops.debug_ops",
+    "tensorvm.ops.training_ops",
 })
 
 _HOST_IO = "host-only I/O (files and storage are read and written by the host)"

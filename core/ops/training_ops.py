@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InvalidArgumentError
+from ..kernels_gpu import array_namespace
 from ..registry import register_op
 from ..tensor_conversion import convert_to_tensor
 from .state_ops import _value_shape, _var
@@ -59,7 +60,8 @@ def _gd_kernel(ctx, alpha, delta, *, var_name, container, dtype, shape):
     with v.lock:
         cur = v.read()
         _check("ApplyGradientDescent", v, cur, "delta", delta)
-        new = np.empty(cur.shape, cur.dtype)  # (0-d inputs would give a NumPy scalar)
+        # (0-d inputs would give a NumPy scalar); on the device of the variable
+        new = array_namespace(cur).empty(cur.shape, cur.dtype)
         np.multiply(alpha, delta, out=new)  # the old Mul(lr, grad) ...
         np.subtract(cur, new, out=new)  # ... and AssignSub(var, that), into the same array
         return v.set(new)
@@ -101,17 +103,17 @@ def _momentum_kernel(ctx, lr, grad, momentum, *, var_name, container, dtype, sha
         _check("ApplyMomentum", v, cur, "grad", grad)
         _check("ApplyMomentum", acc, a, "grad", grad)
         # the unfused graph's float operations, in its order
-        new_acc = np.empty(a.shape, a.dtype)
+        new_acc = array_namespace(a).empty(a.shape, a.dtype)
         np.multiply(a, momentum, out=new_acc)
         np.add(new_acc, grad, out=new_acc)
         acc.set(new_acc)
         if use_nesterov:  # var -= lr * (grad + momentum * acc)
-            step = np.empty(a.shape, a.dtype)
+            step = array_namespace(a).empty(a.shape, a.dtype)
             np.multiply(momentum, new_acc, out=step)
             np.add(grad, step, out=step)
         else:  # var -= lr * acc
             step = new_acc
-        new = np.empty(cur.shape, cur.dtype)
+        new = array_namespace(cur).empty(cur.shape, cur.dtype)
         np.multiply(lr, step, out=new)
         np.subtract(cur, new, out=new)
         return v.set(new)

@@ -99,7 +99,8 @@ def insert_copies(nodes: dict[str, Node], devices: dict[str, str], feeds, fetche
         key = (ref, kind, dev)
         name = made.get(key)
         if name is None:
-            name = f"{base(ref)}/_to_device{_short(dev)}" if kind == COPY_TO_DEVICE \
+            name = f"{base(ref)}/_to_device/{_short(dev).lstrip('/')}" \
+                if kind == COPY_TO_DEVICE \
                 else f"{base(ref)}/_to_host"
             made[key] = name
             out[name] = Node(name, kind, (ref,), (), {}, dev, location=location)

@@ -1,0 +1,202 @@
+"""A fake GPU backend for CPU-only machines: a CuPy-like module whose arrays keep their data on
+the host but behave as CuPy's do where it matters to tensorvm's one-source kernels.
+
+* ``np.*`` calls on fake arrays dispatch (NEP 13/18) to NumPy on the unwrapped data and wrap
+  the results, as CuPy's ``__array_ufunc__``/``__array_function__`` run ``cupy.*``;
+* implicit conversion to NumPy is refused (``np.asarray(fake)`` raises TypeError, as CuPy
+  does), and a NumPy array mixed into a fake computation is refused too, so a kernel that
+  creates with ``np.zeros`` instead of ``xp.zeros`` fails here as it would on a GPU;
+* ``.get()`` is the explicit copy to the host; reductions return 0-d arrays, not scalars.
+
+``install()`` makes it tensorvm's device backend (``kernels_gpu.set_device_backend``).
+"""
+from __future__ import annotations
+
+import types
+
+import numpy as np
+from numpy.lib.mixins import NDArrayOperatorsMixin
+
+_SCALARS = (bool, int, float, complex, str, bytes, np.generic, type(None), slice,
+            type(Ellipsis))
+_CREATION = {"asarray", "array", "asanyarray", "ascontiguousarray"}
+
+
+class FakeDeviceError(TypeError):
+    """A host NumPy array met a device array (CuPy raises TypeError there too)."""
+
+
+def _unwrap(x, strict=True):
+    if isinstance(x, FakeDeviceArray):
+        return x._a
+    if type(x) is np.ndarray or isinstance(x, np.ndarray):
+        if strict and x.dtype.kind in "biufc":
+            raise FakeDeviceError(
+                f"Unsupported type {type(x).__name__}: a host NumPy array {x.dtype}"
+                f"{list(x.shape)} met a device array (a kernel created it with np.*)")
+        return x
+    if isinstance(x, (list, tuple)):
+        return type(x)(_unwrap(v, strict) for v in x)
+    if isinstance(x, dict):
+        return {k: _unwrap(v, strict) for k, v in x.items()}
+    return x
+
+
+def _wrap(x):
+    if type(x) is np.ndarray:
+        return FakeDeviceArray(x) if x.dtype.kind in "biufc" else x
+    if isinstance(x, np.generic) and x.dtype.kind in "biufc":
+        return FakeDeviceArray(np.asarray(x))
+    if isinstance(x, tuple):
+        return tuple(_wrap(v) for v in x)
+    if isinstance(x, list):
+        return [_wrap(v) for v in x]
+    return x
+
+
+class FakeDeviceArray(NDArrayOperatorsMixin):
+    """A "device" array (see the module docstring)."""
+
+    __slots__ = ("_a",)
+    __array_priority__ = 100
+
+    def __init__(self, a):
+        self._a = a
+
+    # -- conversion: explicit only
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError("Implicit conversion to a NumPy array is not allowed. Please use "
+                        "`.get()` to construct a NumPy array explicitly.")
+
+    def get(self):
+        return self._a.copy()
+
+    def __getstate__(self):
+        return self._a
+
+    def __setstate__(self, a):
+        self._a = a
+
+    # -- NumPy dispatch
+    def __array_ufunc__(self, ufunc, method, *inputs, **kw):
+        args = _unwrap(inputs)
+        if "out" in kw:
+            kw["out"] = _unwrap(kw["out"])
+        return _wrap(getattr(ufunc, method)(*args, **kw))
+
+    def __array_function__(self, func, types_, args, kwargs):
+        return _wrap(func(*_unwrap(args), **_unwrap(kwargs)))
+
+    # -- ndarray surface
+    shape = property(lambda self: self._a.shape)
+    dtype = property(lambda self: self._a.dtype)
+    ndim = property(lambda self: self._a.ndim)
+    size = property(lambda self: self._a.size)
+    nbytes = property(lambda self: self._a.nbytes)
+    itemsize = property(lambda self: self._a.itemsize)
+    strides = property(lambda self: self._a.strides)
+    T = property(lambda self: FakeDeviceArray(self._a.T))
+    real = property(lambda self: _wrap(self._a.real))
+    imag = property(lambda self: _wrap(self._a.imag))
+
+    def __getattr__(self, name):
+        if name.startswith("__"):  # __array_interface__, __array_struct__: no host view
+            raise AttributeError(name)
+        attr = getattr(self._a, name)
+        if not callable(attr) or name in ("tolist", "item", "tobytes"):
+            return attr
+
+        def method(*args, **kw):
+            return _wrap(attr(*_unwrap(args), **_unwrap(kw)))
+        return method
+
+    def __getitem__(self, key):
+        return _wrap(self._a[_unwrap(key, strict=False)])
+
+    def __setitem__(self, key, value):
+        self._a[_unwrap(key, strict=False)] = _unwrap(value)
+
+    def __len__(self):
+        return len(self._a)
+
+    def __iter__(self):
+        return (_wrap(v) for v in self._a)
+
+    def __bool__(self):
+        return bool(self._a)
+
+    def __int__(self):
+        return int(self._a)
+
+    def __float__(self):
+        return float(self._a)
+
+    def __complex__(self):
+        return complex(self._a)
+
+    def __index__(self):
+        return self._a.__index__()
+
+    def __repr__(self):
+        return f"fake_device.array({self._a!r})"
+
+    def __copy__(self):
+        return FakeDeviceArray(self._a.copy())
+
+    def __deepcopy__(self, memo):
+        return FakeDeviceArray(self._a.copy())
+
+
+def _module_fn(fn, name):
+    def call(*args, **kw):
+        strict = name not in _CREATION
+        return _wrap(fn(*_unwrap(args, strict), **_unwrap(kw, strict)))
+    call.__name__ = name
+    return call
+
+
+class _FakeModule(types.ModuleType):
+    """``fake_device.xp``: NumPy's functions over fake arrays (``cupy``'s place)."""
+
+    def __init__(self, name, np_mod):
+        super().__init__(name)
+        self._np = np_mod
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        attr = getattr(self._np, name)
+        if isinstance(attr, types.ModuleType):
+            sub = _FakeModule(f"{self.__name__}.{name}", attr)
+            setattr(self, name, sub)
+            return sub
+        if isinstance(attr, (type, np.ufunc)) or not callable(attr):
+            return attr  # dtypes, constants; ufuncs dispatch to the fake by themselves
+        fn = _module_fn(attr, name)
+        setattr(self, name, fn)
+        return fn
+
+
+xp = _FakeModule("fake_device.xp", np)
+xp.ndarray = FakeDeviceArray
+xp.device_count = lambda: 1
+
+
+def _get_array_module(*args):
+    return xp if any(isinstance(a, FakeDeviceArray) for a in args) else np
+
+
+xp.get_array_module = _get_array_module
+
+
+def install():
+    """Make the fake the device backend; returns the previous one (``restore(prev)``)."""
+    from tensorvm import kernels_gpu
+    prev = kernels_gpu.device_backend()
+    kernels_gpu.set_device_backend(xp)
+    return prev
+
+
+def restore(prev):
+    from tensorvm import kernels_gpu
+    kernels_gpu.set_device_backend(prev)

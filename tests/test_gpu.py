@@ -1,0 +1,299 @@
+"""GPU devices (issue 15): kernels from one source, placement on GPU devices, host<->device
+copies.
+
+Split by the hardware they need (tinygrad's test/null vs test/backend): the CPU tests check the
+op table, the namespace path (with NumPy, and with ``tests/fake_device``, a CuPy-like backend
+that keeps data on the host but refuses implicit conversion as CuPy does), the pure placement
+and partition decisions and the plan's soft-placement reasons; the GPU tests run the same
+graphs on CuPy when it finds a device, and skip with the reason otherwise.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fake_device
+import tensorvm as tv
+from tensorvm import kernels_gpu
+from tensorvm.graph_def import Node, snapshot
+from tensorvm.passes.partition import insert_copies, partition
+from tensorvm.passes.place import place, place_explained
+from tensorvm.registry import get_op_def, registry
+
+W0 = "/job:worker/replica:0/task:0/device:CPU:0"
+G0 = "/job:worker/replica:0/task:0/device:GPU:0"
+
+
+def _cupy_reason():
+    try:
+        import cupy
+    except Exception as e:  # noqa: BLE001 - ImportError or a CUDA library error
+        return f"CuPy is not installed ({type(e).__name__}: {e})"
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:  # noqa: BLE001
+        return f"CuPy finds no GPU ({type(e).__name__}: {e})"
+    return None if n > 0 else "CuPy finds no GPU (0 devices)"
+
+
+_NO_GPU = _cupy_reason()
+needs_gpu = pytest.mark.skipif(_NO_GPU is not None, reason=_NO_GPU or "")
+
+
+@pytest.fixture
+def fake_gpu():
+    prev = fake_device.install()
+    yield fake_device.xp
+    fake_device.restore(prev)
+
+
+# ---- the op table ----------------------------------------------------------------------------
+def test_every_op_has_a_gpu_kernel_or_a_cpu_only_mark():
+    import tensorvm.jobs  # noqa: F401  (everything that registers ops)
+    import tensorvm.mapreduce  # noqa: F401
+    kernels_gpu.install()
+    assert kernels_gpu.undecided() == []
+    for t, d in registry.items():
+        assert ("GPU" in d.kernels) != bool(d.cpu_only), t
+    # one source: the GPU kernel of an array op is its CPU kernel
+    for t in ("MatMul", "Add", "Sum", "Relu", "ConcatV2", "GatherV2", "AssignSub"):
+        assert get_op_def(t).kernels["GPU"] is get_op_def(t).kernels["CPU"], t
+    # the exceptions say why
+    assert "string" in get_op_def("StringJoin").cpu_only
+    assert "py_func" in get_op_def("PyFunc").cpu_only
+    assert "queue" in get_op_def("QueueEnqueueV2").cpu_only
+    assert "I/O" in get_op_def("SaveShard").cpu_only
+    assert "I/O" in get_op_def("ReaderReadV2").cpu_only
+    # random ops draw on the host (same numbers on both device types), then upload
+    assert getattr(get_op_def("RandomUniform").kernels["GPU"], "on_host", False)
+
+
+def test_set_cpu_only_needs_a_reason_and_no_gpu_kernel():
+    with pytest.raises(ValueError, match="needs a reason"):
+        tv.registry.set_cpu_only("StringJoin", "")
+    with pytest.raises(ValueError, match="MatMul has a GPU kernel"):
+        tv.registry.set_cpu_only("MatMul", "because")
+
+
+# ---- the namespace path ----------------------------------------------------------------------
+def test_namespace_of_host_values_is_numpy():
+    assert kernels_gpu.array_namespace(np.ones(2), 1.0, None) is np
+    x = np.arange(6.0).reshape(2, 3)
+    # the GPU kernel table runs on NumPy values too (one source): same results as CPU
+    for t, args in [("MatMul", (x, x.T)), ("Sum", (x,)), ("ConcatV2", (x, x))]:
+        attrs = {"Sum": {"axis": (1,), "keepdims": False}, "ConcatV2": {"axis": 0},
+                 "MatMul": {}}[t]
+        gpu, cpu = get_op_def(t).kernels["GPU"], get_op_def(t).kernels["CPU"]
+        np.testing.assert_array_equal(gpu(*args, **attrs), cpu(*args, **attrs))
+
+
+def test_fake_device_refuses_implicit_host_conversion(fake_gpu):
+    d = kernels_gpu.to_device(np.ones((2, 2), np.float32))
+    assert kernels_gpu.array_namespace(d, np.ones(1)) is fake_gpu
+    with pytest.raises(TypeError, match="Implicit conversion"):
+        np.asarray(d)
+    with pytest.raises(TypeError, match="host NumPy array"):
+        np.add(d, np.ones((2, 2), np.float32))  # a kernel that created with np.* fails
+    assert type(np.matmul(d, d)) is fake_device.FakeDeviceArray  # dispatch keeps it there
+    back = kernels_gpu.to_host(d)
+    assert type(back) is np.ndarray and back.dtype == np.float32
+    s = np.array(["a"], object)  # strings stay on the host
+    assert kernels_gpu.to_device(s) is s
+
+
+def test_kernels_create_in_the_namespace_of_their_inputs(fake_gpu):
+    """Kernels with creation calls (fixed for issue 15) keep device values on the device."""
+    dev = kernels_gpu.to_device
+    x = dev(np.arange(12.0).reshape(3, 4))
+    idx = dev(np.array([2, 0, 2]))
+    cases = [
+        ("Shape", (x,), {"out_type": tv.int32}, np.array([3, 4], np.int32)),
+        ("Rank", (x,), {}, np.int32(2)),
+        ("UnsortedSegmentSum", (dev(np.ones((3, 2))), idx, dev(np.array(3))), {},
+         np.array([[1, 1], [0, 0], [2, 2]], float)),
+        ("SliceGrad", (dev(np.ones((1, 2))), x, dev(np.array([1, 1]))), {},
+         np.pad(np.ones((1, 2)), ((1, 1), (1, 1)))),
+        ("MatrixBandPart", (x[:, :3], dev(np.array(0)), dev(np.array(0))), {},
+         np.diag(np.diag(np.arange(12.0).reshape(3, 4)[:, :3]))),
+        ("Fill", (dev(np.array([2, 2])), dev(np.array(7.0))), {}, np.full((2, 2), 7.0)),
+    ]
+    for t, args, attrs, want in cases:
+        got = get_op_def(t).kernels["GPU"](*args, **attrs)
+        assert type(got) is fake_device.FakeDeviceArray, t
+        np.testing.assert_array_equal(got.get(), want, err_msg=t)
+
+
+def _chain_model(seed=0):
+    """A chain (no tensor read twice, so no AddN), ops of the fixed families only."""
+    rng = np.random.default_rng(seed)
+    g = tv.Graph()
+    with g.as_default():
+        x = tv.placeholder(tv.float32, [4, 3], name="x")
+        with tv.device("/gpu:0"):
+            w = tv.Variable(rng.standard_normal((3, 5)).astype(np.float32), name="w")
+            h = tv.tanh(tv.matmul(x, w))
+            y = tv.reduce_sum(tv.concat([tv.square(h), x[:, 1:]], 1), name="y")
+            train = tv.train.GradientDescentOptimizer(0.1).minimize(y)
+        init = tv.global_variables_initializer()
+    return g, x, y, train, init, rng.standard_normal((4, 3)).astype(np.float32)
+
+
+def _run_chain(g, x, y, train, init, X):
+    with tv.Session(graph=g) as s:
+        s.run(init)
+        out = [s.run([y, train], {x: X})[0] for _ in range(3)]
+        plan = s.plan([y, train], {x: X})
+    return out, plan
+
+
+def test_training_step_on_a_fake_gpu_matches_cpu(fake_gpu):
+    g, x, y, train, init, X = _chain_model()
+    gpu_vals, plan = _run_chain(g, x, y, train, init, X)
+    assert plan.devices == ("/job:localhost/replica:0/task:0/device:GPU:0",)
+    ops = plan.tasks[0].ops
+    assert "x/_to_device/localhost/0/GPU:0" in ops and "y/_to_host" in ops
+    assert all(type(v) is np.float32 or type(v) is np.ndarray for v in gpu_vals)
+    fake_device.restore(None)  # no GPU now: the same graph falls back to the CPU
+    cpu_vals, cpu_plan = _run_chain(g, x, y, train, init, X)
+    assert "GPU" not in cpu_plan.devices[0]
+    np.testing.assert_allclose(gpu_vals, cpu_vals, rtol=1e-6)
+    assert cpu_vals[2] < cpu_vals[0]  # it trains
+
+
+# ---- placement -------------------------------------------------------------------------------
+def _nodes(*specs):
+    return {n: Node(n, t, tuple((i, 0) for i in ins), device=dev) for n, t, ins, dev in specs}
+
+
+def test_placement_needs_a_gpu_of_that_index_on_that_task():
+    nodes = _nodes(("a", "Neg", (), "/job:worker/task:0/gpu:0"),
+                   ("b", "Neg", (), "/job:worker/task:1/gpu:1"),
+                   ("c", "Neg", (), "/job:worker/task:2/gpu:0"))
+    gpus = {("worker", 0): 1, ("worker", 1): 1}  # task 2 has none
+    devs, why = place_explained(nodes, W0, gpus=gpus)
+    assert devs["a"] == G0
+    assert devs["b"] == "/job:worker/replica:0/task:1/device:CPU:0"
+    assert devs["c"] == "/job:worker/replica:0/task:2/device:CPU:0"
+    reasons = {f.ops[0]: f.reason for f in why}
+    assert reasons == {"b": "no GPU device: /job:worker/replica:0/task:1 has 1 GPU (GPU:0..0)",
+                       "c": "no GPU device: /job:worker/replica:0/task:2 has none"}
+    assert place(nodes, W0, gpus=2)["b"] == "/job:worker/replica:0/task:1/device:GPU:1"
+    with pytest.raises(tv.errors.InvalidArgumentError,
+                       match=r"operation 'b' \(Neg\): no GPU device: /job:worker/replica:0/"
+                             r"task:1 has 1 GPU \(GPU:0..0\); it asks for .*"
+                             r"allow_soft_placement=True"):
+        place(nodes, W0, gpus=gpus, allow_soft_placement=False)
+
+
+def test_a_cpu_only_op_falls_back_with_its_reason():
+    nodes = _nodes(("s", "StringUpper", (), "/job:worker/task:0/gpu:0"),
+                   ("n", "Neg", (), "/job:worker/task:0/gpu:0"))
+    devs, why = place_explained(nodes, W0, gpus=1)
+    assert devs == {"s": W0, "n": G0}
+    assert len(why) == 1 and why[0].ops == ("s",)
+    assert why[0].reason.startswith("no GPU kernel for StringUpper: string tensors")
+    assert str(why[0]).startswith(f"soft placement: 's' asked for {G0}, runs on {W0}: ")
+    with pytest.raises(tv.errors.InvalidArgumentError,
+                       match=r"'s' \(StringUpper\): no GPU kernel for StringUpper"):
+        place(nodes, W0, gpus=1, allow_soft_placement=False)
+
+
+def test_a_colocation_group_with_a_cpu_only_member_falls_back_whole():
+    nodes = {"v": Node("v", "VariableV2", device="/job:worker/task:0/gpu:0", colocation="v"),
+             "p": Node("p", "PyFunc", (("v", 0),), device="", colocation="v")}
+    devs, why = place_explained(nodes, W0, gpus=1)
+    assert devs == {"v": W0, "p": W0}
+    assert why[0].ops[0] == "p" and "py_func" in why[0].reason
+
+
+def test_soft_placement_reason_is_in_the_plan():
+    g = tv.Graph()
+    with g.as_default():
+        x = tv.placeholder(tv.float32, [2], name="x")
+        with tv.device("/gpu:0"):
+            y = tv.negative(x, name="y")
+        with tv.Session() as s:  # no CuPy / no GPU in this process
+            if s._backend.gpus:  # pragma: no cover - a machine with a GPU
+                pytest.skip("this process has a GPU")
+            text = str(s.plan(y, {x: [1.0, 2.0]}))
+            np.testing.assert_array_equal(s.run(y, {x: [1.0, 2.0]}), [-1.0, -2.0])
+    assert ("soft placement: 'y' asked for /job:localhost/replica:0/task:0/device:GPU:0, runs "
+            "on /job:localhost/replica:0/task:0/device:CPU:0: no GPU device: "
+            "/job:localhost/replica:0/task:0 has none") in text
+
+
+# ---- host<->device copies --------------------------------------------------------------------
+C1 = "/job:worker/replica:0/task:1/device:CPU:0"
+G1 = "/job:worker/replica:0/task:1/device:GPU:0"
+
+
+def _copies(part):
+    return sorted((part.nodes[c].type, part.nodes[c].device) for c in part.copies)
+
+
+def test_copies_one_per_tensor_and_device():
+    nodes = _nodes(("a", "Const", (), ""), ("g1", "Neg", ("a",), ""), ("g2", "Exp", ("a",), ""),
+                   ("h", "Tanh", ("g1",), ""), ("c1", "Neg", ("g2",), ""),
+                   ("c2", "Exp", ("g2",), ""), ("k", "Neg", ("g2",), ""))
+    devs = {"a": W0, "g1": G0, "g2": G0, "h": G1, "c1": W0, "c2": C1, "k": G0}
+    part = partition(nodes, devs, set(), [("g2", 0), ("a", 0)])
+    # a (CPU) read by two GPU ops: one upload; g2 (GPU) read by two CPU devices: one download,
+    # which the fetch shares; g1 -> h is GPU to GPU (another worker): the device array moves
+    assert _copies(part) == [("_CopyDeviceToHost", G0), ("_CopyHostToDevice", G0)]
+    assert part.nodes["g1"].inputs == part.nodes["g2"].inputs == (("a/_to_device" +
+                                                                   "/worker/0/GPU:0", 0),)
+    assert part.fetches == (("g2/_to_host", 0), ("a", 0))
+    assert part.nodes["c1"].inputs == (("g2/_to_host/_recvworker/0/CPU:0", 0),)
+    assert part.nodes["c2"].inputs == (("g2/_to_host/_recvworker/1/CPU:0", 0),)
+    assert part.nodes["h"].inputs == (("g1/_recvworker/1/GPU:0", 0),)
+    assert part.nodes["k"].inputs == (("g2", 0),)
+    # a goes from its CPU to the GPU's copy; g2's host copy to each CPU device once
+    assert sorted((s.tensor, s.dst) for s in part.sends) == [
+        (("a", 0), G0), (("g1", 0), G1), (("g2/_to_host", 0), W0), (("g2/_to_host", 0), C1)]
+
+
+def test_feeds_are_uploaded_strings_stay_on_the_host_and_cpu_plans_have_no_copies():
+    from tensorvm import dtypes
+    nodes = {"n": Node("n", "Neg", (("x", 0),)),
+             "s": Node("s", "Identity", (("t", 0),), in_dtypes=(dtypes.string,))}
+    devs = {"n": G0, "s": G0}
+    _, _, _, copies = insert_copies(nodes, devs, {("x", 0), ("t", 0)})
+    assert copies == ("x/_to_device/worker/0/GPU:0",)
+    out = insert_copies(nodes, {"n": W0, "s": W0}, {("x", 0), ("t", 0)}, [("n", 0)])
+    assert out[0] is nodes and out[3] == ()
+
+
+# ---- on a real GPU ---------------------------------------------------------------------------
+@needs_gpu
+def test_gpu_training_step_matches_cpu():
+    import cupy
+    assert kernels_gpu.device_backend() is cupy and kernels_gpu.gpu_count() >= 1
+    g, x, y, train, init, X = _chain_model()
+    gpu_vals, plan = _run_chain(g, x, y, train, init, X)
+    assert "GPU" in plan.devices[0] and not plan.fallbacks
+    assert all(isinstance(v, (np.ndarray, np.generic)) for v in gpu_vals)
+    prev = kernels_gpu.device_backend()
+    kernels_gpu.set_device_backend(None)
+    try:
+        cpu_vals, _ = _run_chain(g, x, y, train, init, X)
+    finally:
+        kernels_gpu.set_device_backend(prev)
+    np.testing.assert_allclose(gpu_vals, cpu_vals, rtol=1e-5)
+
+
+@needs_gpu
+def test_gpu_values_go_through_a_cpu_only_op_and_back():
+    g = tv.Graph()
+    with g.as_default():
+        x = tv.placeholder(tv.float32, [3], name="x")
+        with tv.device("/gpu:0"):
+            y = tv.square(x)
+            s = tv.as_string(y)  # CPU-only: y is downloaded, s stays on the host
+            n = tv.strings.to_number(s)  # CPU-only
+            z = tv.negative(n)  # back on the GPU: n is uploaded
+        with tv.Session() as sess:
+            plan = sess.plan(z, {x: np.ones(3, np.float32)})
+            got = sess.run(z, {x: np.array([1, 2, 3], np.float32)})
+    assert any("_CopyDeviceToHost" in op or "_to_host" in op for t in plan.tasks for op in t.ops)
+    np.testing.assert_allclose(got, [-1, -4, -9])
+    assert type(got) is np.ndarray
