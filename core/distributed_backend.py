@@ -7,12 +7,17 @@ worker a per-device Dask resource ``tvm-dev-<job>-<task>`` (``Worker.set_resourc
 every task of the device asks for it, so tasks are pinned without naming addresses (a
 restarted worker gets a new address) and are never stolen.
 
-Liveness: while a step runs, the backend waits for its results with one gather that is never
-cancelled (a timeout that cancelled it would restart a large transfer), and beside it checks
-every second that each mapped worker is still the one it pinned; if one is gone the step fails
-with UnavailableError naming the device and the worker, instead of waiting for tasks that can
-no longer be scheduled; if the scheduler is gone it says so. Stateful tasks have
-``retries=0``.
+Liveness: while a step runs, the backend waits on the client's event loop for its results
+with one gather that is never cancelled (cancelling would restart a large transfer), raced
+against the scheduler's event that a worker holding one of the step's devices left
+(:class:`DeviceHomes` logs it on ``tensorvm-device-workers``; every session of a client
+receives it through :mod:`tensorvm.cluster_events`, subscribed and confirmed before any device
+is mapped). The step then fails at once with UnavailableError naming the device and the worker,
+instead of waiting for tasks that can no longer be scheduled, and the device is mapped anew on
+the next step. A scheduler that goes away needs no poll either: the client's connection closes,
+Dask cancels the step's futures, and the error says the scheduler is gone. Only a scheduler
+without :class:`DeviceHomes` (it cannot import tensorvm, or refuses ``run_on_scheduler``) is
+polled, every ``POLL_S`` seconds, for the step's workers. Stateful tasks have ``retries=0``.
 
 Stopping: a step given up (deadline, error, Ctrl-C) is marked cancelled on its workers
 (:meth:`tensorvm.runtime.DeviceResources.cancel_step`: a running stage stops before its next op,
@@ -27,8 +32,8 @@ run, plans whose ops wait on queues or readers, batch and map-reduce jobs), or a
 ``tvm_run`` message per device straight to its worker with tensors pushed worker to worker
 through the workers' rendezvous (``"direct"``: repeated steps; :mod:`tensorvm.direct_steps`,
 :mod:`tensorvm.rendezvous`). ``ConfigProto``/``RunOptions(data_plane=...)`` force either. On the
-direct plane a lost worker fails the step at once (its connection closes, or the scheduler's
-``tensorvm-device-workers`` event), not after a poll.
+direct plane a lost worker also fails the step at once (its connection closes, or the same
+event).
 
 Security: everything a session starts listens on 127.0.0.1 unless ``host=`` says otherwise;
 ``security=`` (a ``distributed.Security``) goes to the client and to any cluster it starts,
@@ -64,7 +69,9 @@ from .registry import registry
 from .runtime import pop_traces, resources_of
 from .step_graph import fetch_values, fill_metadata, step_graph
 
-POLL_S = 1.0
+POLL_S = 1.0  # the liveness poll, only on a scheduler without DeviceHomes (no events)
+LOST_GRACE_S = 1.0  # how long a failed step waits for a lost-worker event to name the cause
+REPLACEMENT_WAIT_S = 10.0  # how long remapping a lost device waits for its worker's restart
 logger = logging.getLogger("tensorvm")
 
 
@@ -107,27 +114,67 @@ class ResourcePlugin(WorkerPlugin):
 
 
 class _StepResults:
-    """Waits for a step's results: one gather, started once and never cancelled by a poll
-    (``asyncio.wait`` with a timeout leaves it running), so a large transfer runs at Dask's
-    speed while the caller checks liveness between waits. One trip through the client's event
-    loop when the step finishes within the first wait."""
+    """Waits for a step's results on the client's event loop: one gather, started once and
+    never cancelled (a cancelled gather would restart a large transfer), raced against the
+    step's lost-worker future (:meth:`~tensorvm.direct_steps.DirectSteps.watch`: the
+    scheduler's event that a worker holding one of the step's devices left). When the client
+    loses its scheduler, Dask cancels every future, which ends the gather too. One trip through
+    the client's event loop for a step with no deadline."""
 
-    def __init__(self, client, futures):
+    def __init__(self, client, futures, watcher, step_id, pinned):
         self.client = client
         self.futures = futures
+        self.watcher = watcher  # the backend's DirectSteps: it receives the events
+        self.step_id = step_id
+        self.pinned = pinned
         self.task = None
+        self.lost = None
 
-    async def _wait(self, timeout: float):
+    async def _wait(self, timeout):
         if self.task is None:
             self.task = asyncio.ensure_future(
                 self.client.gather(self.futures, asynchronous=True))
-        done, _ = await asyncio.wait([self.task], timeout=timeout)
-        return (True, self.task.result()) if done else (False, None)
+            self.lost = self.watcher.watch(self.step_id, self.pinned)
+        await asyncio.wait([self.task, self.lost], timeout=timeout,
+                           return_when=asyncio.FIRST_COMPLETED)
+        task, lost = self.task, self._lost()
+        if task.done() and (task.cancelled() or task.exception() is None):
+            self.watcher.unwatch(self.step_id)
+            return "done", task.result()  # a gather cancelled with the scheduler raises
+        if lost is not None:
+            self.watcher.unwatch(self.step_id)
+            if task.done():
+                _retrieve(task)
+            return "lost", lost
+        if task.done():
+            return "done", task.result()  # a failed task raises its error (still watched)
+        return "waiting", None
 
-    def wait(self, timeout: float):
-        """``(True, results)`` if the step finished within ``timeout`` seconds, else
-        ``(False, None)``; a failed task raises its error."""
+    def _lost(self):
+        f = self.lost
+        return f.result() if f is not None and f.done() and not f.cancelled() else None
+
+    def wait(self, timeout: float | None):
+        """``("done", results)`` if the step finished within ``timeout`` seconds (None: no
+        limit), ``("lost", UnavailableError)`` if a worker of the step left the cluster first,
+        else ``("waiting", None)``; a failed task raises its error."""
         return self.client.sync(self._wait, timeout)
+
+    async def _grace(self, seconds: float):
+        if self.lost is not None and not self.lost.done():
+            await asyncio.wait([self.lost], timeout=seconds)
+        return self._lost()
+
+    def lost_error(self, grace: float = 0.0):
+        """The UnavailableError of a worker of the step that left the cluster, waiting up to
+        ``grace`` seconds for the scheduler's event; None if none did."""
+        lost = self._lost()
+        if lost is None and grace > 0 and self.client.status == "running":
+            try:
+                lost = self.client.sync(self._grace, grace)
+            except Exception:  # noqa: BLE001 - only a better message was at stake
+                lost = None
+        return lost
 
     def give_up(self) -> None:
         """Stop caring about the gather. It is not cancelled (that would orphan Dask's inner
@@ -135,7 +182,11 @@ class _StepResults:
         ends it with an error, which is retrieved here."""
         t = self.task
         if t is not None:
-            self.client.loop.add_callback(t.add_done_callback, _retrieve)
+            self.client.loop.add_callback(self._give_up)
+
+    def _give_up(self) -> None:
+        self.watcher.unwatch(self.step_id)
+        self.task.add_done_callback(_retrieve)
 
 
 def _retrieve(task) -> None:
@@ -176,6 +227,8 @@ class DeviceHomes(SchedulerPlugin):
     def __init__(self):
         self.homes: dict[str, tuple[str, str]] = {}  # device resource -> (address, name)
         self.lost: dict[str, str] = {}  # device resource -> how its state was lost
+        # device resource -> (name of its worker that left, when), until it has a worker
+        self.left: dict[str, tuple[str, float]] = {}
 
     def remove_worker(self, scheduler, worker, **kwargs):
         names = set()
@@ -185,18 +238,33 @@ class DeviceHomes(SchedulerPlugin):
                 names.add(name)
                 self.lost[res] = (f"its worker {name!r} ({addr}) left the cluster at "
                                   f"{time.strftime('%H:%M:%S')}")
+                self.left[res] = (name, time.monotonic())
         if names:  # sessions with a step on it fail it now (tensorvm.direct_steps)
             scheduler.log_event(TOPIC_LOST, {"worker": worker, "name": sorted(names)[0]})
 
 
 def _claim_home(res, addr, name, dask_scheduler):
+    """On the scheduler: make ``addr`` the home of the device ``res``; ``{"how": how its
+    state was lost or None}``, ``{"gone": True}`` if that worker already left (its removal
+    event is past: the session must not wait on it), None without :class:`DeviceHomes`."""
     plugin = dask_scheduler.plugins.get(DeviceHomes.name)
     if plugin is None:
         return None
+    if addr not in dask_scheduler.workers:
+        return {"gone": True}
     prev = plugin.homes.get(res)
     how = plugin.lost.pop(res, None) if prev is None or prev[0] != addr else None
     plugin.homes[res] = (addr, name)
-    return how
+    plugin.left.pop(res, None)
+    return {"how": how}
+
+
+def _departed(res, dask_scheduler):
+    """On the scheduler: ``(name, seconds ago)`` of the worker the device ``res`` lived on if
+    it left the cluster and the device has no worker since, else None."""
+    plugin = dask_scheduler.plugins.get(DeviceHomes.name)
+    left = plugin.left.get(res) if plugin is not None else None
+    return None if left is None else (left[0], time.monotonic() - left[1])
 
 
 def _clear_resources(containers, dask_worker):
@@ -249,17 +317,24 @@ class DistributedBackend(Backend):
         self._lock = threading.Lock()
         self._map: dict[tuple[str, int], tuple[str, str]] = {}  # task -> (address, name)
         self._direct = DirectSteps(self.client, uuid.uuid4().hex[:8])
+        # Lost-worker events from the scheduler (DeviceHomes) end a step whose worker left;
+        # without them (a scheduler that cannot load tensorvm) steps poll, every POLL_S.
+        self._events = True
         self.verbose = verbose
         self.known_tasks = set(self.spec.tasks()) if self.spec else None
         self.default_device = self._default_device()
         try:
+            # Subscribed (and confirmed on the scheduler) before any device is mapped: a
+            # mapped device's worker that leaves later is reported to this session.
+            self._direct.subscribe()
             self.client.register_plugin(ResourcePlugin())
             try:
                 self.client.register_plugin(DeviceHomes())
             except Exception:  # noqa: BLE001 - a scheduler that cannot import tensorvm
+                self._events = False
                 logger.warning("tensorvm: the scheduler cannot load tensorvm's plugin; a "
                                "device whose worker is lost will not be reported on reuse")
-            info = self.client.scheduler_info()
+            info = self._scheduler_info()
             self.gpu_available = any("GPU" in w.get("resources", {})
                                      for w in info["workers"].values())
             if self.spec is not None:
@@ -292,30 +367,79 @@ class DistributedBackend(Backend):
         with self._lock:
             if key in self._map:
                 return self._map[key]
-            info = info or self.client.scheduler_info()
-            workers = info["workers"]  # address -> {name, resources, ...}
-            addr = self._choose_worker(job, task, workers)
-            name = str(workers[addr].get("name"))
             res = resource_name(job, task)
-            how = self._claim_home(res, addr, name)
+            for attempt in range(3):  # a worker that leaves while chosen: choose again
+                info = info or self._scheduler_info()
+                prefer = None
+                if not any(w.get("resources", {}).get(res) for w in info["workers"].values()):
+                    prefer, info = self._await_replacement(res, info)
+                workers = info["workers"]  # address -> {name, resources, ...}
+                addr = self._choose_worker(job, task, workers, prefer)
+                name = str(workers[addr].get("name"))
+                try:
+                    how = self._claim_home(res, addr, name)
+                    break
+                except UnavailableError:
+                    if attempt == 2:
+                        raise
+                    info = None
             self.client.run(_adopt_device, {res: 1e9}, f"/job:{job}/replica:0/task:{task}/",
                             how, workers=[addr])
             self._map[key] = (addr, name)
             return self._map[key]
 
+    def _await_replacement(self, res: str, info: dict) -> tuple[str | None, dict]:
+        """A device with no worker: if its last worker left the cluster (``DeviceHomes``),
+        wait until a worker of the same name is back — its Nanny restarting it — up to
+        ``REPLACEMENT_WAIT_S`` after the loss, so the device goes there rather than onto
+        another task's worker that happens to be free at that instant. Returns that name (or
+        None) and the scheduler info to choose from."""
+        try:
+            left = self.client.run_on_scheduler(_departed, res)
+        except Exception:  # noqa: BLE001 - a scheduler without tensorvm: choose as before
+            return None, info
+        if left is None:
+            return None, info
+        name, age = left
+        deadline = time.monotonic() + REPLACEMENT_WAIT_S - age
+        while not any(str(w.get("name")) == name for w in info["workers"].values()):
+            if time.monotonic() > deadline:
+                logger.info("tensorvm: worker %r did not come back within %.0f s; its device "
+                            "%s goes to another worker", name, REPLACEMENT_WAIT_S, res)
+                break
+            time.sleep(0.1)
+            info = self._scheduler_info()
+        return name, info
+
+    def _scheduler_info(self) -> dict:
+        return self.client.scheduler_info(n_workers=-1) if _accepts_n_workers() else \
+            self.client.scheduler_info()
+
     def _claim_home(self, res: str, addr: str, name: str) -> str | None:
         """Record the device's worker on the scheduler; how its state was lost, if its
-        previous worker left the cluster (then the new worker is told)."""
+        previous worker left the cluster (then the new worker is told). A worker that left
+        before the claim is UnavailableError: its removal event is past, no step may wait on
+        it."""
         try:
-            return self.client.run_on_scheduler(_claim_home, res, addr, name)
+            got = self.client.run_on_scheduler(_claim_home, res, addr, name)
         except Exception:  # noqa: BLE001 - a scheduler without tensorvm: no loss tracking
             logger.debug("device homes unavailable on the scheduler", exc_info=True)
+            got = None
+        if got is None:  # no DeviceHomes: no lost-worker events either
+            self._events = False
             return None
+        if got.get("gone"):
+            raise UnavailableError(
+                f"the worker {name!r} ({addr}) chosen for the device resource {res} left the "
+                "cluster while the device was being mapped")
+        return got.get("how")
 
-    def _choose_worker(self, job: str, task: int, workers: dict) -> str:
-        """The worker for a logical task: the one that already holds the task's device (put
-        there by another session: every client must see one home per device), else the one
-        the ClusterSpec names, else the one named after the task, else the next free one."""
+    def _choose_worker(self, job: str, task: int, workers: dict, prefer: str | None = None
+                       ) -> str:
+        """The worker for a logical task: the one the ClusterSpec names, else the one that
+        already holds the task's device (put there by another session: every client must see
+        one home per device), else the worker named ``prefer`` (the device's previous worker,
+        restarted), else the one named after the task, else the next free one."""
         res = resource_name(job, task)
         by_name = {str(w.get("name")): a for a, w in workers.items()}
         holders = sorted(a for a, w in workers.items() if w.get("resources", {}).get(res))
@@ -337,6 +461,8 @@ class DistributedBackend(Backend):
             return addr
         if holders:
             return holders[0]
+        if prefer is not None and prefer in by_name:
+            return by_name[prefer]
         if name in by_name:
             return by_name[name]
         ordered = sorted(workers, key=lambda a: str(workers[a].get("name")))
@@ -424,26 +550,35 @@ class DistributedBackend(Backend):
         hlg = self._hlg(dsk, by_device, plan)
         futures = self.client.get(hlg, outputs, sync=False)
         deadline = time.monotonic() + timeout if timeout else None
-        waiting = _StepResults(self.client, futures)
+        waiting = _StepResults(self.client, futures, self._direct, step_id, pinned)
         try:
             while True:
-                left = POLL_S if deadline is None else min(POLL_S, deadline - time.monotonic())
+                left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
+                if not self._events:  # no lost-worker events from this scheduler: poll
+                    left = POLL_S if left is None else min(POLL_S, left)
                 try:
-                    done, results = waiting.wait(max(left, 0.001))
-                except Exception as exc:
-                    # A task that failed because its device's worker died (or that Dask
-                    # re-ran elsewhere) reports the lost device, not the symptom.
-                    try:
-                        self._check_alive(pinned)
-                    except UnavailableError as lost:
+                    state, results = waiting.wait(left)
+                except (Exception, asyncio.CancelledError) as exc:
+                    # The client lost its scheduler (Dask cancelled the futures), or a task
+                    # failed because its device's worker left: name that, not the symptom.
+                    self._check_scheduler(exc)
+                    lost = waiting.lost_error(0.0 if isinstance(exc, OpError) else LOST_GRACE_S)
+                    if lost is None and not self._events:
+                        self._check_alive(pinned, exc)
+                    if lost is not None:
+                        self._forget_lost(pinned, lost.device)
                         raise lost.with_traceback(None) from exc
                     if isinstance(exc, OpError):
                         # the op and the user's line are in the message: no worker frames
                         raise exc.with_traceback(None) from exc.__cause__
                     raise
-                if done:
+                if state == "done":
                     break
-                self._check_alive(pinned)
+                if state == "lost":
+                    self._forget_lost(pinned, results.device)
+                    raise results
+                if not self._events:
+                    self._check_alive(pinned)
                 if deadline is not None and time.monotonic() >= deadline:
                     raise self._deadline_error(plan, step_id, timeout, dsk, by_device)
         except BaseException:
@@ -481,13 +616,15 @@ class DistributedBackend(Backend):
         return values
 
     def _forget_lost(self, pinned, device) -> None:
-        """Unmap a device whose worker is gone, so the next step maps it anew."""
-        if device not in pinned:
-            return
-        spec = DeviceSpec.parse(device)
-        with self._lock:
-            if self._map.get((spec.job, spec.task)) == pinned[device]:
-                del self._map[(spec.job, spec.task)]
+        """Unmap ``device`` and every device of ``pinned`` whose worker left the cluster (as
+        the scheduler reported), so the next step maps them anew."""
+        for dev, (addr, name) in pinned.items():
+            if dev != device and self._direct.gone(addr) is None:
+                continue
+            spec = DeviceSpec.parse(dev)
+            with self._lock:
+                if self._map.get((spec.job, spec.task)) == (addr, name):
+                    del self._map[(spec.job, spec.task)]
 
     def _cancel_on_workers(self, step_id, pinned) -> None:
         """Mark the step cancelled on its workers, in the background: the caller never waits
@@ -524,14 +661,16 @@ class DistributedBackend(Backend):
         except Exception:  # noqa: BLE001 - best effort for the message
             return {}
 
-    def _check_scheduler(self) -> None:
-        """Raise UnavailableError at once if the client has lost its scheduler."""
+    def _check_scheduler(self, cause: BaseException | None = None) -> None:
+        """Raise UnavailableError at once if the client has lost its scheduler (no round trip:
+        the client's status, which Dask changes when the connection closes)."""
         status = getattr(self.client, "status", "running")
-        if status not in ("running", "newly-created"):
+        lost = "scheduler-connection-lost" in str(cause) if cause is not None else False
+        if status not in ("running", "newly-created") or lost:
             raise UnavailableError(
                 f"the Dask scheduler at {self._scheduler_address()} is gone (the client is "
                 f"{status!r}): every device's state (variables, queues) may be lost; start or "
-                "reach a scheduler and restore from the last checkpoint")
+                "reach a scheduler and restore from the last checkpoint") from cause
 
     def _scheduler_address(self) -> str:
         try:
@@ -539,14 +678,14 @@ class DistributedBackend(Backend):
         except Exception:  # noqa: BLE001 - only for the message
             return "?"
 
-    def _check_alive(self, pinned: dict) -> None:
-        """Raise UnavailableError if the scheduler is gone, or a worker this step was pinned
-        to has left (a restarted worker has a new address). The device is unmapped, so the
-        next step maps it anew."""
-        self._check_scheduler()
+    def _check_alive(self, pinned: dict, cause: BaseException | None = None) -> None:
+        """The fallback poll, on a scheduler without :class:`DeviceHomes` (no lost-worker
+        events): raise UnavailableError if the scheduler is gone, or a worker this step was
+        pinned to has left (a restarted worker has a new address). The device is unmapped, so
+        the next step maps it anew."""
+        self._check_scheduler(cause)
         try:
-            info = self.client.scheduler_info(n_workers=-1) if _accepts_n_workers() else \
-                self.client.scheduler_info()
+            info = self._scheduler_info()
         except Exception as exc:  # noqa: BLE001 - the scheduler did not answer
             raise UnavailableError(
                 f"the Dask scheduler at {self._scheduler_address()} is gone ({exc!r}): every "
@@ -558,12 +697,13 @@ class DistributedBackend(Backend):
                 with self._lock:
                     if self._map.get((spec.job, spec.task)) == (addr, name):
                         del self._map[(spec.job, spec.task)]
-                raise UnavailableError(
+                    raise UnavailableError(
                     f"device {dev} is unavailable: its worker {name!r} ({addr}) left the "
                     "cluster; state on it (variables, queues) is lost — restore from the last "
-                    "checkpoint")
+                    "checkpoint") from cause
 
     def close(self) -> None:
+        self._direct.unsubscribe()
         try:
             self._direct.reports.flush()  # the last steps reach the job registry
             self._direct.drop(everything=True)

@@ -43,8 +43,7 @@ def _wait_for(cond, timeout=30.0):
         time.sleep(0.02)
 
 
-@pytest.mark.parametrize("plane", ["direct", pytest.param("dask", marks=pytest.mark.xfail(
-    strict=True, reason="the Dask plane still polls the scheduler (next commit)"))])
+@pytest.mark.parametrize("plane", ["direct", "dask"])
 def test_two_sessions_on_one_client_both_see_a_lost_worker(cluster, tmp_path, plane):
     """Failures first: on the old code the second session's subscription replaced the first's
     (direct plane), and the Dask plane polled the scheduler, which still lists the worker."""

@@ -247,3 +247,55 @@ def test_queue_lost_with_its_worker_stays_lost_until_reset(cluster):
     tv.Session.reset(cluster.address)  # re-created on purpose
     s2.run(enq)
     assert s2.run(deq) == 1.0
+
+
+# ---- issue 11 item 2: a lost worker is an event, and its device goes back to its restart -------
+
+def test_lost_ps_fails_the_step_at_once_and_its_device_waits_for_the_restart(cluster, tmp_path):
+    """The step fails on the scheduler's event (no poll), naming device and worker; the next
+    step, run at once, maps the device onto the restarted ``ps-0`` rather than onto another
+    task's worker that was free at that instant (the device would then live on the wrong
+    worker for every later session, and killing ``ps-0`` would kill nothing of it)."""
+    started = tmp_path / "started"
+
+    def mark_and_sleep(x):
+        started.touch()
+        time.sleep(60.0)
+        return x
+    g = tv.Graph()
+    with g.as_default():
+        with tv.device("/job:ps/task:0"):
+            v = tv.Variable(3.0, name="lost_home")
+            blocked = tv.py_func(mark_and_sleep, [v.value()], tv.float32)
+        with tv.device("/job:worker/task:0"):
+            out = blocked * 2.0
+    s = cluster.session(g)
+    s.run(v.initializer)
+    box = {}
+
+    def step():
+        try:
+            s.run(out)
+        except BaseException as e:  # noqa: BLE001 - checked below
+            box["error"] = e
+    th = threading.Thread(target=step)
+    th.start()
+    deadline = time.monotonic() + 30
+    while not started.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    old = cluster.kill("ps-0")
+    t0 = time.monotonic()
+    th.join(30)
+    took = time.monotonic() - t0
+    err = box.get("error")
+    assert isinstance(err, tv.errors.UnavailableError), err
+    assert PS in str(err) and "'ps-0'" in str(err) and old in str(err), str(err)
+    assert took < 5, took
+    with pytest.raises(tv.errors.FailedPreconditionError, match="lost_home"):
+        s.run(v)  # at once: mapped anew, onto the restarted ps-0 (its state is gone)
+    cluster.wait_full()
+    new = cluster.worker("ps-0")
+    assert new != old and s.devices["ps-0"] == new
+    s.run(v.initializer)
+    assert s.run(v) == 3.0
