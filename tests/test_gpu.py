@@ -9,13 +9,12 @@ graphs on CuPy when it finds a device, and skip with the reason otherwise.
 """
 from __future__ import annotations
 
+import fake_device
 import numpy as np
 import pytest
-
-import fake_device
 import tensorvm as tv
 from tensorvm import kernels_gpu
-from tensorvm.graph_def import Node, snapshot
+from tensorvm.graph_def import Node
 from tensorvm.passes.partition import insert_copies, partition
 from tensorvm.passes.place import place, place_explained
 from tensorvm.registry import get_op_def, registry
@@ -49,7 +48,7 @@ def fake_gpu():
 
 # ---- the op table ----------------------------------------------------------------------------
 def test_every_op_has_a_gpu_kernel_or_a_cpu_only_mark():
-    import tensorvm.jobs  # noqa: F401  (everything that registers ops)
+    import tensorvm.jobs
     import tensorvm.mapreduce  # noqa: F401
     kernels_gpu.install()
     assert kernels_gpu.undecided() == []

@@ -19,8 +19,8 @@ and the reason. The result is deterministic: the same nodes give the same placem
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from ..device_spec import DeviceSpec
 from ..errors import InvalidArgumentError
