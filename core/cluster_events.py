@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
+from typing import Self
 
 logger = logging.getLogger("tensorvm")
 
@@ -31,7 +32,7 @@ class Subscription:
     """One handler registered on a :class:`TopicDispatcher`; ``close()`` unregisters it (also
     usable as a context manager)."""
 
-    def __init__(self, dispatcher: "TopicDispatcher", token: int):
+    def __init__(self, dispatcher: TopicDispatcher, token: int):
         self._dispatcher = dispatcher
         self._token = token
 
@@ -44,7 +45,7 @@ class Subscription:
         """Stop calling the handler (idempotent)."""
         self._dispatcher._remove(self._token)
 
-    def __enter__(self) -> "Subscription":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:
