@@ -73,6 +73,7 @@ def worker(spec_json, task, opts_json):
     n, B, chief = len(X), o["batch"], task == 0
     if chief:
         Xh, yh = lr_mod.make_shard(o["seed"], 10_000, o["holdout"], o["features"])
+        Xh = Xh.astype(np.float64)  # once, as tensorvm.jobs.logreg does
         target = lr_mod.log_loss(Xh, yh, lr_mod.true_weights(o["seed"], o["features"]),
                                  lr_mod.B_TRUE) + o["tol"]
     with tf.Graph().as_default():

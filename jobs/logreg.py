@@ -139,6 +139,7 @@ def logreg(workers: int = 2, sync: bool = False, steps: int = 20000,
     import tensorvm as tv
     from tensorvm.train.replicas import run_replicas
     Xh, yh = make_shard(seed, 10_000, holdout, features)
+    Xh = Xh.astype(np.float64)  # once: log_loss would convert it at every evaluation
     target = log_loss(Xh, yh, true_weights(seed, features), B_TRUE) + tolerance
     spec = {"ps": 1, "worker": workers}
     own = session is None
