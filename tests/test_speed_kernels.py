@@ -186,8 +186,9 @@ def test_conv2d_and_both_gradients_match_direct_loops(xs, k, s, d, padding, dtyp
 @pytest.mark.parametrize("block_bytes,width", [(1, 1), (200, 1), (3000, 1), (200, 3),
                                                (1 << 30, 2)])
 def test_conv2d_blocks_and_pool_give_the_same_result(monkeypatch, block_bytes, width):
-    """The im2col is made block by block (rows of one image, or whole images), shared out
-    over the intra-op pool: every split gives the unsplit result."""
+    """The im2cols (forward and filter gradient: rows of one image, or whole images; input
+    gradient: whole images) are made block by block, shared out over the intra-op pool:
+    every split gives the unsplit result."""
     x = RNG.standard_normal((3, 9, 8, 2)).astype(np.float32)
     f = RNG.standard_normal((3, 3, 2, 4)).astype(np.float32)
     attrs = {"strides": (1, 1, 1, 1), "padding": "SAME", "data_format": "NHWC",
@@ -197,9 +198,11 @@ def test_conv2d_blocks_and_pool_give_the_same_result(monkeypatch, block_bytes, w
     df_ref = np.einsum("nhwk,nhwo->ko", nn_conv._windows(
         nn_conv._pad(x.astype(np.float64), (1, 1), (1, 1)), 3, 3, 1, 1, 1, 1, 9, 8)
         .transpose(0, 1, 2, 4, 5, 3).reshape(3, 9, 8, 18), g).reshape(f.shape)
+    dx_ref = nn_conv._conv_backprop_input_taps(g, f, x.shape, 1, 1, 1, 1, 9, 8, (1, 1), (1, 1))
     monkeypatch.setattr(nn_conv, "BLOCK_BYTES", block_bytes)
     threads.set_intra_op_threads(width)
     try:
+        dx = nn_conv._conv_backprop_input_kernel(x, f, g, **attrs)
         y = nn_conv._conv_kernel(x, f, **attrs)
         df = nn_conv._conv_backprop_filter_kernel(x, f, g, **attrs)
         empty = nn_conv._conv_backprop_filter_kernel(x[:0], f, g[:0], **attrs)
@@ -207,5 +210,6 @@ def test_conv2d_blocks_and_pool_give_the_same_result(monkeypatch, block_bytes, w
         threads.set_intra_op_threads(None)
     np.testing.assert_allclose(y, y_ref, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(df, df_ref, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dx, dx_ref, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(empty, np.zeros(f.shape))
     assert nn_conv._conv_kernel(x[:0], f, **attrs).shape == (0, 9, 8, 4)
