@@ -101,6 +101,23 @@ def test_a_step_carries_feeds_and_sends_not_the_graphs_constants(cluster):
     assert len(cloudpickle.dumps(dsk)) < 8192
 
 
+def test_direct_steps_reach_the_scheduler_in_few_report_messages(cluster):
+    from tensorvm.direct_steps import TOPIC_STEPS, flush_step_reports
+    g, v, out = _ps_graph()
+    s = cluster.session(g, config=tv.ConfigProto(data_plane="direct"))
+    s.run(v.initializer)
+    flush_step_reports(cluster.client)
+    before = len(cluster.client.get_events(TOPIC_STEPS))
+    for _ in range(40):
+        s.run(out)
+    flush_step_reports(cluster.client)  # what is pending goes at once
+    events = cluster.client.get_events(TOPIC_STEPS)[before:]
+    records = [r for _, msg in events for r in msg["steps"]]
+    assert len(records) == 40 and all(r["ok"] and r["n"] == 1 for r in records)
+    # batched: one message per REPORT_EVERY seconds, not one per step
+    assert len(events) < 20, len(events)
+
+
 def _sleep(seconds):
     def f(x):
         time.sleep(seconds)
