@@ -16,13 +16,17 @@ table shows medians and the ratio tensorvm / TF, and a checksum (sum of the fina
 must agree. TF runs in a separate interpreter (never a dependency): ``--tf-python PATH`` names
 one where ``tensorflow`` imports; without it, NumPy references of ``mlp`` and ``cnn`` stand in.
 
-tensorvm runs with its defaults: one BLAS thread per executing thread, no intra-op pool
-(:mod:`tensorvm.threads`); ``--tf-threads 1`` gives TF one intra- and one inter-op thread too.
+Threads (``--threads N``, default 1): TF gets N intra-op and N inter-op threads
+(``ConfigProto``); tensorvm runs one BLAS thread per executing thread (:mod:`tensorvm.threads`)
+and, for N > 1, an intra-op pool of N threads. With 1 both run every kernel on one thread: the
+fair comparison on a shared machine. ``--threads 0`` leaves TF its default (every core).
+Besides wall time the table gives each side's CPU time per step (``time.process_time``), which
+another process's load inflates less than the wall clock.
 The checksums of ``cnn`` agree to ~1e-8 after one or two steps and drift apart (~1e-3 after
 20) as float rounding flips ReLU/max-pool decisions; ``mlp`` and ``queue`` agree closely.
 
 Run: ``python -m bench.bench_tf_programs [--tf-python /tmp/tfvenv/bin/python] [--rounds 3]
-[--tf-threads 1]``.
+[--threads 1]``.
 """
 from __future__ import annotations
 
@@ -126,24 +130,25 @@ def run_program(tf, name: str, steps: int, config=None) -> dict:
             th = threading.Thread(target=producer, daemon=True)
             th.start()
             sess.run(train)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for _ in range(steps):
                 sess.run(train)
-            dt = time.perf_counter() - t0
+            dt, cpu = time.perf_counter() - t0, time.process_time() - c0
             stop.set()
             sess.run(q.close(cancel_pending_enqueues=True))
             th.join()
         else:
             sess.run(train, feeds[0])
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for i in range(steps):
                 sess.run(train, feeds[(i + 1) % len(feeds)])
-            dt = time.perf_counter() - t0
+            dt, cpu = time.perf_counter() - t0, time.process_time() - c0
         vals = sess.run(weights)
         sess.close()
     # The queue program's checksum depends on which counter values each batch got: it is
     # fixed (one producer, FIFO), so both frameworks must agree.
-    return {"seconds": dt, "checksum": float(sum(np.float64(v).sum() for v in vals))}
+    return {"seconds": dt, "cpu": cpu,
+            "checksum": float(sum(np.float64(v).sum() for v in vals))}
 
 
 # ---- NumPy references (no TF) -----------------------------------------------------------------
@@ -176,7 +181,7 @@ def numpy_mlp(steps: int) -> dict:
     t0 = time.perf_counter()
     for i in range(steps):
         step(xs[(i + 1) % 8], ys[(i + 1) % 8])
-    return {"seconds": time.perf_counter() - t0,
+    return {"seconds": time.perf_counter() - t0, "cpu": None,
             "checksum": float(sum(np.float64(ws[i]).sum() for i in (0, 2, 4)))}
 
 
@@ -218,12 +223,22 @@ class _TFChild:
         self.p.wait(timeout=60)
 
 
+def _tv_config(tv, threads: int):
+    """tensorvm's side of ``--threads``: N > 1 turns on its intra-op pool of N threads (big
+    products cut by rows, one BLAS thread each); 1 is its default (one BLAS thread per
+    executing thread, no pool)."""
+    return tv.ConfigProto(intra_op_parallelism_threads=threads) if threads > 1 else None
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tf-python", default=None, help="an interpreter where tensorflow imports")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--tf-threads", type=int, default=0,
-                    help="TF's intra/inter-op threads (0: TF's default, every core)")
+    ap.add_argument("--threads", "--tf-threads", type=int, default=1, dest="threads",
+                    help="threads for each framework: TF's intra- and inter-op pools, "
+                         "tensorvm's intra-op pool (default 1, the fair single-thread "
+                         "comparison; 0: TF's default, every core, against tensorvm's "
+                         "default)")
     ap.add_argument("--programs", default="mlp,cnn,queue")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -231,13 +246,15 @@ def main(argv=None) -> None:
         return _child()
     import tensorvm as tv
     progs = args.programs.split(",")
-    ref = _TFChild(args.tf_python, args.tf_threads) if args.tf_python else None
+    ref = _TFChild(args.tf_python, args.threads) if args.tf_python else None
     times: dict = {p: {"tensorvm": [], "ref": []} for p in progs}
+    cpus: dict = {p: {"tensorvm": [], "ref": []} for p in progs}
     sums: dict = {p: {} for p in progs}
     for _ in range(args.rounds):
         for p in progs:
-            r = run_program(tv, p, STEPS[p])
+            r = run_program(tv, p, STEPS[p], _tv_config(tv, args.threads))
             times[p]["tensorvm"].append(r["seconds"])
+            cpus[p]["tensorvm"].append(r["cpu"])
             sums[p]["tensorvm"] = r["checksum"]
             if ref is not None:
                 r = ref.run(p)
@@ -246,23 +263,36 @@ def main(argv=None) -> None:
             else:
                 continue
             times[p]["ref"].append(r["seconds"])
+            cpus[p]["ref"].append(r["cpu"])
             sums[p]["ref"] = r["checksum"]
     if ref is not None:
         ref.close()
     who = f"TF {ref.version}" if ref is not None else "NumPy"
-    if ref is not None and args.tf_threads:
-        who += f" ({args.tf_threads} thr)"
-    print(f"training loops, median of {args.rounds} rounds (interleaved), tensorvm in process "
-          f"vs {who}")
-    print(f"{'program':8} {'steps':>5} {'tensorvm s':>11} {who + ' s':>11} {'ratio':>6}  "
-          f"checksums")
+    thr = f"{args.threads} thread{'s' * (args.threads > 1)} each" if args.threads else \
+        "TF: every core, tensorvm: its default"
+    print(f"training loops, ms per step: median (min) of {args.rounds} interleaved rounds, and "
+          f"CPU ms per step (median); tensorvm in process vs {who}; {thr}")
+    print(f"{'program':8} {'steps':>5} {'tensorvm':>15} {'cpu':>6} {who:>15} {'cpu':>6} "
+          f"{'ratio':>6} {'(min)':>6}  checksums")
+
+    def ms(v, n):
+        return statistics.median(v) * 1e3 / n, min(v) * 1e3 / n
+
     for p in progs:
-        tv_s = statistics.median(times[p]["tensorvm"])
-        ref_s = statistics.median(times[p]["ref"]) if times[p]["ref"] else None
-        ratio = f"{tv_s / ref_s:6.2f}" if ref_s else "     -"
-        ref_txt = f"{ref_s:11.3f}" if ref_s else f"{'-':>11}"
-        print(f"{p:8} {STEPS[p]:5d} {tv_s:11.3f} {ref_txt} {ratio}  "
-              f"{sums[p].get('tensorvm'):.6g} / {sums[p].get('ref', float('nan')):.6g}")
+        n = STEPS[p]
+        tv_med, tv_min = ms(times[p]["tensorvm"], n)
+        tv_cpu = statistics.median(cpus[p]["tensorvm"]) * 1e3 / n
+        line = f"{p:8} {n:5d} {tv_med:8.2f} ({tv_min:5.2f}) {tv_cpu:6.2f} "
+        if times[p]["ref"]:
+            r_med, r_min = ms(times[p]["ref"], n)
+            rc = [c for c in cpus[p]["ref"] if c is not None]
+            r_cpu = f"{statistics.median(rc) * 1e3 / n:6.2f}" if rc else f"{'-':>6}"
+            line += f"{r_med:8.2f} ({r_min:5.2f}) {r_cpu} {tv_med / r_med:6.2f} " \
+                    f"{tv_min / r_min:6.2f}"
+        else:
+            line += f"{'-':>15} {'-':>6} {'-':>6} {'-':>6}"
+        line += f"  {sums[p].get('tensorvm'):.6g} / {sums[p].get('ref', float('nan')):.6g}"
+        print(line)
 
 
 if __name__ == "__main__":
