@@ -160,7 +160,7 @@ def logreg(workers: int = 2, sync: bool = False, steps: int = 20000,
         r = run_replicas(
             _split_model_fn(input, features, batch_size, lr, seed) if input else
             model_fn_for(seed, rows, features, shards, batch_size, lr), spec, session=session,
-            sync=sync, last_step=steps, steps_per_run=1 if sync else steps_per_run,
+            sync=sync, last_step=steps, steps_per_run=steps_per_run,
             final=lambda ctx, g: {"w": g.get_tensor_by_name("logreg_w:0"),
                                   "b": g.get_tensor_by_name("logreg_b:0")},
             monitor=monitor, monitor_every=eval_every, job_name=f"logreg-{workers}w")

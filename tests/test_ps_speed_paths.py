@@ -205,3 +205,32 @@ def test_a_waiting_token_op_on_the_direct_plane_gives_up_when_a_worker_is_lost(c
     got = sess.run(wait, {local: np.int64(5)},
                    options=tv.RunOptions(data_plane="direct", timeout_in_ms=10_000))
     assert int(got) == 6
+
+
+def test_sync_k_steps_per_run_equal_one_worker_with_twice_the_batch(cluster):
+    from tensorvm.train.replicas import cycling_batch, run_replicas
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(256, 4)).astype(np.float32)
+    y = (X @ rng.normal(size=4) + 0.1 * rng.normal(size=256)).astype(np.float32)
+    batch, lr, steps = 16, 0.1, 7
+
+    def model_fn(ctx):
+        xb, yb = cycling_batch([X[ctx.task::2], y[ctx.task::2]], batch, device=ctx.device)
+        w = tv.Variable(np.zeros(4, np.float32), name="w_sync_k")
+        loss = tv.reduce_mean((tv.reduce_sum(xb * w, axis=1) - yb) ** 2)
+        return {"loss": loss, "optimizer": tv.train.GradientDescentOptimizer(lr)}
+
+    tv.Session.reset(cluster.address)
+    r = run_replicas(model_fn, {"ps": 1, "worker": 2}, session=cluster._root, sync=True,
+                     last_step=steps, steps_per_run=3,
+                     final=lambda ctx, g: {"w": g.get_tensor_by_name("w_sync_k:0")})
+    w = np.zeros(4, np.float32)
+    shards = [(X[k::2], y[k::2]) for k in range(2)]
+    for t in range(steps):
+        rows = [(xk[(t * batch + np.arange(batch)) % len(xk)],
+                 yk[(t * batch + np.arange(batch)) % len(yk)]) for xk, yk in shards]
+        xs, ys = np.concatenate([a for a, _ in rows]), np.concatenate([b for _, b in rows])
+        w = w - lr * (2.0 / len(ys)) * xs.T @ (xs @ w - ys)
+    assert r.global_step == steps  # runs of 3, 3 and 1: not past last_step
+    assert r.worker_runs == [3, 3]
+    np.testing.assert_allclose(r.final["w"], w, rtol=1e-5, atol=1e-6)

@@ -14,7 +14,14 @@ workers' loops run in threads of this process; what they run executes on their D
   without waiting for the others, ``steps_per_run`` steps per submission (one Dask graph of K
   chained steps: the per-step scheduler cost is paid once per K steps).
 * ``sync=True`` — :class:`SyncReplicasOptimizer` with ``replicas_to_aggregate`` (default: the
-  number of workers less ``backup_workers``) and every worker a replica.
+  number of workers less ``backup_workers``) and every worker a replica; ``steps_per_run=K``
+  runs K synchronous steps per message on the direct data plane (each waits for its token
+  inside the message; the chief's loop also runs K per message), so no step waits for a
+  round trip to this process; without the direct plane (a step that may block on a queue),
+  one step per submission.
+
+Both run their steps on the direct data plane from the first (:func:`may_block` says when a
+step cannot: an op that may block on a queue or reader keeps it on Dask).
 
 A lost PS worker: every replica's step fails with ``UnavailableError``; the chief restores the
 latest checkpoint in ``checkpoint_dir`` onto the replacement worker, the others wait until it
@@ -159,7 +166,8 @@ def may_block(*fetches) -> bool:
     return False
 
 
-def _build(model_fn, ctx: ReplicaContext, sync: bool, n_required: int, total: int):
+def _build(model_fn, ctx: ReplicaContext, sync: bool, n_required: int, total: int,
+           steps_per_run: int = 1):
 
     from .sync_replicas import SyncReplicasOptimizer
     g = Graph()
@@ -176,6 +184,9 @@ def _build(model_fn, ctx: ReplicaContext, sync: bool, n_required: int, total: in
                                         total_num_replicas=total)
             hooks.append(opt.make_session_run_hook(ctx.is_chief))
         train_op = opt.minimize(model["loss"], global_step=gs)
+        if sync and not may_block(opt.chief_train_op):  # the chief's loop: direct, K a run
+            opt.chief_run_options = RunOptions(data_plane="direct")
+            opt.chief_steps_per_run = steps_per_run
     model["_close_op"] = getattr(opt, "close_op", None)
     return g, gs, train_op, model, hooks
 
@@ -211,12 +222,13 @@ def run_replicas(model_fn, cluster=None, *, session=None, sync: bool = False,
     n = spec.num_tasks("worker")
     total = n
     n_required = replicas_to_aggregate or max(n - backup_workers, 1)
-    if sync and steps_per_run != 1:
-        raise InvalidArgumentError("sync training runs one step per submission")
+    if steps_per_run < 1:
+        raise InvalidArgumentError(f"steps_per_run must be >= 1, got {steps_per_run}")
     replicas = []
     for k in range(n):
         ctx = ReplicaContext(k, n, f"/job:worker/task:{k}", k == 0, spec)
-        g, gs, train_op, model, hooks = _build(model_fn, ctx, sync, n_required, total)
+        g, gs, train_op, model, hooks = _build(model_fn, ctx, sync, n_required, total,
+                                               steps_per_run)
         with g.as_default():  # hooks_fn builds in the replica's graph
             hooks = [StopAtStepHook(last_step=last_step)] + hooks + \
                 list(hooks_fn(ctx) if hooks_fn else [])
@@ -254,7 +266,10 @@ def run_replicas(model_fn, cluster=None, *, session=None, sync: bool = False,
             # session's "auto" runs a plan's first step on Dask: unrolled K steps, seconds),
             # unless an op of the step may block on a queue or reader.
             opts = None if may_block(train_op) else RunOptions(data_plane="direct")
-            fetch = [train_op, gs] if watch else train_op
+            # Sync K steps a run: each of the K waits for its token inside the one message
+            # (direct plane only: unrolled on Dask the waits would hold K tasks at once).
+            per_run = steps_per_run if not sync or opts is not None else 1
+            fetch, seen = [train_op, gs], 0
             per_split = max(int(model.get("batch_size") or 1), 1)
             try:
                 while not ms.should_stop() and not stop_all.is_set():
@@ -263,11 +278,14 @@ def run_replicas(model_fn, cluster=None, *, session=None, sync: bool = False,
                         continue
                     if delay:
                         time.sleep(delay)  # the straggler's slowness, by request
-                    k = steps_per_run if reload is None else min(steps_per_run, left)
+                    k = per_run if reload is None else min(per_run, left)
+                    if sync:  # not past last_step: the step read lags the gate by <= 1
+                        k = max(min(k, last_step - seen - 1), 1)
                     out = ms.run(fetch, options=opts, steps=k)
+                    seen = int(out[1])
                     left -= k
                     runs += 1
-                    if watch and out[1] + k >= next_check:  # the step read may lag by k
+                    if watch and seen + k >= next_check:  # the step read may lag by k
                         step, values = sess.run(watched, options=opts)
                         if step >= next_check:
                             next_check = (int(step) // monitor_every + 1) * monitor_every

@@ -229,6 +229,10 @@ class SyncReplicasOptimizer(Optimizer):
         self.chief_init_op = None
         self.local_step_init_op = None
         self.close_op = None
+        # How the chief's runner runs chief_train_op (tv.train.run_replicas sets them: the
+        # direct data plane, K steps a run).
+        self.chief_run_options = None
+        self.chief_steps_per_run = 1
         self._local_step = None
         self._global_step = None
 
@@ -339,7 +343,8 @@ class SyncReplicasOptimizer(Optimizer):
 
     def get_chief_queue_runner(self):
         """A runner that runs :attr:`chief_train_op` in a thread (``start(sess)``/``stop()``)."""
-        return ChiefRunner(self.chief_train_op, self.close_op)
+        return ChiefRunner(self.chief_train_op, self.close_op, self.chief_steps_per_run,
+                           self.chief_run_options)
 
     def make_session_run_hook(self, is_chief: bool, num_tokens: int = -1):
         from .hooks import SyncReplicasHook
@@ -358,10 +363,11 @@ class SyncReplicasOptimizer(Optimizer):
 class ChiefRunner:
     """Runs ``op`` in a loop in a thread until stopped or an error (kept in ``error``)."""
 
-    def __init__(self, op, close_op=None, steps_per_run: int = 1):
+    def __init__(self, op, close_op=None, steps_per_run: int = 1, options=None):
         self.op = op
         self.close_op = close_op
         self.steps_per_run = steps_per_run
+        self.options = options
         self.error: BaseException | None = None
         self.runs = 0
         self._stop = threading.Event()
@@ -374,7 +380,7 @@ class ChiefRunner:
         def loop():
             try:
                 while not self._stop.is_set():
-                    sess.run(self.op, steps=self.steps_per_run)
+                    sess.run(self.op, options=self.options, steps=self.steps_per_run)
                     self.runs += 1
             except Exception as exc:  # noqa: BLE001 - kept for the trainer; a stop cancels
                 if not self._stop.is_set():
