@@ -59,6 +59,7 @@ class DirectSteps:
         self._gone: dict[str, str] = {}  # address -> name of workers that left the cluster
         self._shapes: dict[str, tuple] = {}  # plan id -> (task names, edges) for reports
         self.reports = step_reports(client)
+        self._idle: dict[str, list] = {}  # address -> connections for tvm_run not in use
 
     def plan_id(self, plan) -> str:
         return f"{self.prefix}-{plan.uid}"
@@ -135,8 +136,7 @@ class DirectSteps:
             if trace:  # what goes on the wire: the message's frames
                 from distributed.protocol import dumps
                 self.message_bytes += sum(len(f) for f in dumps({"op": "tvm_run", **msg}))
-            call = self.client.rpc(pinned[dev][0]).tvm_run(**msg)
-            calls[asyncio.ensure_future(call)] = dev
+            calls[asyncio.ensure_future(self._call(pinned[dev][0], {"op": "tvm_run", **msg}))] = dev
         lost = self.watch(step_id, pinned)
         waiting = set(calls) | {lost}
         deadline = time.monotonic() + timeout if timeout else None
@@ -185,6 +185,33 @@ class DirectSteps:
             if f[0] == "feed":
                 values[pos] = feed_values[f[1]]
         return values, replies
+
+    async def _call(self, addr: str, msg: dict):
+        """``msg`` to the worker at ``addr`` and its reply, on one of the connections this
+        object keeps for its steps (taken from the client's pool once; the pool closes them
+        with the client). Unlike the pool's calls, no size walk of every message to decide on
+        offloading its serialisation: large arrays come serialised already (``pack``)."""
+        from distributed.core import clean_exception
+        idle = self._idle.setdefault(addr, [])
+        comm = None
+        while idle and comm is None:
+            comm = idle.pop()
+            if comm.closed():
+                comm = None
+        if comm is None:
+            comm = await self.client.rpc.connect(addr)
+            comm.allow_offload = False
+        try:
+            await comm.write(msg)
+            reply = await comm.read()
+        except BaseException:  # a cancelled or failed call leaves the connection mid-message
+            comm.abort()
+            raise
+        idle.append(comm)
+        if isinstance(reply, dict) and reply.get("status") == "uncaught-error":
+            _, exc, tb = clean_exception(**reply)
+            raise exc.with_traceback(tb)
+        return reply
 
     def _failure(self, device: str, exc: BaseException, pinned: dict) -> BaseException:
         from distributed.comm.core import CommClosedError

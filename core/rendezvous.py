@@ -292,7 +292,11 @@ class DataPlane:
         async with lock:
             comm = self._peers.get(addr)
             if comm is None or comm.closed():
-                comm = self._peers[addr] = await self.worker.rpc.connect(addr)
+                comm = await self.worker.rpc.connect(addr)
+                # no size walk of every message to decide on offloading its serialisation
+                # (large arrays come serialised already, see pack)
+                comm.allow_offload = False
+                self._peers[addr] = comm
             return comm
 
 
