@@ -153,9 +153,13 @@ CONV_CASES = [  # x shape, filter (kh, kw), strides, dilations, padding
 
 @pytest.mark.parametrize("xs,k,s,d,padding", CONV_CASES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_conv2d_and_both_gradients_match_direct_loops(xs, k, s, d, padding, dtype):
+@pytest.mark.parametrize("tap_major_c", [0, 4])
+def test_conv2d_and_both_gradients_match_direct_loops(monkeypatch, xs, k, s, d, padding,
+                                                      dtype, tap_major_c):
     """Forward, input gradient (the transposed-conv rows for stride 1, per-tap products for
-    strides) and filter gradient against the direct loop and its adjoint identities."""
+    strides) and filter gradient against the direct loop and its adjoint identities, with
+    the im2col row-major (tap_major_c=0) and tap-major (these cases have C <= 3)."""
+    monkeypatch.setattr(nn_conv, "TAP_MAJOR_C", tap_major_c)
     x = RNG.standard_normal(xs).astype(dtype)
     f = RNG.standard_normal((*k, xs[3], 4)).astype(dtype)
     attrs = {"strides": (1, *s, 1), "padding": padding, "data_format": "NHWC",
@@ -185,7 +189,9 @@ def test_conv2d_and_both_gradients_match_direct_loops(xs, k, s, d, padding, dtyp
 
 @pytest.mark.parametrize("block_bytes,width", [(1, 1), (200, 1), (3000, 1), (200, 3),
                                                (1 << 30, 2)])
-def test_conv2d_blocks_and_pool_give_the_same_result(monkeypatch, block_bytes, width):
+@pytest.mark.parametrize("tap_major_c", [0, 4])
+def test_conv2d_blocks_and_pool_give_the_same_result(monkeypatch, block_bytes, width,
+                                                     tap_major_c):
     """The im2cols (forward and filter gradient: rows of one image, or whole images; input
     gradient: whole images) are made block by block, shared out over the intra-op pool:
     every split gives the unsplit result."""
@@ -200,6 +206,7 @@ def test_conv2d_blocks_and_pool_give_the_same_result(monkeypatch, block_bytes, w
         .transpose(0, 1, 2, 4, 5, 3).reshape(3, 9, 8, 18), g).reshape(f.shape)
     dx_ref = nn_conv._conv_backprop_input_taps(g, f, x.shape, 1, 1, 1, 1, 9, 8, (1, 1), (1, 1))
     monkeypatch.setattr(nn_conv, "BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(nn_conv, "TAP_MAJOR_C", tap_major_c)
     threads.set_intra_op_threads(width)
     try:
         dx = nn_conv._conv_backprop_input_kernel(x, f, g, **attrs)
