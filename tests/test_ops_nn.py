@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import tensorvm as tv
+
 from tests.opcheck import check_forward, check_gradients, run
 
 RNG = np.random.default_rng(1234)
@@ -169,6 +169,8 @@ def test_sparse_softmax_xent_forward_and_gradient():
     got = run(tv.nn.sparse_softmax_cross_entropy_with_logits(labels=lb3, logits=lg3))
     want3 = -np.take_along_axis(np.log(_np_softmax(lg3)), lb3[..., None], -1)[..., 0]
     np.testing.assert_allclose(got, want3, rtol=1e-6)
+    check_gradients(lambda a, b: tv.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=a, logits=b), lb3, lg3, wrt=[1])
     # Empty batch.
     assert run(tv.nn.sparse_softmax_cross_entropy_with_logits(
         labels=np.zeros((0,), np.int32), logits=np.zeros((0, 4), np.float32))).shape == (0,)
