@@ -282,9 +282,11 @@ def install() -> int:
 
 
 def undecided() -> list[str]:
-    """Op types with neither a GPU kernel nor a CPU-only mark (placement treats them as
-    having no GPU kernel)."""
-    return sorted(t for t, d in registry.items() if "GPU" not in d.kernels and not d.cpu_only)
+    """tensorvm's own op types (kernels defined in a ``tensorvm`` module) with neither a GPU
+    kernel nor a CPU-only mark. A user's op is left out: without a GPU kernel registered for
+    it, placement treats it as CPU-only (soft placement moves it, else an error names it)."""
+    return sorted(t for t, d in registry.items() if "GPU" not in d.kernels and not d.cpu_only
+                  and (_family(d) or "").startswith("tensorvm."))
 
 
 def dtype_on_device(dtype: _dt.DType) -> bool:

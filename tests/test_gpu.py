@@ -48,12 +48,14 @@ def fake_gpu():
 
 # ---- the op table ----------------------------------------------------------------------------
 def test_every_op_has_a_gpu_kernel_or_a_cpu_only_mark():
+    # (ops other tests register, e.g. test_core_correctness's, are users' ops: left out)
     import tensorvm.jobs
     import tensorvm.mapreduce  # noqa: F401
     kernels_gpu.install()
     assert kernels_gpu.undecided() == []
     for t, d in registry.items():
-        assert ("GPU" in d.kernels) != bool(d.cpu_only), t
+        if (getattr(d.kernels.get("CPU"), "__module__", None) or "").startswith("tensorvm."):
+            assert ("GPU" in d.kernels) != bool(d.cpu_only), t
     # one source: the GPU kernel of an array op is its CPU kernel
     for t in ("MatMul", "Add", "Sum", "Relu", "ConcatV2", "GatherV2", "AssignSub"):
         assert get_op_def(t).kernels["GPU"] is get_op_def(t).kernels["CPU"], t
