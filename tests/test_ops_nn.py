@@ -545,3 +545,37 @@ SECOND_ORDER = {
 def test_second_derivatives(name):
     build, arrays, wrt = SECOND_ORDER[name]
     check_gradients(build, *arrays, wrt=wrt, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("k,s,padding", [(2, 2, "SAME"), (3, 2, "SAME"), (2, 1, "VALID")])
+def test_relu_then_max_pool_gradient_masks_the_pooled_gradient(k, s, padding):
+    """max_pool(relu(x))'s gradient applies the ReLU mask to the pooled gradient (a quarter
+    of the elements): the same numbers as ReluGrad on the full map, with ties (zeros after
+    the ReLU), negatives, and an infinite upstream gradient."""
+    x = np.round(RNG.standard_normal((2, 6, 5, 3)), 1).astype(np.float32)
+
+    def grads(fused):
+        g = tv.Graph()
+        with g.as_default():
+            a = tv.placeholder(tv.float32, x.shape)
+            r = tv.nn.relu(a)
+            h = r if fused else tv.identity(r)  # identity: the unfused graph
+            y = tv.nn.max_pool(h, [1, k, k, 1], [1, s, s, 1], padding)
+            up = tv.placeholder(tv.float32, None)
+            gx = tv.gradients(y, a, grad_ys=up)[0]
+            assert (gx.op.type == "MaxPoolGrad") == fused
+            with tv.Session(graph=g) as sess:
+                shape = sess.run(y, {a: x}).shape
+                gy = RNG.standard_normal(shape).astype(np.float32)
+                gy_inf = gy.copy()
+                gy_inf[0, 0, 0, :] = np.inf
+                return [sess.run(gx, {a: x, up: v}) for v in (gy, gy_inf)]
+    state = RNG.bit_generator.state
+    fused = grads(True)
+    RNG.bit_generator.state = state  # the same upstream gradients
+    unfused = grads(False)
+    for f, u in zip(fused, unfused):
+        np.testing.assert_array_equal(f, u)
+    untied = (RNG.permutation(x.size).reshape(x.shape) - x.size / 3) / 7.0  # no ties
+    check_gradients(lambda a: tv.nn.max_pool(tv.nn.relu(a), [1, k, k, 1], [1, s, s, 1],
+                                             padding), untied)

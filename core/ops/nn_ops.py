@@ -66,8 +66,21 @@ def _act(op_type, features, name, attrs=None):
 # g * (x > 0), as TF's kernel computes it (6x faster than np.where on a [50, 28, 28, 32] map)
 _def_act_grad("ReluGrad", lambda g, x: g * (x > 0),
               lambda op, gg: [apply_op("ReluGrad", [gg, op.inputs[1]]).outputs[0], None])
-_def_act("Relu", lambda x: np.maximum(x, _zero(x)),
-         lambda op, g: [apply_op("ReluGrad", [g, op.inputs[0]]).outputs[0]])
+def _relu_grad(op, g):
+    """``ReluGrad(g, x)``; for ``max_pool(relu(x))`` (the CNN block), whose ``g`` is
+    ``MaxPoolGrad(r, y, gy)``, the ReLU's mask is applied to the pooled gradient instead:
+    ``MaxPoolGrad(r, y, ReluGrad(gy, y))``, a quarter of the elements for 2x2 pooling. The
+    same numbers: ``g`` is nonzero only at each window's argmax, where ``r = y`` and
+    ``r > 0`` exactly where ``x > 0`` (a non-finite ``gy`` gives the same NaN there)."""
+    src = g.op
+    if src.type == "MaxPoolGrad" and src.inputs[0] is op.outputs[0]:
+        r, y, gy = src.inputs
+        masked = apply_op("ReluGrad", [gy, y]).outputs[0]
+        return [apply_op("MaxPoolGrad", [r, y, masked], dict(src.attrs)).outputs[0]]
+    return [apply_op("ReluGrad", [g, op.inputs[0]]).outputs[0]]
+
+
+_def_act("Relu", lambda x: np.maximum(x, _zero(x)), _relu_grad)
 
 _def_act_grad("Relu6Grad", lambda g, x: g * ((x > 0) & (x < 6)),
               lambda op, gg: [apply_op("Relu6Grad", [gg, op.inputs[1]]).outputs[0], None])
