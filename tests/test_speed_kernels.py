@@ -220,3 +220,22 @@ def test_conv2d_blocks_and_pool_give_the_same_result(monkeypatch, block_bytes, w
     np.testing.assert_allclose(dx, dx_ref, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(empty, np.zeros(f.shape))
     assert nn_conv._conv_kernel(x[:0], f, **attrs).shape == (0, 9, 8, 4)
+
+
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True)])
+def test_matmul_over_the_intra_op_pool_is_the_product(ta, tb):
+    """With ConfigProto(intra_op_parallelism_threads=2) a large 2-D MatMul is cut by rows
+    over the pool (transposed operands as views): the same product."""
+    a = RNG.standard_normal((300, 200)).astype(np.float32)
+    b = RNG.standard_normal((200, 250)).astype(np.float32)
+    at, bt = (a.T.copy() if ta else a), (b.T.copy() if tb else b)
+    g = tv.Graph()
+    with g.as_default():
+        y = tv.matmul(tv.constant(at), tv.constant(bt), transpose_a=ta, transpose_b=tb)
+        try:
+            with tv.Session(graph=g, config=tv.ConfigProto(intra_op_parallelism_threads=2)) as s:
+                assert threads.intra_op_threads() == 2
+                got = s.run(y)
+        finally:
+            threads.set_intra_op_threads(None)
+    np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dt
+from .. import threads
 from ..errors import InvalidArgumentError
 from ..graph import overload_operator
 from ..op_def_library import apply_op
@@ -198,6 +199,11 @@ def _matmul_kernel(a, b, transpose_a=False, transpose_b=False):
         a = np.swapaxes(a, -1, -2)
     if transpose_b:
         b = np.swapaxes(b, -1, -2)
+    if type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == 2 and b.ndim == 2 \
+            and a.dtype == b.dtype and a.dtype.kind == "f":
+        # a large product is cut by rows over the intra-op pool when there is one
+        # (ConfigProto.intra_op_parallelism_threads); else one BLAS call, as before
+        return threads.matmul(a, b)
     return np.matmul(a, b)
 
 
