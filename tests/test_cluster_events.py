@@ -136,3 +136,30 @@ def test_a_bound_method_is_held_weakly(cluster):
         client.log_event(TOPIC, {"n": 4})
         _wait_for(lambda: got, 10)
     assert seen == [] and got == [{"n": 4}]
+
+
+def test_without_events_the_dask_plane_still_polls_for_a_lost_worker(cluster, tmp_path):
+    """A scheduler without tensorvm's DeviceHomes plugin sends no lost-worker events: the
+    step falls back to polling the scheduler every POLL_S and still names device and worker."""
+    g, y = _slow_graph(tmp_path / "m", 60.0)
+    s = cluster.session(g, own_client=True, config=tv.ConfigProto(data_plane="dask"))
+    s._backend._events = False  # as when the scheduler cannot load DeviceHomes
+    s._backend._direct.unsubscribe()
+    box = {}
+
+    def step():
+        try:
+            s.run(y)
+        except Exception as exc:  # noqa: BLE001 - checked below
+            box["error"] = exc
+    th = threading.Thread(target=step)
+    th.start()
+    _wait_for(lambda: (tmp_path / "m").exists())
+    old = cluster.kill("worker-0")
+    t0 = time.monotonic()
+    th.join(30)
+    err = box.get("error")
+    assert isinstance(err, tv.errors.UnavailableError), err
+    assert "/job:worker/replica:0/task:0" in str(err) and old in str(err), str(err)
+    assert time.monotonic() - t0 < 5
+    cluster.wait_full()
