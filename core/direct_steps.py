@@ -271,7 +271,7 @@ class DirectSteps:
         had; :meth:`unwatch` when the step ends. Used by both data planes."""
         lost = asyncio.get_running_loop().create_future()
         self._active[step_id] = (pinned, lost)
-        for addr, name in {a: n for a, n in pinned.values()}.items():
+        for addr in {a for a, _ in pinned.values()}:
             if addr in self._gone:
                 self._fail_on(addr, self._gone[addr], step_id, pinned, lost)
                 break
