@@ -399,8 +399,26 @@ def run_stage(program: StageProgram, rt, step_id, steps: int, *args):
     None in a dask.distributed worker (then the worker plugin's resources are used)."""
     resources = rt if rt is not None else _worker_resources()
     begin_task()  # BLAS threads per executing thread, fresh kernel scratch (tensorvm.threads)
+    if program.device_type == "GPU":
+        return _run_on_gpu(program, resources, step_id, steps, args)
     for _ in range(steps):
         vals = execute(program, resources, step_id, args)
+    return (ALIGN_GUARD,) + tuple(vals[s] for s in program.exports)
+
+
+def _run_on_gpu(program: StageProgram, resources, step_id, steps: int, args):
+    """``run_stage`` of a ``GPU:N`` program: inside ``cupy.cuda.Device(N)`` (the device
+    backend's), so its kernels, uploads and allocations land on GPU N of this process; a
+    backend without ``cuda.Device`` (the tests' fake) runs it as is."""
+    from .kernels_gpu import device_backend
+    device = getattr(getattr(device_backend(), "cuda", None), "Device", None)
+    if device is None:
+        for _ in range(steps):
+            vals = execute(program, resources, step_id, args)
+    else:
+        with device(int(program.device.rsplit(":", 1)[1])):
+            for _ in range(steps):
+                vals = execute(program, resources, step_id, args)
     return (ALIGN_GUARD,) + tuple(vals[s] for s in program.exports)
 
 
