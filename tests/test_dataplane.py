@@ -118,6 +118,32 @@ def test_direct_steps_reach_the_scheduler_in_few_report_messages(cluster):
     assert len(events) < 20, len(events)
 
 
+def test_pushes_open_a_lane_and_large_values_keep_to_dasks_comm_bit_exact(cluster):
+    rng = np.random.default_rng(3)
+    big = rng.normal(size=(300, 300)).astype(np.float32)  # 360 KB: frames of its own
+    g = tv.Graph()
+    with g.as_default():
+        x = tv.placeholder(tv.float32, [300, 300], name="x")
+        with tv.device("/job:worker/task:0"):
+            a = tv.matmul(x, x)
+            s = tv.reduce_sum(a, axis=0)  # 1.2 KB: inside the message
+        with tv.device("/job:worker/task:1"):
+            out = tv.matmul(a, a) + s, tv.reduce_max(s)
+    with tv.Session(graph=g) as s1:
+        want = s1.run(out, {x: big})
+    sess = cluster.session(g, config=tv.ConfigProto(data_plane="direct"))
+    for _ in range(2):
+        got = sess.run(out, {x: big})
+        for w, v in zip(want, got):
+            np.testing.assert_array_equal(w, v)
+    w0, w1 = cluster.worker("worker-0"), cluster.worker("worker-1")
+
+    def lanes(dask_worker):
+        plane = dask_worker._tensorvm_data_plane
+        return {a: lane is not None and not lane.closed for a, lane in plane._lanes.items()}
+    assert cluster.client.run(lanes, workers=[w0])[w0].get(w1) is True
+
+
 def _sleep(seconds):
     def f(x):
         time.sleep(seconds)
