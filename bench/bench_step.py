@@ -13,6 +13,8 @@ data_plane="dask"|"direct")``), ``steps=100``, and a step of 5 device hops over 
 a one-hop step; TF 1.x peers (a local session, and PS + worker servers over gRPC with the client
 in a third process) run from ``bench/tf_step_peer.py`` in an environment where TensorFlow
 imports (``--tf-python``; not a tensorvm dependency), else the issue's TF figures are quoted.
+The gRPC peer stays up through the distributed rows and its rounds are interleaved with them,
+so each ratio compares figures taken under the same machine load.
 
 Run: ``python -m bench.bench_step [--steps N] [--tf-python /path/to/tf-venv/bin/python]``.
 """
@@ -188,10 +190,56 @@ def peer_tf(python, mode, n):
         return None
 
 
-def distributed_rows(tv, n, rounds):
+class TFRounds:
+    """The TF 1.x gRPC peer kept up (``tf_step_peer.py rounds``) so that its rounds interleave
+    with tensorvm's: ``step(n)`` / ``k100(n)`` -> median ms per step of ``n`` runs."""
+
+    def __init__(self, python):
+        import json
+        import os
+        import subprocess
+        peer = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tf_step_peer.py")
+        self._json = json
+        self.proc = subprocess.Popen([python, peer, "rounds"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        if not self._read().get("ready"):
+            raise RuntimeError("the TF peer did not start")
+
+    def _read(self) -> dict:
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the TF peer ended")
+        return self._json.loads(line)
+
+    def _ask(self, cmd: str) -> dict:
+        self.proc.stdin.write(cmd + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def step(self, n: int) -> float:
+        return self._ask(f"step {n}")["ms"]
+
+    def k100(self, n: int) -> float:
+        return self._ask(f"k100 {n}")["ms"]
+
+    def close(self) -> float | None:
+        try:
+            return self._ask("quit")["loss"]
+        except (OSError, RuntimeError, ValueError):
+            return None
+        finally:
+            try:  # it stops its two servers on its way out
+                self.proc.wait(timeout=30)
+            except Exception:  # noqa: BLE001 - then it is stopped here
+                self.proc.kill()
+                self.proc.wait()
+
+
+def distributed_rows(tv, n, rounds, tf_python=""):
     """PS + worker steps on both data planes, steps=100, and 5 hops vs 1 hop over 3 workers,
     on one cluster of worker processes (ps-0, worker-0..2), methods interleaved round by
-    round; returns {row: [median per round]}."""
+    round — with the TF 1.x gRPC peer's single steps and while loops of 100 among them when
+    ``tf_python`` runs it; returns {row: [median per round]}."""
     g, init, train, loss, feed, xs, ys = build(tv, ps=True)
     x, y = list(feed)
     rng = np.random.default_rng(1)
@@ -203,7 +251,13 @@ def distributed_rows(tv, n, rounds):
     s5 = tv.Session(graph=g5, client=sess.client, cluster=spec, verbose=False)
     s1 = tv.Session(graph=g1, client=sess.client, cluster=spec, verbose=False)
     out: dict = {}
+    tf = None
     try:
+        if tf_python:
+            try:
+                tf = TFRounds(tf_python)
+            except (OSError, RuntimeError, ValueError) as exc:
+                print(f"  (TF peer rounds failed to start: {exc})")
         sess.run(init)
         it = iter(range(10 ** 9))
 
@@ -225,15 +279,23 @@ def distributed_rows(tv, n, rounds):
         for fn, _ in methods.values():  # warm up: plans compiled and registered
             fn()
             fn()
+        if tf is not None:
+            methods["TF 1.x gRPC"] = (tf.step, 1)
+            methods["TF 1.x gRPC k100"] = (tf.k100, 100)
         names = list(methods)
         for r in range(rounds):
             k = r % len(names)
             for name in names[k:] + names[:k]:
                 fn, per = methods[name]
                 reps = n if per == 1 else max(3, n // 25)
-                out.setdefault(name, []).append(median_ms(fn, reps) / per)
+                if name.startswith("TF"):
+                    out.setdefault(name, []).append(fn(reps))
+                else:
+                    out.setdefault(name, []).append(median_ms(fn, reps) / per)
         out["_loss"] = float(sess.run(loss, feed))
     finally:
+        if tf is not None:
+            out["_tf_loss"] = tf.close()
         s5.close()
         s1.close()
         sess.close()
@@ -243,7 +305,7 @@ def distributed_rows(tv, n, rounds):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--skip-distributed", action="store_true")
     ap.add_argument("--tf-python", default="",
                     help="a Python whose environment imports tensorflow (TF 1.x peer)")
@@ -262,20 +324,29 @@ def main(argv=None):
     tf_local = peer_tf(args.tf_python, "local", args.steps)
     if args.skip_distributed:
         return
-    tf_grpc = peer_tf(args.tf_python, "grpc", max(50, args.steps // 3))
-    rows = distributed_rows(tv, max(30, args.steps // 5), args.rounds)
+    rows = distributed_rows(tv, max(30, args.steps // 5), args.rounds, args.tf_python)
     med = {k: statistics.median(v) for k, v in rows.items() if not k.startswith("_")}
+    tf_grpc = None
+    if "TF 1.x gRPC" in med:  # measured in rounds interleaved with tensorvm's
+        tf_grpc = {"step_ms": med.pop("TF 1.x gRPC"), "steps100_ms": med.pop("TF 1.x gRPC k100"),
+                   "loss": rows.get("_tf_loss") or float("nan")}
+    elif args.tf_python:
+        tf_grpc = peer_tf(args.tf_python, "grpc", max(50, args.steps // 3))
     quoted = tf_grpc is None
     grpc_ms = tf_grpc["step_ms"] if tf_grpc else 3.87
     local_ms = tf_local["step_ms"] if tf_local else 0.443
     print(f"\ndistributed (ps-0, worker-0..2 worker processes; medians of {args.rounds} "
-          "interleaved rounds; ms per step)")
+          "interleaved rounds, the TF gRPC peer's among them when it runs; ms per step)")
     for k, v in med.items():
         print(f"  {k:<18} {v:8.3f}   rounds: " + " ".join(f"{t:.3f}" for t in rows[k]))
     src = "quoted from issue 13" if quoted else "measured in this run"
     if tf_grpc:
-        print(f"  {'TF 1.x gRPC':<18} {tf_grpc['step_ms']:8.3f}   (TF while_loop of 100: "
-              f"{tf_grpc['steps100_ms']:.3f} ms/step; loss {tf_grpc['loss']:.6f})")
+        tf_rounds = rows.get("TF 1.x gRPC")
+        print(f"  {'TF 1.x gRPC':<18} {tf_grpc['step_ms']:8.3f}   "
+              + ("rounds: " + " ".join(f"{t:.3f}" for t in tf_rounds) + "; " if tf_rounds
+                 else "(")
+              + f"TF while_loop of 100: {tf_grpc['steps100_ms']:.3f} ms/step; loss "
+              f"{tf_grpc['loss']:.6f}" + ("" if tf_rounds else ")"))
     if tf_local:
         print(f"  {'TF 1.x local':<18} {tf_local['step_ms']:8.3f}")
     print(f"targets (TF figures {src}):")

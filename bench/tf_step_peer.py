@@ -8,6 +8,12 @@ on ``/job:ps/task:0``, the rest on ``/job:worker/task:0`` (TF's between-graph PS
 
 Prints one JSON line: ``{"mode", "step_ms", "steps100_ms", "loss"}`` (medians; the loss after
 the timed steps, a checksum against tensorvm's). Same graph and data as ``bench_step.build``.
+
+``python bench/tf_step_peer.py rounds`` — the gRPC setup kept up while ``bench_step`` measures
+its own rows, for rounds interleaved with them (so both sides see the same machine load): it
+prints ``{"ready": true}``, then answers each line on stdin, ``step N`` (N single steps, a new
+batch each) or ``k100 N`` (N while loops of 100 steps), with ``{"ms": median ms per step}``,
+and ``quit`` with ``{"loss": ...}``.
 """
 import json
 import os
@@ -59,6 +65,46 @@ def build(tf, np, ps, wk):
     return x, y, train, loss, loop100, xs, ys
 
 
+def rounds():
+    """The ``rounds`` mode (see the module docstring)."""
+    import numpy as np
+    import tensorflow.compat.v1 as tf
+    tf.disable_v2_behavior()
+    spec = {"ps": [f"127.0.0.1:{_free_port()}"], "worker": [f"127.0.0.1:{_free_port()}"]}
+    procs = [subprocess.Popen([sys.executable, __file__, "serve", json.dumps(spec), job, "0"])
+             for job in ("ps", "worker")]
+    try:
+        cfg = tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=2)
+        with tf.Graph().as_default():
+            x, y, train, loss, loop100, xs, ys = build(tf, np, "/job:ps/task:0",
+                                                       "/job:worker/task:0")
+            with tf.Session("grpc://" + spec["worker"][0], config=cfg) as sess:
+                sess.run(tf.global_variables_initializer())
+                feed = {x: xs, y: ys}
+                for _ in range(10):
+                    sess.run([train, loss], feed)
+                sess.run(loop100, feed)
+                print(json.dumps({"ready": True}), flush=True)
+                for line in sys.stdin:
+                    cmd, *arg = line.split()
+                    if cmd == "quit":
+                        print(json.dumps({"loss": float(sess.run(loss, feed))}), flush=True)
+                        return
+                    times = []
+                    for _ in range(int(arg[0])):
+                        t = time.perf_counter()
+                        if cmd == "step":
+                            sess.run([train, loss], {x: xs + 0.0, y: ys})  # a new batch
+                        else:
+                            sess.run(loop100, feed)
+                        times.append(time.perf_counter() - t)
+                    per = 1 if cmd == "step" else 100
+                    print(json.dumps({"ms": statistics.median(times) * 1e3 / per}), flush=True)
+    finally:
+        for p in procs:
+            p.kill()
+
+
 def main(mode, n):
     import numpy as np
     import tensorflow.compat.v1 as tf
@@ -103,5 +149,7 @@ def main(mode, n):
 if __name__ == "__main__":
     if sys.argv[1] == "serve":
         serve(*sys.argv[2:5])
+    elif sys.argv[1] == "rounds":
+        rounds()
     else:
         main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 200)
