@@ -6,7 +6,9 @@ the host but behave as CuPy's do where it matters to tensorvm's one-source kerne
 * implicit conversion to NumPy is refused (``np.asarray(fake)`` raises TypeError, as CuPy
   does), and a NumPy array mixed into a fake computation is refused too, so a kernel that
   creates with ``np.zeros`` instead of ``xp.zeros`` fails here as it would on a GPU;
-* ``.get()`` is the explicit copy to the host; reductions return 0-d arrays, not scalars.
+* ``.get()`` is the explicit copy to the host; reductions return 0-d arrays, not scalars;
+* ``xp.cuda.Device(n)`` records the devices entered (``xp.cuda.entered``); ``install(count)``
+  says how many GPUs ``xp.device_count()`` reports.
 
 ``install()`` makes it tensorvm's device backend (``kernels_gpu.set_device_backend``).
 """
@@ -177,9 +179,26 @@ class _FakeModule(types.ModuleType):
         return fn
 
 
+class _Device:
+    """``cupy.cuda.Device(n)``: a context that makes GPU ``n`` current; the fake only records
+    which devices were entered (``xp.cuda.entered``), so tests see where a program ran."""
+
+    def __init__(self, index=0):
+        self.id = int(index)
+
+    def __enter__(self):
+        xp.cuda.entered.append(self.id)
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
 xp = _FakeModule("fake_device.xp", np)
 xp.ndarray = FakeDeviceArray
-xp.device_count = lambda: 1
+xp.cuda = types.SimpleNamespace(Device=_Device, entered=[])
+_COUNT = [1]
+xp.device_count = lambda: _COUNT[0]
 
 
 def _get_array_module(*args):
@@ -189,9 +208,12 @@ def _get_array_module(*args):
 xp.get_array_module = _get_array_module
 
 
-def install():
-    """Make the fake the device backend; returns the previous one (``restore(prev)``)."""
+def install(count: int = 1):
+    """Make the fake the device backend, with ``count`` GPUs; returns the previous backend
+    (``restore(prev)``)."""
     from tensorvm import kernels_gpu
+    _COUNT[0] = int(count)
+    xp.cuda.entered.clear()
     prev = kernels_gpu.device_backend()
     kernels_gpu.set_device_backend(xp)
     return prev

@@ -161,6 +161,29 @@ def test_training_step_on_a_fake_gpu_matches_cpu(fake_gpu):
     assert cpu_vals[2] < cpu_vals[0]  # it trains
 
 
+def test_a_gpu_n_program_runs_inside_cuda_device_n():
+    """runtime.run_stage enters the backend's ``cuda.Device(N)`` for a GPU:N program (CuPy's
+    current device), and no device for a CPU program."""
+    prev = fake_device.install(count=2)
+    try:
+        g = tv.Graph()
+        with g.as_default():
+            x = tv.placeholder(tv.float32, [2], name="x")
+            with tv.device("/gpu:1"):
+                y = tv.negative(x, name="y")
+            z = tv.square(y, name="z")  # CPU: downloads y
+            with tv.Session() as s:
+                assert s._backend.gpus == 2
+                plan = s.plan(z, {x: [1.0, 2.0]})
+                fake_device.xp.cuda.entered.clear()
+                got = s.run(z, {x: [1.0, 2.0]})
+        assert "/job:localhost/replica:0/task:0/device:GPU:1" in plan.devices
+        assert fake_device.xp.cuda.entered == [1]
+        np.testing.assert_array_equal(got, [1.0, 4.0])
+    finally:
+        fake_device.restore(prev)
+
+
 # ---- placement -------------------------------------------------------------------------------
 def _nodes(*specs):
     return {n: Node(n, t, tuple((i, 0) for i in ins), device=dev) for n, t, ins, dev in specs}
