@@ -60,6 +60,7 @@ class DirectSteps:
         self._shapes: dict[str, tuple] = {}  # plan id -> (task names, edges) for reports
         self.reports = step_reports(client)
         self._idle: dict[str, list] = {}  # address -> connections for tvm_run not in use
+        self._order: dict[str, list] = {}  # plan id -> its devices in the order to message
 
     def plan_id(self, plan) -> str:
         return f"{self.prefix}-{plan.uid}"
@@ -79,6 +80,11 @@ class DirectSteps:
             self._registered[pid] = addrs
             self._shapes[pid] = _shape(plan)
             self._feeds[pid] = {d: p.feeds for d, p in parts.items()}
+            # The step's messages go to the devices that wait for another's tensors first and
+            # to those that start at once last: a device that starts may take the CPU from
+            # the client (this machine's cores are few), and the waiting ones must know the
+            # step before their inputs arrive, or they hold up the chain.
+            self._order[pid] = sorted(parts, key=lambda d: not _receives(parts[d]))
         return pid
 
     async def _register(self, by_addr: dict) -> None:
@@ -94,6 +100,7 @@ class DirectSteps:
         for p in ids:
             self._registered.pop(p, None)
             self._feeds.pop(p, None)
+            self._order.pop(p, None)
             self._shapes.pop(p, None)
         if addrs and self.client.status == "running":
             kw = {"prefix": self.prefix + "-"} if everything else {"plan_ids": sorted(ids)}
@@ -123,14 +130,35 @@ class DirectSteps:
                     "checkpoint")
                 err.device = dev
                 raise err
-        return self.client.sync(self._run, plan, pid, pinned, feed_values, step_id, steps,
-                                timeout, trace)
+        return self._sync(self._run, plan, pid, pinned, feed_values, step_id, steps, timeout,
+                          trace)
+
+    def _sync(self, fn, *args):
+        """``fn(*args)`` on the client's event loop, waited for here: the step's one trip to
+        that thread and back (``Client.sync`` costs an extra loop iteration and a tornado
+        coroutine around it)."""
+        import concurrent.futures
+        loop = self.client.loop.asyncio_loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if self.client.asynchronous or running is loop or loop.is_closed():
+            return self.client.sync(fn, *args)  # its errors for these cases
+        fut = asyncio.run_coroutine_threadsafe(fn(*args), loop)
+        try:
+            return fut.result()
+        except concurrent.futures.CancelledError:
+            raise asyncio.CancelledError() from None
+        except BaseException:
+            fut.cancel()  # a KeyboardInterrupt: the step is given up on the loop too
+            raise
 
     async def _run(self, plan, pid, pinned, feed_values, step_id, steps, timeout, trace):
         feeds_of = self._feeds[pid]
         calls = {}
         self.message_bytes = 0
-        for dev in plan.devices:
+        for dev in self._order.get(pid, plan.devices):
             msg = {"plan": pid, "device": dev, "step": step_id, "steps": steps, "trace": trace,
                    "feeds": [[i, pack(feed_values[i])] for i in feeds_of[dev]]}
             if trace:  # what goes on the wire: the message's frames
@@ -397,6 +425,13 @@ def flush_step_reports(client) -> None:
     reports = getattr(client, "_tensorvm_step_reports", None)
     if reports is not None and reports.busy:
         reports.flush()
+
+
+def _receives(part) -> bool:
+    """Whether a device's partition reads a tensor another device makes."""
+    names = {t.name for t in part.tasks}
+    return any(a[0] == "send" or (a[0] == "task" and a[1] not in names)
+               for t in part.tasks for a in t.args)
 
 
 def _shape(plan) -> tuple:
