@@ -234,3 +234,51 @@ def test_sync_k_steps_per_run_equal_one_worker_with_twice_the_batch(cluster):
     assert r.global_step == steps  # runs of 3, 3 and 1: not past last_step
     assert r.worker_runs == [3, 3]
     np.testing.assert_allclose(r.final["w"], w, rtol=1e-5, atol=1e-6)
+
+
+class _KillPsOnce(tv.train.SessionRunHook):
+    """Kills ps-0 before the first run that starts at or past ``at_step`` (before, not after
+    a run: another hook's after_run, a checkpoint save, would meet the dead PS outside the
+    session's recovery)."""
+
+    def __init__(self, cluster, at_step, gs):
+        self.cluster, self.at, self.gs, self.killed, self.seen = cluster, at_step, gs, None, 0
+
+    def before_run(self, run_context):
+        if self.killed is None and self.seen + 1 >= self.at:
+            self.killed = self.cluster.kill("ps-0")
+        return tv.train.SessionRunArgs(self.gs)
+
+    def after_run(self, run_context, run_values):
+        self.seen = int(run_values.results)
+
+
+def test_sync_k_steps_per_run_survive_a_lost_ps(cluster, tmp_path):
+    from tensorvm.train.replicas import cycling_batch, run_replicas
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(256, 4)).astype(np.float32)
+    y = (X @ rng.normal(size=4) + 0.1 * rng.normal(size=256)).astype(np.float32)
+    best = np.linalg.lstsq(X, y, rcond=None)[0]
+    killers = []
+
+    def model_fn(ctx):
+        xb, yb = cycling_batch([X[ctx.task::2], y[ctx.task::2]], 32, device=ctx.device)
+        w = tv.Variable(np.zeros(4, np.float32), name="w_sync_k_lost")
+        loss = tv.reduce_mean((tv.reduce_sum(xb * w, axis=1) - yb) ** 2)
+        return {"loss": loss, "optimizer": tv.train.GradientDescentOptimizer(0.05)}
+
+    def hooks_fn(ctx):
+        if not ctx.is_chief:
+            return []
+        killers.append(_KillPsOnce(cluster, 9, tv.train.get_global_step()))
+        return killers
+
+    tv.Session.reset(cluster.address)
+    r = run_replicas(model_fn, {"ps": 1, "worker": 2}, session=cluster._root, sync=True,
+                     last_step=40, steps_per_run=4, hooks_fn=hooks_fn,
+                     checkpoint_dir=f"file://{tmp_path}/ck", save_checkpoint_steps=4,
+                     final=lambda ctx, g: {"w": g.get_tensor_by_name("w_sync_k_lost:0")})
+    cluster.wait_full()
+    assert killers[0].killed is not None and r.recoveries >= 1
+    assert r.global_step == 40
+    assert np.linalg.norm(r.final["w"] - best) < 0.1 * np.linalg.norm(best)
