@@ -35,6 +35,13 @@ through the workers' rendezvous (``"direct"``: repeated steps; :mod:`tensorvm.di
 direct plane a lost worker also fails the step at once (its connection closes, or the same
 event).
 
+GPUs (issue 15): a task has as many GPUs as the Dask resource ``GPU`` of the worker it is mapped
+to (``dask worker --resources GPU=1``; the session's own LocalCluster gives one per GPU, see
+:mod:`tensorvm.local_cluster`). Placement reads that per-task inventory (:attr:`gpus`, mapping a
+task's worker when it first asks), so a ``/device:GPU:N`` op goes only to a task whose worker
+has more than N GPUs; elsewhere soft placement moves it to the task's CPU with the reason in
+``sess.plan``, or the error names the op and "no GPU device".
+
 Security: everything a session starts listens on 127.0.0.1 unless ``host=`` says otherwise;
 ``security=`` (a ``distributed.Security``) goes to the client and to any cluster it starts,
 whose addresses are then ``tls://``.
@@ -46,6 +53,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 
 from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
 
@@ -276,6 +284,37 @@ def _collect_traces(step_id, dask_worker):
     return pop_traces(step_id)
 
 
+def _gpu_resource(worker_info: dict) -> int:
+    """How many GPUs a worker declares (its Dask resource ``GPU``)."""
+    return int((worker_info.get("resources") or {}).get("GPU", 0) or 0)
+
+
+class TaskGpus(Mapping):
+    """``{(job, task): GPUs of the task's worker}`` for placement: asking for a task maps it to
+    its worker first (as its first step would), so the answer is the GPU resource of the
+    worker that will run it. Tasks outside the cluster's spec have none."""
+
+    def __init__(self, backend: DistributedBackend):
+        self._backend = backend
+
+    def __getitem__(self, key) -> int:
+        b = self._backend
+        job, task = key
+        if b.known_tasks is not None and (job, task) not in b.known_tasks:
+            raise KeyError(key)
+        b._ensure_mapped(job, task)
+        return b._gpus_of[(job, task)]
+
+    def __iter__(self):
+        return iter(dict(self._backend._gpus_of))
+
+    def __len__(self) -> int:
+        return len(self._backend._gpus_of)
+
+    def __repr__(self):
+        return f"TaskGpus({dict(self._backend._gpus_of)!r})"
+
+
 def resource_name(job: str, task: int) -> str:
     return f"tvm-dev-{job}-{task}"
 
@@ -291,7 +330,11 @@ class DistributedBackend(Backend):
     registered on the workers (:mod:`tensorvm.registered_plans`)."""
 
     def __init__(self, target=None, *, cluster=None, client=None, verbose=True,
-                 security=None, host: str = "127.0.0.1", data_plane: str = "auto"):
+                 security=None, host: str = "127.0.0.1", data_plane: str = "auto",
+                 gpus: int | None = None):
+        """``gpus``: GPUs for the LocalCluster this backend starts (None: as many as CuPy
+        sees, 0: none; see :func:`tensorvm.local_cluster.worker_layout`); a cluster started
+        elsewhere declares its workers' GPUs with ``dask worker --resources GPU=n``."""
         from distributed import Client
         self.data_plane = _check_plane(data_plane)
         self._runs: dict[str, int] = {}  # plan uid -> successful runs
@@ -301,7 +344,8 @@ class DistributedBackend(Backend):
         if client is not None:
             self.client = client
         elif target in (None, "local"):
-            self._cluster = start_local_cluster(self.spec, host=host, security=security)
+            self._cluster = start_local_cluster(self.spec, host=host, security=security,
+                                                gpus=gpus)
             try:
                 self.client = Client(self._cluster, set_as_default=False, security=security)
             except BaseException:
@@ -316,6 +360,8 @@ class DistributedBackend(Backend):
                                  security=security)
         self._lock = threading.Lock()
         self._map: dict[tuple[str, int], tuple[str, str]] = {}  # task -> (address, name)
+        self._gpus_of: dict[tuple[str, int], int] = {}  # task -> its worker's GPU resource
+        self.gpus = TaskGpus(self)
         self._direct = DirectSteps(self.client, uuid.uuid4().hex[:8])
         # Lost-worker events from the scheduler (DeviceHomes) end a step whose worker left;
         # without them (a scheduler that cannot load tensorvm) steps poll, every POLL_S.
@@ -385,6 +431,7 @@ class DistributedBackend(Backend):
                     info = None
             self.client.run(_adopt_device, {res: 1e9}, f"/job:{job}/replica:0/task:{task}/",
                             how, workers=[addr])
+            self._gpus_of[key] = _gpu_resource(workers[addr])
             self._map[key] = (addr, name)
             return self._map[key]
 

@@ -6,6 +6,15 @@ TLS when a ``distributed.Security`` asks for encryption. :func:`check_main_guard
 program that would start worker processes from unguarded module-level code: Dask spawns its
 workers, each imports the main script again, and without ``if __name__ == "__main__":`` the
 program would spin printing multiprocessing bootstrap errors.
+
+GPUs (issue 15), as dask-cuda's ``LocalCUDACluster`` lays them out: when CuPy sees N devices
+(or ``gpus=N`` / ``ConfigProto(device_count={"GPU": N})`` says so) each of N workers gets one
+GPU — the Dask resource ``GPU=1``, which placement reads as that task's ``/device:GPU:0``, and
+``CUDA_VISIBLE_DEVICES`` rotated so that its own GPU is its device 0
+(:func:`cuda_visible_devices`). Without a ClusterSpec that is one worker per GPU; with one, the
+GPUs are dealt to the tasks in the spec's order, ``ps`` tasks last (parameter servers keep
+their variables in host memory, as in TF's usual layouts); tasks past the GPU count get none.
+:func:`worker_layout` is the pure decision (names, resources, environment).
 """
 from __future__ import annotations
 
@@ -16,32 +25,96 @@ import sys
 from .cluster import ClusterSpec
 
 
-def start_local_cluster(spec: ClusterSpec | None, host: str = "127.0.0.1", security=None):
+def start_local_cluster(spec: ClusterSpec | None, host: str = "127.0.0.1", security=None,
+                        gpus: int | None = None):
     """A cluster of worker processes on this machine: the scheduler, its dashboard, the
     nannies and the workers all listen on ``host`` (loopback unless asked otherwise); with
-    ``security`` every connection is TLS with those credentials."""
+    ``security`` every connection is TLS with those credentials. ``gpus``: how many GPUs to
+    give workers (None: as many as CuPy sees; 0: none), laid out by :func:`worker_layout`."""
     import dask
     from distributed import Nanny, Scheduler, SpecCluster
     check_main_guard()
     tls = security is not None and bool(getattr(security, "require_encryption", False))
     common = {"host": host, "security": security, "protocol": "tls://" if tls else "tcp://"}
-    if spec is None:
-        names = ["0", "1"]
-    else:
-        # No per-device resource at start: the session gives it to the worker it maps
-        # (``_ensure_mapped``). A worker that its Nanny restarts after a crash comes back
-        # without it, so a stateful task of the lost device is never recomputed there; the
-        # step fails with UnavailableError instead.
-        names = [f"{job}-{task}" for job, task in spec.tasks()]
+    # No per-device resource at start: the session gives it to the worker it maps
+    # (``_ensure_mapped``). A worker that its Nanny restarts after a crash comes back without
+    # it, so a stateful task of the lost device is never recomputed there; the step fails
+    # with UnavailableError instead. Its GPU resource and environment it keeps (Nanny options).
+    layout = worker_layout(spec, gpus)
     workers = {n: {"cls": Nanny, "options": {
-        "name": n, "nthreads": 2, "silence_logs": 40, "dashboard": False, **common}}
-        for n in names}
+        "name": n, "nthreads": 2, "silence_logs": 40, "dashboard": False, **common, **extra}}
+        for n, extra in layout.items()}
     scheduler = {"cls": Scheduler, "options": {
         "dashboard_address": f"{_bracket(host)}:0", "dashboard": True,
         "preload": ["tensorvm.scheduler_ext"], **common}}  # the job registry and /tensorvm
     with dask.config.set({"distributed.worker.daemon": False}):
         return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=40,
                            security=security)
+
+
+def cuda_visible_devices(i: int, visible) -> str:
+    """``CUDA_VISIBLE_DEVICES`` for the worker of GPU ``i``: the visible devices rotated so that
+    its own comes first (CUDA numbers it 0; the others stay reachable for peer copies), as
+    dask-cuda does.
+
+    >>> cuda_visible_devices(0, range(4)), cuda_visible_devices(3, range(8))
+    ('0,1,2,3', '3,4,5,6,7,0,1,2')
+    >>> cuda_visible_devices(1, ["GPU-a1", "GPU-b2"])
+    'GPU-b2,GPU-a1'
+    """
+    visible = [str(v) for v in visible]
+    return ",".join(visible[i:] + visible[:i])
+
+
+def visible_gpus(gpus: int | None = None) -> list[str]:
+    """The GPUs a local cluster gives out, as ``CUDA_VISIBLE_DEVICES`` entries: the first
+    ``gpus`` of this process's ``CUDA_VISIBLE_DEVICES`` (else ``0..gpus-1``); ``gpus=None``
+    counts the devices CuPy sees (none without CuPy)."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    listed = [v.strip() for v in env.split(",") if v.strip()] if env is not None else None
+    if gpus is None:
+        from .kernels_gpu import gpu_count
+        gpus = gpu_count()  # CuPy counts only the devices CUDA_VISIBLE_DEVICES shows
+        if listed is not None:
+            gpus = min(gpus, len(listed))
+    gpus = int(gpus)
+    if gpus < 0:
+        raise ValueError(f"gpus must be >= 0, got {gpus}")
+    if listed is None:
+        return [str(i) for i in range(gpus)]
+    if gpus > len(listed):
+        raise ValueError(f"asked for {gpus} GPUs but CUDA_VISIBLE_DEVICES={env!r} lists "
+                         f"{len(listed)}")
+    return listed[:gpus]
+
+
+def worker_layout(spec: ClusterSpec | None, gpus: int | None = None,
+                  visible=None) -> dict[str, dict]:
+    """Worker name -> its extra Nanny options: ``{}`` for a CPU worker, ``{"resources":
+    {"GPU": 1}, "env": {"CUDA_VISIBLE_DEVICES": ...}}`` for a GPU worker. ``visible``: the
+    GPUs to give out (default :func:`visible_gpus` of ``gpus``). Without a spec: one worker per
+    GPU, or two CPU workers with no GPU; with one: a worker per task, GPUs dealt in the spec's
+    task order with ``ps`` tasks last.
+
+    >>> worker_layout(ClusterSpec({"ps": 1, "worker": 1}), visible=["0", "1", "2"])["ps-0"]
+    {'resources': {'GPU': 1}, 'env': {'CUDA_VISIBLE_DEVICES': '1,2,0'}}
+    >>> worker_layout(None, visible=[])
+    {'0': {}, '1': {}}
+    """
+    visible = visible_gpus(gpus) if visible is None else [str(v) for v in visible]
+    if spec is None:
+        names = [str(i) for i in range(len(visible))] or ["0", "1"]
+        order = names
+    else:
+        tasks = list(spec.tasks())
+        names = [f"{job}-{task}" for job, task in tasks]
+        order = [f"{j}-{t}" for j, t in tasks if j != "ps"] + \
+                [f"{j}-{t}" for j, t in tasks if j == "ps"]
+    out: dict[str, dict] = {n: {} for n in names}
+    for i, n in enumerate(order[:len(visible)]):
+        out[n] = {"resources": {"GPU": 1},
+                  "env": {"CUDA_VISIBLE_DEVICES": cuda_visible_devices(i, visible)}}
+    return out
 
 
 def _bracket(host: str) -> str:
