@@ -110,7 +110,8 @@ class ConfigProto:
     # TF 1.x fields (issue 14): ``device_filters`` (["/job:ps", "/job:worker/task:1"]) are the
     # only tasks the session waits for and may place ops on; ``intra_op_parallelism_threads``
     # > 0 is the width of the pool that splits one large kernel (tensorvm.threads); the rest
-    # are accepted and have no effect here.
+    # are accepted and have no effect here, but ``device_count={"GPU": n}``: the GPUs of a
+    # LocalCluster the session starts (tensorvm.local_cluster; default: as many as CuPy sees).
     device_filters: list = field(default_factory=list)
     intra_op_parallelism_threads: int = 0
     inter_op_parallelism_threads: int = 0
@@ -292,7 +293,8 @@ class Session:
         self._closed = False
         self._backend = _make_backend(target, cluster=cluster, client=client,
                                       verbose=verbose, security=security, host=host,
-                                      data_plane=cfg.data_plane)
+                                      data_plane=cfg.data_plane,
+                                      gpus=(getattr(cfg, "device_count", None) or {}).get("GPU"))
         # A session dropped without close() closes on garbage collection (as TF's does): its
         # Dask client, and the cluster it started, do not outlive it.
         self._finalizer = weakref.finalize(self, _close_backend, self._backend)
@@ -488,15 +490,17 @@ class Session:
 
 
 def _make_backend(target=None, *, cluster=None, client=None, verbose=True, security=None,
-                  host="127.0.0.1", data_plane="auto"):
+                  host="127.0.0.1", data_plane="auto", gpus=None):
     """In process with no target, cluster or client; else dask.distributed (imported only
-    then)."""
+    then). ``gpus`` (``ConfigProto.device_count["GPU"]``): GPUs for a LocalCluster the
+    session starts (None: as many as CuPy sees)."""
     if target is None and cluster is None and client is None:
         from .backends import LocalBackend
         return LocalBackend()
     from .distributed_backend import DistributedBackend
     return DistributedBackend(target, cluster=cluster, client=client, verbose=verbose,
-                              security=security, host=host, data_plane=data_plane)
+                              security=security, host=host, data_plane=data_plane,
+                              gpus=gpus)
 
 
 def _graph_tag(graph: Graph) -> str:
