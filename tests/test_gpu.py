@@ -6,6 +6,17 @@ op table, the namespace path (with NumPy, and with ``tests/fake_device``, a CuPy
 that keeps data on the host but refuses implicit conversion as CuPy does), the pure placement
 and partition decisions and the plan's soft-placement reasons; the GPU tests run the same
 graphs on CuPy when it finds a device, and skip with the reason otherwise.
+``tests/test_gpu_cluster.py`` covers GPUs on a Dask cluster (worker layout, per-task inventory).
+
+On a machine with CuPy and a GPU, run::
+
+    .venv/bin/python -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_gpu_cluster.py
+    TENSORVM_GPU_SWEEP=cupy .venv/bin/python -m pytest -q -p no:cacheprovider \
+        -p tests.fakegpu_plugin tests/test_ops_*.py   # every op test with ops on GPU:0
+    .venv/bin/python -m bench.bench_gpu                 # MLP step: GPU vs CPU vs hand CuPy
+
+The op sweep (``tests/fakegpu_plugin.py``, opt-in) runs on CPU-only machines too, on the fake
+device (leave out ``TENSORVM_GPU_SWEEP``); its summary counts the failing op types.
 """
 from __future__ import annotations
 
@@ -182,6 +193,45 @@ def test_a_gpu_n_program_runs_inside_cuda_device_n():
         np.testing.assert_array_equal(got, [1.0, 4.0])
     finally:
         fake_device.restore(prev)
+
+
+def _mlp_model(d=16, b=8, c=4, seed=0):
+    """bench/bench_gpu.py's training step (matmul, ReLU, matmul, sparse softmax cross-entropy,
+    mean, SGD) at a small size."""
+    rng = np.random.default_rng(seed)
+    g = tv.Graph()
+    with g.as_default():
+        x = tv.placeholder(tv.float32, [b, d], name="x")
+        y = tv.placeholder(tv.int64, [b], name="y")
+        with tv.device("/gpu:0"):
+            w1 = tv.Variable((rng.standard_normal((d, d)) * 0.3).astype(np.float32))
+            w2 = tv.Variable((rng.standard_normal((d, c)) * 0.3).astype(np.float32))
+            logits = tv.matmul(tv.nn.relu(tv.matmul(x, w1)), w2)
+            loss = tv.reduce_mean(
+                tv.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+            train = tv.train.GradientDescentOptimizer(0.1).minimize(loss)
+        init = tv.global_variables_initializer()
+    feed = {x: rng.standard_normal((b, d)).astype(np.float32), y: rng.integers(0, c, b)}
+    return g, loss, train, init, feed
+
+
+def _run_mlp(g, loss, train, init, feed, steps=3):
+    with tv.Session(graph=g) as s:
+        s.run(init)
+        return [float(s.run([loss, train], feed)[0]) for _ in range(steps)]
+
+
+@pytest.mark.xfail(raises=tv.errors.InvalidArgumentError, strict=False, reason=(
+    "kernels that create or convert on the host: Relu (nn_ops/nn_softmax._zero: "
+    "np.zeros((), dtype), a 0-d host array; CuPy's CScalar refuses it too), "
+    "SparseSoftmaxCrossEntropyWithLogits (nn_softmax: np.asarray(labels)), Mean (math_ops: "
+    "np.asarray(r, dtype)); x.dtype.type(0) / r.astype(dtype) serve both devices"))
+def test_the_bench_mlp_step_on_a_fake_gpu_matches_cpu(fake_gpu):
+    gpu = _run_mlp(*_mlp_model())
+    fake_device.restore(None)
+    cpu = _run_mlp(*_mlp_model())
+    np.testing.assert_allclose(gpu, cpu, rtol=1e-5)
+    assert cpu[2] < cpu[0]
 
 
 # ---- placement -------------------------------------------------------------------------------

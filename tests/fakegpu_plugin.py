@@ -1,0 +1,95 @@
+"""The GPU op sweep (issue 15): run tensorvm's op tests with every op on a GPU device.
+
+Opt-in, never part of the default suite run::
+
+    .venv/bin/python -m pytest -q -p no:cacheprovider -p tests.fakegpu_plugin tests/test_ops_*.py
+
+It makes ``/job:localhost/replica:0/task:0/device:GPU:0`` the in-process session's default
+device, so every op placed nowhere else asks for the GPU (soft placement still moves the ops
+marked CPU-only, such as string ops, to the CPU, with host<->device copies around them), and
+with no further option it installs ``tests/fake_device.py`` as the device backend: a CuPy-like
+namespace that keeps data on the host but refuses implicit conversion to NumPy and NumPy
+arrays mixed into device computations, as CuPy does. A kernel that creates with ``np.zeros``
+instead of the namespace of its inputs, or hands a device array to code that needs a host
+one, fails here as it would on a GPU.
+
+On a machine with CuPy and a GPU (the lent device machine), run the same sweep on the real
+device::
+
+    TENSORVM_GPU_SWEEP=cupy .venv/bin/python -m pytest -q -p no:cacheprovider \\
+        -p tests.fakegpu_plugin tests/test_ops_*.py
+
+(CuPy stays the backend; the plugin only moves the default device.) The terminal summary
+lists the op types whose GPU kernel failed — the ``for op 'name' (Type)`` of the runtime's
+error — with counts. Failures that name no op are not kernel failures: a test that asserts
+CPU device strings or plan layouts, or compares exactly where a GPU's rounding differs; read
+them, don't count them.
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections import Counter
+
+GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
+_OP = re.compile(r"for op '[^']*' \(([A-Za-z0-9_]+)\)")
+
+
+def pytest_configure(config):
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    from tensorvm.backends import LocalBackend
+    mode = os.environ.get("TENSORVM_GPU_SWEEP", "fake")
+    if mode == "cupy":
+        from tensorvm import kernels_gpu
+        if kernels_gpu.gpu_count() < 1:
+            raise RuntimeError("TENSORVM_GPU_SWEEP=cupy: CuPy finds no GPU in this process")
+    elif mode == "fake":
+        import fake_device
+        fake_device.install()
+    else:
+        raise RuntimeError(f"TENSORVM_GPU_SWEEP must be 'fake' or 'cupy', got {mode!r}")
+    config._tvm_gpu_sweep = (mode, LocalBackend.__dict__.get("default_device"))
+    LocalBackend.default_device = GPU0
+
+
+def pytest_unconfigure(config):
+    mode, prev = getattr(config, "_tvm_gpu_sweep", (None, None))
+    if mode is None:
+        return
+    from tensorvm.backends import LocalBackend
+    if prev is None:
+        if "default_device" in LocalBackend.__dict__:
+            del LocalBackend.default_device
+    else:
+        LocalBackend.default_device = prev
+    if mode == "fake":
+        import fake_device
+        fake_device.restore(None)
+
+
+def pytest_report_header(config):
+    mode = os.environ.get("TENSORVM_GPU_SWEEP", "fake")
+    return f"tensorvm GPU op sweep: default device {GPU0}, device backend: {mode}"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    failed = terminalreporter.stats.get("failed", [])
+    ops: Counter = Counter()
+    no_op = []
+    for rep in failed:
+        text = getattr(rep, "longreprtext", "") or str(rep.longrepr)
+        found = set(_OP.findall(text))
+        ops.update(found)
+        if not found:
+            no_op.append(rep.nodeid)
+    terminalreporter.section("tensorvm GPU op sweep")
+    if not failed:
+        terminalreporter.write_line("every test passed with ops on the GPU")
+        return
+    for op_type, n in ops.most_common():
+        terminalreporter.write_line(f"{n:5d}  {op_type}")
+    terminalreporter.write_line(f"{len(no_op)} failures name no op (placement/plan assertions, "
+                                "rounding): read them")
