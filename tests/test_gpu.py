@@ -172,6 +172,29 @@ def test_training_step_on_a_fake_gpu_matches_cpu(fake_gpu):
     assert cpu_vals[2] < cpu_vals[0]  # it trains
 
 
+def _variable_on_gpu_1():
+    """A variable on /gpu:1 of an in-process session, initialised and read: (its stored value,
+    the fetched value)."""
+    g = tv.Graph()
+    with g.as_default():
+        with tv.device("/gpu:1"):
+            v = tv.Variable(np.arange(4, dtype=np.float32), name="v1")
+            y = v * 2.0
+        with tv.Session() as s:
+            s.run(v.initializer)
+            got = s.run(y)
+            mgr = s._backend.resources.for_device("/job:localhost/replica:0/task:0/device:GPU:1")
+            (key,) = [k for k in mgr.names() if k[1] == "v1"]
+            return mgr.lookup(*key).value, got
+
+
+def test_a_variable_on_fake_gpu_1_is_a_device_array(fake_gpu):
+    fake_device.install(count=2)
+    stored, got = _variable_on_gpu_1()
+    assert type(stored) is fake_device.FakeDeviceArray and fake_gpu.cuda.entered == [1, 1]
+    np.testing.assert_array_equal(got, [0.0, 2.0, 4.0, 6.0])
+
+
 def test_a_gpu_n_program_runs_inside_cuda_device_n():
     """runtime.run_stage enters the backend's ``cuda.Device(N)`` for a GPU:N program (CuPy's
     current device), and no device for a CPU program."""
@@ -353,6 +376,22 @@ def test_gpu_training_step_matches_cpu():
     finally:
         kernels_gpu.set_device_backend(prev)
     np.testing.assert_allclose(gpu_vals, cpu_vals, rtol=1e-5)
+
+
+def _two_gpus_reason():
+    if _NO_GPU is not None:
+        return _NO_GPU
+    import cupy
+    n = cupy.cuda.runtime.getDeviceCount()
+    return None if n >= 2 else f"CuPy finds {n} GPU (this test needs 2)"
+
+
+@pytest.mark.skipif(_two_gpus_reason() is not None, reason=_two_gpus_reason() or "")
+def test_a_variable_on_gpu_1_lives_on_device_1():
+    """runtime enters cupy.cuda.Device(1) for a GPU:1 program: the variable is allocated there."""
+    stored, got = _variable_on_gpu_1()
+    assert stored.device.id == 1
+    np.testing.assert_array_equal(got, [0.0, 2.0, 4.0, 6.0])
 
 
 @needs_gpu
