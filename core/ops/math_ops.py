@@ -7,10 +7,11 @@ from .. import dtypes as _dt
 from .. import threads
 from ..errors import InvalidArgumentError
 from ..graph import overload_operator
+from ..kernels_gpu import is_device_array
 from ..op_def_library import apply_op
 from ..registry import register_op
 from ..tensor_conversion import convert_to_tensor
-from .common import _convert_pair, def_binary, def_unary, unbroadcast
+from .common import _convert_pair, asarray, def_binary, def_unary, unbroadcast
 
 __all__ = ["add", "subtract", "multiply", "divide", "div", "truediv", "floordiv", "mod", "pow",
            "truncatediv", "truncatemod",
@@ -156,7 +157,9 @@ def _add_n_shape(inputs, attrs):
 
 
 def _add_n_kernel(*xs):
-    out = xs[0].copy() if isinstance(xs[0], np.ndarray) else np.array(xs[0])
+    x0 = xs[0]
+    # a copy (the output never aliases an input), on x0's device
+    out = x0.copy() if isinstance(x0, np.ndarray) or is_device_array(x0) else np.array(x0)
     for x in xs[1:]:
         out = out + x
     return out
@@ -272,7 +275,9 @@ def _sum_kernel(x, axis, keepdims):
 
 def _mean_kernel(x, axis, keepdims):
     r = np.mean(x, axis=_axis_kw(axis), keepdims=keepdims)
-    return r.astype(x.dtype, copy=False) if x.dtype.kind in "iu" else np.asarray(r, x.dtype)
+    if x.dtype.kind in "iu":
+        return r.astype(x.dtype, copy=False)
+    return asarray(r, x.dtype, like=x)  # on x's device (a host scalar from NumPy)
 
 
 def _expand_reduced(g, op):
@@ -319,9 +324,9 @@ def _mean_grad(op, g):
 
 
 register_op("ReducedSize", lambda inputs, attrs: [(attrs["dtype"], ())],
-            lambda x, axis, dtype: np.asarray(
+            lambda x, axis, dtype: asarray(
                 np.prod([np.shape(x)[a] for a in (range(np.ndim(x)) if axis is None else axis)]),
-                dtype=dtype.np_dtype), differentiable=False, shape_only=(0,))
+                dtype.np_dtype, like=x), differentiable=False, shape_only=(0,))
 
 register_op("Sum", reduction_shape, _sum_kernel, grad=_sum_grad)
 register_op("Mean", reduction_shape, _mean_kernel, grad=_mean_grad)
