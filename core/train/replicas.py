@@ -21,7 +21,8 @@ workers' loops run in threads of this process; what they run executes on their D
   one step per submission.
 
 Both run their steps on the direct data plane from the first (:func:`may_block` says when a
-step cannot: an op that may block on a queue or reader keeps it on Dask).
+step cannot: an op that may block on a queue or reader keeps it on Dask), unless ``session``
+was made with ``ConfigProto(data_plane="dask"|"direct")``: then every step goes that way.
 
 A lost PS worker: every replica's step fails with ``UnavailableError``; the chief restores the
 latest checkpoint in ``checkpoint_dir`` onto the replacement worker, the others wait until it
@@ -166,8 +167,16 @@ def may_block(*fetches) -> bool:
     return False
 
 
+def _run_options(plane: str, *fetches):
+    """How a loop runs ``fetches``: the session's forced data plane, else the direct plane
+    unless an op may block (None: the session's ``"auto"``)."""
+    if plane != "auto":
+        return RunOptions(data_plane=plane)
+    return None if may_block(*fetches) else RunOptions(data_plane="direct")
+
+
 def _build(model_fn, ctx: ReplicaContext, sync: bool, n_required: int, total: int,
-           steps_per_run: int = 1):
+           steps_per_run: int = 1, plane: str = "auto"):
 
     from .sync_replicas import SyncReplicasOptimizer
     g = Graph()
@@ -184,9 +193,10 @@ def _build(model_fn, ctx: ReplicaContext, sync: bool, n_required: int, total: in
                                         total_num_replicas=total)
             hooks.append(opt.make_session_run_hook(ctx.is_chief))
         train_op = opt.minimize(model["loss"], global_step=gs)
-        if sync and not may_block(opt.chief_train_op):  # the chief's loop: direct, K a run
-            opt.chief_run_options = RunOptions(data_plane="direct")
-            opt.chief_steps_per_run = steps_per_run
+        if sync:  # the chief's loop: direct, K steps a run
+            opt.chief_run_options = _run_options(plane, opt.chief_train_op)
+            if getattr(opt.chief_run_options, "data_plane", "") == "direct":
+                opt.chief_steps_per_run = steps_per_run
     model["_close_op"] = getattr(opt, "close_op", None)
     return g, gs, train_op, model, hooks
 
@@ -224,11 +234,13 @@ def run_replicas(model_fn, cluster=None, *, session=None, sync: bool = False,
     n_required = replicas_to_aggregate or max(n - backup_workers, 1)
     if steps_per_run < 1:
         raise InvalidArgumentError(f"steps_per_run must be >= 1, got {steps_per_run}")
+    # the data plane the caller's session was made with ("auto" unless forced)
+    plane = getattr(getattr(session, "_backend", None), "data_plane", "auto")
     replicas = []
     for k in range(n):
         ctx = ReplicaContext(k, n, f"/job:worker/task:{k}", k == 0, spec)
         g, gs, train_op, model, hooks = _build(model_fn, ctx, sync, n_required, total,
-                                               steps_per_run)
+                                               steps_per_run, plane)
         with g.as_default():  # hooks_fn builds in the replica's graph
             hooks = [StopAtStepHook(last_step=last_step)] + hooks + \
                 list(hooks_fn(ctx) if hooks_fn else [])
@@ -265,10 +277,11 @@ def run_replicas(model_fn, cluster=None, *, session=None, sync: bool = False,
             # A training loop's steps go on the direct data plane from the first (the
             # session's "auto" runs a plan's first step on Dask: unrolled K steps, seconds),
             # unless an op of the step may block on a queue or reader.
-            opts = None if may_block(train_op) else RunOptions(data_plane="direct")
+            opts = _run_options(plane, train_op)
             # Sync K steps a run: each of the K waits for its token inside the one message
             # (direct plane only: unrolled on Dask the waits would hold K tasks at once).
-            per_run = steps_per_run if not sync or opts is not None else 1
+            direct = getattr(opts, "data_plane", "") == "direct"
+            per_run = steps_per_run if not sync or direct else 1
             fetch, seen = [train_op, gs], 0
             per_split = max(int(model.get("batch_size") or 1), 1)
             try:
