@@ -21,10 +21,12 @@ import numpy as np
 from .. import dtypes as _dt
 from ..errors import InvalidArgumentError
 from ..graph import Tensor
+from ..kernels_gpu import array_namespace
 from ..op_def_library import apply_op
 from ..registry import register_op
 from ..tensor_conversion import convert_to_tensor
 from .array_ops import zeros_like
+from .common import asarray
 from .math_ext import sigmoid, tanh
 from .math_ops import reduce_mean, reduce_sum
 from .nn_conv import avg_pool, conv2d, max_pool
@@ -84,18 +86,18 @@ _def_act("Relu", lambda x: np.maximum(x, _zero(x)), _relu_grad)
 
 _def_act_grad("Relu6Grad", lambda g, x: g * ((x > 0) & (x < 6)),
               lambda op, gg: [apply_op("Relu6Grad", [gg, op.inputs[1]]).outputs[0], None])
-_def_act("Relu6", lambda x: np.clip(x, _zero(x), np.asarray(6, x.dtype)),
+_def_act("Relu6", lambda x: np.clip(x, _zero(x), x.dtype.type(6)),
          lambda op, g: [apply_op("Relu6Grad", [g, op.inputs[0]]).outputs[0]])
 
 
 def _leaky_grad_kernel(g, x, alpha):
-    return np.where(x > 0, g, g * np.asarray(alpha, g.dtype))
+    return np.where(x > 0, g, g * g.dtype.type(alpha))
 
 
 _def_act_grad("LeakyReluGrad", _leaky_grad_kernel,
               lambda op, gg: [apply_op("LeakyReluGrad", [gg, op.inputs[1]],
                                        {"alpha": op.attrs["alpha"]}).outputs[0], None])
-_def_act("LeakyRelu", lambda x, alpha: np.where(x > 0, x, x * np.asarray(alpha, x.dtype)),
+_def_act("LeakyRelu", lambda x, alpha: np.where(x > 0, x, x * x.dtype.type(alpha)),
          lambda op, g: [apply_op("LeakyReluGrad", [g, op.inputs[0]],
                                  {"alpha": op.attrs["alpha"]}).outputs[0]])
 
@@ -162,7 +164,7 @@ def _l2_loss_shape(inputs, attrs):
 
 
 register_op("L2Loss", _l2_loss_shape,
-            lambda t: np.asarray(np.sum(np.square(t)) / 2, dtype=t.dtype),
+            lambda t: asarray(np.sum(np.square(t)) / 2, t.dtype, like=t),
             grad=lambda op, g: [g * op.inputs[0]])
 
 
@@ -423,9 +425,10 @@ def _in_top_k_shape(inputs, attrs):
 
 def _in_top_k_kernel(predictions, targets, k):
     n, c = predictions.shape
-    t = np.asarray(targets).astype(np.intp)
+    xp = array_namespace(predictions)
+    t = asarray(targets, like=predictions).astype(np.intp)
     ok = (t >= 0) & (t < c)
-    tv_ = predictions[np.arange(n), np.clip(t, 0, max(c - 1, 0))] if c else np.zeros(n)
+    tv_ = predictions[xp.arange(n), np.clip(t, 0, max(c - 1, 0))] if c else xp.zeros(n)
     larger = np.sum(predictions > tv_[:, None], axis=1)
     return ok & np.isfinite(tv_) & (larger < k)
 

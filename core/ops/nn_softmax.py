@@ -17,10 +17,12 @@ import numpy as np
 
 from ..errors import InvalidArgumentError
 from ..graph import Tensor
+from ..kernels_gpu import array_namespace
 from ..op_def_library import apply_op
 from ..registry import register_op
 from ..tensor_conversion import convert_to_tensor
 from .array_ops import stop_gradient
+from .common import asarray
 from .math_ext import sigmoid
 from .math_ops import norm_axes, reduce_sum
 
@@ -54,7 +56,8 @@ def _is_graph_value(x) -> bool:
 
 
 def _zero(x):
-    return np.zeros((), x.dtype)
+    """0 of ``x``'s dtype, a NumPy scalar: it mixes with host and device arrays alike."""
+    return x.dtype.type(0)
 
 
 # ---- softmax / log_softmax --------------------------------------------------------------------
@@ -70,16 +73,26 @@ def _axis_shape(op_type):
     return shape_fn
 
 
+def _max_keep(x, axis):
+    """``max(x, axis, keepdims=True)``, -inf along an empty axis (NumPy's ``initial=``, which
+    CuPy's ``max`` does not take, so the empty case is made apart)."""
+    if x.shape[axis]:
+        return np.max(x, axis=axis, keepdims=True)
+    shape = list(x.shape)
+    shape[axis] = 1
+    return array_namespace(x).full(shape, -np.inf, x.dtype)
+
+
 def _lse_parts(x, axis):
     """``(x - max, log(sum(exp(x - max))))`` along ``axis`` (keepdims)."""
-    m = np.max(x, axis=axis, keepdims=True, initial=-np.inf)
+    m = _max_keep(x, axis)
     m = np.where(np.isfinite(m), m, _zero(x)).astype(x.dtype, copy=False)
     shifted = x - m
     return shifted, np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
 
 
 def _softmax_kernel(x, axis):
-    e = np.exp(x - np.max(x, axis=axis, keepdims=True, initial=-np.inf))
+    e = np.exp(x - _max_keep(x, axis))
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
@@ -233,16 +246,16 @@ def _sparse_xent_shape(inputs, attrs):
 
 def _sparse_xent_kernel(labels, logits):
     n = logits.shape[-1]
-    labels = np.asarray(labels)
+    labels = asarray(labels)  # an array on its device (a 0-d one for a NumPy scalar)
     if labels.size and (labels.min() < 0 or labels.max() >= n):
-        bad = labels[(labels < 0) | (labels >= n)].ravel()[0]
+        bad = int(labels[(labels < 0) | (labels >= n)].ravel()[0])  # to the host: error only
         raise InvalidArgumentError(
             f"Received a label value of {bad} which is outside the valid range of [0, {n})")
     shifted, lse = _lse_parts(logits, -1)
     log_p = shifted - lse
     # each row's label column, by flat (row, label) indexing: 4x faster than
     # take_along_axis/put_along_axis on a [128, 10] batch, the same values
-    rows = np.arange(labels.size)
+    rows = array_namespace(logits).arange(labels.size)
     lab = labels.reshape(-1)
     loss = -log_p.reshape(-1, n)[rows, lab].reshape(labels.shape)
     backprop = np.exp(log_p)
