@@ -121,8 +121,10 @@ def _segment_sum(values, ids, out_shape, op):
     keep = flat >= 0
     if not keep.all():
         flat, vals = flat[keep], vals[keep]
-    if flat.size and flat.max() >= n:
-        raise InvalidArgumentError(f"{op}: segment id {flat.max()} is out of range [0, {n})")
+    if flat.size:
+        top = flat.max()
+        if top >= n:  # int(): a device scalar copied to the host for the message
+            raise InvalidArgumentError(f"{op}: segment id {int(top)} is out of range [0, {n})")
     out = array_namespace(values).zeros(tuple(out_shape), dtype=values.dtype)
     add_at(out, flat, vals)
     return out
