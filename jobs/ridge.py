@@ -37,7 +37,8 @@ def ridge(workers: int = 2, sync: bool = True, steps: int = 300, n: int = 2000, 
         n: rows of the generated data.
         d: features.
         lam: the L2 penalty.
-        steps_per_run: async steps per submission.
+        steps_per_run: steps per message to a worker (sync: each waits for its token inside
+            the message, on the direct data plane).
         seed: the data's seed.
     """
     import tensorvm as tv
@@ -68,7 +69,7 @@ def ridge(workers: int = 2, sync: bool = True, steps: int = 300, n: int = 2000, 
                              verbose=False)
     try:
         r = run_replicas(model_fn, spec, session=session, sync=sync, last_step=steps,
-                         steps_per_run=1 if sync else steps_per_run, job_name="ridge-ps",
+                         steps_per_run=steps_per_run, job_name="ridge-ps",
                          final=lambda ctx, g: {"beta": g.get_tensor_by_name("ridge_beta:0")})
     finally:
         if own:
