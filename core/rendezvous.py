@@ -66,8 +66,9 @@ def pack(value):
     """``value`` (an array, a scalar, a tuple of them, anything Dask serialises) as data for a
     data-plane message: small numeric arrays and NumPy scalars as ``(tag, dtype, shape,
     bytes)``, a tuple item by item, a large array behind an alignment guard as one out-of-band
-    frame (received into a buffer of its own, without a copy), anything else through Dask's serialisation. :func:`unpack` gives back an equal
-    value, bit for bit, with the same dtype, shape and memory order (arrays writeable)."""
+    frame (received into a buffer of its own, without a copy), anything else through Dask's
+    serialisation. :func:`unpack` gives back an equal value, bit for bit, with the same dtype,
+    shape and memory order (arrays writeable)."""
     t = type(value)
     if t is np.ndarray:
         dt = value.dtype
@@ -175,7 +176,11 @@ class _LaneReceiver(asyncio.Protocol):
 
     def connection_made(self, transport):
         self.transport = transport
+        self.plane._incoming.add(transport)
         _nodelay(transport)
+
+    def connection_lost(self, exc):
+        self.plane._incoming.discard(self.transport)
 
     def data_received(self, data):
         import msgpack
@@ -210,6 +215,10 @@ class _LaneSender(asyncio.Protocol):
     def connection_lost(self, exc):
         self.closed = True
 
+    @property
+    def usable(self) -> bool:
+        return not self.closed and not self.transport.is_closing()
+
 
 def _nodelay(transport) -> None:
     sock = transport.get_extra_info("socket")
@@ -236,6 +245,7 @@ class DataPlane:
         self._lanes: dict = {}  # address -> _LaneSender to that worker, or None (no lane)
         self._lane_server = None
         self._lane_lock = None
+        self._incoming: set = set()  # transports of the lanes from peers
 
     def handlers(self) -> dict:
         return {"tvm_register": self.register, "tvm_drop": self.drop, "tvm_run": self.run,
@@ -276,6 +286,8 @@ class DataPlane:
             if lane is not None and lane.transport is not None:
                 lane.transport.close()
         self._lanes.clear()
+        for transport in list(self._incoming):
+            transport.close()
 
     def cancel(self, comm=None, step=None) -> None:
         self.resources.cancel_step(step)
@@ -359,7 +371,7 @@ class DataPlane:
         packed = [[key, pack(value)] for key, value in items]
         try:
             lane = self._lanes.get(addr, _NO_LANE)
-            if lane is _NO_LANE or (lane is not None and lane.closed):
+            if lane is _NO_LANE or (lane is not None and not lane.usable):
                 lane = await self._open_lane(addr)
             try:
                 frame = msgpack.packb([step, packed]) if lane is not None else None
@@ -394,7 +406,7 @@ class DataPlane:
             lock = self._locks[addr] = asyncio.Lock()
         async with lock:
             lane = self._lanes.get(addr, _NO_LANE)
-            if lane is _NO_LANE or (lane is not None and lane.closed):
+            if lane is _NO_LANE or (lane is not None and not lane.usable):
                 from distributed.comm.addressing import get_address_host
                 port = await self.worker.rpc(addr).tvm_lane()
                 lane = None
