@@ -110,8 +110,9 @@ def tf_async(python, rows, features, shards, seed, lr, batch, holdout, tol, max_
     if not python:
         return None
     peer = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tf_training_peer.py")
-    opts = dict(rows=rows, features=features, shards=shards, seed=seed, lr=lr, batch=batch,
-                holdout=holdout, tol=tol, eval_every=100, max_steps=max_steps)
+    opts = {"rows": rows, "features": features, "shards": shards, "seed": seed, "lr": lr,
+            "batch": batch, "holdout": holdout, "tol": tol, "eval_every": 100,
+            "max_steps": max_steps}
     try:
         out = subprocess.run([python, peer, json.dumps(opts)], capture_output=True, text=True,
                              timeout=900, check=True).stdout
@@ -141,14 +142,15 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--tf-python", default=tf_python_default())
     a = ap.parse_args(argv)
-    common = dict(rows=a.rows, features=a.features, shards=8, seed=0, lr=0.05, batch=128,
-                  holdout=50_000, tol=0.002, max_steps=a.max_steps)
+    common = {"rows": a.rows, "features": a.features, "shards": 8, "seed": 0, "lr": 0.05,
+              "batch": 128, "holdout": 50_000, "tol": 0.002, "max_steps": a.max_steps}
     out = {"numpy": numpy_sgd(**common)}
     tf = tf_local(**common)
     out["tf-local"] = tf or {"seconds_to_target": TF_LOCAL_QUOTED_S, "quoted": True}
     from tensorvm.jobs.logreg import logreg
-    kw = dict(workers=2, steps=a.max_steps, rows=a.rows, features=a.features, shards=8,
-              batch_size=128, lr=0.05, holdout=50_000, tolerance=0.002, eval_every=100)
+    kw = {"workers": 2, "steps": a.max_steps, "rows": a.rows, "features": a.features,
+          "shards": 8, "batch_size": 128, "lr": 0.05, "holdout": 50_000, "tolerance": 0.002,
+          "eval_every": 100}
     rounds: dict = {}
     for _ in range(a.rounds):  # interleaved: each round runs every contender once
         r = tf_async(a.tf_python, **common)
