@@ -144,6 +144,21 @@ def test_pushes_open_a_lane_and_large_values_keep_to_dasks_comm_bit_exact(cluste
     assert cluster.client.run(lanes, workers=[w0])[w0].get(w1) is True
 
 
+def test_workers_send_a_large_tensor_as_one_frame(cluster):
+    from tensorvm.rendezvous import UNSPLIT_BYTES, pack
+    g, v, out = _ps_graph()
+    s = cluster.session(g)
+    s.run(v.initializer)  # the workers have the data plane
+
+    def shard():
+        from distributed.comm.tcp import TCP
+        return TCP.max_shard_size
+    assert all(n >= UNSPLIT_BYTES for n in cluster.client.run(shard).values())
+    # the direct plane's own serialisation of a large array: one frame for its data
+    data = pack(np.zeros(1 << 18, np.float32))[1]
+    assert [len(memoryview(f).cast("B")) for f in data.frames][-1] == 1 << 20
+
+
 def _sleep(seconds):
     def f(x):
         time.sleep(seconds)
