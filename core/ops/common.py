@@ -116,7 +116,10 @@ def asarray(value, dtype=None, like=None):
     >>> asarray(3, np.float32, like=np.ones(2))
     array(3., dtype=float32)
     """
-    return array_namespace(value if like is None else like).asarray(value, dtype=dtype)
+    ref = value if like is None else like
+    if type(ref) is np.ndarray:  # the CPU path, without the namespace lookup
+        return np.asarray(value, dtype=dtype)
+    return array_namespace(ref).asarray(value, dtype=dtype)
 
 
 def add_at(out, index, values) -> None:

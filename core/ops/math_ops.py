@@ -7,7 +7,6 @@ from .. import dtypes as _dt
 from .. import threads
 from ..errors import InvalidArgumentError
 from ..graph import overload_operator
-from ..kernels_gpu import is_device_array
 from ..op_def_library import apply_op
 from ..registry import register_op
 from ..tensor_conversion import convert_to_tensor
@@ -156,10 +155,14 @@ def _add_n_shape(inputs, attrs):
     return [(dt, shp)]
 
 
+_SCALARS = (np.generic, bool, int, float, complex)
+
+
 def _add_n_kernel(*xs):
     x0 = xs[0]
-    # a copy (the output never aliases an input), on x0's device
-    out = x0.copy() if isinstance(x0, np.ndarray) or is_device_array(x0) else np.array(x0)
+    # a copy (the output never aliases an input), on x0's device: arrays of both kinds
+    # have .copy(); a scalar becomes a host 0-d array
+    out = np.array(x0) if isinstance(x0, _SCALARS) else x0.copy()
     for x in xs[1:]:
         out = out + x
     return out

@@ -86,7 +86,15 @@ _def_act("Relu", lambda x: np.maximum(x, _zero(x)), _relu_grad)
 
 _def_act_grad("Relu6Grad", lambda g, x: g * ((x > 0) & (x < 6)),
               lambda op, gg: [apply_op("Relu6Grad", [gg, op.inputs[1]]).outputs[0], None])
-_def_act("Relu6", lambda x: np.clip(x, _zero(x), x.dtype.type(6)),
+
+
+def _relu6_kernel(x):
+    # 0-d bounds on x's device: np.clip takes them ~1.3 us faster than NumPy scalars
+    xp = array_namespace(x)
+    return np.clip(x, xp.zeros((), x.dtype), xp.asarray(6, x.dtype))
+
+
+_def_act("Relu6", _relu6_kernel,
          lambda op, g: [apply_op("Relu6Grad", [g, op.inputs[0]]).outputs[0]])
 
 

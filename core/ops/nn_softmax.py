@@ -22,7 +22,6 @@ from ..op_def_library import apply_op
 from ..registry import register_op
 from ..tensor_conversion import convert_to_tensor
 from .array_ops import stop_gradient
-from .common import asarray
 from .math_ext import sigmoid
 from .math_ops import norm_axes, reduce_sum
 
@@ -73,11 +72,9 @@ def _axis_shape(op_type):
     return shape_fn
 
 
-def _max_keep(x, axis):
-    """``max(x, axis, keepdims=True)``, -inf along an empty axis (NumPy's ``initial=``, which
-    CuPy's ``max`` does not take, so the empty case is made apart)."""
-    if x.shape[axis]:
-        return np.max(x, axis=axis, keepdims=True)
+def _empty_max(x, axis):
+    """The keepdims max along ``x``'s empty ``axis``: -inf (NumPy's ``max(initial=-inf)``,
+    which CuPy's ``max`` does not take, so the empty case is made apart)."""
     shape = list(x.shape)
     shape[axis] = 1
     return array_namespace(x).full(shape, -np.inf, x.dtype)
@@ -85,14 +82,15 @@ def _max_keep(x, axis):
 
 def _lse_parts(x, axis):
     """``(x - max, log(sum(exp(x - max))))`` along ``axis`` (keepdims)."""
-    m = _max_keep(x, axis)
+    m = np.max(x, axis=axis, keepdims=True) if x.shape[axis] else _empty_max(x, axis)
     m = np.where(np.isfinite(m), m, _zero(x)).astype(x.dtype, copy=False)
     shifted = x - m
     return shifted, np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
 
 
 def _softmax_kernel(x, axis):
-    e = np.exp(x - _max_keep(x, axis))
+    m = np.max(x, axis=axis, keepdims=True) if x.shape[axis] else _empty_max(x, axis)
+    e = np.exp(x - m)
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
@@ -246,7 +244,8 @@ def _sparse_xent_shape(inputs, attrs):
 
 def _sparse_xent_kernel(labels, logits):
     n = logits.shape[-1]
-    labels = asarray(labels)  # an array on its device (a 0-d one for a NumPy scalar)
+    xp = array_namespace(logits)
+    labels = xp.asarray(labels)  # an array on its device (a 0-d one for a NumPy scalar)
     if labels.size and (labels.min() < 0 or labels.max() >= n):
         bad = int(labels[(labels < 0) | (labels >= n)].ravel()[0])  # to the host: error only
         raise InvalidArgumentError(
@@ -255,7 +254,7 @@ def _sparse_xent_kernel(labels, logits):
     log_p = shifted - lse
     # each row's label column, by flat (row, label) indexing: 4x faster than
     # take_along_axis/put_along_axis on a [128, 10] batch, the same values
-    rows = array_namespace(logits).arange(labels.size)
+    rows = xp.arange(labels.size)
     lab = labels.reshape(-1)
     loss = -log_p.reshape(-1, n)[rows, lab].reshape(labels.shape)
     backprop = np.exp(log_p)
