@@ -266,3 +266,50 @@ def test_embedding_job_bytes_to_ps_do_not_grow_with_the_vocabulary():
     assert small == bytes_to_ps_per_step(400_000, batch_size=64, users=100)
     # two lookups of 64 rows x 16 float32 come back as gradients (with their ids), once each
     assert small <= 2 * 64 * (16 * 4 + 8) + 1024
+
+
+class _LoseTheDeviceAfterStep(tv.train.SessionRunHook):
+    """A hook whose ``after_run`` meets a lost device once, as a ``CheckpointSaverHook`` saving
+    right after its parameter server died does."""
+
+    def __init__(self, gs, at: int):
+        self.gs, self.at, self.fired = gs, at, False
+
+    def before_run(self, run_context):
+        return tv.train.SessionRunArgs(self.gs)
+
+    def after_run(self, run_context, run_values):
+        if run_values.results >= self.at and not self.fired:
+            self.fired = True
+            raise tv.errors.UnavailableError("device /job:ps/replica:0/task:0 is unavailable")
+
+
+def test_a_device_lost_in_a_hooks_after_run_recovers_from_the_checkpoint(g, tmp_path):
+    """The step is done again from the latest checkpoint, as when the step itself fails:
+    the result equals an uninterrupted run (nothing applied twice)."""
+    w, _loss, gs, train, _wt = _linreg()
+    runs = {}
+    for name, hooks in (("plain", []), ("lost", [_LoseTheDeviceAfterStep(gs, at=13)])):
+        with tv.train.MonitoredTrainingSession(
+                checkpoint_dir=f"file://{tmp_path}/{name}", save_checkpoint_steps=5,
+                hooks=[tv.train.StopAtStepHook(last_step=20), *hooks]) as sess:
+            while not sess.should_stop():
+                sess.run(train)
+            runs[name] = (sess.run(w), sess.run(gs), sess.recoveries)
+    np.testing.assert_array_equal(runs["lost"][0], runs["plain"][0])
+    assert runs["lost"][1:] == (20, 1) and runs["plain"][1:] == (20, 0)
+
+
+def test_a_waiting_non_chief_stops_when_its_stop_event_is_set(g):
+    """A non-chief waits for the chief to initialise the variables; when the chief has failed
+    (run_replicas sets the replicas' stop event) it stops at once instead of waiting out
+    max_wait_secs."""
+    import threading
+    import time
+    tv.Variable(np.zeros(3, np.float32), name="never_initialised")
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    t = time.monotonic()
+    with pytest.raises(tv.errors.CancelledError, match="stop.*waiting for the chief"):
+        tv.train.MonitoredTrainingSession(is_chief=False, max_wait_secs=60, stop_event=stop)
+    assert time.monotonic() - t < 5

@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 import time
 
-from ..errors import InvalidArgumentError, OutOfRangeError, UnavailableError
+from ..errors import CancelledError, InvalidArgumentError, OutOfRangeError, UnavailableError
 from . import hooks as _hooks
 
 _log = logging.getLogger("tensorvm")
@@ -69,14 +69,15 @@ class Scaffold:
 
 
 class _Coordinator:
-    def __init__(self):
+    def __init__(self, stop_event=None):
+        self.stop_event = stop_event  # set by another thread (run_replicas): stop waiting
         self.stop = False
 
     def request_stop(self, ex=None):
         self.stop = True
 
     def should_stop(self) -> bool:
-        return self.stop
+        return self.stop or (self.stop_event is not None and self.stop_event.is_set())
 
 
 class MonitoredSession:
@@ -84,7 +85,7 @@ class MonitoredSession:
 
     def __init__(self, session, is_chief: bool = True, checkpoint_dir: str | None = None,
                  scaffold: Scaffold | None = None, hooks=(), own_session: bool = False,
-                 max_wait_secs: float = 7200.0, max_recoveries: int = 10):
+                 max_wait_secs: float = 7200.0, max_recoveries: int = 10, stop_event=None):
         self._sess = session
         self.graph = session.graph
         self.is_chief = is_chief
@@ -100,7 +101,7 @@ class MonitoredSession:
         self._max_wait = max_wait_secs
         self._max_recoveries = max_recoveries
         self.recoveries = 0
-        self._coord = _Coordinator()
+        self._coord = _Coordinator(stop_event)
         self._closed = False
         self._workers = self._count_workers()
         with self.graph.as_default():
@@ -152,11 +153,18 @@ class MonitoredSession:
         deadline = time.monotonic() + self._max_wait
         delay = 0.02
         while not bool(self._sess.run(ready).all()):
+            self._check_stop("waiting for the chief to initialise the variables")
             if time.monotonic() > deadline:
                 raise UnavailableError(f"the chief did not initialise the variables in "
                                        f"{self._max_wait:.0f} s")
             time.sleep(delay)  # the chief's progress lives in another process: poll
             delay = min(delay * 2, 1.0)
+
+    def _check_stop(self, what: str) -> None:
+        ev = self._coord.stop_event
+        if ev is not None and ev.is_set():
+            raise CancelledError(f"asked to stop while {what} (another replica failed or "
+                                 "training ended)")
 
     def _recover(self, exc: Exception) -> None:
         self.recoveries += 1
@@ -176,13 +184,24 @@ class MonitoredSession:
             except (UnavailableError, OSError) as again:  # the replacement is not mapped yet
                 if time.monotonic() > deadline:
                     raise again from exc
+                self._check_stop("waiting for the lost device's replacement")
                 time.sleep(0.2)
 
     # ---- running -----------------------------------------------------------------------------
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None, steps: int = 1):
-        """``Session.run`` with the hooks' fetches merged in; recovers from a lost device."""
+        """``Session.run`` with the hooks' fetches merged in. A lost device (in the step or in
+        a hook's ``after_run``, e.g. a checkpoint saved to a PS that just died) recreates the
+        state from the latest checkpoint and runs the whole step again, hooks included, as
+        TF's recoverable session does."""
         if self._closed:
             raise RuntimeError("Run called on a closed MonitoredSession.")
+        while True:
+            try:
+                return self._run_once(fetches, feed_dict, options, run_metadata, steps)
+            except (UnavailableError, OSError) as exc:  # OSError: Dask lost a connection
+                self._recover(exc)
+
+    def _run_once(self, fetches, feed_dict, options, run_metadata, steps):
         ctx = _hooks.SessionRunContext(_hooks.SessionRunArgs(fetches, feed_dict, options),
                                        self._sess)
         extra, feeds = [], dict(feed_dict or {})
@@ -192,12 +211,7 @@ class MonitoredSession:
             if args is not None and args.feed_dict:
                 feeds.update(args.feed_dict)
         wanted = {"user": fetches, "hooks": [e for e in extra if e is not None]}
-        while True:
-            try:
-                out = self._sess.run(wanted, feeds or None, options, run_metadata, steps=steps)
-                break
-            except (UnavailableError, OSError) as exc:  # OSError: Dask lost a connection
-                self._recover(exc)
+        out = self._sess.run(wanted, feeds or None, options, run_metadata, steps=steps)
         it = iter(out["hooks"])
         for h, e in zip(self._hooks, extra):
             res = next(it) if e is not None else None
@@ -243,7 +257,8 @@ def MonitoredTrainingSession(master: str | None = None, is_chief: bool = True,
                              max_wait_secs=7200, save_checkpoint_steps=None,
                              summary_dir=None, *, session=None, cluster=None,
                              max_recoveries: int = 10, job_name: str | None = None,
-                             batch_size: int | None = None, loss=None) -> MonitoredSession:
+                             batch_size: int | None = None, loss=None,
+                             stop_event=None) -> MonitoredSession:
     """TF 1.x's ``MonitoredTrainingSession``: a :class:`MonitoredSession` with the chief's
     ``CheckpointSaverHook`` (every ``save_checkpoint_steps`` steps or
     ``save_checkpoint_secs`` seconds; neither given: 600 s, as TF) and a ``StepCounterHook``
@@ -251,7 +266,10 @@ def MonitoredTrainingSession(master: str | None = None, is_chief: bool = True,
     ``job_name`` on a cluster), then ``hooks`` (and ``chief_only_hooks`` on the chief).
 
     ``session`` reuses a :class:`tensorvm.Session`; else one is made from ``master``,
-    ``cluster`` and ``config`` (and closed with the monitored session).
+    ``cluster`` and ``config`` (and closed with the monitored session). ``stop_event`` (a
+    ``threading.Event``, tensorvm's addition) set by another thread stops this session's waits
+    for the chief or for a lost device's replacement with ``CancelledError``, and ends its
+    loop (``should_stop``): :func:`tensorvm.train.run_replicas` sets it when a replica fails.
     """
     from ..session import Session
     own = session is None
@@ -274,7 +292,7 @@ def MonitoredTrainingSession(master: str | None = None, is_chief: bool = True,
                                                     loss=loss, job=job_name))
     try:
         ms = MonitoredSession(sess, is_chief, checkpoint_dir, scaffold, all_hooks, own,
-                              max_wait_secs, max_recoveries)
+                              max_wait_secs, max_recoveries, stop_event)
     except BaseException:
         if own:
             sess.close()

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 from .. import dtypes, ops
 from ..cluster import ClusterSpec
-from ..errors import InvalidArgumentError, OutOfRangeError
+from ..errors import CancelledError, InvalidArgumentError, OutOfRangeError
 from ..graph import Graph, Tensor, control_dependencies, device, get_default_graph
 from ..session import RunOptions, Session
 from ..variables import Variable, assign
@@ -263,7 +263,8 @@ def run_replicas(model_fn, cluster=None, *, session=None, sync: bool = False,
                     save_checkpoint_steps=save_checkpoint_steps,
                     log_step_count_steps=log_step_count_steps if ctx.is_chief else 0,
                     job_name=job_name, batch_size=model.get("batch_size"),
-                    loss=model["loss"], max_recoveries=max_recoveries)
+                    loss=model["loss"], max_recoveries=max_recoveries,
+                    stop_event=stop_all)
             start.wait()
             if ctx.is_chief:
                 t0[0] = time.monotonic()
@@ -308,6 +309,9 @@ def run_replicas(model_fn, cluster=None, *, session=None, sync: bool = False,
                                 stop_all.set()
             except OutOfRangeError:
                 pass  # sync: the chief closed the token gate (training ended)
+            except CancelledError:
+                if not stop_all.is_set():
+                    raise  # (a replica stopped by the others' stop event ends quietly)
             results[ctx.task] = {"runs": runs, "recoveries": ms.recoveries,
                                  "end": time.monotonic()}
             if ctx.is_chief:
@@ -317,9 +321,12 @@ def run_replicas(model_fn, cluster=None, *, session=None, sync: bool = False,
                         results["final"] = sess.run(final(ctx, g))
             ms.close()
         except BaseException as exc:  # noqa: BLE001 - reported by the caller's thread
-            errors.append((ctx.task, exc))
-            if not isinstance(exc, threading.BrokenBarrierError):
-                _log.warning("replica %d failed: %r", ctx.task, exc)
+            # a replica told to stop while it waited (CancelledError) is not the cause: the
+            # caller learns why from the replica that set the stop event
+            if not (isinstance(exc, CancelledError) and stop_all.is_set()):
+                errors.append((ctx.task, exc))
+                if not isinstance(exc, threading.BrokenBarrierError):
+                    _log.warning("replica %d failed: %r", ctx.task, exc)
             start.abort()
             stop_all.set()
             if model.get("_close_op") is not None:  # sync: release replicas waiting on the PS
