@@ -559,20 +559,23 @@ class DistributedBackend(Backend):
             deps[lname] = {layer_of[a] for a in task[1:] if isinstance(a, tuple) and a in dsk}
         return HighLevelGraph(layers, deps)
 
-    def _plane(self, plan, options) -> str:
+    def _plane(self, plan, options, steps: int = 1) -> str:
         want = _check_plane(getattr(options, "data_plane", "") or self.data_plane)
         if want == "auto":
-            # A plan's first run, and plans with ops that wait (queues, readers,
-            # accumulators), on Dask; repeated steps of the others direct.
-            return "direct" if self._runs.get(plan.uid) and not _waits(plan) else "dask"
+            # Plans with ops that wait (queues, readers) on Dask; so is a plan's first single
+            # step (Dask's transfer, memory management and lineage for one-off runs). Repeated
+            # steps, and K > 1 steps from the first run (unrolled K times on Dask the first
+            # run of a training loop costs seconds), go direct.
+            return "direct" if (self._runs.get(plan.uid) or steps > 1) and \
+                not _waits(plan) else "dask"
         return want
 
     def runs_steps(self, plan, options) -> bool:
         if len(plan.tasks) == 1:
             return True
-        if self._plane(plan, options) == "direct":
+        if self._plane(plan, options, steps=2) == "direct":
             return True  # one message per device loops the partition K times
-        # The unrolled plan of these K steps runs on Dask now; the next call goes direct.
+        # The unrolled plan of these K steps runs on Dask.
         self._runs.setdefault(plan.uid, 1)
         return False
 
@@ -588,7 +591,7 @@ class DistributedBackend(Backend):
         pinned = self._pin(plan)
         timeout = (options.timeout_in_ms / 1000.0) if options and options.timeout_in_ms else None
         pid = self._direct.register(plan, pinned) if plan.tasks else None
-        if pid is not None and self._plane(plan, options) == "direct":
+        if pid is not None and self._plane(plan, options, steps) == "direct":
             return self._execute_direct(plan, pid, pinned, feed_values, step_id, steps,
                                         timeout, trace, run_metadata)
         # The Dask data plane, inline here: an error's traceback stays short.

@@ -72,6 +72,18 @@ def test_auto_runs_a_plans_first_step_on_dask_and_the_next_direct(cluster):
     assert s.run(v) == 3.0
 
 
+def test_auto_runs_k_steps_direct_from_the_first_run(cluster):
+    """A training loop's first ``run(steps=K)`` is not unrolled K times on Dask: it goes
+    direct at once (the direct plane counts the bytes it moved)."""
+    g, v, out = _ps_graph()
+    s = cluster.session(g)
+    s.run(v.initializer)
+    md = tv.RunMetadata()
+    assert s.run(out, steps=4, options=tv.RunOptions(trace=True), run_metadata=md) == 40.0
+    assert md.transfers and md.transfers["messages"] > 0, md.transfers
+    assert s.run(v) == 4.0
+
+
 def test_a_step_carries_feeds_and_sends_not_the_graphs_constants(cluster):
     big = np.arange(1 << 20, dtype=np.float32)  # a 4 MiB constant
     g = tv.Graph()
