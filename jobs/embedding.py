@@ -63,10 +63,12 @@ def _model(tv, u, i, r, users, vocab, dim, lr, device, batch_size):
 
 
 def bytes_to_ps_per_step(vocab: int, batch_size: int = 256, dim: int = 16,
-                         users: int = 1000) -> int:
-    """Bytes one training step sends to the PS devices (traced, in process, 2 PS devices)."""
+                         users: int = 1000, ids_vocab: int | None = None) -> int:
+    """Bytes one training step sends to the PS devices (traced, in process, 2 PS devices).
+    The batch's item ids are drawn over ``ids_vocab`` rows (default ``vocab``): the same
+    ``ids_vocab`` at two table sizes is the same batch."""
     import tensorvm as tv
-    u, i, r = make_ratings(batch_size, users, vocab, dim, seed=1)
+    u, i, r = make_ratings(batch_size, users, ids_vocab or vocab, dim, seed=1)
     g = tv.Graph()
     with g.as_default(), tv.device(tv.train.replica_device_setter(
             ps_tasks=2, worker_device="/job:worker/task:0")):
@@ -138,7 +140,8 @@ def embedding(workers: int = 2, vocab: int = 100_000, users: int = 1000, dim: in
     finally:
         if own:
             session.close()
-    small, large = bytes_to_ps_per_step(vocab), bytes_to_ps_per_step(vocab * 4)
+    # the same batch against a table 4x larger: the bytes must not change
+    small, large = bytes_to_ps_per_step(vocab), bytes_to_ps_per_step(vocab * 4, ids_vocab=vocab)
     first = float(np.mean(hold[2] ** 2))  # the all-zero model's error
     last = mse(r_.final)
     return {"ok": last < 0.9 * first and small == large, "global_step": r_.global_step,

@@ -192,6 +192,18 @@ def test_ridge_ps_sync_and_async_reach_the_closed_form(cluster):
     assert asyn["rel_error"] < 0.05, asyn
 
 
+def test_embedding_learns_and_its_ps_bytes_do_not_grow_with_the_vocabulary():
+    """The sparse embedding job on its own LocalCluster (2 PS + 2 workers): the held-out
+    error falls, and one step sends the PS the same bytes for the same batch against a
+    table four times larger (sparse updates scale with the rows touched)."""
+    s = run_json("embedding", "--workers", 2, "--vocab", 2000, "--ratings", 30000,
+                 "--steps", 300, timeout=300)
+    r = s["result"]
+    assert s["state"] == "done" and r["ok"] and r["global_step"] >= 300
+    assert r["heldout_mse"] < 0.8 * r["heldout_mse_start"], r
+    assert r["bytes_to_ps_per_step"] == r["bytes_to_ps_per_step_vocab_8000"] > 0
+
+
 def test_ridge_live_display_and_keep_alive(tmp_path):
     """On its own LocalCluster (ps=1, worker=1), on a terminal: the live display shows steps
     and the loss and the dashboard link; --keep-alive keeps the dashboard up until Ctrl-C."""
