@@ -268,6 +268,7 @@ def test_tile():
     x = r(2, 3)
     for m in ([1, 1], [2, 3], [0, 2]):
         check_forward(lambda t: tv.tile(t, m), lambda t: np.tile(t, m), x)
+    check_forward(lambda t: tv.tile(t, []), lambda t: np.tile(t, []), np.float32(2.5))  # a copy
     check_gradients(lambda t: tv.tile(t, [3, 2]), x)
     np.testing.assert_allclose(grad_unknown(lambda t: tv.tile(t, [2, 2]), x),
                                np.full_like(x, 6.0))
