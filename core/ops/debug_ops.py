@@ -28,6 +28,7 @@ from ..errors import InvalidArgumentError
 from ..graph import get_default_graph
 from ..op_def_library import apply_op
 from ..registry import register_op, registry
+from .common import asarray
 
 __all__ = ["check_numerics", "add_check_numerics_ops"]
 
@@ -41,7 +42,7 @@ def _check_numerics_shape(inputs, attrs):
 
 
 def _check_numerics_kernel(x, message=""):
-    arr = np.asarray(x)
+    arr = asarray(x)  # on x's device; only the verdicts (bool) come to the host
     if arr.size and not np.isfinite(arr).all():
         nan = bool(np.isnan(arr).any())
         inf = bool(np.isinf(arr).any())

@@ -261,7 +261,7 @@ def _set_diag_shape(inputs, attrs):
 
 def _set_diag_kernel(x, d):
     out = x.copy()
-    k = np.arange(min(x.shape[-2:]))
+    k = array_namespace(x).arange(min(x.shape[-2:]))
     out[..., k, k] = d
     return out
 

@@ -32,6 +32,7 @@ from ..registry import register_op
 from ..tensor_conversion import convert_to_tensor
 from .array_ops import dense_or_zeros, identity, reshape_like, shape_tensor, stack
 from .common import (
+    asarray,
     check_same_dtype,
     norm_axis,
     outs,
@@ -370,7 +371,7 @@ def _tile_kernel(x, multiples):
     if len(multiples) != np.ndim(x):
         raise InvalidArgumentError(f"Tile: multiples {list(multiples)} do not match the input's "
                                    f"rank {np.ndim(x)}")
-    return np.tile(x, multiples) if multiples else np.array(x)
+    return np.tile(x, multiples) if multiples else asarray(x).copy()
 
 
 def _tile_grad_kernel(g, x, multiples):
