@@ -410,3 +410,17 @@ def test_gpu_values_go_through_a_cpu_only_op_and_back():
     assert any("_CopyDeviceToHost" in op or "_to_host" in op for t in plan.tasks for op in t.ops)
     np.testing.assert_allclose(got, [-1, -4, -9])
     assert type(got) is np.ndarray
+
+
+def test_cond_on_a_fake_gpu_reads_its_device_predicate(fake_gpu):
+    """Switch reads its 0-d device predicate with ``bool()`` (CuPy copies one element to the
+    host), never ``np.asarray`` (refused for a device array)."""
+    g = tv.Graph()
+    with g.as_default(), tv.device("/gpu:0"):
+        x = tv.placeholder(tv.float32, [])
+        y = tv.cond(x > 0, lambda: x * 2.0, lambda: -x)
+        with tv.Session() as s:
+            got = [float(s.run(y, {x: v})) for v in (3.0, -4.0)]
+            assert s.plan(y, {x: 1.0}).devices == (
+                "/job:localhost/replica:0/task:0/device:GPU:0",)
+    assert got == [6.0, 4.0]

@@ -70,7 +70,10 @@ def _switch_shape(inputs, attrs):
 
 
 def _switch_kernel(data, pred):
-    return (DEAD, data) if bool(np.asarray(pred)) else (data, DEAD)
+    # ``bool`` of the 0-d predicate, not ``np.asarray``: on a GPU it is a device array, and
+    # CuPy's ``bool()`` of a one-element array copies it to the host (a sync) where
+    # ``np.asarray`` is refused (TF keeps Switch's ``pred`` in host memory for the same read).
+    return (DEAD, data) if bool(pred) else (data, DEAD)
 
 
 def _merge_shape(inputs, attrs):
