@@ -289,9 +289,36 @@ def _bind(program: StageProgram) -> tuple:
                        registry[i.type].stateful)
                       for i in program.instrs)
         cf = any(registry[i.type].control_flow for i in program.instrs)
-        cached = (generation(), bound, cf)
+        frees = _free_after(program)
+        # the plain loop's table: each instruction with the slots it frees
+        bound_free = tuple(b + (f,) for b, f in zip(bound, frees))
+        cached = (generation(), bound, cf, bound_free)
         object.__setattr__(program, "_bound", cached)
     return cached[1], cached[2]
+
+
+def _free_after(program: StageProgram) -> tuple[tuple[int, ...], ...]:
+    """For each instruction, the slots to drop once it has run: those it is the last reader
+    of (or, for an output nobody reads, the one that wrote it), never an exported slot.
+    Dropping a step's intermediate values as soon as they are dead lets NumPy reuse their
+    memory, still hot in cache, for the next kernels' outputs (a step used to keep every
+    value alive until it ended). Computed once per program (cached with its kernels)."""
+    keep = set(program.exports)
+    last: dict[int, int] = {}
+    for k, ins in enumerate(program.instrs):
+        for s in ins.outs:
+            last[s] = k
+        if ins.tok >= 0:
+            last[ins.tok] = k
+        for s in ins.args:
+            last[s] = k
+        for s in ins.ctl:
+            last[s] = k
+    frees: list[list[int]] = [[] for _ in program.instrs]
+    for s, k in last.items():
+        if s not in keep:
+            frees[k].append(s)
+    return tuple(tuple(sorted(f)) for f in frees)
 
 
 def _cancelled_error(step_id, ins) -> errors.CancelledError:
@@ -321,7 +348,7 @@ def execute(program: StageProgram, resources: DeviceResources, step_id, args) ->
     cancelled = resources._cancelled  # checked before every op: one lookup once any is set
     watched = resources._watched
     root = _step_root(step_id) if cancelled or watched else None
-    for fn, ins_args, attrs, outs, needs_ctx, ins, stateful in bound:
+    for fn, ins_args, attrs, outs, needs_ctx, ins, stateful, free in program._bound[3]:
         if cancelled:
             if root is None:
                 root = _step_root(step_id)
@@ -351,6 +378,9 @@ def execute(program: StageProgram, resources: DeviceResources, step_id, args) ->
         else:
             for s, o in zip(outs, out):
                 vals[s] = o
+        if free:
+            for s in free:
+                vals[s] = None
     return vals
 
 

@@ -241,3 +241,36 @@ def test_guard_detection_reads_the_script(tmp_path):
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "ok"
+
+
+# ---- a step drops each value after its last reader (issue 14) ----------------------------------
+
+def _program(instrs, nslots, exports):
+    from tensorvm.runtime import StageProgram
+    return StageProgram("/job:localhost/replica:0/task:0/device:CPU:0", "CPU", nslots,
+                        ((0, -1),), tuple(instrs), tuple(exports))
+
+
+def test_free_after_lists_drop_dead_values_but_never_exports():
+    from tensorvm.runtime import Instr, _free_after
+    # slot 0: the argument; 1 = 0 + 0; 2 = 1 + 1 (last reader of 1); 3 = 2 + 0 (last of 0, 2)
+    ins = [Instr("Add", "a", (0, 0), {}, (1,), False, "here"),
+           Instr("Add", "b", (1, 1), {}, (2,), False, "here"),
+           Instr("Add", "c", (2, 0), {}, (3,), False, "here"),
+           Instr("Add", "d", (3, 3), {}, (4,), False, "here")]  # 4: exported
+    prog = _program(ins, 5, [3, 4])
+    assert _free_after(prog) == ((), (1,), (0, 2), ())
+
+
+def test_step_values_are_released_after_their_last_reader():
+    from tensorvm.runtime import DeviceResources, Instr, execute
+    ins = [Instr("Add", "a", (0, 0), {}, (1,), False, "here"),
+           Instr("Add", "b", (1, 1), {}, (2,), False, "here"),
+           Instr("Add", "c", (2, 0), {}, (3,), False, "here"),
+           Instr("Add", "d", (3, 3), {}, (4,), False, "here")]
+    x = np.arange(4.0)
+    vals = execute(_program(ins, 5, [3, 4]), DeviceResources(), "t.1", [x])
+    # the intermediates and the argument's slot are dropped; the exports are kept
+    assert vals[0] is None and vals[1] is None and vals[2] is None
+    np.testing.assert_array_equal(vals[3], 5 * x)
+    np.testing.assert_array_equal(vals[4], 10 * x)
