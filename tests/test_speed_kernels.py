@@ -42,7 +42,27 @@ def ref_max_pool_grad(x, g, k, s, padding):
 
 
 CASES = [((2, 6, 6, 3), (2, 2), (2, 2), "SAME"), ((1, 7, 5, 2), (3, 3), (2, 2), "SAME"),
-         ((2, 5, 6, 2), (3, 2), (1, 1), "VALID"), ((1, 7, 7, 1), (2, 2), (2, 2), "SAME")]
+         ((2, 5, 6, 2), (3, 2), (1, 1), "VALID"), ((1, 7, 7, 1), (2, 2), (2, 2), "SAME"),
+         ((2, 6, 9, 8), (3, 3), (3, 3), "VALID"), ((2, 4, 6, 16), (2, 3), (2, 3), "SAME")]
+
+
+@pytest.mark.parametrize("xs,k", [((3, 8, 8, 32), (2, 2)), ((2, 6, 9, 5), (3, 3)),
+                                  ((2, 4, 6, 3), (2, 3))])
+def test_tiled_max_pool_grad_is_the_tap_by_tap_form_bit_for_bit(xs, k):
+    """The exact-tiling path (one broadcast compare, first-hit masks, one product) gives the
+    bits of ``g * hit`` tap by tap, signed zeros included (ReLU zeros tie in a window)."""
+    x = np.maximum(RNG.standard_normal(xs), 0).round(1).astype(np.float32)
+    attrs = {"ksize": (1, *k, 1), "strides": (1, *k, 1), "padding": "VALID",
+             "data_format": "NHWC"}
+    y = nn_conv._max_pool_kernel(x, **attrs)
+    g = RNG.standard_normal(y.shape).astype(np.float32)
+    g[0, 0, 0, 0] = -0.0
+    want = np.empty_like(x)
+    oh, ow = y.shape[1:3]
+    for t, hit in nn_conv._first_max_taps(x, y, *k, *k, oh, ow):
+        want[t] = g * hit
+    got = nn_conv._max_pool_grad_kernel(x, y, g, **attrs)
+    assert got.tobytes() == want.tobytes()
 
 
 @pytest.mark.parametrize("xs,k,s,padding", CASES)

@@ -538,6 +538,33 @@ def _first_max_taps(xp, y, kh, kw, sh, sw, oh, ow):
         yield t, hit
 
 
+def _tiled_max_pool_grad(tiles, y, g, kh, kw):
+    """MaxPoolGrad when the windows tile the input exactly (:func:`_tiles`, the usual 2x2/2)
+    and ``g`` is finite, as whole-array operations on the ``[N, OH, KH, OW, KW, C]`` view:
+    one compare of every element with its window's max (broadcast), then, tap by tap in
+    row-major window order, a tap's hit is dropped where an earlier tap already hit (a
+    boolean ``greater`` against the running "hit before" mask: TF's first-maximum rule), and
+    one product of the broadcast ``g`` with the mask writes all of dx. The same bits as the
+    tap-by-tap form (``g * hit`` per tap), in KH * KW + 2 passes instead of about 4 per tap
+    (mnist_deep's two pools: 2.4 + 1.08 -> 2.0 + 0.77 ms alone)."""
+    xpn = array_namespace(g)
+    e = xpn.empty(tiles.shape, bool)
+    np.equal(tiles, y[:, :, None, :, None, :], out=e)
+    first = e[:, :, 0, :, 0, :]
+    seen = None  # where an earlier tap hit
+    taps = list(itertools.product(range(kh), range(kw)))[1:]
+    for k, (i, j) in enumerate(taps):
+        hit = e[:, :, i, :, j, :]
+        np.greater(hit, first if seen is None else seen, out=hit)  # hit and not seen
+        if k + 1 < len(taps):
+            seen = np.logical_or(first, hit) if seen is None else \
+                np.logical_or(seen, hit, out=seen)
+    dx = xpn.empty((tiles.shape[0], tiles.shape[1] * kh, tiles.shape[3] * kw, tiles.shape[5]),
+                   g.dtype)
+    np.multiply(g[:, :, None, :, None, :], e, out=dx.reshape(tiles.shape))
+    return dx
+
+
 def _max_pool_grad_kernel(x, y, g, ksize, strides, padding, data_format):
     """d(max_pool)/d(x) given MaxPool's input ``x``, output ``y`` and output gradient ``g``
     (TF's MaxPoolGrad(orig_input, orig_output, grad))."""
@@ -553,14 +580,7 @@ def _max_pool_grad_kernel(x, y, g, ksize, strides, padding, data_format):
     finite = bool(np.isfinite(g).all())
     tiles = _tiles(x, kh, kw, sh, sw, oh, ow, ph, pw)
     if tiles is not None and finite:
-        # every input element is in exactly one window: each tap's gradient is written in
-        # place into its strided view of dx (no zeroing, no temporary, no add)
-        dx = xpn.empty(x.shape, g.dtype)
-        d6 = dx.reshape(tiles.shape)
-        for (i, j), (_, hit) in zip(itertools.product(range(kh), range(kw)),
-                                    _first_max_taps(x, y, kh, kw, sh, sw, oh, ow)):
-            np.multiply(g, hit, out=d6[:, :, i, :, j, :])
-        return _from_nhwc(dx, data_format)
+        return _from_nhwc(_tiled_max_pool_grad(tiles, y, g, kh, kw), data_format)
     xp = _pad(x, ph, pw, -np.inf)
     dxp = xpn.zeros(xp.shape, g.dtype)
     disjoint = sh >= kh and sw >= kw  # each input element is in at most one window
