@@ -424,3 +424,29 @@ def test_cond_on_a_fake_gpu_reads_its_device_predicate(fake_gpu):
             assert s.plan(y, {x: 1.0}).devices == (
                 "/job:localhost/replica:0/task:0/device:GPU:0",)
     assert got == [6.0, 4.0]
+
+
+def test_a_saver_round_trip_keeps_a_gpu_variable_on_its_gpu(fake_gpu, tmp_path):
+    """Savers are host I/O: the shard is written on the CPU from a device-to-host copy of the
+    variable, and restore assigns on the GPU, so the restored variable holds a device array
+    (before, the CPU-only shard ops pulled the variable's colocation group onto the CPU in the
+    save and restore steps only: 'Attempting to use uninitialized value w')."""
+    g = tv.Graph()
+    with g.as_default(), tv.device("/gpu:0"):
+        w = tv.Variable(np.arange(6, dtype=np.float32).reshape(3, 2), name="w")
+        saver = tv.train.Saver([w])
+        with tv.Session() as s:
+            s.run(w.initializer)
+            path = saver.save(s, f"{tmp_path}/model.ckpt", global_step=1)
+            s.run(w.assign(np.zeros((3, 2), np.float32)))
+            saver.restore(s, path)
+            got = s.run(w)
+            mgr = s._backend.resources.for_device("/job:localhost/replica:0/task:0/device:GPU:0")
+            (key,) = [k for k in mgr.names() if k[1] == "w"]
+            stored = mgr.lookup(*key).value
+            save_plan = s.plan(saver._commit, {saver._ckpt: path, saver._dir: str(tmp_path),
+                                               saver._step: 1})
+    np.testing.assert_array_equal(got, np.arange(6, dtype=np.float32).reshape(3, 2))
+    assert type(stored) is fake_device.FakeDeviceArray
+    assert "/job:localhost/replica:0/task:0/device:GPU:0" in save_plan.devices
+    assert "/job:localhost/replica:0/task:0/device:CPU:0" in save_plan.devices

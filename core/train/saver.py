@@ -3,17 +3,24 @@
 Design
 ------
 The Saver groups its variables by device (the variable op's requested device; partitioned
-variables contribute one piece per device). For each group it builds, colocated with the
-group's first variable — so placed on that variable's device:
+variables contribute one piece per device). For each group it builds, on the host CPU of the
+group's first variable's task (checkpoints are host I/O: TF's SaveV2/RestoreV2 are CPU-only):
 
 * a ``SaveShard`` op taking the group's variable values and writing data file ``i`` of ``n``
   with :func:`tensorvm.storage.write_shard`; it returns its index entries (JSON), the device and
-  the Dask worker that wrote them;
+  the Dask worker that wrote them. A variable on a GPU is read on the GPU and its value copied
+  to the host by the plan's device-to-host copy;
 * a ``RestoreShard`` op that reads only its own entries with
-  :func:`tensorvm.storage.read_tensors` (which verifies every size and CRC-32C) and writes the
-  variables' state directly in the device's ResourceMgr (so restore also initialises).
+  :func:`tensorvm.storage.read_tensors` (which verifies every size and CRC-32C), checks each
+  piece's shape and dtype against its variable and outputs the pieces; an ``Assign`` per
+  variable, colocated with it, stores its piece (so restore also initialises). A variable on a
+  GPU gets its piece through the plan's host-to-device copy and holds a device array.
 
-A ``CommitCheckpoint`` op on the first device takes every shard's entries (so it runs after all
+The shard ops are *not* colocated with the variables: a colocation group holding a CPU-only
+op is placed on the CPU as a whole, which would move a GPU variable to the CPU in the steps
+that save or restore it only (and read an uninitialised variable there).
+
+A ``CommitCheckpoint`` op on the first shard's host takes every shard's entries (so it runs after all
 of them) and calls :func:`tensorvm.storage.commit`, which checks that every shard's data file
 is there (a ``file://`` folder the workers do not share is named, with the worker that wrote
 the missing shard), replaces ``index.json`` atomically and then the ``checkpoint`` state file.
@@ -53,6 +60,7 @@ from .. import dtypes as _dt
 from .. import errors
 from .. import storage
 from ..device_spec import DeviceSpec
+from ..ops.array_ops import group as group_ops
 from ..ops.array_ops import placeholder
 from ..op_def_library import apply_op
 from ..registry import register_op
@@ -135,9 +143,9 @@ def _commit_kernel(ctx, dir_url, ckpt_url, step, *shards, max_to_keep, keep_hour
 
 
 def _restore_shard_kernel(ctx, ckpt_url, *, names, slices, variables):
-    from ..ops.state_ops import _var
     url = str(np.asarray(ckpt_url).item())
     values = _read_pieces(url, names, slices)
+    out = []
     for (name, spec), attrs in zip(zip(names, slices), variables):
         value = values[(name, spec)]
         dtype, shape = attrs["dtype"], attrs["shape"]
@@ -153,10 +161,8 @@ def _restore_shard_kernel(ctx, ckpt_url, *, names, slices, variables):
             raise errors.InvalidArgumentError(
                 f"restoring {attrs['var_name']!r} from {url}: the checkpoint holds "
                 f"{value.dtype} for {name!r}, the variable has dtype {dtype.name}")
-        v = _var(ctx, attrs["var_name"], attrs["container"], dtype, shape)
-        with v.lock:
-            v.value = value  # a fresh array from storage, owned by the variable from now on
-    return np.int64(len(names))
+        out.append(value)
+    return out[0] if len(out) == 1 else tuple(out)  # a one-output kernel returns its value
 
 
 def _read_tf_pieces(url, names, slices) -> dict:
@@ -222,8 +228,8 @@ register_op("SaveShard", _shard_shape, _save_shard_kernel, stateful=True, needs_
             differentiable=False)
 register_op("CommitCheckpoint", lambda i, a: [(_dt.string, ())], _commit_kernel,
             stateful=True, needs_ctx=True, differentiable=False)
-register_op("RestoreShard", lambda i, a: [(_dt.int64, ())], _restore_shard_kernel,
-            stateful=True, needs_ctx=True, differentiable=False)
+register_op("RestoreShard", lambda i, a: [(v["dtype"], v["shape"]) for v in a["variables"]],
+            _restore_shard_kernel, stateful=True, needs_ctx=True, differentiable=False)
 
 
 # ---- the Saver -------------------------------------------------------------------------------
@@ -275,6 +281,13 @@ def _device_key(v: Variable) -> str:
     return DeviceSpec.parse(v.op.device).to_string() if v.op.device else ""
 
 
+def _host_of(v: Variable) -> str:
+    """The CPU of the task ``v`` asks for (its job/replica/task; the session's default task
+    fills what it leaves out): where its shard's host I/O runs."""
+    spec = DeviceSpec.parse(v.op.device)
+    return DeviceSpec(spec.job, spec.replica, spec.task, "CPU", 0).to_string()
+
+
 class Saver:
     """Saves and restores variables (``var_list``: all global variables, a list, or a dict of
     saved name → variable or list of partitions).
@@ -302,7 +315,7 @@ class Saver:
             key = _device_key(it[2]) if sharded else ""
             groups.setdefault(key, []).append(it)
         self._groups = list(groups.values())
-        # No device scope: each op takes its device from the variable it is colocated with.
+        # No device scope: each shard's ops run on the host CPU of its variables' task.
         with g.as_default(), g.device(None), g.name_scope(name):
             self._ckpt = placeholder(_dt.string, [], name="checkpoint_url")
             self._dir = placeholder(_dt.string, [], name="dir_url")
@@ -310,22 +323,30 @@ class Saver:
             shards, restores = [], []
             n = len(self._groups)
             for i, group in enumerate(self._groups):
-                owner = group[0][2].op
-                shards.append(apply_op(
-                    "SaveShard", [self._ckpt] + [v.value() for _, _, v in group],
-                    {"names": tuple(n_ for n_, _, _ in group),
-                     "slices": tuple(s for _, s, _ in group), "shard": i, "num_shards": n},
-                    name=f"shard_{i}", colocation=owner.name).outputs[0])
-                restores.append(apply_op(
-                    "RestoreShard", [self._ckpt],
-                    {"names": tuple(n_ for n_, _, _ in group),
-                     "slices": tuple(s for _, s, _ in group),
-                     "variables": tuple(dict(v._attrs) for _, _, v in group)},
-                    name=f"restore_shard_{i}", colocation=owner.name))
-            self._commit = apply_op(
-                "CommitCheckpoint", [self._dir, self._ckpt, self._step] + shards,
-                {"max_to_keep": max_to_keep, "keep_hours": keep_checkpoint_every_n_hours},
-                name="commit", colocation=self._groups[0][0][2].op.name).outputs[0]
+                host = _host_of(group[0][2])
+                values = [v.value() for _, _, v in group]
+                with g.device(host):
+                    shards.append(apply_op(
+                        "SaveShard", [self._ckpt] + values,
+                        {"names": tuple(n_ for n_, _, _ in group),
+                         "slices": tuple(s for _, s, _ in group), "shard": i,
+                         "num_shards": n}, name=f"shard_{i}").outputs[0])
+                    pieces = apply_op(
+                        "RestoreShard", [self._ckpt],
+                        {"names": tuple(n_ for n_, _, _ in group),
+                         "slices": tuple(s for _, s, _ in group),
+                         "variables": tuple(dict(v._attrs) for _, _, v in group)},
+                        name=f"read_shard_{i}").outputs
+                # Each piece is stored by an Assign colocated with its variable (on its device).
+                assigns = [v.assign(p, name=f"assign_{i}_{k}").op
+                           for k, ((_, _, v), p) in enumerate(zip(group, pieces))]
+                with g.device(host):
+                    restores.append(group_ops(*assigns, name=f"restore_shard_{i}"))
+            with g.device(_host_of(self._groups[0][0][2])):
+                self._commit = apply_op(
+                    "CommitCheckpoint", [self._dir, self._ckpt, self._step] + shards,
+                    {"max_to_keep": max_to_keep, "keep_hours": keep_checkpoint_every_n_hours},
+                    name="commit").outputs[0]
             self._restores = restores
         self.last_checkpoints: list[str] = []
 
