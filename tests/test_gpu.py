@@ -450,3 +450,35 @@ def test_a_saver_round_trip_keeps_a_gpu_variable_on_its_gpu(fake_gpu, tmp_path):
     assert type(stored) is fake_device.FakeDeviceArray
     assert "/job:localhost/replica:0/task:0/device:GPU:0" in save_plan.devices
     assert "/job:localhost/replica:0/task:0/device:CPU:0" in save_plan.devices
+
+
+def test_a_timed_out_cpu_to_gpu_step_never_applies_its_update(fake_gpu):
+    """A step given up while its CPU stage blocks never runs its GPU stage (the two-task
+    version of test_runtime_inprocess's one-task test, whose thread join does not apply)."""
+    import threading
+    import time
+    release, returned = threading.Event(), threading.Event()
+
+    def blocked(x):
+        release.wait(30)
+        returned.set()
+        return x
+    g = tv.Graph()
+    with g.as_default():
+        with tv.device("/gpu:0"):
+            v = tv.Variable(0.0, name="counter")
+        gate = tv.py_func(blocked, [tv.constant(1.0)], tv.float32, name="gate")
+        with tv.device("/gpu:0"):
+            up = v.assign_add(gate, name="late_update")
+        with tv.Session() as s:
+            s.run(v.initializer)
+            assert len(s.plan(up).devices) == 2
+            with pytest.raises(tv.errors.DeadlineExceededError, match="gate"):
+                s.run(up, options=tv.RunOptions(timeout_in_ms=100))
+            release.set()
+            assert returned.wait(10)
+            deadline = time.monotonic() + 0.3
+            while time.monotonic() < deadline:  # the GPU stage must never run
+                assert s.run(v) == 0.0
+                time.sleep(0.02)
+            assert s.run(up) == 1.0  # and the next step runs normally
