@@ -1,5 +1,5 @@
-"""The fused optimizer updates (ApplyGradientDescent, ApplyMomentum): bit-equal to the
-unfused NumPy arithmetic, copy-on-write, and their errors."""
+"""The fused optimizer updates (ApplyGradientDescent, ApplyMomentum, ApplyAdagrad, ApplyAdam):
+bit-equal to the unfused arithmetic, copy-on-write, and their errors."""
 from __future__ import annotations
 
 import numpy as np
@@ -106,3 +106,90 @@ def test_errors_name_the_op_and_shapes():
                            match=r"ApplyMomentum: grad of shape \[2\] does not match"):
             s.run(mstep, {g: np.zeros(2, np.float32)})
         np.testing.assert_array_equal(s.run(w), np.zeros((2, 2)))  # nothing was written
+
+
+# ---- ApplyAdagrad / ApplyAdam: the unfused graph's bits ----------------------------------------
+
+def _unfused_adagrad(var, acc, lr, grad):
+    new_acc = acc.assign_add(grad * grad)
+    return var.assign_sub(lr * grad / tv.sqrt(new_acc))
+
+
+def _unfused_adam(var, m, v, lr_t, b1, b2, eps, grad):
+    one = tv.constant(1.0, dtype=var.dtype)
+    m_new = m.assign(b1 * m.value() + (one - b1) * grad)
+    v_new = v.assign(b2 * v.value() + (one - b2) * grad * grad)
+    return var.assign_sub(lr_t * m_new / (tv.sqrt(v_new) + eps))
+
+
+@pytest.mark.parametrize("kind", ["adagrad", "adam"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_adagrad_and_adam_are_the_unfused_graph_bit_for_bit(kind, dtype):
+    from tensorvm.ops.training_ops import apply_adagrad, apply_adam
+    w0 = RNG.standard_normal((6, 4)).astype(dtype)
+    grads = [RNG.standard_normal((6, 4)).astype(dtype) for _ in range(4)]
+    runs = []
+    for fused in (True, False):
+        with tv.Graph().as_default():
+            w = tv.Variable(w0)
+            s1 = tv.Variable(np.full((6, 4), 0.1, dtype))
+            s2 = tv.Variable(np.zeros((6, 4), dtype))
+            g = tv.placeholder(dtype, [6, 4])
+            c = [tv.constant(dtype(a)) for a in (0.01, 0.9, 0.999, 1e-8)]
+            if kind == "adagrad":
+                step = (apply_adagrad if fused else _unfused_adagrad)(w, s1, c[0], g)
+            else:
+                step = (apply_adam if fused else _unfused_adam)(w, s1, s2, *c, g)
+            types = [op.type for op in tv.get_default_graph().get_operations()]
+            assert (f"Apply{'Adagrad' if kind == 'adagrad' else 'Adam'}" in types) == fused
+            with tv.Session() as s:
+                s.run(tv.global_variables_initializer())
+                outs = [s.run(step, {g: gr}) for gr in grads]
+                runs.append((outs, s.run([w, s1, s2])))
+    (fo, fs), (uo, us) = runs
+    for a, b in zip(fo + fs, uo + us):
+        assert a.dtype == dtype and a.tobytes() == b.tobytes()
+    # and against NumPy (closed form, float64)
+    w, acc, v = w0.astype(np.float64), np.full((6, 4), 0.1), np.zeros((6, 4))
+    m = acc  # the first slot starts at 0.1 for both
+    for gr in grads:
+        gr = gr.astype(np.float64)
+        if kind == "adagrad":
+            acc = acc + gr * gr
+            w = w - 0.01 * gr / np.sqrt(acc)
+        else:
+            m = 0.9 * m + 0.1 * gr
+            v = 0.999 * v + 0.001 * gr * gr
+            w = w - 0.01 * m / (np.sqrt(v) + 1e-8)
+    np.testing.assert_allclose(fs[0], w, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("opt", [lambda: tv.train.AdagradOptimizer(0.1),
+                                 lambda: tv.train.AdamOptimizer(0.05)])
+def test_adagrad_and_adam_optimizers_use_one_fused_op_and_train(opt):
+    x, y, w0 = _quad_problem(np.float32)
+    w = tv.Variable(w0)
+    loss = tv.reduce_mean(tv.reduce_sum(tv.square(tv.matmul(tv.constant(x), w) - y), 1))
+    train = opt().minimize(loss)
+    types = [op.type for op in tv.get_default_graph().get_operations()]
+    assert ("ApplyAdagrad" in types or "ApplyAdam" in types) and "AssignSub" not in types
+    with tv.Session() as s:
+        s.run(tv.global_variables_initializer())
+        first = s.run(loss)
+        for _ in range(30):
+            s.run(train)
+        assert s.run(loss) < 0.8 * first
+
+
+def test_apply_adam_refuses_a_slot_of_another_shape():
+    from tensorvm.ops.training_ops import apply_adam
+    w = tv.Variable(np.zeros((2, 3), np.float32))
+    m = tv.Variable(np.zeros((2, 3), np.float32))
+    v = tv.Variable(np.zeros((3, 2), np.float32))
+    g = tv.placeholder(tv.float32, [2, 3])
+    step = apply_adam(w, m, v, 0.1, 0.9, 0.999, 1e-8, g)
+    with tv.Session() as s:
+        s.run(tv.global_variables_initializer())
+        with pytest.raises(tv.errors.InvalidArgumentError,
+                           match=r"(?s)already exists as float32\[3, 2\].*'ApplyAdam'"):
+            s.run(step, {g: np.ones((2, 3), np.float32)})

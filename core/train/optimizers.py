@@ -263,10 +263,9 @@ class AdagradOptimizer(Optimizer):
         self._init_acc = initial_accumulator_value
 
     def _apply_dense(self, grad, var):
-        from ..ops.math_ops import sqrt
+        # one fused op (TF's ApplyAdagrad): the unfused graph's arithmetic, in its order
         acc = self._slot(var, "Adagrad", self._init_acc)
-        new_acc = acc.assign_add(grad * grad)
-        return var.assign_sub(self._lr_tensor(var) * grad / sqrt(new_acc)).op
+        return _training_ops.apply_adagrad(var, acc, self._lr_tensor(var), grad).op
 
     def _apply_sparse(self, grad, var):
         from ..ops.index_ops import gather
@@ -312,9 +311,9 @@ class AdamOptimizer(Optimizer):
         lr_t = self._lr_tensor(var) * sqrt(one - p2) / (one - p1)
         m = self._slot(var, "Adam")
         v = self._slot(var, "Adam_1")
-        m_new = m.assign(b1 * m.value() + (one - b1) * grad)
-        v_new = v.assign(b2 * v.value() + (one - b2) * grad * grad)
-        return var.assign_sub(lr_t * m_new / (sqrt(v_new) + eps)).op
+        # one fused op (TF's ApplyAdam) for m, v and the variable: the unfused graph's
+        # arithmetic, in its order
+        return _training_ops.apply_adam(var, m, v, lr_t, b1, b2, eps, grad).op
 
     def _finish(self, update_ops, global_step):
         b1p, b2p = self._current
