@@ -50,6 +50,7 @@ class DevicePartition:
     feeds: tuple = ()  # feed indices this device reads
     stateful_ops: tuple = ()
     inline: frozenset = frozenset()  # tasks quick enough for the worker's event loop
+    waiting: frozenset = frozenset()  # tasks holding an op that may wait (task_may_wait)
 
     def program(self, task: str):
         for t in self.tasks:
@@ -90,7 +91,8 @@ def partitions(plan, plan_id: str, addresses: dict) -> dict:
             tuple(sorted({a[1] for t in tasks for a in t.args if a[0] == "feed"})),
             tuple(i.name for t in tasks for i in t.program.instrs
                   if registry[i.type].stateful and i.type not in _READ_ONLY),
-            frozenset(t.name for t in tasks if _never_blocks(t.program)))
+            frozenset(t.name for t in tasks if _never_blocks(t.program)),
+            frozenset(t.name for t in tasks if task_may_wait(t.program)))
     return out
 
 
@@ -117,6 +119,15 @@ def op_waits(op_type: str) -> bool:
     """Whether an op with a context may block outside its step (see :func:`waits`): not a
     known-quick state op, and not declared ``"never"``/``"steps"`` in the op table."""
     return op_type not in _QUICK_STATEFUL and registry[op_type].waits not in ("never", "steps")
+
+
+def task_may_wait(program) -> bool:
+    """Whether a stage holds an op that may wait for another step or process: a ``"steps"``
+    op of the op table (sync replicas' accumulators and token gate) or one that
+    :func:`op_waits`. The direct data plane runs such stages outside its bounded pool of step
+    threads, so waiting steps never hold the threads the steps they wait for need."""
+    return any(i.needs_ctx and (registry[i.type].waits == "steps" or op_waits(i.type))
+               for i in program.instrs)
 
 
 def _never_blocks(program) -> bool:

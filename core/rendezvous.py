@@ -38,13 +38,23 @@ Feeds and fetches of ``tvm_run`` travel the same way.
 Kernels run in a thread pool of the worker process (never on its event loop, which must go
 on serving heartbeats and rendezvous messages while a kernel blocks) unless the stage is quick
 (no op that waits, small inputs: the partition's ``inline`` tasks); Recvs wait on the event
-loop. A push to a worker that is gone fails the step with ``UnavailableError`` naming the
+loop. Stages that may wait for other steps (the partition's ``waiting`` tasks: a sync
+replica's token wait) each get a thread of their own outside that bounded pool
+(:data:`WAITING_STEPS` at most), so any number of waiting replicas leaves the pool to the
+steps they wait for (the chief's release).
+
+A step whose client is lost is cancelled: while a ``tvm_run`` runs, the worker checks every
+:data:`CLIENT_CHECK_S` whether the connection it came on was closed (the client process died,
+or it gave the step up), and cancels the step as ``tvm_cancel`` would — a waiting op gives up
+without taking a token, a running stage stops before its next op. On the Dask plane the
+scheduler does this by releasing a lost client's tasks. A push to a worker that is gone fails the step with ``UnavailableError`` naming the
 destination device. Nothing is ever retried: a stateful step runs at most once.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+import select
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -56,7 +66,14 @@ from .registered_plans import edge_key, plans_of
 from .runtime import ALIGN_GUARD, resources_of, run_stage
 
 logger = logging.getLogger("tensorvm")
-STEP_THREADS = 32  # kernels of concurrent steps (a blocked queue op holds one)
+STEP_THREADS = 32  # threads running kernels of steps that never wait for other steps
+WAITING_STEPS = 1024
+"""At most this many stages that may wait (:func:`~tensorvm.registered_plans.task_may_wait`:
+a sync replica's token wait, ...) run at once on one worker, each in a thread of its own
+outside the :data:`STEP_THREADS` pool (so waiting steps never hold the threads the steps they
+wait for need — a chief's release with more replicas waiting than the pool has threads); one
+more fails its step with ``ResourceExhaustedError``."""
+CLIENT_CHECK_S = 0.25  # while steps run, how often their requesting connections are checked
 INLINE_BYTES = 1 << 18  # a quick stage with inputs up to this size runs on the event loop
 SMALL_BYTES = 1 << 16  # arrays up to this size travel inside a message's header
 _PLAIN = frozenset("biufc")  # dtype kinds sent as raw bytes
@@ -239,6 +256,11 @@ class DataPlane:
         self.plans = plans_of(worker)
         self.resources = resources_of(worker)
         self.pool = ThreadPoolExecutor(STEP_THREADS, thread_name_prefix="tensorvm-step")
+        # stages that may wait: threads made on demand (idle ones reused), WAITING_STEPS at most
+        self.wait_pool = ThreadPoolExecutor(1 << 16, thread_name_prefix="tensorvm-wait")
+        self.waiting = 0  # stages in wait_pool now
+        self.running: dict = {}  # (step, device) -> the comm its tvm_run came on
+        self._check = None  # the timer checking the running steps' comms
         self.bytes_pushed = 0  # to other workers, since the worker started
         self._peers: dict = {}  # address -> the comm pushes to that worker go on
         self._locks: dict = {}  # address -> lock while connecting
@@ -279,6 +301,9 @@ class DataPlane:
 
     def close(self) -> None:
         """The worker closes: its lane and its connections to peers go."""
+        if self._check is not None:
+            self._check.cancel()
+            self._check = None
         if self._lane_server is not None:
             self._lane_server.close()
             self._lane_server = None
@@ -301,6 +326,11 @@ class DataPlane:
         loop = asyncio.get_running_loop()
         infos: list = [] if trace else None
         sent: list = [] if trace else None
+        running = self.running
+        key = (step, device)
+        running[key] = comm
+        if self._check is None:
+            self._check = loop.call_later(CLIENT_CHECK_S, self._check_clients)
         try:
             for k in range(steps):
                 results: dict = {}
@@ -320,6 +350,8 @@ class DataPlane:
                     if t.name in part.inline and _nbytes_args(args) <= INLINE_BYTES:
                         # a quick stage: a thread hop would cost more than the kernels
                         out = self._run_task(t.program, step, args, infos)
+                    elif t.name in part.waiting:
+                        out = await self._run_waiting(loop, part, t, step, args, infos)
                     else:
                         out = await loop.run_in_executor(self.pool, self._run_task, t.program,
                                                          step, args, infos)
@@ -341,10 +373,42 @@ class DataPlane:
             # As a value, not a raise: Dask's server would log an expected error (a cancelled
             # step, the end of an input) as its own failure.
             return {"error": to_serialize(exc)}
+        finally:
+            del running[key]
         fetched = [[pos, pack(results[task][index + 1])] for pos, task, index in part.fetches]
         return {"fetches": fetched, "trace": infos, "sent": sent}
 
     # ---- helpers --------------------------------------------------------------------------
+    async def _run_waiting(self, loop, part, t, step, args, infos):
+        """A stage that may wait for other steps, in a thread outside the bounded pool."""
+        if self.waiting >= WAITING_STEPS:
+            raise errors.ResourceExhaustedError(
+                f"{part.device}: {self.waiting} stages that wait for other steps (token waits, "
+                f"accumulators) run on this worker already, the most allowed "
+                f"(tensorvm.rendezvous.WAITING_STEPS = {WAITING_STEPS}); stage {t.name} of "
+                f"step {step} was not started")
+        self.waiting += 1
+        try:
+            return await loop.run_in_executor(self.wait_pool, self._run_task, t.program, step,
+                                              args, infos)
+        finally:
+            self.waiting -= 1
+
+    def _check_clients(self) -> None:
+        """On the event loop, every :data:`CLIENT_CHECK_S` while steps run: a step whose
+        client's connection closed (the client died or gave the step up) is cancelled — its
+        waiting ops give up without taking anything, its running stages stop before their
+        next op, its Recvs stop waiting — as Dask's scheduler releases a lost client's tasks."""
+        self._check = None
+        gone = {step for (step, _), comm in list(self.running.items()) if _comm_gone(comm)}
+        for step in gone:
+            logger.info("tensorvm: the client of step %s is gone (its connection closed); "
+                        "cancelling the step", step)
+            self.cancel(step=step)
+        if self.running:
+            self._check = asyncio.get_running_loop().call_later(CLIENT_CHECK_S,
+                                                                self._check_clients)
+
     def _run_task(self, program, step, args, infos):
         with _as_worker_thread(self.worker):
             if infos is None:
@@ -431,6 +495,28 @@ class DataPlane:
                 comm.allow_offload = False
                 self._peers[addr] = comm
             return comm
+
+
+_HANGUP = getattr(select, "POLLRDHUP", 0x2000) | select.POLLHUP | select.POLLERR
+
+
+def _comm_gone(comm) -> bool:
+    """Whether the peer of a comm that is not being read (a ``tvm_run`` in progress: the client
+    sends nothing until its reply) closed it: the comm knows, or its socket reports the hang-up
+    (a poll, no read: the stream's bytes stay where Dask's comm will read them)."""
+    if comm is None:
+        return False
+    if comm.closed():
+        return True
+    sock = getattr(getattr(comm, "stream", None), "socket", None)
+    if sock is None:
+        return False
+    try:
+        poller = select.poll()
+        poller.register(sock.fileno(), _HANGUP)
+        return bool(poller.poll(0))
+    except (OSError, ValueError):  # closed under us
+        return True
 
 
 def _nbytes_args(args) -> int:
