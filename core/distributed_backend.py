@@ -1,23 +1,21 @@
 """Running plans on dask.distributed: one Dask worker per logical task of the cluster.
 
-Mapping: each logical task (``ps-0``, ``worker-1`` …) gets one worker — the one the
-ClusterSpec names (by name or address), else the worker whose name is the task's name, else
-the next free worker in a stable (sorted) order, which is printed. The session gives that
-worker a per-device Dask resource ``tvm-dev-<job>-<task>`` (``Worker.set_resources``) and
-every task of the device asks for it, so tasks are pinned without naming addresses (a
-restarted worker gets a new address) and are never stolen.
+Mapping: each logical task (``ps-0``, ``worker-1`` …) runs on one Dask worker, pinned by a
+per-device Dask resource ``tvm-dev-<job>-<task>``; :mod:`tensorvm.device_map` chooses the
+worker and keeps the mapping (:class:`~tensorvm.device_map.DeviceMap`, which the backend owns).
 
 Liveness: while a step runs, the backend waits on the client's event loop for its results
 with one gather that is never cancelled (cancelling would restart a large transfer), raced
 against the scheduler's event that a worker holding one of the step's devices left
-(:class:`DeviceHomes` logs it on ``tensorvm-device-workers``; every session of a client
-receives it through :mod:`tensorvm.cluster_events`, subscribed and confirmed before any device
-is mapped). The step then fails at once with UnavailableError naming the device and the worker,
-instead of waiting for tasks that can no longer be scheduled, and the device is mapped anew on
-the next step. A scheduler that goes away needs no poll either: the client's connection closes,
-Dask cancels the step's futures, and the error says the scheduler is gone. Only a scheduler
-without :class:`DeviceHomes` (it cannot import tensorvm, or refuses ``run_on_scheduler``) is
-polled, every ``POLL_S`` seconds, for the step's workers. Stateful tasks have ``retries=0``.
+(:class:`~tensorvm.device_map.DeviceHomes` logs it on ``tensorvm-device-workers``; every
+session of a client receives it through :mod:`tensorvm.cluster_events`, subscribed and
+confirmed before any device is mapped). The step then fails at once with UnavailableError
+naming the device and the worker, instead of waiting for tasks that can no longer be
+scheduled, and the device is mapped anew on the next step. A scheduler that goes away needs no
+poll either: the client's connection closes, Dask cancels the step's futures, and the error
+says the scheduler is gone. Only a scheduler without ``DeviceHomes`` (it cannot import
+tensorvm, or refuses ``run_on_scheduler``) is polled, every ``POLL_S`` seconds, for the step's
+workers. Stateful tasks have ``retries=0``.
 
 Stopping: a step given up (deadline, error, Ctrl-C) is marked cancelled on its workers
 (:meth:`tensorvm.runtime.DeviceResources.cancel_step`: a running stage stops before its next op,
@@ -50,18 +48,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 import uuid
-from collections.abc import Mapping
 
-from distributed.diagnostics.plugin import SchedulerPlugin, WorkerPlugin
+from distributed.diagnostics.plugin import WorkerPlugin
 
 from . import rendezvous
 from .backends import Backend
 from .cluster import ClusterSpec
+from .device_map import DeviceMap, resource_name
 from .device_spec import DeviceSpec
-from .direct_steps import TOPIC_LOST, DirectSteps
+from .direct_steps import DirectSteps
 from .errors import (
     DeadlineExceededError,
     InternalError,
@@ -79,7 +76,6 @@ from .step_graph import fetch_values, fill_metadata, step_graph
 
 POLL_S = 1.0  # the liveness poll, only on a scheduler without DeviceHomes (no events)
 LOST_GRACE_S = 1.0  # how long a failed step waits for a lost-worker event to name the cause
-REPLACEMENT_WAIT_S = 10.0  # how long remapping a lost device waits for its worker's restart
 logger = logging.getLogger("tensorvm")
 
 
@@ -206,7 +202,7 @@ async def _mark_cancelled(client, step_id, addrs) -> None:
     try:
         await client.run(_cancel_step, step_id, workers=addrs, wait=False, on_error="ignore",
                          asynchronous=True)
-    except Exception:  # noqa: BLE001 - a gone worker or scheduler: nothing to cancel there
+    except Exception:  # a gone worker or scheduler: nothing to cancel there
         logger.debug("could not mark step %s cancelled on %s", step_id, addrs, exc_info=True)
 
 
@@ -216,65 +212,6 @@ async def _cancel_step(step_id, dask_worker):
     resources_of(dask_worker).cancel_step(step_id)
 
 
-async def _adopt_device(resources, task_prefix, lost_how, dask_worker):
-    """On a worker: take a logical task's device (its Dask resource); ``lost_how`` says how
-    the device's previous worker lost its state (its queues then fail until reset)."""
-    if lost_how:
-        resources_of(dask_worker).mark_lost(task_prefix, lost_how)
-    await dask_worker.set_resources(**resources)
-
-
-class DeviceHomes(SchedulerPlugin):
-    """On the scheduler: the worker of every logical task's device, and the devices whose
-    worker left the cluster (how), so the worker that takes a device over learns that its
-    state was lost, whichever session maps it."""
-
-    name = "tensorvm-device-homes"
-    idempotent = True  # one registry per scheduler, kept across sessions
-
-    def __init__(self):
-        self.homes: dict[str, tuple[str, str]] = {}  # device resource -> (address, name)
-        self.lost: dict[str, str] = {}  # device resource -> how its state was lost
-        # device resource -> (name of its worker that left, when), until it has a worker
-        self.left: dict[str, tuple[str, float]] = {}
-
-    def remove_worker(self, scheduler, worker, **kwargs):
-        names = set()
-        for res, (addr, name) in list(self.homes.items()):
-            if addr == worker:
-                del self.homes[res]
-                names.add(name)
-                self.lost[res] = (f"its worker {name!r} ({addr}) left the cluster at "
-                                  f"{time.strftime('%H:%M:%S')}")
-                self.left[res] = (name, time.monotonic())
-        if names:  # sessions with a step on it fail it now (tensorvm.direct_steps)
-            scheduler.log_event(TOPIC_LOST, {"worker": worker, "name": sorted(names)[0]})
-
-
-def _claim_home(res, addr, name, dask_scheduler):
-    """On the scheduler: make ``addr`` the home of the device ``res``; ``{"how": how its
-    state was lost or None}``, ``{"gone": True}`` if that worker already left (its removal
-    event is past: the session must not wait on it), None without :class:`DeviceHomes`."""
-    plugin = dask_scheduler.plugins.get(DeviceHomes.name)
-    if plugin is None:
-        return None
-    if addr not in dask_scheduler.workers:
-        return {"gone": True}
-    prev = plugin.homes.get(res)
-    how = plugin.lost.pop(res, None) if prev is None or prev[0] != addr else None
-    plugin.homes[res] = (addr, name)
-    plugin.left.pop(res, None)
-    return {"how": how}
-
-
-def _departed(res, dask_scheduler):
-    """On the scheduler: ``(name, seconds ago)`` of the worker the device ``res`` lived on if
-    it left the cluster and the device has no worker since, else None."""
-    plugin = dask_scheduler.plugins.get(DeviceHomes.name)
-    left = plugin.left.get(res) if plugin is not None else None
-    return None if left is None else (left[0], time.monotonic() - left[1])
-
-
 def _clear_resources(containers, dask_worker):
     res = getattr(dask_worker, "_tensorvm_resources", None)
     return res.clear(containers) if res is not None else 0
@@ -282,41 +219,6 @@ def _clear_resources(containers, dask_worker):
 
 def _collect_traces(step_id, dask_worker):
     return pop_traces(step_id)
-
-
-def _gpu_resource(worker_info: dict) -> int:
-    """How many GPUs a worker declares (its Dask resource ``GPU``)."""
-    return int((worker_info.get("resources") or {}).get("GPU", 0) or 0)
-
-
-class TaskGpus(Mapping):
-    """``{(job, task): GPUs of the task's worker}`` for placement: asking for a task maps it to
-    its worker first (as its first step would), so the answer is the GPU resource of the
-    worker that will run it. Tasks outside the cluster's spec have none."""
-
-    def __init__(self, backend: DistributedBackend):
-        self._backend = backend
-
-    def __getitem__(self, key) -> int:
-        b = self._backend
-        job, task = key
-        if b.known_tasks is not None and (job, task) not in b.known_tasks:
-            raise KeyError(key)
-        b._ensure_mapped(job, task)
-        return b._gpus_of[(job, task)]
-
-    def __iter__(self):
-        return iter(dict(self._backend._gpus_of))
-
-    def __len__(self) -> int:
-        return len(self._backend._gpus_of)
-
-    def __repr__(self):
-        return f"TaskGpus({dict(self._backend._gpus_of)!r})"
-
-
-def resource_name(job: str, task: int) -> str:
-    return f"tvm-dev-{job}-{task}"
 
 
 DATA_PLANES = ("auto", "dask", "direct")
@@ -358,34 +260,22 @@ class DistributedBackend(Backend):
                     "the cluster's CA and a client certificate")
             self.client = Client(target, set_as_default=False, timeout="20s",
                                  security=security)
-        self._lock = threading.Lock()
-        self._map: dict[tuple[str, int], tuple[str, str]] = {}  # task -> (address, name)
-        self._gpus_of: dict[tuple[str, int], int] = {}  # task -> its worker's GPU resource
-        self.gpus = TaskGpus(self)
+        self._devices = DeviceMap(self.client, self.spec, verbose)
+        self.gpus = self._devices.gpus
         self._direct = DirectSteps(self.client, uuid.uuid4().hex[:8])
-        # Lost-worker events from the scheduler (DeviceHomes) end a step whose worker left;
-        # without them (a scheduler that cannot load tensorvm) steps poll, every POLL_S.
-        self._events = True
         self.verbose = verbose
-        self.known_tasks = set(self.spec.tasks()) if self.spec else None
+        self.known_tasks = self._devices.known_tasks
         self.default_device = self._default_device()
         try:
             # Subscribed (and confirmed on the scheduler) before any device is mapped: a
             # mapped device's worker that leaves later is reported to this session.
             self._direct.subscribe()
             self.client.register_plugin(ResourcePlugin())
-            try:
-                self.client.register_plugin(DeviceHomes())
-            except Exception:  # noqa: BLE001 - a scheduler that cannot import tensorvm
-                self._events = False
-                logger.warning("tensorvm: the scheduler cannot load tensorvm's plugin; a "
-                               "device whose worker is lost will not be reported on reuse")
-            info = self._scheduler_info()
+            self._devices.register()
+            info = self._devices.scheduler_info()
             self.gpu_available = any("GPU" in w.get("resources", {})
                                      for w in info["workers"].values())
-            if self.spec is not None:
-                for job, task in self.spec.tasks():
-                    self._ensure_mapped(job, task, info)
+            self._devices.map_spec(info)
         except BaseException:
             self.close()  # a task with no worker: leave no client or cluster behind
             raise
@@ -405,140 +295,22 @@ class DistributedBackend(Backend):
         except Exception:  # noqa: BLE001 - no dashboard on this scheduler
             return None
 
-    # ---- device mapping ---------------------------------------------------------------------
-    def _ensure_mapped(self, job: str, task: int, info=None):
-        key = (job, task)
-        if key in self._map:
-            return self._map[key]
-        with self._lock:
-            if key in self._map:
-                return self._map[key]
-            res = resource_name(job, task)
-            for attempt in range(3):  # a worker that leaves while chosen: choose again
-                info = info or self._scheduler_info()
-                prefer = None
-                if not any(w.get("resources", {}).get(res) for w in info["workers"].values()):
-                    prefer, info = self._await_replacement(res, info)
-                workers = info["workers"]  # address -> {name, resources, ...}
-                addr = self._choose_worker(job, task, workers, prefer)
-                name = str(workers[addr].get("name"))
-                try:
-                    how = self._claim_home(res, addr, name)
-                    break
-                except UnavailableError:
-                    if attempt == 2:
-                        raise
-                    info = None
-            self.client.run(_adopt_device, {res: 1e9}, f"/job:{job}/replica:0/task:{task}/",
-                            how, workers=[addr])
-            self._gpus_of[key] = _gpu_resource(workers[addr])
-            self._map[key] = (addr, name)
-            return self._map[key]
+    @property
+    def _events(self) -> bool:
+        """Lost-worker events from the scheduler (DeviceHomes) end a step whose worker left;
+        without them (a scheduler that cannot load tensorvm) steps poll, every POLL_S."""
+        return self._devices.events
 
-    def _await_replacement(self, res: str, info: dict) -> tuple[str | None, dict]:
-        """A device with no worker: if its last worker left the cluster (``DeviceHomes``),
-        wait until a worker of the same name is back — its Nanny restarting it — up to
-        ``REPLACEMENT_WAIT_S`` after the loss, so the device goes there rather than onto
-        another task's worker that happens to be free at that instant. Returns that name (or
-        None) and the scheduler info to choose from."""
-        try:
-            left = self.client.run_on_scheduler(_departed, res)
-        except Exception:  # noqa: BLE001 - a scheduler without tensorvm: choose as before
-            return None, info
-        if left is None:
-            return None, info
-        name, age = left
-        deadline = time.monotonic() + REPLACEMENT_WAIT_S - age
-        while not any(str(w.get("name")) == name for w in info["workers"].values()):
-            if time.monotonic() > deadline:
-                logger.info("tensorvm: worker %r did not come back within %.0f s; its device "
-                            "%s goes to another worker", name, REPLACEMENT_WAIT_S, res)
-                break
-            time.sleep(0.1)
-            info = self._scheduler_info()
-        return name, info
-
-    def _scheduler_info(self) -> dict:
-        return self.client.scheduler_info(n_workers=-1) if _accepts_n_workers() else \
-            self.client.scheduler_info()
-
-    def _claim_home(self, res: str, addr: str, name: str) -> str | None:
-        """Record the device's worker on the scheduler; how its state was lost, if its
-        previous worker left the cluster (then the new worker is told). A worker that left
-        before the claim is UnavailableError: its removal event is past, no step may wait on
-        it."""
-        try:
-            got = self.client.run_on_scheduler(_claim_home, res, addr, name)
-        except Exception:  # noqa: BLE001 - a scheduler without tensorvm: no loss tracking
-            logger.debug("device homes unavailable on the scheduler", exc_info=True)
-            got = None
-        if got is None:  # no DeviceHomes: no lost-worker events either
-            self._events = False
-            return None
-        if got.get("gone"):
-            raise UnavailableError(
-                f"the worker {name!r} ({addr}) chosen for the device resource {res} left the "
-                "cluster while the device was being mapped")
-        return got.get("how")
-
-    def _choose_worker(self, job: str, task: int, workers: dict, prefer: str | None = None
-                       ) -> str:
-        """The worker for a logical task: the one the ClusterSpec names, else the one that
-        already holds the task's device (put there by another session: every client must see
-        one home per device), else the worker named ``prefer`` (the device's previous worker,
-        restarted), else the one named after the task, else the next free one."""
-        res = resource_name(job, task)
-        by_name = {str(w.get("name")): a for a, w in workers.items()}
-        holders = sorted(a for a, w in workers.items() if w.get("resources", {}).get(res))
-        want = self.spec.worker_for(job, task) if self.spec else None
-        name = f"{job}-{task}"
-        where = f"/job:{job}/task:{task}"
-        if want is not None:
-            addr = want if want in workers else by_name.get(str(want))
-            if addr is None:
-                raise UnavailableError(
-                    f"no Dask worker for task {where} (asked for {want!r}); workers: "
-                    f"{sorted(by_name) or 'none'}")
-            others = [a for a in holders if a != addr]
-            if others:
-                raise InvalidArgumentError(
-                    f"task {where} already lives on worker "
-                    f"{workers[others[0]].get('name')!r} ({others[0]}), mapped by another "
-                    f"session; this ClusterSpec asks for {want!r}")
-            return addr
-        if holders:
-            return holders[0]
-        if prefer is not None and prefer in by_name:
-            return by_name[prefer]
-        if name in by_name:
-            return by_name[name]
-        ordered = sorted(workers, key=lambda a: str(workers[a].get("name")))
-        if not ordered:
-            raise UnavailableError(f"no Dask worker for task {where}; the cluster has none")
-        reserved = {by_name.get(n) for n in (self.spec.task_names() if self.spec else ())}
-        used = {a for a, _ in self._map.values()}
-        free = [a for a in ordered if a not in used and a not in reserved]
-        addr = free[0] if free else ordered[len(self._map) % len(ordered)]
-        if self.verbose:
-            logger.info("tensorvm: task %s -> worker %s (%s)", name, workers[addr].get("name"),
-                        addr)
-        return addr
+    @_events.setter
+    def _events(self, value: bool) -> None:
+        self._devices.events = value
 
     def describe_devices(self):
-        return {f"{j}-{t}": a for (j, t), (a, _) in sorted(self._map.items())}
+        return self._devices.describe()
 
     def prepare(self, plan) -> None:
         check_serialisable(plan)
-        self._pin(plan)
-
-    def _pin(self, plan) -> dict:
-        """Device -> (address, name) of its worker for this step, mapping a device anew
-        when it lost its worker since the plan was compiled."""
-        pinned = {}
-        for dev in plan.devices:
-            spec = DeviceSpec.parse(dev)
-            pinned[dev] = self._ensure_mapped(spec.job, spec.task)
-        return pinned
+        self._devices.pin(plan)
 
     # ---- execution --------------------------------------------------------------------------
     def _hlg(self, dsk, by_device, plan):
@@ -588,7 +360,7 @@ class DistributedBackend(Backend):
     def execute(self, plan, feed_values, step_id, steps, options, run_metadata):
         trace = bool(options and options.tracing)
         self._check_scheduler()
-        pinned = self._pin(plan)
+        pinned = self._devices.pin(plan)
         timeout = (options.timeout_in_ms / 1000.0) if options and options.timeout_in_ms else None
         pid = self._direct.register(plan, pinned) if plan.tasks else None
         if pid is not None and self._plane(plan, options, steps) == "direct":
@@ -668,13 +440,7 @@ class DistributedBackend(Backend):
     def _forget_lost(self, pinned, device) -> None:
         """Unmap ``device`` and every device of ``pinned`` whose worker left the cluster (as
         the scheduler reported), so the next step maps them anew."""
-        for dev, (addr, name) in pinned.items():
-            if dev != device and self._direct.gone(addr) is None:
-                continue
-            spec = DeviceSpec.parse(dev)
-            with self._lock:
-                if self._map.get((spec.job, spec.task)) == (addr, name):
-                    del self._map[(spec.job, spec.task)]
+        self._devices.forget_lost(pinned, device, self._direct.gone)
 
     def _cancel_on_workers(self, step_id, pinned) -> None:
         """Mark the step cancelled on its workers, in the background: the caller never waits
@@ -729,25 +495,23 @@ class DistributedBackend(Backend):
             return "?"
 
     def _check_alive(self, pinned: dict, cause: BaseException | None = None) -> None:
-        """The fallback poll, on a scheduler without :class:`DeviceHomes` (no lost-worker
-        events): raise UnavailableError if the scheduler is gone, or a worker this step was
-        pinned to has left (a restarted worker has a new address). The device is unmapped, so
-        the next step maps it anew."""
+        """The fallback poll, on a scheduler without
+        :class:`~tensorvm.device_map.DeviceHomes` (no lost-worker events): raise
+        UnavailableError if the scheduler is gone, or a worker this step was pinned to has left
+        (a restarted worker has a new address). The device is unmapped, so the next step maps
+        it anew."""
         self._check_scheduler(cause)
         try:
-            info = self._scheduler_info()
-        except Exception as exc:  # noqa: BLE001 - the scheduler did not answer
+            info = self._devices.scheduler_info()
+        except Exception as exc:  # the scheduler did not answer
             raise UnavailableError(
                 f"the Dask scheduler at {self._scheduler_address()} is gone ({exc!r}): every "
                 "device's state (variables, queues) may be lost") from exc
         workers = info["workers"]
         for dev, (addr, name) in pinned.items():
             if addr not in workers:
-                spec = DeviceSpec.parse(dev)
-                with self._lock:
-                    if self._map.get((spec.job, spec.task)) == (addr, name):
-                        del self._map[(spec.job, spec.task)]
-                    raise UnavailableError(
+                self._devices.unmap(dev, addr, name)
+                raise UnavailableError(
                     f"device {dev} is unavailable: its worker {name!r} ({addr}) left the "
                     "cluster; state on it (variables, queues) is lost — restore from the last "
                     "checkpoint") from cause
@@ -802,19 +566,6 @@ def _count_bytes(md, plan, feed_values, values, replies, message_bytes) -> None:
 
 _NOT_DONE = ("waiting", "processing", "no-worker", "queued", "released", None)
 _READ_ONLY = ("VariableV2", "IsVariableInitialized")
-_N_WORKERS = None
-
-
-def _accepts_n_workers() -> bool:
-    global _N_WORKERS
-    if _N_WORKERS is None:
-        import inspect
-
-        from distributed import Client
-        _N_WORKERS = "n_workers" in inspect.signature(Client.scheduler_info).parameters
-    return _N_WORKERS
-
-
 def reset_workers(target, containers=None, security=None) -> int:
     """Clear tensorvm resources on every worker of the scheduler at ``target``."""
     from distributed import Client
