@@ -37,8 +37,8 @@ def start_local_cluster(spec: ClusterSpec | None, host: str = "127.0.0.1", secur
     tls = security is not None and bool(getattr(security, "require_encryption", False))
     common = {"host": host, "security": security, "protocol": "tls://" if tls else "tcp://"}
     # No per-device resource at start: the session gives it to the worker it maps
-    # (``DeviceMap.ensure_mapped``). A worker that its Nanny restarts after a crash comes back without
-    # it, so a stateful task of the lost device is never recomputed there; the step fails
+    # (``DeviceMap.ensure_mapped``). A worker that its Nanny restarts after a crash comes back
+    # without it, so a stateful task of the lost device is never recomputed there; the step fails
     # with UnavailableError instead. Its GPU resource and environment it keeps (Nanny options).
     layout = worker_layout(spec, gpus)
     workers = {n: {"cls": Nanny, "options": {
