@@ -16,6 +16,10 @@ workers (again whenever a device moved to another worker); ``run`` sends every d
   client gets it — ``Client.subscribe_topic`` alone keeps one handler per topic);
 * or the deadline: the error names the devices still running.
 
+If the client itself goes (its process dies, or a step is given up mid-message), the workers
+see the step's ``tvm_run`` connections close and cancel the step on their own
+(:mod:`tensorvm.rendezvous`): a sync replica's token wait left behind takes no token.
+
 The scheduler sees none of this, so each finished step is reported to the job registry
 (:mod:`tensorvm.scheduler_ext`) as plain data: :class:`StepReports` keeps one record per step
 (its task names, their workers, the Send edges, how it ended) and sends them in batches on the
