@@ -250,6 +250,7 @@ class _Layer:
     """A layer object: the first call makes its variables in a new variable scope (the layer's
     name, else a unique default), later calls reuse them. ``variables`` lists them."""
 
+    _fn: staticmethod  # the functional layer (dense, conv2d, ...), set by _layer_class
     _default = "layer"
     _has_vars = True
 
@@ -257,10 +258,6 @@ class _Layer:
         self._args, self._kwargs, self.name = args, kwargs, name
         self._scope = None
         self.variables: list = []
-
-    @staticmethod
-    def _fn(*args, **kwargs):
-        raise NotImplementedError
 
     def __call__(self, inputs, **call_kwargs):
         from .variables import global_variables
