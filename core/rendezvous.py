@@ -47,8 +47,9 @@ A step whose client is lost is cancelled: while a ``tvm_run`` runs, the worker c
 :data:`CLIENT_CHECK_S` whether the connection it came on was closed (the client process died,
 or it gave the step up), and cancels the step as ``tvm_cancel`` would — a waiting op gives up
 without taking a token, a running stage stops before its next op. On the Dask plane the
-scheduler does this by releasing a lost client's tasks. A push to a worker that is gone fails the step with ``UnavailableError`` naming the
-destination device. Nothing is ever retried: a stateful step runs at most once.
+scheduler does this by releasing a lost client's tasks. A push to a worker that is gone fails
+the step with ``UnavailableError`` naming the destination device. Nothing is ever retried: a
+stateful step runs at most once.
 """
 from __future__ import annotations
 
