@@ -54,6 +54,8 @@ SKIP = {
         _CPU_PREMISE + " (the logged placements name CPU:0)",
     "tests/test_step_pipeline.py::test_trace_level_full_trace_fills_run_metadata":
         _CPU_PREMISE + " (step_stats devices are CPU:0)",
+    "tests/test_gpu.py::test_a_gpu_n_program_runs_inside_cuda_device_n":
+        _CPU_PREMISE + " (its unplaced op 'z' must run on the CPU, entering no device)",
     "tests/test_runtime_inprocess.py::test_timed_out_step_never_applies_its_update":
         "joins the thread that ran the blocked kernel, which ends only for a one-task plan; "
         "with the update on GPU:0 the plan has two tasks, run on dask.threaded's pool of the "

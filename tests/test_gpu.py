@@ -479,3 +479,75 @@ def test_a_timed_out_cpu_to_gpu_step_never_applies_its_update(fake_gpu):
                 assert s.run(v) == 0.0
                 time.sleep(0.02)
             assert s.run(up) == 1.0  # and the next step runs normally
+
+
+# ---- placement decided on the whole graph, alike for every step ----------------------------
+def test_a_group_is_placed_alike_in_every_step_whatever_the_step_prunes(fake_gpu):
+    """A colocation group with a CPU-only member anywhere in the graph is on the CPU in every
+    step, not only in the steps whose pruned graph holds that member (before: the variable
+    was initialised on GPU:0, then read by a step whose graph held the CPU-only op, placed on
+    CPU:0: 'Attempting to use uninitialized value v')."""
+    g = tv.Graph()
+    with g.as_default():
+        with tv.device("/gpu:0"):
+            v = tv.Variable(np.arange(3, dtype=np.float32), name="v")
+        with tv.colocate_with(v):
+            s_ = tv.strings.as_string(v, name="as_str")  # CPU-only, in v's group
+        with tv.Session() as s:
+            s.run(v.initializer)
+            init_plan = s.plan(v.initializer)
+            got = s.run(s_)
+            assert s.run(v).tolist() == [0.0, 1.0, 2.0]
+    assert [x.decode() if isinstance(x, bytes) else x for x in got.tolist()] == \
+        ["0.000000", "1.000000", "2.000000"]
+    cpu = "/job:localhost/replica:0/task:0/device:CPU:0"
+    (fb,) = init_plan.fallbacks  # the initialiser's step holds no string op, yet v is on CPU
+    assert fb.ops == ("v/Assign",) and fb.placed == cpu
+    assert fb.reason.startswith("colocated with CPU-only op 'as_str' (AsString) elsewhere in "
+                                "the graph: no GPU kernel for AsString: string tensors")
+    assert [t.device for t in init_plan.tasks if "v/Assign" in t.ops] == [cpu]
+
+
+def test_whole_graph_constraints_put_a_group_on_the_cpu_and_name_the_op():
+    """place() takes the whole graph's CPU-only facts (colocation_constraints of all_nodes):
+    a step without the CPU-only member still falls back, naming it; without soft placement,
+    the error names the op and the CPU-only one."""
+    from tensorvm.passes.place import colocation_constraints
+    every = {"v": Node("v", "VariableV2", device="/job:worker/task:0/gpu:0", colocation="v"),
+             "a": Node("a", "Assign", (("v", 0), ("c", 0)), colocation="v"),
+             "c": Node("c", "Const", device="/job:worker/task:0/gpu:0"),
+             "p": Node("p", "PyFunc", (("v", 0),), colocation="v")}
+    step = {k: every[k] for k in ("v", "a", "c")}
+    cons = colocation_constraints(every)
+    devs, why = place_explained(step, W0, all_nodes=every, gpus=1, constraints=cons)
+    assert devs == {"v": W0, "a": W0, "c": G0}
+    assert why[0].ops == ("v", "a") and why[0].reason.startswith(
+        "colocated with CPU-only op 'p' (PyFunc) elsewhere in the graph: no GPU kernel for "
+        "PyFunc: py_func")
+    assert place(step, W0, all_nodes=every, gpus=1) == devs  # computed when not given
+    with pytest.raises(tv.errors.InvalidArgumentError,
+                       match=r"operation 'v' \(VariableV2\): colocated with CPU-only op 'p' "
+                             r"\(PyFunc\) elsewhere in the graph"):
+        place(step, W0, all_nodes=every, gpus=1, constraints=cons, allow_soft_placement=False)
+    # a graph without the CPU-only op: the group stays on its GPU
+    del every["p"]
+    assert place(step, W0, all_nodes=every, gpus=1, constraints=colocation_constraints(every)
+                 ) == {"v": G0, "a": G0, "c": G0}
+
+
+def test_a_loop_whose_body_updates_a_variable_joins_the_variable_s_group(fake_gpu):
+    """The loop op is CPU-only and runs its body on its own device: it is colocated with the
+    state its body updates, so the variable (initialised in another step) is on the loop's
+    device in every step, and the plan says why it is not on GPU:0."""
+    g = tv.Graph()
+    with g.as_default():
+        with tv.device("/gpu:0"):
+            v = tv.Variable(0, name="counter")
+        r = tv.while_loop(lambda k: k < 4, lambda k: k + 1 + v.assign_add(2) * 0, [0])
+        with tv.Session() as s:
+            s.run(v.initializer)
+            init_plan = s.plan(v.initializer)
+            assert s.run(r) == 4 and s.run(v) == 8
+    (fb,) = init_plan.fallbacks
+    assert fb.reason.startswith("colocated with CPU-only op 'while/While' (While) elsewhere in "
+                                "the graph: no GPU kernel for While: a while loop")

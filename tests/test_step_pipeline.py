@@ -110,3 +110,30 @@ def test_trace_level_full_trace_fills_run_metadata(g):
         md2 = RunMetadata()
         s.run(y, options=RunOptions(), run_metadata=md2)
         assert md2.step_stats == []
+
+
+def test_placement_constraints_are_computed_once_per_graph_version(monkeypatch):
+    """The whole graph's colocation facts are computed once per snapshot (one object per
+    graph version), whatever the fetches; a new graph version computes them again."""
+    from tensorvm.passes import step as step_mod
+    calls = []
+    real = step_mod.colocation_constraints
+
+    def counted(nodes):
+        calls.append(len(nodes))
+        return real(nodes)
+    monkeypatch.setattr(step_mod, "colocation_constraints", counted)
+    g = tv.Graph()
+    with g.as_default():
+        v = tv.Variable(1.0, name="v")
+        a = v * 2.0
+        b = v + 3.0
+        with tv.Session() as s:
+            s.run(v.initializer)
+            assert s.run(a) == 2.0 and s.run(b) == 4.0 and s.run([a, b]) == [2.0, 4.0]
+            assert len(calls) == 1
+            c = tv.negative(v)
+            assert s.run(c) == -1.0
+            assert len(calls) == 2
+    snap = snapshot(g)
+    assert step_mod.graph_constraints(snap) is step_mod.graph_constraints(snap)

@@ -10,6 +10,13 @@ resource ``GPU``); failing either, soft placement puts the group on the task's C
 :func:`place_explained` says why (the plan prints it), else placement fails naming the op
 and the reason. The result is deterministic: the same nodes give the same placement.
 
+Whether a group can run on a GPU is a fact of the whole graph, not of one step's pruned part
+(TF's placer runs once on the whole graph): :func:`colocation_constraints` finds, once per
+graph version, each group's CPU-only member anywhere in the graph, and ``place`` takes it as
+``constraints``, so a group is on the same device in every step whatever the step prunes. An op
+whose function attributes (a ``While``'s cond and body) update or read a resource joins that
+resource's group: the body runs on the loop op's device, so the loop goes where its state is.
+
 >>> from tensorvm.graph_def import Node
 >>> nodes = {"v": Node("v", "VariableV2", device="/job:ps/task:0", colocation="v"),
 ...          "u": Node("u", "AssignAdd", (("g", 0),), device="/job:worker", colocation="v"),
@@ -26,6 +33,7 @@ from ..device_spec import DeviceSpec
 from ..errors import InvalidArgumentError
 from ..graph_def import Node
 from ..registry import registry
+from .prune import prune
 
 
 class _UnionFind:
@@ -60,26 +68,128 @@ class Fallback:
                 f"{self.placed}: {self.reason}")
 
 
+@dataclass(frozen=True)
+class Constraints:
+    """Whole-graph facts about colocation groups, computed once per graph version by
+    :func:`colocation_constraints` and handed to every step's :func:`place`.
+
+    ``group``: node name or ``"@key"`` (a colocation key) -> the id of its group in the whole
+    graph; ``cpu_only``: group id -> ``(op name, op type, reason)`` of the group's first member
+    (in graph order) with no GPU kernel; ``touches``: node name -> the colocation keys of the
+    resources its function attributes use (a ``While`` whose body updates a variable).
+    """
+    group: Mapping[str, str]
+    cpu_only: Mapping[str, tuple]
+    touches: Mapping[str, tuple]
+
+
+def _funcs(node: Node):
+    """The traced functions among ``node``'s attributes (a loop's cond and body)."""
+    for v in (node.attrs or {}).values():
+        if hasattr(v, "owners") and hasattr(v, "nodes") and hasattr(v, "fetches"):
+            yield v
+
+
+def _touched_keys(node: Node, _depth: int = 0) -> tuple:
+    """Colocation keys of the outside resources the ops of ``node``'s functions use, nested
+    functions included: only the ops a function's outputs reach (those its program runs)."""
+    keys: list[str] = []
+    for f in _funcs(node):
+        try:
+            used = prune(f.nodes, list(f.fetches), [], set(f.feeds))
+        except KeyError:  # a malformed function: its nodes miss an input
+            used = f.nodes
+        for n in used.values():
+            if n.colocation and n.colocation in f.owners and n.colocation not in keys:
+                keys.append(n.colocation)
+            if _depth < 16:
+                for k in _touched_keys(n, _depth + 1):
+                    if k not in keys:
+                        keys.append(k)
+    return tuple(keys)
+
+
+def _no_gpu_kernel(node: Node):
+    """``(op name, op type, reason)`` when ``node``'s type has no GPU kernel, else None."""
+    d = registry.get(node.type)
+    if d is None or "GPU" in d.kernels:
+        return None
+    return node.name, d.type, f"no GPU kernel for {d.type}" + (f": {d.cpu_only}"
+                                                               if d.cpu_only else "")
+
+
+def colocation_constraints(all_nodes: Mapping[str, Node]) -> Constraints:
+    """The whole graph's colocation groups and each group's CPU-only member (see
+    :class:`Constraints`); pure, one pass over the graph. An op in no group is left out (it is
+    a group of its own in every step, checked there).
+
+    >>> from tensorvm.graph_def import Node
+    >>> c = colocation_constraints({
+    ...     "v": Node("v", "VariableV2", colocation="v"),
+    ...     "s": Node("s", "AsString", (("v", 0),), colocation="v"),
+    ...     "n": Node("n", "Neg", (("v", 0),))})
+    >>> c.cpu_only[c.group["v"]][:2], "n" in c.group
+    (('s', 'AsString'), False)
+    """
+    uf = _UnionFind()
+    touches: dict[str, tuple] = {}
+    grouped: list[Node] = []
+    for name, n in all_nodes.items():
+        keys = ()
+        if n.attrs:
+            for v in n.attrs.values():
+                if hasattr(v, "owners"):
+                    keys = _touched_keys(n)
+                    break
+        if n.colocation or keys:
+            grouped.append(n)
+            if n.colocation:
+                uf.union(name, "@" + n.colocation)
+            if keys:
+                touches[name] = keys
+                for k in keys:
+                    uf.union(name, "@" + k)
+    for key in [x for x in uf.parent if x[0] == "@"]:  # the op a group is named after
+        owner = all_nodes.get(key[1:])
+        if owner is not None:
+            if owner.name not in uf.parent:
+                grouped.append(owner)
+            uf.union(owner.name, key)
+    cpu_only: dict[str, tuple] = {}
+    for n in grouped:
+        r = uf.find(n.name)
+        if r not in cpu_only:
+            bad = _no_gpu_kernel(n)
+            if bad is not None:
+                cpu_only[r] = bad
+    group = {x: uf.find(x) for x in list(uf.parent)}
+    return Constraints(group, cpu_only, touches)
+
+
 def place(nodes: dict[str, Node], default_device: str = "", *, all_nodes=None,
           gpu_available: bool = False, allow_soft_placement: bool = True,
-          known_tasks: set | None = None, gpus=None) -> dict[str, str]:
+          known_tasks: set | None = None, gpus=None,
+          constraints: Constraints | None = None) -> dict[str, str]:
     """Return ``{node name: full device string}`` for ``nodes``.
 
     ``all_nodes`` (the unpruned graph) resolves colocation roots that pruning removed;
     ``known_tasks`` (a set of ``(job, task)``) rejects devices naming tasks outside the cluster.
     ``gpus`` says how many GPUs each task has: an int (every task alike), a mapping
     ``{(job, task): n}`` (tasks not in it have none), or None (``gpu_available`` decides:
-    any index on any task, or no GPU at all).
+    any index on any task, or no GPU at all). ``constraints`` (from
+    :func:`colocation_constraints` of ``all_nodes``; computed here when not given) says which
+    groups hold a CPU-only op anywhere in the graph: such a group is never put on a GPU.
     """
     return place_explained(nodes, default_device, all_nodes=all_nodes,
                            gpu_available=gpu_available,
                            allow_soft_placement=allow_soft_placement, known_tasks=known_tasks,
-                           gpus=gpus)[0]
+                           gpus=gpus, constraints=constraints)[0]
 
 
 def place_explained(nodes: dict[str, Node], default_device: str = "", *, all_nodes=None,
                     gpu_available: bool = False, allow_soft_placement: bool = True,
-                    known_tasks: set | None = None, gpus=None
+                    known_tasks: set | None = None, gpus=None,
+                    constraints: Constraints | None = None
                     ) -> tuple[dict[str, str], tuple[Fallback, ...]]:
     """:func:`place`, and the :class:`Fallback` of every group soft placement moved to CPU.
 
@@ -91,12 +201,17 @@ def place_explained(nodes: dict[str, Node], default_device: str = "", *, all_nod
     """
     notes: list[Fallback] = []
     all_nodes = all_nodes or nodes
+    if constraints is None:
+        constraints = colocation_constraints(all_nodes)
     default = DeviceSpec.parse(default_device)
     uf = _UnionFind()
+    touches = constraints.touches
     for name, n in nodes.items():
         uf.find(name)
         if n.colocation:
             uf.union(name, "@" + n.colocation)
+        for k in touches.get(name, ()):
+            uf.union(name, "@" + k)
     for name in nodes:  # the op a group is named after belongs to it
         if "@" + name in uf.parent:
             uf.union(name, "@" + name)
@@ -109,6 +224,7 @@ def place_explained(nodes: dict[str, Node], default_device: str = "", *, all_nod
     out: dict[str, str] = {}
     for root, members in groups.items():
         colocs = {nodes[m].colocation for m in members if nodes[m].colocation}
+        colocs.update(k for m in members for k in touches.get(m, ()))
         spec = None
         for c in sorted(colocs):
             owner = all_nodes.get(c)
@@ -138,7 +254,8 @@ def place_explained(nodes: dict[str, Node], default_device: str = "", *, all_nod
                 spec = s.merged_over(spec)
         full = spec.merged_over(default).with_defaults()
         full = _check_device(full, members, nodes, gpu_available, allow_soft_placement,
-                             known_tasks, gpus, notes)
+                             known_tasks, gpus, notes,
+                             _whole_group_cpu_only(members, colocs, constraints))
         dev = full.to_string()
         for m in members:
             out[m] = dev
@@ -183,13 +300,35 @@ def gpus_on(gpus, gpu_available: bool, job: str, task: int) -> int | None:
     raise TypeError(f"gpus must be None, an int or a mapping {{(job, task): n}}, got {gpus!r}")
 
 
-def _no_gpu_reason(spec: DeviceSpec, members, nodes, gpu_available, gpus):
-    """Why the group cannot run on ``spec`` (a GPU device), as (op name, reason), or None."""
+def _whole_group_cpu_only(members, colocs, constraints: Constraints):
+    """The CPU-only op (name, type, reason) of the whole-graph groups the step's group is part
+    of, or None."""
+    if not constraints.cpu_only:
+        return None
+    group, cpu_only = constraints.group, constraints.cpu_only
+    seen = set()
+    for x in [*members, *("@" + c for c in sorted(colocs))]:
+        r = group.get(x)
+        if r is not None and r not in seen:
+            seen.add(r)
+            bad = cpu_only.get(r)
+            if bad is not None:
+                return bad
+    return None
+
+
+def _no_gpu_reason(spec: DeviceSpec, members, nodes, gpu_available, gpus, elsewhere=None):
+    """Why the group cannot run on ``spec`` (a GPU device), as (op name, reason), or None.
+    ``elsewhere``: the CPU-only member of its whole-graph group (maybe not in this step)."""
     for m in members:
         d = registry[nodes[m].type]
         if "GPU" not in d.kernels:
             why = f": {d.cpu_only}" if d.cpu_only else ""
             return m, f"no GPU kernel for {d.type}{why}"
+    if elsewhere is not None:
+        name, op_type, why = elsewhere
+        return members[0], (f"colocated with CPU-only op {name!r} ({op_type}) elsewhere in "
+                            f"the graph: {why}")
     have = gpus_on(gpus, gpu_available, spec.job, spec.task)
     task = f"/job:{spec.job}/replica:{spec.replica}/task:{spec.task}"
     if have == 0:
@@ -201,7 +340,7 @@ def _no_gpu_reason(spec: DeviceSpec, members, nodes, gpu_available, gpus):
 
 
 def _check_device(spec: DeviceSpec, members, nodes, gpu_available, soft, known_tasks,
-                  gpus=None, notes=None):
+                  gpus=None, notes=None, elsewhere=None):
     if known_tasks is not None and (spec.job, spec.task) not in known_tasks:
         n = nodes[members[0]]
         raise InvalidArgumentError(
@@ -209,7 +348,7 @@ def _check_device(spec: DeviceSpec, members, nodes, gpu_available, soft, known_t
             f"a task that is not in the cluster ({sorted(known_tasks)}); created at "
             f"{n.location}")
     if spec.device_type == "GPU":
-        bad = _no_gpu_reason(spec, members, nodes, gpu_available, gpus)
+        bad = _no_gpu_reason(spec, members, nodes, gpu_available, gpus, elsewhere)
         if bad is not None:
             name, why = bad
             if soft:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -29,7 +30,7 @@ from ..graph_def import Node
 from .compile import Plan, compile_plan
 from .optimize import optimize
 from .partition import Partition, partition
-from .place import place_explained
+from .place import Constraints, colocation_constraints, place_explained
 from .prune import prune
 from .stage import stage
 from .unroll import unroll
@@ -98,12 +99,36 @@ def optimize_step(step: Step, fold: bool = True, cse: bool = True) -> Step:
                         targets=tuple(targets))
 
 
+_CONSTRAINTS: list = []  # [(all_nodes, Constraints)], newest last; a few graph versions
+_CONSTRAINTS_KEPT = 8
+_constraints_lock = threading.Lock()
+
+
+def graph_constraints(all_nodes: Mapping[str, Node]) -> Constraints:
+    """:func:`~tensorvm.passes.place.colocation_constraints` of a graph snapshot, computed
+    once per snapshot (the session's snapshot is one object per graph version), so every
+    step of a graph version places each colocation group alike and planning a new fetch set
+    does not walk the whole graph again."""
+    with _constraints_lock:
+        for nodes, c in reversed(_CONSTRAINTS):
+            if nodes is all_nodes:
+                return c
+    c = colocation_constraints(all_nodes)
+    with _constraints_lock:
+        _CONSTRAINTS.append((all_nodes, c))
+        del _CONSTRAINTS[:-_CONSTRAINTS_KEPT]
+    return c
+
+
 def place_step(step: Step, default_device: str = "", gpu_available: bool = False,
                allow_soft_placement: bool = True, known_tasks: set | None = None,
                gpus=None) -> Step:
+    """Place the step's ops; whether a colocation group may run on a GPU is decided on the
+    whole graph (:func:`graph_constraints`), alike for every step of a graph version."""
     devices, fallbacks = place_explained(
         step.nodes, default_device, all_nodes=step.all_nodes, gpu_available=gpu_available,
-        allow_soft_placement=allow_soft_placement, known_tasks=known_tasks, gpus=gpus)
+        allow_soft_placement=allow_soft_placement, known_tasks=known_tasks, gpus=gpus,
+        constraints=graph_constraints(step.all_nodes))
     return step.replace("place", devices=devices, fallbacks=fallbacks)
 
 
