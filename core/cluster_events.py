@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from typing import Self
 
 logger = logging.getLogger("tensorvm")
 
@@ -45,7 +44,7 @@ class Subscription:
         """Stop calling the handler (idempotent)."""
         self._dispatcher._remove(self._token)
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> Subscription:
         return self
 
     def __exit__(self, *exc) -> None:
