@@ -48,12 +48,19 @@ class Node:
         return f"%{self.name} = {self.type}({ins}{ctl}){dev}"
 
 
+class Snapshot(dict):
+    """A graph version's ops as Nodes (a dict that can be weakly referenced, so facts derived
+    from it — the step pipeline's placement constraints — are cached as long as it lives)."""
+
+    __slots__ = ("__weakref__",)
+
+
 def snapshot(graph) -> dict[str, Node]:
     """The graph's ops as Nodes, in creation (topological) order."""
     cache = getattr(graph, "_snapshot_cache", None)
     if cache is not None and cache[0] == graph.version:
         return cache[1]
-    out: dict[str, Node] = {}
+    out: dict[str, Node] = Snapshot()
     for op in graph._ops:
         out[op.name] = Node(
             op.name, op.type, tuple((t.op.name, t.value_index) for t in op.inputs),

@@ -137,3 +137,22 @@ def test_placement_constraints_are_computed_once_per_graph_version(monkeypatch):
             assert len(calls) == 2
     snap = snapshot(g)
     assert step_mod.graph_constraints(snap) is step_mod.graph_constraints(snap)
+
+
+def test_placement_constraints_do_not_keep_a_graph_alive():
+    """The constraints cache holds its snapshots weakly: a graph that is gone leaves no entry
+    (its constants are not kept in memory by planning)."""
+    import gc
+    import weakref as _weakref
+
+    from tensorvm.passes import step as step_mod
+    g = tv.Graph()
+    with g.as_default():
+        tv.constant(np.zeros(1000, np.float32), name="big")
+    snap = snapshot(g)
+    step_mod.graph_constraints(snap)
+    key, alive = id(snap), _weakref.ref(snap)
+    assert key in step_mod._CONSTRAINTS
+    del g, snap
+    gc.collect()
+    assert alive() is None and key not in step_mod._CONSTRAINTS

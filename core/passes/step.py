@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -99,8 +100,9 @@ def optimize_step(step: Step, fold: bool = True, cse: bool = True) -> Step:
                         targets=tuple(targets))
 
 
-_CONSTRAINTS: list = []  # [(all_nodes, Constraints)], newest last; a few graph versions
-_CONSTRAINTS_KEPT = 8
+# snapshot id -> (weak reference to the snapshot, its Constraints): an entry lives as long
+# as its snapshot (a graph's current version), so no graph is kept alive by this cache
+_CONSTRAINTS: dict[int, tuple] = {}
 _constraints_lock = threading.Lock()
 
 
@@ -108,16 +110,27 @@ def graph_constraints(all_nodes: Mapping[str, Node]) -> Constraints:
     """:func:`~tensorvm.passes.place.colocation_constraints` of a graph snapshot, computed
     once per snapshot (the session's snapshot is one object per graph version), so every
     step of a graph version places each colocation group alike and planning a new fetch set
-    does not walk the whole graph again."""
+    does not walk the whole graph again. A mapping that cannot be weakly referenced (a plain
+    dict built by hand) is not cached."""
+    key = id(all_nodes)
     with _constraints_lock:
-        for nodes, c in reversed(_CONSTRAINTS):
-            if nodes is all_nodes:
-                return c
+        hit = _CONSTRAINTS.get(key)
+    if hit is not None and hit[0]() is all_nodes:
+        return hit[1]
     c = colocation_constraints(all_nodes)
+    try:
+        ref = weakref.ref(all_nodes, lambda r, k=key: _forget_constraints(k, r))
+    except TypeError:
+        return c
     with _constraints_lock:
-        _CONSTRAINTS.append((all_nodes, c))
-        del _CONSTRAINTS[:-_CONSTRAINTS_KEPT]
+        _CONSTRAINTS[key] = (ref, c)
     return c
+
+
+def _forget_constraints(key: int, ref) -> None:
+    with _constraints_lock:
+        if _CONSTRAINTS.get(key, (None,))[0] is ref:
+            del _CONSTRAINTS[key]
 
 
 def place_step(step: Step, default_device: str = "", gpu_available: bool = False,
