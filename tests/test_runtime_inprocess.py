@@ -274,3 +274,32 @@ def test_step_values_are_released_after_their_last_reader():
     assert vals[0] is None and vals[1] is None and vals[2] is None
     np.testing.assert_array_equal(vals[3], 5 * x)
     np.testing.assert_array_equal(vals[4], 10 * x)
+
+
+def test_a_scatter_update_writes_in_place_only_when_no_reader_holds_the_value():
+    """A sparse update costs the rows it touches: with no reader holding the table it writes
+    into it; a value someone holds (a fetched read, a step in flight) stays a snapshot."""
+    from tensorvm.ops.state_ops import VariableState
+    g = tv.Graph()
+    with g.as_default():
+        t = tv.Variable(np.zeros((1000, 4), np.float32), name="table")
+        idx = tv.placeholder(tv.int64, [None])
+        upd = tv.placeholder(tv.float32, [None, 4])
+        train = tv.group(tv.scatter_add(t, idx, upd))
+    feed = {idx: np.array([3, 7, 3]), upd: np.ones((3, 4), np.float32)}
+    with tv.Session(graph=g) as s:
+        s.run(t.initializer)
+        s.run(train, feed)
+        state = next(r for m in s._backend.resources._mgrs.values() for r in m._res.values()
+                     if isinstance(r, VariableState) and r.name == "table")
+        held = state.value  # a reader holds the value: the next update copies
+        s.run(train, feed)
+        assert held[3, 0] == 2.0 and state.value[3, 0] == 4.0 and state.value is not held
+        del held
+        buffer = state.value.ctypes.data
+        s.run(train, feed)  # nothing holds it: in place
+        assert state.value.ctypes.data == buffer
+        want = np.zeros((1000, 4), np.float32)
+        np.add.at(want, np.tile([3, 7, 3], 3), 1.0)
+        np.testing.assert_array_equal(s.run(t), want)
+        assert not state.value.flags.writeable  # stored read-only again

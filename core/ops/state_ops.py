@@ -1,8 +1,10 @@
 """Variable ops. A variable is a resource on its device (``VariableState`` in the device's
 ResourceMgr); these ops are colocated with it and are stateful (never folded, merged or
-recomputed). Updates are atomic per variable (one lock each)."""
+recomputed). Updates are atomic per variable (one lock each); reads take the lock too, so a
+scatter update may write in place when no reader holds the value (:func:`sole_holder`)."""
 from __future__ import annotations
 
+import sys
 import threading
 
 import numpy as np
@@ -50,6 +52,37 @@ class VariableState:
                 f"Attempting to use uninitialized value {self.name}")
         return v
 
+    def read_locked(self):
+        """:meth:`read` under the variable's lock: a reader never sees an update that
+        :func:`sole_holder` allowed in place half done (the read op's kernel)."""
+        with self.lock:
+            return self.read()
+
+
+def sole_holder(cur) -> bool:
+    """Whether ``cur``, a variable's value read by an update under the variable's lock, is
+    held by nothing but the variable and the caller: no reader's step in flight, no view, no
+    fetched result (every reader takes its reference under the lock, see
+    :meth:`VariableState.read_locked`). Then the update may write into it instead of copying
+    (a sparse update of a large table costs the rows it touches, not the table). The count
+    of references when nothing else holds it is measured once (:data:`_ALONE`), not assumed:
+    interpreters differ in the references a call takes."""
+    return type(cur) is np.ndarray and cur.flags.owndata and sys.getrefcount(cur) <= _ALONE
+
+
+def _alone() -> int:
+    probe = VariableState("probe", None, None)
+    probe.value = np.empty(1)
+    cur = probe.read()
+    return _count(cur)
+
+
+def _count(cur) -> int:  # sole_holder's own frame shape: the caller's local, one argument
+    return sys.getrefcount(cur)
+
+
+_ALONE = _alone()
+
 
 def _var(ctx, var_name, container, dtype, shape) -> VariableState:
     v = ctx.resources.lookup_or_create(container, var_name,
@@ -83,7 +116,7 @@ def _check_shape(var, value, op_name):
 
 
 def _read_kernel(ctx, *, var_name, container, dtype, shape):
-    return _var(ctx, var_name, container, dtype, shape).read()
+    return _var(ctx, var_name, container, dtype, shape).read_locked()
 
 
 def _assign_kernel(ctx, value, *, var_name, container, dtype, shape, validate_shape=True):
@@ -120,15 +153,25 @@ def _scatter(mode):
             if idx.size and (idx.min() < -n or idx.max() >= n):
                 raise InvalidArgumentError(
                     f"{mode}: indices out of range [0, {n}) for variable {v.name}")
-            # Copy on write: a reader of the old value in flight keeps its snapshot.
-            new = cur.copy()
             upd = xp.asarray(updates, dtype=cur.dtype)
-            if mode == "ScatterAdd":
-                add_at(new, idx, upd)
-            elif mode == "ScatterSub":
-                add_at(new, idx, -upd)
+            # In place when nothing else holds the value (rows touched, not the table); else
+            # copy on write: a reader of the old value in flight keeps its snapshot.
+            in_place = sole_holder(cur)
+            if in_place:
+                cur.flags.writeable = True
+                new = cur
             else:
-                new[idx] = upd
+                new = cur.copy()
+            try:
+                if mode == "ScatterAdd":
+                    add_at(new, idx, upd)
+                elif mode == "ScatterSub":
+                    add_at(new, idx, -upd)
+                else:
+                    new[idx] = upd
+            finally:
+                if in_place:
+                    cur.flags.writeable = False
             return v.set(new)
     return kernel
 
