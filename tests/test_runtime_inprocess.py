@@ -303,3 +303,34 @@ def test_a_scatter_update_writes_in_place_only_when_no_reader_holds_the_value():
         np.add.at(want, np.tile([3, 7, 3], 3), 1.0)
         np.testing.assert_array_equal(s.run(t), want)
         assert not state.value.flags.writeable  # stored read-only again
+
+
+def test_gradient_descent_updates_in_place_with_the_copys_bits():
+    """ApplyGradientDescent writes into the variable's buffer when nothing else holds it
+    (block by block, the same float operations: the same bits as the copy it replaced), and
+    copies when a reader holds the value."""
+    from tensorvm.ops.state_ops import VariableState
+    from tensorvm.ops.training_ops import _CHUNK, apply_gradient_descent
+    rng = np.random.default_rng(0)
+    w0 = rng.normal(size=(_CHUNK // 100 + 7, 300)).astype(np.float32)  # > 1 block, ragged end
+    d = rng.normal(size=w0.shape).astype(np.float32)
+    g = tv.Graph()
+    with g.as_default():
+        w = tv.Variable(w0, name="w")
+        step = tv.group(apply_gradient_descent(w, np.float32(0.1), tv.constant(d)))
+    with tv.Session(graph=g) as s:
+        s.run(w.initializer)
+        state = next(r for m in s._backend.resources._mgrs.values() for r in m._res.values()
+                     if isinstance(r, VariableState) and r.name == "w")
+        held = state.value
+        s.run(step)  # held: a copy
+        assert state.value is not held
+        np.testing.assert_array_equal(held, w0)
+        del held
+        buffer = state.value.ctypes.data
+        s.run(step)  # alone: in place
+        assert state.value.ctypes.data == buffer and not state.value.flags.writeable
+        want = w0
+        for _ in range(2):
+            want = want - np.float32(0.1) * d
+        np.testing.assert_array_equal(s.run(w), want)

@@ -10,8 +10,10 @@ accumulator and variable under both locks; ``ApplyAdagrad`` and ``ApplyAdam`` do
 Adagrad's accumulator and Adam's two moments (their unfused graphs' arithmetic in its order:
 the same bits, tested against the unfused graphs).
 
-The variable is updated copy-on-write, as every tensorvm variable update (see
-:class:`tensorvm.ops.state_ops.VariableState`): a reader holding the old value keeps it.
+The variable is updated copy-on-write (see :class:`tensorvm.ops.state_ops.VariableState`): a
+reader holding the old value keeps it. ``ApplyGradientDescent`` writes in place instead when
+nothing else holds the value (:func:`~tensorvm.ops.state_ops.sole_holder`), block by block,
+with the same bits.
 
 >>> import numpy as np, tensorvm as tv
 >>> w = tv.Variable(np.array([1.0, 2.0], np.float32))
@@ -28,7 +30,7 @@ from ..errors import InvalidArgumentError
 from ..kernels_gpu import array_namespace
 from ..registry import register_op
 from ..tensor_conversion import convert_to_tensor
-from .state_ops import _value_shape, _var
+from .state_ops import _value_shape, _var, sole_holder
 
 __all__: list[str] = []
 
@@ -62,11 +64,35 @@ def _gd_kernel(ctx, alpha, delta, *, var_name, container, dtype, shape):
     with v.lock:
         cur = v.read()
         _check("ApplyGradientDescent", v, cur, "delta", delta)
+        if sole_holder(cur) and cur.flags.c_contiguous:
+            return v.set(_gd_in_place(cur, alpha, delta))
         # (0-d inputs would give a NumPy scalar); on the device of the variable
         new = array_namespace(cur).empty(cur.shape, cur.dtype)
         np.multiply(alpha, delta, out=new)  # the old Mul(lr, grad) ...
         np.subtract(cur, new, out=new)  # ... and AssignSub(var, that), into the same array
         return v.set(new)
+
+
+_CHUNK = 1 << 16  # elements per block of an in-place update (a small temporary, in cache)
+
+
+def _gd_in_place(cur, alpha, delta):
+    """``cur -= alpha * delta`` into the variable's own buffer, nothing else holding it
+    (:func:`~tensorvm.ops.state_ops.sole_holder`), block by block through a small temporary:
+    the same two float operations per element as the copy, so the same bits, without a fresh
+    variable-sized array (page faults) every step."""
+    d = np.ascontiguousarray(delta).reshape(-1)
+    cur.flags.writeable = True
+    flat = cur.reshape(-1)  # (a view made after: writeable too)
+    tmp = np.empty(min(_CHUNK, flat.size), cur.dtype)
+    try:
+        for i in range(0, flat.size, _CHUNK):
+            n = min(_CHUNK, flat.size - i)
+            np.multiply(alpha, d[i:i + n], out=tmp[:n])
+            np.subtract(flat[i:i + n], tmp[:n], out=flat[i:i + n])
+    finally:
+        cur.flags.writeable = False
+    return cur
 
 
 register_op("ApplyGradientDescent", _gd_shape, _gd_kernel, stateful=True, needs_ctx=True,
