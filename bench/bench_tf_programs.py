@@ -25,8 +25,13 @@ another process's load inflates less than the wall clock.
 The checksums of ``cnn`` agree to ~1e-8 after one or two steps and drift apart (~1e-3 after
 20) as float rounding flips ReLU/max-pool decisions; ``mlp`` and ``queue`` agree closely.
 
+Convolutions (``--conv``): tensorvm's ``cnn`` runs on its CPU convolution backend
+(:mod:`tensorvm.ops.nn_conv_accel`): PyTorch's oneDNN kernels when ``torch`` imports, else the
+NumPy ones; ``--conv numpy,torch`` runs a row for each, interleaved, against the same TF runs.
+The table's header names the backend(s).
+
 Run: ``python -m bench.bench_tf_programs [--tf-python /tmp/tfvenv/bin/python] [--rounds 3]
-[--threads 1]``.
+[--threads 1] [--conv auto]``.
 """
 from __future__ import annotations
 
@@ -230,6 +235,27 @@ def _tv_config(tv, threads: int):
     return tv.ConfigProto(intra_op_parallelism_threads=threads) if threads > 1 else None
 
 
+def _conv_backends(spec: str) -> list[str]:
+    """``--conv``: the CPU convolution backends to run ``cnn`` under (each its own row)."""
+    from tensorvm.ops import nn_conv_accel
+    names = [b.strip() for b in spec.split(",") if b.strip()]
+    out = []
+    for b in names:
+        if b not in nn_conv_accel.BACKENDS:
+            raise SystemExit(f"--conv: unknown backend {b!r} (one of {nn_conv_accel.BACKENDS})")
+        nn_conv_accel.set_backend(b)
+        out.append(nn_conv_accel.backend())  # what "auto" / "torch" resolve to here
+    nn_conv_accel.set_backend(None)
+    return list(dict.fromkeys(out))
+
+
+def _conv_label(backend: str) -> str:
+    if backend == "torch":
+        import torch
+        return f"torch {torch.__version__} (oneDNN)"
+    return "numpy (im2col + BLAS)"
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tf-python", default=None, help="an interpreter where tensorflow imports")
@@ -240,31 +266,44 @@ def main(argv=None) -> None:
                          "comparison; 0: TF's default, every core, against tensorvm's "
                          "default)")
     ap.add_argument("--programs", default="mlp,cnn,queue")
+    ap.add_argument("--conv", default="auto",
+                    help="tensorvm's CPU convolution backends for cnn, comma-separated, each "
+                         "a row: auto (torch when it imports), numpy, torch (default auto)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         return _child()
     import tensorvm as tv
+    from tensorvm.ops import nn_conv_accel
     progs = args.programs.split(",")
+    backends = _conv_backends(args.conv)
+    # rows: (label, program, conv backend); cnn gets one per backend, the TF column shared
+    rows = [(f"{p}[{b}]" if p == "cnn" and len(backends) > 1 else p, p, b)
+            for p in progs for b in (backends if p == "cnn" else backends[:1])]
     ref = _TFChild(args.tf_python, args.threads) if args.tf_python else None
-    times: dict = {p: {"tensorvm": [], "ref": []} for p in progs}
-    cpus: dict = {p: {"tensorvm": [], "ref": []} for p in progs}
-    sums: dict = {p: {} for p in progs}
+    times: dict = {r[0]: {"tensorvm": [], "ref": []} for r in rows}
+    cpus: dict = {r[0]: {"tensorvm": [], "ref": []} for r in rows}
+    sums: dict = {r[0]: {} for r in rows}
     for _ in range(args.rounds):
         for p in progs:
-            r = run_program(tv, p, STEPS[p], _tv_config(tv, args.threads))
-            times[p]["tensorvm"].append(r["seconds"])
-            cpus[p]["tensorvm"].append(r["cpu"])
-            sums[p]["tensorvm"] = r["checksum"]
+            mine = [r for r in rows if r[1] == p]
+            for label, _, b in mine:
+                nn_conv_accel.set_backend(b)
+                r = run_program(tv, p, STEPS[p], _tv_config(tv, args.threads))
+                times[label]["tensorvm"].append(r["seconds"])
+                cpus[label]["tensorvm"].append(r["cpu"])
+                sums[label]["tensorvm"] = r["checksum"]
+            nn_conv_accel.set_backend(None)
             if ref is not None:
                 r = ref.run(p)
             elif p == "mlp":
                 r = numpy_mlp(STEPS[p])
             else:
                 continue
-            times[p]["ref"].append(r["seconds"])
-            cpus[p]["ref"].append(r["cpu"])
-            sums[p]["ref"] = r["checksum"]
+            for label, _, _ in mine:
+                times[label]["ref"].append(r["seconds"])
+                cpus[label]["ref"].append(r["cpu"])
+                sums[label]["ref"] = r["checksum"]
     if ref is not None:
         ref.close()
     who = f"TF {ref.version}" if ref is not None else "NumPy"
@@ -272,26 +311,27 @@ def main(argv=None) -> None:
         "TF: every core, tensorvm: its default"
     print(f"training loops, ms per step: median (min) of {args.rounds} interleaved rounds, and "
           f"CPU ms per step (median); tensorvm in process vs {who}; {thr}")
-    print(f"{'program':8} {'steps':>5} {'tensorvm':>15} {'cpu':>6} {who:>15} {'cpu':>6} "
+    print("tensorvm's CPU convolutions: " + ", ".join(_conv_label(b) for b in backends))
+    print(f"{'program':12} {'steps':>5} {'tensorvm':>15} {'cpu':>6} {who:>15} {'cpu':>6} "
           f"{'ratio':>6} {'(min)':>6}  checksums")
 
     def ms(v, n):
         return statistics.median(v) * 1e3 / n, min(v) * 1e3 / n
 
-    for p in progs:
+    for label, p, _ in rows:
         n = STEPS[p]
-        tv_med, tv_min = ms(times[p]["tensorvm"], n)
-        tv_cpu = statistics.median(cpus[p]["tensorvm"]) * 1e3 / n
-        line = f"{p:8} {n:5d} {tv_med:8.2f} ({tv_min:5.2f}) {tv_cpu:6.2f} "
-        if times[p]["ref"]:
-            r_med, r_min = ms(times[p]["ref"], n)
-            rc = [c for c in cpus[p]["ref"] if c is not None]
+        tv_med, tv_min = ms(times[label]["tensorvm"], n)
+        tv_cpu = statistics.median(cpus[label]["tensorvm"]) * 1e3 / n
+        line = f"{label:12} {n:5d} {tv_med:8.2f} ({tv_min:5.2f}) {tv_cpu:6.2f} "
+        if times[label]["ref"]:
+            r_med, r_min = ms(times[label]["ref"], n)
+            rc = [c for c in cpus[label]["ref"] if c is not None]
             r_cpu = f"{statistics.median(rc) * 1e3 / n:6.2f}" if rc else f"{'-':>6}"
             line += f"{r_med:8.2f} ({r_min:5.2f}) {r_cpu} {tv_med / r_med:6.2f} " \
                     f"{tv_min / r_min:6.2f}"
         else:
             line += f"{'-':>15} {'-':>6} {'-':>6} {'-':>6}"
-        line += f"  {sums[p].get('tensorvm'):.6g} / {sums[p].get('ref', float('nan')):.6g}"
+        line += f"  {sums[label].get('tensorvm'):.6g} / {sums[label].get('ref', float('nan')):.6g}"
         print(line)
 
 

@@ -37,6 +37,7 @@ from ..kernels_gpu import array_namespace
 from ..op_def_library import apply_op
 from ..registry import register_op
 from ..tensor_conversion import convert_to_tensor
+from . import nn_conv_accel as _accel
 
 __all__: list[str] = []
 
@@ -262,6 +263,8 @@ def _conv_shape(inputs, attrs):
 
 
 def _conv_kernel(x, f, strides, padding, data_format, dilations):
+    if _accel.wants(x, f):  # oneDNN through PyTorch, when installed (nn_conv_accel)
+        return _accel.conv2d(x, f, strides, padding, data_format, dilations)
     x = _nhwc(x, data_format)
     kh, kw = f.shape[:2]
     sh, sw, dh, dw, oh, ow, ph, pw = _geometry(x, kh, kw, strides, padding, data_format,
@@ -281,6 +284,8 @@ def _conv_kernel(x, f, strides, padding, data_format, dilations):
 
 def _conv_backprop_input_kernel(x, f, g, strides, padding, data_format, dilations):
     """d(conv2d)/d(input) for input ``x`` (only its shape is used)."""
+    if _accel.wants(x, f, g):
+        return _accel.conv2d_backprop_input(x, f, g, strides, padding, data_format, dilations)
     xs = _nhwc(x, data_format).shape
     g = _nhwc(g, data_format)
     kh, kw = f.shape[:2]
@@ -356,6 +361,8 @@ def _conv_backprop_input_taps(g, f, xs, sh, sw, dh, dw, oh, ow, ph, pw):
 
 def _conv_backprop_filter_kernel(x, f, g, strides, padding, data_format, dilations):
     """d(conv2d)/d(filter) for filter ``f`` (only its shape is used)."""
+    if _accel.wants(x, f, g):
+        return _accel.conv2d_backprop_filter(x, f, g, strides, padding, data_format, dilations)
     x = _nhwc(x, data_format)
     g = _nhwc(g, data_format)
     kh, kw = f.shape[:2]

@@ -1,0 +1,218 @@
+"""The optional PyTorch (oneDNN) CPU convolutions (:mod:`tensorvm.ops.nn_conv_accel`) against
+the NumPy kernels: strides, padding (uneven SAME included), dilations, NHWC/NCHW, float32 (the
+accelerated dtype) and float64 (kept on NumPy), numeric gradients through a session, the
+backend choice, and torch's threads. Without torch the tests that need it skip (the choice
+logic is tested either way)."""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import tensorvm as tv
+from opcheck import check_gradients
+from tensorvm import threads
+from tensorvm.ops import nn_conv, nn_conv_accel
+
+RNG = np.random.default_rng(11)
+
+try:
+    import torch
+except ImportError:  # the tests that need it skip, with the reason
+    torch = None
+needs_torch = pytest.mark.skipif(
+    torch is None, reason="PyTorch is not installed (pip install 'tensorvm[cpu-accel]'): the "
+                          "accelerated CPU convolutions are not used here")
+
+
+@pytest.fixture
+def backend(monkeypatch):
+    """Choose a backend for one test (and leave the process's choice as it was)."""
+    monkeypatch.delenv(nn_conv_accel.ENV, raising=False)
+    yield nn_conv_accel.set_backend
+    nn_conv_accel.set_backend(None)
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """Count the calls that reach the torch kernels."""
+    seen = {"conv2d": 0, "conv2d_backprop_input": 0, "conv2d_backprop_filter": 0}
+    for name in seen:
+        real = getattr(nn_conv_accel, name)
+
+        def spy(*a, _real=real, _name=name, **kw):
+            seen[_name] += 1
+            return _real(*a, **kw)
+        monkeypatch.setattr(nn_conv_accel, name, spy)
+    return seen
+
+
+CASES = [  # x NHWC shape, filter (kh, kw, out), strides, dilations, padding
+    ((2, 7, 6, 3), (3, 3, 4), (1, 1), (1, 1), "SAME"),
+    ((2, 7, 6, 3), (2, 4, 4), (1, 1), (1, 1), "SAME"),  # uneven SAME padding
+    ((1, 8, 9, 2), (3, 2, 5), (1, 1), (1, 1), "VALID"),
+    ((1, 9, 8, 2), (3, 3, 3), (1, 1), (2, 3), "SAME"),
+    ((1, 9, 8, 2), (2, 3, 3), (1, 1), (2, 1), "VALID"),
+    ((3, 12, 12, 1), (5, 5, 8), (1, 1), (1, 1), "SAME"),  # mnist_deep's first layer, small
+    ((1, 7, 6, 2), (3, 3, 4), (2, 2), (1, 1), "SAME"),
+    ((1, 8, 7, 2), (3, 2, 4), (2, 3), (1, 1), "VALID"),
+    ((2, 8, 8, 3), (4, 4, 2), (2, 2), (1, 1), "SAME"),  # uneven SAME with strides
+]
+
+
+def _attrs(s, d, padding, df):
+    if df == "NHWC":
+        return {"strides": (1, *s, 1), "padding": padding, "data_format": df,
+                "dilations": (1, *d, 1)}
+    return {"strides": (1, 1, *s), "padding": padding, "data_format": df,
+            "dilations": (1, 1, *d)}
+
+
+def _three(x, f, g, attrs):
+    return (nn_conv._conv_kernel(x, f, **attrs),
+            nn_conv._conv_backprop_input_kernel(x, f, g, **attrs),
+            nn_conv._conv_backprop_filter_kernel(x, f, g, **attrs))
+
+
+@needs_torch
+@pytest.mark.parametrize("xs,k,s,d,padding", CASES)
+@pytest.mark.parametrize("df", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_torch_kernels_match_numpy(backend, calls, xs, k, s, d, padding, df, dtype):
+    x = RNG.standard_normal(xs).astype(dtype)
+    if df == "NCHW":
+        x = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    f = RNG.standard_normal((k[0], k[1], xs[3], k[2])).astype(dtype)
+    attrs = _attrs(s, d, padding, df)
+    backend("numpy")
+    y0 = nn_conv._conv_kernel(x, f, **attrs)
+    g = RNG.standard_normal(y0.shape).astype(dtype)
+    want = _three(x, f, g, attrs)
+    assert calls == dict.fromkeys(calls, 0)
+    backend("torch")
+    got = _three(x, f, g, attrs)
+    # float32 runs on torch; float64 stays on NumPy (oneDNN has no float64 kernels)
+    assert set(calls.values()) == ({1} if dtype == np.float32 else {0})
+    for name, a, b in zip(("conv2d", "input grad", "filter grad"), got, want):
+        assert a.dtype == dtype and a.shape == b.shape, name
+        scale = max(1.0, float(np.abs(b).max()))
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5 * scale, err_msg=name)
+
+
+@needs_torch
+def test_read_only_inputs_and_shape_only_dummies(backend, calls):
+    """Fed arrays may be read-only, and a gradient op's shape-only input a zero-strided
+    dummy (constant folding): torch gets a copy, or only the shape."""
+    x = RNG.standard_normal((2, 6, 5, 3)).astype(np.float32)
+    f = RNG.standard_normal((3, 3, 3, 4)).astype(np.float32)
+    attrs = _attrs((1, 1), (1, 1), "SAME", "NHWC")
+    backend("numpy")
+    g = RNG.standard_normal((2, 6, 5, 4)).astype(np.float32)
+    want = _three(x, f, g, attrs)
+    backend("torch")
+    for a in (x, f, g):
+        a.flags.writeable = False
+    dummy_x = np.broadcast_to(np.float32(0), x.shape)
+    dummy_f = np.broadcast_to(np.float32(0), f.shape)
+    got = (nn_conv._conv_kernel(x, f, **attrs),
+           nn_conv._conv_backprop_input_kernel(dummy_x, f, g, **attrs),
+           nn_conv._conv_backprop_filter_kernel(x, dummy_f, g, **attrs))
+    assert set(calls.values()) == {1}
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4)
+
+
+@needs_torch
+@pytest.mark.parametrize("df", ["NHWC", "NCHW"])
+def test_numeric_gradients_on_torch(backend, calls, df):
+    """Gradients through a session, float32 on torch, against central differences (exact
+    for the bilinear conv and the quadratic second-order build, so a large eps is fine)."""
+    backend("torch")
+    shape = (1, 6, 5, 2) if df == "NHWC" else (1, 2, 6, 5)
+    x, f = RNG.standard_normal(shape).astype(np.float32), \
+        RNG.standard_normal((3, 2, 2, 3)).astype(np.float32)
+    st = [1, 2, 2, 1] if df == "NHWC" else [1, 1, 2, 2]
+    check_gradients(lambda a, b: tv.nn.conv2d(a, b, st, "SAME", data_format=df), x, f,
+                    eps=0.5, rtol=1e-3, atol=1e-3)
+    assert calls["conv2d"] and calls["conv2d_backprop_input"] and \
+        calls["conv2d_backprop_filter"]
+
+    def second(a, b):  # d/da of sum(conv^2): its gradient runs all three kernels
+        y = tv.nn.conv2d(a, b, [1, 1, 1, 1], "SAME", data_format=df)
+        return tv.gradients(tv.reduce_sum(y * y), a)[0]
+    check_gradients(second, x, f, eps=0.5, rtol=1e-3, atol=1e-3)
+
+
+@needs_torch
+def test_runtime_depth_mismatch_is_invalid_argument(backend):
+    backend("torch")
+    x = tv.placeholder(tv.float32, [None, None, None, None])
+    y = tv.nn.conv2d(x, tv.constant(np.ones((3, 3, 2, 4), np.float32)), [1, 1, 1, 1], "SAME")
+    with tv.Session() as sess, pytest.raises(tv.errors.InvalidArgumentError,
+                                             match="in_channels"):
+        sess.run(y, {x: np.ones((1, 5, 5, 3), np.float32)})
+
+
+@needs_torch
+def test_torch_threads_follow_the_intra_op_setting(backend):
+    backend("torch")
+    x = RNG.standard_normal((1, 5, 5, 2)).astype(np.float32)
+    f = RNG.standard_normal((3, 3, 2, 2)).astype(np.float32)
+    attrs = _attrs((1, 1), (1, 1), "SAME", "NHWC")
+    try:
+        threads.set_intra_op_threads(2)
+        nn_conv._conv_kernel(x, f, **attrs)
+        assert torch.get_num_threads() == 2
+    finally:
+        threads.set_intra_op_threads(None)
+    nn_conv._conv_kernel(x, f, **attrs)
+    assert torch.get_num_threads() == threads.intra_op_threads() == 1
+
+
+# ---- the choice (no torch needed) --------------------------------------------------------------
+def test_backend_choice(backend, monkeypatch, caplog):
+    assert nn_conv_accel.backend() == ("torch" if torch is not None else "numpy")
+    monkeypatch.setenv(nn_conv_accel.ENV, "numpy")
+    assert nn_conv_accel.backend() == "numpy"
+    backend("auto")  # set_backend wins over the environment
+    assert nn_conv_accel.backend() == ("torch" if torch is not None else "numpy")
+    backend(None)
+    monkeypatch.setenv(nn_conv_accel.ENV, "mkl")
+    with caplog.at_level(logging.WARNING, logger="tensorvm"):
+        nn_conv_accel._warned.discard(("env", "mkl"))
+        nn_conv_accel.backend()
+    assert "ignoring TENSORVM_CPU_CONV='mkl'" in caplog.text
+    with pytest.raises(ValueError, match="must be one of"):
+        nn_conv_accel.set_backend("cudnn")
+
+
+def test_without_torch_the_numpy_kernels_run(backend, monkeypatch, calls, caplog):
+    """torch absent (or failing to import): every backend resolves to NumPy, asking for torch
+    warns once with the install hint, and a convolution gives the NumPy result."""
+    monkeypatch.setattr(nn_conv_accel, "_torch", False)
+    monkeypatch.setattr(nn_conv_accel, "_warned", set())
+    assert not nn_conv_accel.available()
+    backend("torch")
+    with caplog.at_level(logging.WARNING, logger="tensorvm"):
+        assert nn_conv_accel.backend() == "numpy"
+        assert nn_conv_accel.backend() == "numpy"
+    assert caplog.text.count("tensorvm[cpu-accel]") == 1
+    x = np.arange(16, dtype=np.float32).reshape(1, 4, 4, 1)
+    f = np.ones((2, 2, 1, 1), np.float32)
+    y = nn_conv._conv_kernel(x, f, **_attrs((1, 1), (1, 1), "VALID", "NHWC"))
+    np.testing.assert_array_equal(y[0, :, :, 0], [[10, 14, 18], [26, 30, 34], [42, 46, 50]])
+    assert calls["conv2d"] == 0
+
+
+def test_only_float32_host_arrays_qualify(backend):
+    backend("auto")
+    a32 = np.ones((1, 2, 2, 1), np.float32)
+    expect = torch is not None
+    assert nn_conv_accel.wants(a32, a32) is expect
+    assert not nn_conv_accel.wants(a32, a32.astype(np.float64))
+    assert not nn_conv_accel.wants(a32.astype(np.float16), a32.astype(np.float16))
+    assert not nn_conv_accel.wants(np.ones((0, 2, 2, 1), np.float32), a32)
+    assert not nn_conv_accel.wants(a32.astype(">f4"), a32)  # non-native byte order
+    assert not nn_conv_accel.wants(a32.tolist(), a32)  # not an ndarray (a device array)
+    backend("numpy")
+    assert not nn_conv_accel.wants(a32, a32)
