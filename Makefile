@@ -11,7 +11,7 @@ $(PY):
 	$(PY) -m pip install -q --upgrade pip
 
 $(STAMP): $(PY) pyproject.toml
-	$(PY) -m pip install -q -e ".[test,s3,bench]"
+	$(PY) -m pip install -q -e ".[test,s3,bench,cpu-accel]"
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -25,13 +25,14 @@ another process's load inflates less than the wall clock.
 The checksums of ``cnn`` agree to ~1e-8 after one or two steps and drift apart (~1e-3 after
 20) as float rounding flips ReLU/max-pool decisions; ``mlp`` and ``queue`` agree closely.
 
-Convolutions (``--conv``): tensorvm's ``cnn`` runs on its CPU convolution backend
-(:mod:`tensorvm.ops.nn_conv_accel`): PyTorch's oneDNN kernels when ``torch`` imports, else the
-NumPy ones; ``--conv numpy,torch`` runs a row for each, interleaved, against the same TF runs.
-The table's header names the backend(s).
+CPU kernels (``--kernels``): tensorvm runs its float convolutions and large matrix products on
+its optional CPU backend (:mod:`tensorvm.cpu_accel`): PyTorch's oneDNN/MKL kernels when
+``torch`` imports (``pip install 'tensorvm[cpu-accel]'``), else the NumPy ones;
+``--kernels numpy,torch`` runs a row for each, interleaved, against the same TF runs. The
+table's header names the backend(s).
 
 Run: ``python -m bench.bench_tf_programs [--tf-python /tmp/tfvenv/bin/python] [--rounds 3]
-[--threads 1] [--conv auto]``.
+[--threads 1] [--kernels auto]``.
 """
 from __future__ import annotations
 
@@ -235,25 +236,25 @@ def _tv_config(tv, threads: int):
     return tv.ConfigProto(intra_op_parallelism_threads=threads) if threads > 1 else None
 
 
-def _conv_backends(spec: str) -> list[str]:
-    """``--conv``: the CPU convolution backends to run ``cnn`` under (each its own row)."""
-    from tensorvm.ops import nn_conv_accel
+def _kernel_backends(spec: str) -> list[str]:
+    """``--kernels``: the CPU kernel backends to run tensorvm under (each its own row)."""
+    from tensorvm import cpu_accel
     names = [b.strip() for b in spec.split(",") if b.strip()]
     out = []
     for b in names:
-        if b not in nn_conv_accel.BACKENDS:
-            raise SystemExit(f"--conv: unknown backend {b!r} (one of {nn_conv_accel.BACKENDS})")
-        nn_conv_accel.set_backend(b)
-        out.append(nn_conv_accel.backend())  # what "auto" / "torch" resolve to here
-    nn_conv_accel.set_backend(None)
+        if b not in cpu_accel.BACKENDS:
+            raise SystemExit(f"--kernels: unknown backend {b!r} (one of {cpu_accel.BACKENDS})")
+        cpu_accel.set_backend(b)
+        out.append(cpu_accel.backend())  # what "auto" / "torch" resolve to here
+    cpu_accel.set_backend(None)
     return list(dict.fromkeys(out))
 
 
-def _conv_label(backend: str) -> str:
+def _kernel_label(backend: str) -> str:
     if backend == "torch":
         import torch
-        return f"torch {torch.__version__} (oneDNN)"
-    return "numpy (im2col + BLAS)"
+        return f"torch {torch.__version__} (oneDNN convolutions, MKL products)"
+    return "numpy (OpenBLAS)"
 
 
 def main(argv=None) -> None:
@@ -266,20 +267,19 @@ def main(argv=None) -> None:
                          "comparison; 0: TF's default, every core, against tensorvm's "
                          "default)")
     ap.add_argument("--programs", default="mlp,cnn,queue")
-    ap.add_argument("--conv", default="auto",
-                    help="tensorvm's CPU convolution backends for cnn, comma-separated, each "
-                         "a row: auto (torch when it imports), numpy, torch (default auto)")
+    ap.add_argument("--kernels", "--conv", default="auto", dest="kernels",
+                    help="tensorvm's CPU kernel backends, comma-separated, each a row: auto "
+                         "(torch when it imports), numpy, torch (default auto)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         return _child()
     import tensorvm as tv
-    from tensorvm.ops import nn_conv_accel
+    from tensorvm import cpu_accel
     progs = args.programs.split(",")
-    backends = _conv_backends(args.conv)
-    # rows: (label, program, conv backend); cnn gets one per backend, the TF column shared
-    rows = [(f"{p}[{b}]" if p == "cnn" and len(backends) > 1 else p, p, b)
-            for p in progs for b in (backends if p == "cnn" else backends[:1])]
+    backends = _kernel_backends(args.kernels)
+    # rows: (label, program, kernel backend), one per backend, the TF column shared
+    rows = [(f"{p}[{b}]" if len(backends) > 1 else p, p, b) for p in progs for b in backends]
     ref = _TFChild(args.tf_python, args.threads) if args.tf_python else None
     times: dict = {r[0]: {"tensorvm": [], "ref": []} for r in rows}
     cpus: dict = {r[0]: {"tensorvm": [], "ref": []} for r in rows}
@@ -288,12 +288,12 @@ def main(argv=None) -> None:
         for p in progs:
             mine = [r for r in rows if r[1] == p]
             for label, _, b in mine:
-                nn_conv_accel.set_backend(b)
+                cpu_accel.set_backend(b)
                 r = run_program(tv, p, STEPS[p], _tv_config(tv, args.threads))
                 times[label]["tensorvm"].append(r["seconds"])
                 cpus[label]["tensorvm"].append(r["cpu"])
                 sums[label]["tensorvm"] = r["checksum"]
-            nn_conv_accel.set_backend(None)
+            cpu_accel.set_backend(None)
             if ref is not None:
                 r = ref.run(p)
             elif p == "mlp":
@@ -311,7 +311,7 @@ def main(argv=None) -> None:
         "TF: every core, tensorvm: its default"
     print(f"training loops, ms per step: median (min) of {args.rounds} interleaved rounds, and "
           f"CPU ms per step (median); tensorvm in process vs {who}; {thr}")
-    print("tensorvm's CPU convolutions: " + ", ".join(_conv_label(b) for b in backends))
+    print("tensorvm's CPU kernels: " + ", ".join(_kernel_label(b) for b in backends))
     print(f"{'program':12} {'steps':>5} {'tensorvm':>15} {'cpu':>6} {who:>15} {'cpu':>6} "
           f"{'ratio':>6} {'(min)':>6}  checksums")
 

@@ -135,10 +135,15 @@ def intra_op_threads() -> int:
 
 
 def matmul(a, b):
-    """``a @ b`` for 2-D float arrays, cut by rows of ``a`` over the intra-op pool when the
-    product is large (each block one BLAS call writing its rows of the result in place)."""
+    """``a @ b`` for 2-D float arrays: a large product runs in MKL when PyTorch is installed
+    (:mod:`tensorvm.cpu_accel`, with its own intra-op threads), else it is cut by rows of ``a``
+    over the intra-op pool (each block one BLAS call writing its rows of the result in
+    place)."""
     import numpy as np
+    from . import cpu_accel
     n = intra_op_threads()
+    if cpu_accel.wants_matmul(a, b):
+        return cpu_accel.matmul(a, b, n)
     m = a.shape[0]
     if n < 2 or m < 2 * n or m * a.shape[1] * b.shape[1] < MIN_PARALLEL_MACS:
         return a @ b

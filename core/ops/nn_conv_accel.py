@@ -1,29 +1,19 @@
-"""An optional CPU convolution backend: PyTorch's oneDNN kernels, when ``torch`` is installed.
+"""Conv2D and its gradients on PyTorch's oneDNN kernels (the optional CPU backend,
+:mod:`tensorvm.cpu_accel`).
 
 The NumPy kernels of :mod:`tensorvm.ops.nn_conv` (im2col blocks + OpenBLAS) reach about half
 of TF's speed on mnist_deep's convolutions (issue 14, item 10): TF runs oneDNN's direct
-convolutions, which pack nothing and copy no windows. PyTorch ships the same library for the
-CPU, so when it imports (``pip install tensorvm[cpu-accel]``), ``Conv2D``,
-``Conv2DBackpropInput`` and ``Conv2DBackpropFilter`` of float32 NumPy arrays run through it:
-``torch.from_numpy`` wraps the arrays without a copy, an NHWC array seen as NCHW is PyTorch's
-``channels_last`` layout (what oneDNN prefers), and the results come back as NumPy arrays in
-the op's own data format. It is never a dependency: without torch the NumPy kernels run.
+convolutions, which pack nothing and copy no windows. With the torch backend chosen,
+``Conv2D``, ``Conv2DBackpropInput`` and ``Conv2DBackpropFilter`` of float32 NumPy arrays run
+here: ``torch.from_numpy`` wraps the arrays without a copy, an NHWC array seen as NCHW is
+PyTorch's ``channels_last`` layout (what oneDNN prefers), and the results come back as NumPy
+arrays in the op's own data format.
 
-Which backend runs (:func:`backend`): :func:`set_backend` if called, else the environment
-variable ``TENSORVM_CPU_CONV`` (a worker process inherits it), else ``"auto"``:
-
-* ``"numpy"`` — always the NumPy kernels;
-* ``"torch"`` — PyTorch's (a warning, once, and the NumPy kernels if torch does not import);
-* ``"auto"`` — PyTorch's when torch imports (imported lazily, at the first convolution).
-
-Only float32 host arrays go to PyTorch: oneDNN has no float64 convolutions, and PyTorch's
-float64 fallback (its own im2col) measured 1.8-3.6x slower than the NumPy kernels on
-mnist_deep's second layer; other dtypes, empty arrays and device (CuPy) arrays keep the NumPy
-(one-source) kernels. Results are not bit-equal to the NumPy kernels (another summation
-order): they agree to float32 rounding (``tests/test_conv_accel.py``).
-
-PyTorch's intra-op threads follow tensorvm's (:func:`tensorvm.threads.intra_op_threads`, 1
-unless ``ConfigProto(intra_op_parallelism_threads=N)``), checked before every call.
+Only float32 host arrays come here: oneDNN has no float64 convolutions, and PyTorch's float64
+fallback (its own im2col) measured 1.8-3.6x slower than the NumPy kernels on mnist_deep's
+second layer; other dtypes, empty arrays and device (CuPy) arrays keep the NumPy (one-source)
+kernels. Results are not bit-equal to the NumPy kernels (another summation order): they agree
+to float32 rounding (``tests/test_conv_accel.py``).
 
 Padding as TF: "SAME"'s odd total puts the extra row/column after; PyTorch pads both sides
 alike, so an uneven padding is done on the array (a copy) before the call, and the input
@@ -31,7 +21,7 @@ gradient is cropped from the padded one.
 
 >>> import numpy as np
 >>> x = np.ones((1, 3, 3, 1), np.float32); f = np.ones((2, 2, 1, 1), np.float32)
->>> out = conv2d(x, f, [1, 1, 1, 1], "VALID", "NHWC", [1, 1, 1, 1]) if available() else \\
+>>> out = conv2d(x, f, [1, 1, 1, 1], "VALID", "NHWC", [1, 1, 1, 1]) if wants(x, f) else \\
 ...     np.full((1, 2, 2, 1), 4, np.float32)
 >>> out[0, :, :, 0]
 array([[4., 4.],
@@ -39,111 +29,35 @@ array([[4., 4.],
 """
 from __future__ import annotations
 
-import logging
-import os
-import threading
-
 import numpy as np
 
-from .. import threads
+from .. import cpu_accel, threads
 from ..errors import InvalidArgumentError
 
 __all__ = [
-    "ENV",
-    "available",
-    "backend",
     "conv2d",
     "conv2d_backprop_filter",
     "conv2d_backprop_input",
-    "set_backend",
     "wants",
 ]
 
-_log = logging.getLogger("tensorvm")
-
-ENV = "TENSORVM_CPU_CONV"
-BACKENDS = ("auto", "numpy", "torch")
-
-_lock = threading.Lock()
-_torch = None  # the torch module once imported; False: it does not import
-_chosen: str | None = None  # set_backend
-_warned: set = set()
-
-
-def _load():
-    """torch, imported once (False when it is not installed or fails to import)."""
-    global _torch
-    if _torch is None:
-        with _lock:
-            if _torch is None:
-                try:
-                    import torch
-                    _torch = torch
-                except Exception as e:  # noqa: BLE001 - absent or broken: the NumPy kernels
-                    _log.debug("tensorvm: torch does not import (%s); NumPy convolutions", e)
-                    _torch = False
-    return _torch
-
-
-def available() -> bool:
-    """Whether PyTorch imports here (the first call imports it)."""
-    return bool(_load())
-
-
-def set_backend(name: str | None) -> None:
-    """Choose the CPU convolution backend: ``"auto"``, ``"numpy"`` or ``"torch"`` (``None``:
-    back to ``TENSORVM_CPU_CONV``, else ``"auto"``)."""
-    global _chosen
-    if name is not None and name not in BACKENDS:
-        raise ValueError(f"CPU convolution backend must be one of {BACKENDS}, got {name!r}")
-    _chosen = name
-
-
-def _warn_once(key, msg, *args):
-    if key not in _warned:
-        _warned.add(key)
-        _log.warning(msg, *args)
-
-
-def backend() -> str:
-    """The backend float32 CPU convolutions run on now: ``"torch"`` or ``"numpy"``."""
-    want = _chosen or os.environ.get(ENV, "").strip().lower() or "auto"
-    if want == "numpy":
-        return "numpy"
-    if want not in BACKENDS:
-        _warn_once(("env", want), "tensorvm: ignoring %s=%r (expected one of %s)", ENV, want,
-                   ", ".join(BACKENDS))
-    if _load():
-        return "torch"
-    if want == "torch":
-        _warn_once("absent", "tensorvm: %s=torch but torch does not import; NumPy "
-                   "convolutions (pip install 'tensorvm[cpu-accel]')", ENV)
-    return "numpy"
+_F32 = np.dtype(np.float32)
 
 
 def wants(*arrays) -> bool:
     """Whether a convolution of these arrays runs here: float32, non-empty host (NumPy)
-    arrays in native byte order, and the torch backend chosen."""
+    arrays in native byte order, and the torch backend chosen (:func:`cpu_accel.backend`)."""
     for a in arrays:
-        if type(a) is not np.ndarray or a.dtype != np.float32 or a.size == 0:
+        if type(a) is not np.ndarray or a.dtype != _F32 or a.size == 0:
             return False
-    return backend() == "torch"
+    return cpu_accel.backend() == "torch"
 
 
 # ---- the calls -----------------------------------------------------------------------------
-def _sync_threads(torch) -> None:
-    """torch's intra-op threads := tensorvm's (one C call when they already agree)."""
-    n = threads.intra_op_threads()
-    if torch.get_num_threads() != n:
-        torch.set_num_threads(n)
-
-
 def _tensor(torch, a, df):
-    """``a`` (NHWC or NCHW) as an NCHW torch tensor over the same memory (NHWC: channels_last);
-    copied only if torch cannot share it (read-only, negative strides)."""
-    if not a.flags.writeable or any(s < 0 for s in a.strides):
-        a = np.array(a)
-    t = torch.from_numpy(a)
+    """``a`` (NHWC or NCHW) as an NCHW torch tensor over the same memory (NHWC: channels_last;
+    read-only arrays shared too: torch only reads them)."""
+    t = cpu_accel.to_torch(torch, a)
     return t if df == "NCHW" else t.permute(0, 3, 1, 2)
 
 
@@ -197,20 +111,20 @@ def _even(ph, pw):
 
 def conv2d(x, f, strides, padding, data_format, dilations):
     """``Conv2D`` of float32 ``x`` (``data_format``) and an HWIO filter ``f``."""
-    torch = _load()
+    torch = cpu_accel.torch()
     st, di, ph, pw = _geometry(x.shape, f.shape, strides, padding, data_format, dilations)
     if _even(ph, pw):
         pad = [ph[0], pw[0]]
     else:
         x, pad = _pad(x, ph, pw, data_format), [0, 0]
-    _sync_threads(torch)
+    cpu_accel.sync_threads(torch, threads.intra_op_threads())
     out = torch.nn.functional.conv2d(_tensor(torch, x, data_format), _filter(torch, f), None,
                                      st, pad, di)
     return _numpy(out, data_format)
 
 
 def _backward(torch, xt, f, g, st, di, pad, data_format, mask):
-    _sync_threads(torch)
+    cpu_accel.sync_threads(torch, threads.intra_op_threads())
     gt = _tensor(torch, g, data_format)
     ft = _filter(torch, f, values=mask[0])  # the input gradient reads the filter's values
     # (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
@@ -221,7 +135,7 @@ def _backward(torch, xt, f, g, st, di, pad, data_format, mask):
 
 def conv2d_backprop_input(x, f, g, strides, padding, data_format, dilations):
     """``Conv2DBackpropInput``: d(conv2d)/d(x) for upstream ``g`` (only ``x``'s shape is read)."""
-    torch = _load()
+    torch = cpu_accel.torch()
     st, di, ph, pw = _geometry(x.shape, f.shape, strides, padding, data_format, dilations)
     n, c = x.shape[0], x.shape[1 if data_format == "NCHW" else 3]
     h, w = x.shape[2:] if data_format == "NCHW" else x.shape[1:3]
@@ -242,7 +156,7 @@ def conv2d_backprop_input(x, f, g, strides, padding, data_format, dilations):
 
 def conv2d_backprop_filter(x, f, g, strides, padding, data_format, dilations):
     """``Conv2DBackpropFilter``: d(conv2d)/d(f), HWIO (only ``f``'s shape is read)."""
-    torch = _load()
+    torch = cpu_accel.torch()
     st, di, ph, pw = _geometry(x.shape, f.shape, strides, padding, data_format, dilations)
     if _even(ph, pw):
         pad = [ph[0], pw[0]]

@@ -1,8 +1,11 @@
-"""The optional PyTorch (oneDNN) CPU convolutions (:mod:`tensorvm.ops.nn_conv_accel`) against
-the NumPy kernels: strides, padding (uneven SAME included), dilations, NHWC/NCHW, float32 (the
-accelerated dtype) and float64 (kept on NumPy), numeric gradients through a session, the
-backend choice, and torch's threads. Without torch the tests that need it skip (the choice
-logic is tested either way)."""
+"""The optional PyTorch CPU kernels (:mod:`tensorvm.cpu_accel`) against the NumPy kernels.
+
+Convolutions (oneDNN, :mod:`tensorvm.ops.nn_conv_accel`): strides, padding (uneven SAME
+included), dilations, NHWC/NCHW, float32 (the accelerated dtype) and float64 (kept on NumPy),
+numeric gradients through a session. Matrix products (MKL): float32/float64, transposed and
+read-only operands, the size threshold, through the ``MatMul`` op and its gradient. And the
+backend choice and torch's threads. Without torch the tests that need it skip (the choice logic
+is tested either way)."""
 from __future__ import annotations
 
 import logging
@@ -11,7 +14,7 @@ import numpy as np
 import pytest
 import tensorvm as tv
 from opcheck import check_gradients
-from tensorvm import threads
+from tensorvm import cpu_accel, threads
 from tensorvm.ops import nn_conv, nn_conv_accel
 
 RNG = np.random.default_rng(11)
@@ -22,15 +25,15 @@ except ImportError:  # the tests that need it skip, with the reason
     torch = None
 needs_torch = pytest.mark.skipif(
     torch is None, reason="PyTorch is not installed (pip install 'tensorvm[cpu-accel]'): the "
-                          "accelerated CPU convolutions are not used here")
+                          "accelerated CPU kernels are not used here")
 
 
 @pytest.fixture
 def backend(monkeypatch):
     """Choose a backend for one test (and leave the process's choice as it was)."""
-    monkeypatch.delenv(nn_conv_accel.ENV, raising=False)
-    yield nn_conv_accel.set_backend
-    nn_conv_accel.set_backend(None)
+    monkeypatch.delenv(cpu_accel.ENV, raising=False)
+    yield cpu_accel.set_backend
+    cpu_accel.set_backend(None)
 
 
 @pytest.fixture
@@ -171,31 +174,31 @@ def test_torch_threads_follow_the_intra_op_setting(backend):
 
 # ---- the choice (no torch needed) --------------------------------------------------------------
 def test_backend_choice(backend, monkeypatch, caplog):
-    assert nn_conv_accel.backend() == ("torch" if torch is not None else "numpy")
-    monkeypatch.setenv(nn_conv_accel.ENV, "numpy")
-    assert nn_conv_accel.backend() == "numpy"
+    assert cpu_accel.backend() == ("torch" if torch is not None else "numpy")
+    monkeypatch.setenv(cpu_accel.ENV, "numpy")
+    assert cpu_accel.backend() == "numpy"
     backend("auto")  # set_backend wins over the environment
-    assert nn_conv_accel.backend() == ("torch" if torch is not None else "numpy")
+    assert cpu_accel.backend() == ("torch" if torch is not None else "numpy")
     backend(None)
-    monkeypatch.setenv(nn_conv_accel.ENV, "mkl")
+    monkeypatch.setenv(cpu_accel.ENV, "mkl")
     with caplog.at_level(logging.WARNING, logger="tensorvm"):
-        nn_conv_accel._warned.discard(("env", "mkl"))
-        nn_conv_accel.backend()
-    assert "ignoring TENSORVM_CPU_CONV='mkl'" in caplog.text
+        cpu_accel._warned.discard(("env", "mkl"))
+        cpu_accel.backend()
+    assert "ignoring TENSORVM_CPU_ACCEL='mkl'" in caplog.text
     with pytest.raises(ValueError, match="must be one of"):
-        nn_conv_accel.set_backend("cudnn")
+        cpu_accel.set_backend("cudnn")
 
 
 def test_without_torch_the_numpy_kernels_run(backend, monkeypatch, calls, caplog):
     """torch absent (or failing to import): every backend resolves to NumPy, asking for torch
     warns once with the install hint, and a convolution gives the NumPy result."""
-    monkeypatch.setattr(nn_conv_accel, "_torch", False)
-    monkeypatch.setattr(nn_conv_accel, "_warned", set())
-    assert not nn_conv_accel.available()
+    monkeypatch.setattr(cpu_accel, "_torch", False)
+    monkeypatch.setattr(cpu_accel, "_warned", set())
+    assert not cpu_accel.available()
     backend("torch")
     with caplog.at_level(logging.WARNING, logger="tensorvm"):
-        assert nn_conv_accel.backend() == "numpy"
-        assert nn_conv_accel.backend() == "numpy"
+        assert cpu_accel.backend() == "numpy"
+        assert cpu_accel.backend() == "numpy"
     assert caplog.text.count("tensorvm[cpu-accel]") == 1
     x = np.arange(16, dtype=np.float32).reshape(1, 4, 4, 1)
     f = np.ones((2, 2, 1, 1), np.float32)
@@ -216,3 +219,101 @@ def test_only_float32_host_arrays_qualify(backend):
     assert not nn_conv_accel.wants(a32.tolist(), a32)  # not an ndarray (a device array)
     backend("numpy")
     assert not nn_conv_accel.wants(a32, a32)
+
+
+# ---- matrix products (MKL through torch) -------------------------------------------------------
+@pytest.fixture
+def mm_calls(monkeypatch):
+    seen = []
+    real = cpu_accel.matmul
+
+    def spy(a, b, *args):
+        seen.append((a.shape, b.shape))
+        return real(a, b, *args)
+    monkeypatch.setattr(cpu_accel, "matmul", spy)
+    return seen
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])
+def test_large_matmul_runs_on_torch_and_matches_numpy(backend, mm_calls, dtype, ta, tb):
+    backend("auto")
+    m, k, n = 160, 200, 150  # 4.8M multiply-adds: over MIN_MATMUL_MACS
+    assert m * k * n >= cpu_accel.MIN_MATMUL_MACS
+    a = RNG.standard_normal((k, m) if ta else (m, k)).astype(dtype)
+    b = RNG.standard_normal((n, k) if tb else (k, n)).astype(dtype)
+    a.flags.writeable = False  # a constant's or a fed value's array: shared, not copied
+    want = (a.T if ta else a).astype(np.float64) @ (b.T if tb else b).astype(np.float64)
+    x = tv.constant(a)
+    y = tv.placeholder(tv.as_dtype(dtype), b.shape)
+    with tv.Session() as sess:
+        got = sess.run(tv.matmul(x, y, transpose_a=ta, transpose_b=tb), {y: b})
+    assert len(mm_calls) == 1 and mm_calls[0] == ((m, k), (k, n))
+    assert got.dtype == dtype and got.shape == (m, n)
+    tol = 1e-4 if dtype == np.float32 else 1e-11
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
+    assert np.shares_memory(a, a) and not a.flags.writeable  # the operand was not touched
+
+
+@needs_torch
+def test_small_products_and_other_dtypes_stay_on_numpy(backend, mm_calls):
+    backend("torch")
+    small = np.ones((64, 64), np.float32)  # 262k multiply-adds: under the threshold
+    assert not cpu_accel.wants_matmul(small, small)
+    big = np.ones((256, 256), np.float32)
+    assert cpu_accel.wants_matmul(big, big)
+    assert not cpu_accel.wants_matmul(big, big.astype(np.float64))  # mixed dtypes
+    assert not cpu_accel.wants_matmul(big.astype(np.int64), big.astype(np.int64))
+    assert not cpu_accel.wants_matmul(big.astype(np.float16), big.astype(np.float16))
+    assert not cpu_accel.wants_matmul(big[None], big[None])  # batched: NumPy's matmul
+    with tv.Session() as sess:
+        out = sess.run(tv.matmul(tv.constant(small), tv.constant(small)))
+    np.testing.assert_array_equal(out, np.full((64, 64), 64, np.float32))
+    assert mm_calls == []
+    backend("numpy")
+    assert not cpu_accel.wants_matmul(big, big)
+
+
+@needs_torch
+def test_matmul_gradient_on_torch(backend, mm_calls, monkeypatch):
+    """The product and both gradient products on torch (threshold lowered so float64 central
+    differences stay cheap), against central differences."""
+    backend("torch")
+    monkeypatch.setattr(cpu_accel, "MIN_MATMUL_MACS", 0)
+    a, b = RNG.standard_normal((5, 4)), RNG.standard_normal((4, 3))
+    check_gradients(lambda x, y: tv.matmul(x, y), a, b)
+    check_gradients(lambda x, y: tv.matmul(x, y, transpose_b=True), a, b.T.copy())
+    assert len(mm_calls) >= 6  # forward and both gradients, twice
+
+
+@needs_torch
+def test_matmul_follows_intra_op_threads(backend):
+    backend("torch")
+    a = np.ones((256, 256), np.float32)
+    try:
+        threads.set_intra_op_threads(2)
+        np.testing.assert_array_equal(threads.matmul(a, a), np.full((256, 256), 256, np.float32))
+        assert torch.get_num_threads() == 2
+    finally:
+        threads.set_intra_op_threads(None)
+    threads.matmul(a, a)
+    assert torch.get_num_threads() == 1
+
+
+def test_env_chooses_numpy_in_a_fresh_process(tmp_path):
+    """``TENSORVM_CPU_ACCEL=numpy`` (inherited by worker processes) keeps everything on NumPy,
+    and ``import tensorvm`` never imports torch by itself."""
+    import subprocess
+    import sys
+    code = ("import sys, numpy as np, tensorvm as tv\n"
+            "from tensorvm import cpu_accel, threads\n"
+            "assert 'torch' not in sys.modules, 'import tensorvm imported torch'\n"
+            "a = np.ones((256, 256), np.float32)\n"
+            "threads.matmul(a, a)\n"
+            "print(cpu_accel.backend(), 'torch' in sys.modules)\n")
+    env = dict(__import__("os").environ, TENSORVM_CPU_ACCEL="numpy")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["numpy", "False"]
