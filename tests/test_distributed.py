@@ -316,3 +316,34 @@ def test_a_device_keeps_one_home_across_sessions(cluster):
     workers = cluster.workers()
     assert {r["device"]: r["worker"] for r in md.step_stats} == {
         PS: workers["ps-0"], W1: workers["worker-1"]}
+
+
+def test_worker_processes_run_the_cpu_kernel_backend(cluster):
+    """A convolution and a large product on a worker process: equal to NumPy, and run by the
+    backend the client process would choose (PyTorch's kernels when the cpu-accel extra is
+    installed: imported lazily in the worker by its first qualifying kernel)."""
+    from tensorvm import cpu_accel
+    rng = np.random.default_rng(3)
+    xs = rng.standard_normal((4, 9, 9, 3)).astype(np.float32)
+    ks = rng.standard_normal((3, 3, 3, 8)).astype(np.float32)
+    a = rng.standard_normal((300, 200)).astype(np.float32)
+    b = rng.standard_normal((200, 100)).astype(np.float32)  # 6M multiply-adds
+    g = tv.Graph()
+    with g.as_default(), tv.device("/job:worker/task:1"):
+        x = tv.placeholder(tv.float32, xs.shape)
+        y = tv.nn.conv2d(x, tv.constant(ks), [1, 1, 1, 1], "VALID")
+        grad = tv.gradients(tv.reduce_sum(y * y), x)[0]
+        p = tv.matmul(tv.constant(a), tv.constant(b))
+    conv, dx, prod = cluster.session(g).run([y, grad, p], {x: xs})
+    cols = np.lib.stride_tricks.sliding_window_view(xs.astype(np.float64), (3, 3), (1, 2))
+    want = np.einsum("nhwcij,ijco->nhwo", cols, ks.astype(np.float64))
+    np.testing.assert_allclose(conv, want, rtol=1e-4, atol=1e-4)
+    want_dx = np.zeros_like(xs, np.float64)
+    for i in range(3):
+        for j in range(3):
+            want_dx[:, i:i + 7, j:j + 7] += 2 * want @ ks[i, j].astype(np.float64).T
+    np.testing.assert_allclose(dx, want_dx, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(prod, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+    used = cluster.client.run(lambda: __import__("tensorvm").cpu_accel.backend(),
+                              workers=[cluster.worker("worker-1")])
+    assert list(used.values()) == [cpu_accel.backend()]
