@@ -193,3 +193,109 @@ def test_apply_adam_refuses_a_slot_of_another_shape():
         with pytest.raises(tv.errors.InvalidArgumentError,
                            match=r"(?s)already exists as float32\[3, 2\].*'ApplyAdam'"):
             s.run(step, {g: np.ones((2, 3), np.float32)})
+
+
+# ---- in place when nothing else holds the value (sole_holder), a snapshot when held ------------
+
+def _states(s, *names):
+    from tensorvm.ops.state_ops import VariableState
+    found = {r.name: r for m in s._backend.resources._mgrs.values() for r in m._res.values()
+             if isinstance(r, VariableState)}
+    return [found[n] for n in names]
+
+
+def _fused_step(kind, w, s1, s2, g, dtype):
+    from tensorvm.ops.training_ops import apply_adagrad, apply_adam
+    if kind == "momentum":
+        return apply_momentum(w, s1, dtype(0.01), g, dtype(0.9))
+    if kind == "nesterov":
+        return apply_momentum(w, s1, dtype(0.01), g, dtype(0.9), use_nesterov=True)
+    if kind == "adagrad":
+        return apply_adagrad(w, s1, dtype(0.01), g)
+    return apply_adam(w, s1, s2, *[dtype(a) for a in (0.01, 0.9, 0.999, 1e-8)], g)
+
+
+def _unfused_step(kind, w, s1, s2, g, dtype):
+    c = [tv.constant(dtype(a)) for a in (0.01, 0.9, 0.999, 1e-8)]
+    if kind in ("momentum", "nesterov"):
+        acc = s1.assign(s1.value() * c[1] + g)
+        step = g + c[1] * acc if kind == "nesterov" else acc
+        return w.assign_sub(c[0] * step)
+    if kind == "adagrad":
+        return _unfused_adagrad(w, s1, c[0], g)
+    return _unfused_adam(w, s1, s2, *c, g)
+
+
+SLOTS = {"momentum": 1, "nesterov": 1, "adagrad": 1, "adam": 2}
+
+
+@pytest.mark.parametrize("kind", ["momentum", "nesterov", "adagrad", "adam"])
+def test_momentum_adagrad_adam_update_in_place_when_nothing_holds_the_value(kind):
+    """With no reader holding them, the variable and its slots are updated in their own
+    buffers (no fresh variable-sized array per step); a value someone holds (here: taken
+    from the variable's state, as a fetch or a step in flight holds it) is left untouched and
+    the update goes to a new buffer. Either way the bits are the unfused graph's."""
+    from tensorvm.ops.training_ops import _CHUNK
+    dtype = np.float32
+    shape = (_CHUNK // 100 + 7, 300)  # more than one block, a ragged last one
+    w0 = RNG.standard_normal(shape).astype(dtype)
+    s10 = np.abs(RNG.standard_normal(shape)).astype(dtype)
+    s20 = np.abs(RNG.standard_normal(shape)).astype(dtype)
+    grads = [RNG.standard_normal(shape).astype(dtype) for _ in range(4)]
+    finals = []
+    for fused in (True, False):
+        with tv.Graph().as_default():
+            w = tv.Variable(w0, name="w")
+            s1 = tv.Variable(s10, name="s1")
+            s2 = tv.Variable(s20, name="s2")
+            g = tv.placeholder(dtype, shape)
+            step = tv.group((_fused_step if fused else _unfused_step)(kind, w, s1, s2, g, dtype))
+            with tv.Session() as s:
+                s.run(tv.global_variables_initializer())
+                s.run(step, {g: grads[0]})
+                names = ["w", "s1", "s2"][:1 + SLOTS[kind]]
+                states = _states(s, *names)
+                if fused:
+                    buffers = [st.value.ctypes.data for st in states]
+                s.run(step, {g: grads[1]})  # nothing holds them: in place
+                if fused:
+                    assert [st.value.ctypes.data for st in states] == buffers
+                    assert not any(st.value.flags.writeable for st in states)
+                held = [st.value for st in states]  # held: each update copies
+                copies = [h.copy() for h in held]
+                s.run(step, {g: grads[2]})
+                for st, h, c in zip(states, held, copies):
+                    assert st.value is not h
+                    np.testing.assert_array_equal(h, c)
+                del held, h
+                if fused:  # held no more: in place again, in the copies' buffers
+                    buffers = [st.value.ctypes.data for st in states]
+                    s.run(step, {g: grads[3]})
+                    assert [st.value.ctypes.data for st in states] == buffers
+                else:
+                    s.run(step, {g: grads[3]})
+                finals.append(s.run([w, s1, s2]))
+    for a, b in zip(*finals):
+        assert a.dtype == dtype and a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("kind", ["momentum", "adagrad", "adam"])
+def test_a_read_in_flight_keeps_its_snapshot_of_the_variable_and_its_slots(kind):
+    """Values read earlier in the same run (fetched with the update) keep the old numbers."""
+    dtype = np.float32
+    w = tv.Variable(np.ones(5, dtype))
+    s1 = tv.Variable(np.full(5, 2.0, dtype))
+    s2 = tv.Variable(np.full(5, 3.0, dtype))
+    g = tv.constant(np.full(5, 0.5, dtype))
+    before = [tv.identity(v.value()) for v in (w, s1, s2)]
+    with tv.control_dependencies(before):
+        step = _fused_step(kind, w, s1, s2, g, dtype)
+    with tv.Session() as s:
+        s.run(tv.global_variables_initializer())
+        *old, new = s.run(before + [step])
+        after = s.run([w, s1, s2])
+    for o, v in zip(old, (1.0, 2.0, 3.0)):
+        np.testing.assert_array_equal(o, np.full(5, v, dtype))
+    np.testing.assert_array_equal(new, after[0])
+    assert not np.array_equal(after[0], np.ones(5, dtype))
+    assert not np.array_equal(after[1], np.full(5, 2.0, dtype))

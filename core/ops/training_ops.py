@@ -2,18 +2,18 @@
 
 ``GradientDescentOptimizer`` used to build ``var.assign_sub(lr * grad)``: a Mul that allocates
 ``lr * grad`` and an AssignSub that allocates ``var - that``. ``ApplyGradientDescent`` computes
-the same two float operations, in the same order (so the same bits), into one new array, in
-one op: one allocation of the variable's size instead of two, one interpreter step instead of
-two (1.9 ms instead of 3.9 ms for mnist_deep's 3136 x 1024 weight, measured on this 2-core
-machine; TF's in-place kernel takes 1.8 ms). ``ApplyMomentum`` does the same for Momentum's
-accumulator and variable under both locks; ``ApplyAdagrad`` and ``ApplyAdam`` do the same for
-Adagrad's accumulator and Adam's two moments (their unfused graphs' arithmetic in its order:
-the same bits, tested against the unfused graphs).
+the same two float operations, in the same order (so the same bits), in one op.
+``ApplyMomentum`` does the same for Momentum's accumulator and variable under both locks;
+``ApplyAdagrad`` and ``ApplyAdam`` for Adagrad's accumulator and Adam's two moments (their
+unfused graphs' arithmetic in its order: the same bits, tested against the unfused graphs).
 
-The variable is updated copy-on-write (see :class:`tensorvm.ops.state_ops.VariableState`): a
-reader holding the old value keeps it. ``ApplyGradientDescent`` writes in place instead when
-nothing else holds the value (:func:`~tensorvm.ops.state_ops.sole_holder`), block by block,
-with the same bits.
+Each update writes into the variable's own buffer, and into its slots' (accumulators,
+moments), when nothing else holds that value (:func:`~tensorvm.ops.state_ops.sole_holder`:
+no fetched result, no reader's step in flight); a value someone holds stays a snapshot and the
+update goes to a fresh array (copy on write, see
+:class:`tensorvm.ops.state_ops.VariableState`). Either way the arithmetic runs block by block
+(:data:`_CHUNK` elements) through small temporaries that stay in cache, never a variable-sized
+one, with the same float operations per element as the unfused graph: the same bits.
 
 >>> import numpy as np, tensorvm as tv
 >>> w = tv.Variable(np.array([1.0, 2.0], np.float32))
@@ -48,6 +48,47 @@ def _scalar_shape(op_type, t, what):
                                    f"{list(t._shape)}")
 
 
+# ---- in place or copy on write, block by block ----------------------------------------------
+_CHUNK = 1 << 16  # elements per block of an update (its temporaries: small, in cache)
+
+
+def _target(arr, alone):
+    """The array an update of ``arr`` writes: ``arr`` itself, made writeable, when nothing
+    else holds it (``alone``: :func:`~tensorvm.ops.state_ops.sole_holder`, asked by the
+    kernel of its own local) and it is one contiguous buffer; else a fresh array (copy on
+    write: whoever holds the old value keeps it). Every update reads an element of ``arr``
+    before it writes that element, so writing into ``arr`` gives the copy's bits."""
+    if alone and arr.flags.c_contiguous:
+        arr.flags.writeable = True
+        return arr
+    return array_namespace(arr).empty(arr.shape, arr.dtype)
+
+
+def _seal(arr):
+    """Make a value written by an update read-only again (how a variable stores it)."""
+    if isinstance(arr, np.ndarray):
+        arr.flags.writeable = False
+
+
+def _flat(x):
+    """``x`` flattened in C order: a view of a contiguous array (a copy of a strided one)."""
+    return x.reshape(-1)
+
+
+def _blocks(flat):
+    """Slices of ``flat`` of :data:`_CHUNK` elements; one slice for a device array (one
+    launch per operation)."""
+    n = flat.size
+    step = _CHUNK if type(flat) is np.ndarray else max(n, 1)
+    return [slice(i, min(i + step, n)) for i in range(0, n, step)]
+
+
+def _temp(flat):
+    """A temporary of one block's size (of the whole array on a device)."""
+    n = min(_CHUNK, flat.size) if type(flat) is np.ndarray else flat.size
+    return array_namespace(flat).empty(n, flat.dtype)
+
+
 # ---- gradient descent ------------------------------------------------------------------------
 def _gd_shape(inputs, attrs):
     alpha, delta = inputs
@@ -64,35 +105,18 @@ def _gd_kernel(ctx, alpha, delta, *, var_name, container, dtype, shape):
     with v.lock:
         cur = v.read()
         _check("ApplyGradientDescent", v, cur, "delta", delta)
-        if sole_holder(cur) and cur.flags.c_contiguous:
-            return v.set(_gd_in_place(cur, alpha, delta))
-        # (0-d inputs would give a NumPy scalar); on the device of the variable
-        new = array_namespace(cur).empty(cur.shape, cur.dtype)
-        np.multiply(alpha, delta, out=new)  # the old Mul(lr, grad) ...
-        np.subtract(cur, new, out=new)  # ... and AssignSub(var, that), into the same array
+        alone = sole_holder(cur)  # (a statement of its own: no other reference on the stack)
+        new = _target(cur, alone)
+        try:
+            d, c, o = _flat(delta), _flat(cur), _flat(new)
+            tmp = _temp(o)
+            for s in _blocks(o):  # the old Mul(lr, grad), then AssignSub(var, that)
+                t = tmp[:s.stop - s.start]
+                np.multiply(alpha, d[s], out=t)
+                np.subtract(c[s], t, out=o[s])
+        finally:
+            _seal(new)
         return v.set(new)
-
-
-_CHUNK = 1 << 16  # elements per block of an in-place update (a small temporary, in cache)
-
-
-def _gd_in_place(cur, alpha, delta):
-    """``cur -= alpha * delta`` into the variable's own buffer, nothing else holding it
-    (:func:`~tensorvm.ops.state_ops.sole_holder`), block by block through a small temporary:
-    the same two float operations per element as the copy, so the same bits, without a fresh
-    variable-sized array (page faults) every step."""
-    d = np.ascontiguousarray(delta).reshape(-1)
-    cur.flags.writeable = True
-    flat = cur.reshape(-1)  # (a view made after: writeable too)
-    tmp = np.empty(min(_CHUNK, flat.size), cur.dtype)
-    try:
-        for i in range(0, flat.size, _CHUNK):
-            n = min(_CHUNK, flat.size - i)
-            np.multiply(alpha, d[i:i + n], out=tmp[:n])
-            np.subtract(flat[i:i + n], tmp[:n], out=flat[i:i + n])
-    finally:
-        cur.flags.writeable = False
-    return cur
 
 
 register_op("ApplyGradientDescent", _gd_shape, _gd_kernel, stateful=True, needs_ctx=True,
@@ -130,20 +154,27 @@ def _momentum_kernel(ctx, lr, grad, momentum, *, var_name, container, dtype, sha
         a, cur = acc.read(), v.read()
         _check("ApplyMomentum", v, cur, "grad", grad)
         _check("ApplyMomentum", acc, a, "grad", grad)
-        # the unfused graph's float operations, in its order
-        new_acc = array_namespace(a).empty(a.shape, a.dtype)
-        np.multiply(a, momentum, out=new_acc)
-        np.add(new_acc, grad, out=new_acc)
+        a_alone, alone = sole_holder(a), sole_holder(cur)
+        new_acc, new = _target(a, a_alone), _target(cur, alone)
+        try:
+            g, af, cf, naf, nf = _flat(grad), _flat(a), _flat(cur), _flat(new_acc), _flat(new)
+            tmp = _temp(nf)
+            # the unfused graph's float operations, in its order
+            for s in _blocks(nf):
+                na, t = naf[s], tmp[:s.stop - s.start]
+                np.multiply(af[s], momentum, out=na)  # accum = accum * momentum + grad
+                np.add(na, g[s], out=na)
+                if use_nesterov:  # var -= lr * (grad + momentum * accum)
+                    np.multiply(momentum, na, out=t)
+                    np.add(g[s], t, out=t)
+                    np.multiply(lr, t, out=t)
+                else:  # var -= lr * accum
+                    np.multiply(lr, na, out=t)
+                np.subtract(cf[s], t, out=nf[s])
+        finally:
+            _seal(new_acc)
+            _seal(new)
         acc.set(new_acc)
-        if use_nesterov:  # var -= lr * (grad + momentum * acc)
-            step = array_namespace(a).empty(a.shape, a.dtype)
-            np.multiply(momentum, new_acc, out=step)
-            np.add(grad, step, out=step)
-        else:  # var -= lr * acc
-            step = new_acc
-        new = array_namespace(cur).empty(cur.shape, cur.dtype)
-        np.multiply(lr, step, out=new)
-        np.subtract(cur, new, out=new)
         return v.set(new)
 
 
@@ -196,19 +227,27 @@ def _adagrad_kernel(ctx, lr, grad, *, var_name, container, dtype, shape, accum_n
         a, cur = acc.read(), v.read()
         _check("ApplyAdagrad", v, cur, "grad", grad)
         _check("ApplyAdagrad", acc, a, "grad", grad)
-        new = array_namespace(cur).empty
-        # the unfused graph's operations in its order: acc += grad * grad;
-        # var -= lr * grad / sqrt(acc)
-        new_acc = new(a.shape, a.dtype)
-        np.multiply(grad, grad, out=new_acc)
-        np.add(a, new_acc, out=new_acc)
+        a_alone, alone = sole_holder(a), sole_holder(cur)
+        new_acc, new = _target(a, a_alone), _target(cur, alone)
+        try:
+            g, af, cf, naf, nf = _flat(grad), _flat(a), _flat(cur), _flat(new_acc), _flat(new)
+            tmp, root = _temp(nf), _temp(nf)
+            # the unfused graph's operations in its order: acc += grad * grad;
+            # var -= lr * grad / sqrt(acc)
+            for s in _blocks(nf):
+                k = s.stop - s.start
+                na, gs, t, r = naf[s], g[s], tmp[:k], root[:k]
+                np.multiply(gs, gs, out=t)
+                np.add(af[s], t, out=na)
+                np.multiply(lr, gs, out=t)
+                np.sqrt(na, out=r)
+                np.divide(t, r, out=t)
+                np.subtract(cf[s], t, out=nf[s])
+        finally:
+            _seal(new_acc)
+            _seal(new)
         acc.set(new_acc)
-        step = new(cur.shape, cur.dtype)
-        np.multiply(lr, grad, out=step)
-        root = np.sqrt(new_acc)
-        np.divide(step, root, out=step)
-        np.subtract(cur, step, out=step)
-        return v.set(step)
+        return v.set(new)
 
 
 register_op("ApplyAdagrad", _scalars_shape("ApplyAdagrad", ("lr", None)), _adagrad_kernel,
@@ -222,31 +261,42 @@ def _adam_kernel(ctx, lr_t, grad, beta1, beta2, epsilon, *, var_name, container,
     vs = _var(ctx, v_name, container, dtype, shape)
     with ms.lock, vs.lock, var.lock:  # one order: m, v, then the variable
         m, v, cur = ms.read(), vs.read(), var.read()
-        for st, arr in ((var, cur), (ms, m), (vs, v)):
-            _check("ApplyAdam", st, arr, "grad", grad)
-        new = array_namespace(cur).empty
-        one = beta1.dtype.type(1)
-        # m = b1 * m + (1 - b1) * grad
-        m_new, tmp = new(m.shape, m.dtype), new(m.shape, m.dtype)
-        np.multiply(beta1, m, out=m_new)
-        np.multiply(np.subtract(one, beta1), grad, out=tmp)
-        np.add(m_new, tmp, out=m_new)
+        _check("ApplyAdam", var, cur, "grad", grad)
+        _check("ApplyAdam", ms, m, "grad", grad)
+        _check("ApplyAdam", vs, v, "grad", grad)
+        m_alone, v_alone, alone = sole_holder(m), sole_holder(v), sole_holder(cur)
+        m_new, v_new, new = _target(m, m_alone), _target(v, v_alone), _target(cur, alone)
+        try:
+            g, mf, vf, cf = _flat(grad), _flat(m), _flat(v), _flat(cur)
+            nmf, nvf, nf = _flat(m_new), _flat(v_new), _flat(new)
+            tmp, den = _temp(nf), _temp(nf)
+            one = beta1.dtype.type(1)
+            omb1, omb2 = np.subtract(one, beta1), np.subtract(one, beta2)
+            for s in _blocks(nf):
+                k = s.stop - s.start
+                nm, nv, gs, t, dn = nmf[s], nvf[s], g[s], tmp[:k], den[:k]
+                # m = b1 * m + (1 - b1) * grad
+                np.multiply(beta1, mf[s], out=nm)
+                np.multiply(omb1, gs, out=t)
+                np.add(nm, t, out=nm)
+                # v = b2 * v + (1 - b2) * grad * grad
+                np.multiply(beta2, vf[s], out=nv)
+                np.multiply(omb2, gs, out=t)
+                np.multiply(t, gs, out=t)
+                np.add(nv, t, out=nv)
+                # var -= lr_t * m / (sqrt(v) + eps)
+                np.sqrt(nv, out=dn)
+                np.add(dn, epsilon, out=dn)
+                np.multiply(lr_t, nm, out=t)
+                np.divide(t, dn, out=t)
+                np.subtract(cf[s], t, out=nf[s])
+        finally:
+            _seal(m_new)
+            _seal(v_new)
+            _seal(new)
         ms.set(m_new)
-        # v = b2 * v + (1 - b2) * grad * grad
-        v_new = new(v.shape, v.dtype)
-        np.multiply(beta2, v, out=v_new)
-        np.multiply(np.subtract(one, beta2), grad, out=tmp)
-        np.multiply(tmp, grad, out=tmp)
-        np.add(v_new, tmp, out=v_new)
         vs.set(v_new)
-        # var -= lr_t * m / (sqrt(v) + eps)
-        den = new(v.shape, v.dtype)  # (np.sqrt of a 0-d array would give a scalar)
-        np.sqrt(v_new, out=den)
-        np.add(den, epsilon, out=den)
-        np.multiply(lr_t, m_new, out=tmp)
-        np.divide(tmp, den, out=tmp)
-        np.subtract(cur, tmp, out=tmp)
-        return var.set(tmp)
+        return var.set(new)
 
 
 register_op("ApplyAdam",
