@@ -8,6 +8,8 @@
   op of the step may block on a queue (``may_block``).
 * SGD's and Adagrad's sparse updates sum repeated rows on the worker: the bytes sent to the PS
   per step scale with the distinct rows of the batch.
+* Dense Momentum/Adam updates on a PS write the slots (accumulators, moments) into their own
+  buffers step after step, and give the in-process run's bits.
 """
 import numpy as np
 import pytest
@@ -95,6 +97,59 @@ def test_sparse_updates_send_each_touched_row_once(make_opt):
         expect = 1.0 - 0.01 * 256.0
     table[[3, 700]] = expect
     np.testing.assert_allclose(after_repeated, table, rtol=1e-5)
+
+
+# ---- dense updates on the PS: slots in place --------------------------------------------------
+
+
+def _ps_slot_buffers(names, dask_worker=None):
+    """``{name: address of its value's buffer}`` of the variables ``names`` on this worker."""
+    from tensorvm.ops.state_ops import VariableState
+    res = dask_worker._tensorvm_resources
+    return {r.name: r.value.ctypes.data for m in res._mgrs.values() for r in m._res.values()
+            if isinstance(r, VariableState) and r.name in names and r.value is not None}
+
+
+def _dense_model(g, kind, setter):
+    with g.as_default(), tv.device(setter):
+        w = tv.Variable(np.linspace(-1, 1, 300 * 70, dtype=np.float32).reshape(300, 70),
+                        name=f"w_dense_{kind}")
+        x = tv.constant(np.random.default_rng(5).standard_normal((8, 300)).astype(np.float32))
+        loss = tv.reduce_sum(tv.square(tv.matmul(x, w)))
+        opt = tv.train.MomentumOptimizer(1e-3, 0.9) if kind == "momentum" else \
+            tv.train.AdamOptimizer(1e-3)
+        train = opt.minimize(loss)
+        slots = [opt.get_slot(w, n) for n in opt.get_slot_names()]
+        return w, slots, train, tv.global_variables_initializer()
+
+
+@pytest.mark.parametrize("kind", ["momentum", "adam"])
+def test_dense_updates_on_the_ps_write_the_slots_in_place(cluster, kind):
+    tv.Session.reset(cluster.address)
+    g = tv.Graph()
+    w, slots, train, init = _dense_model(g, kind, tv.train.replica_device_setter(
+        ps_tasks=1, worker_device="/job:worker/task:0"))
+    names = [v.op.name for v in slots]
+    s = cluster.session(graph=g)
+    s.run(init)
+    s.run(train)
+    ps = cluster.worker("ps-0")
+    before = cluster.client.run(_ps_slot_buffers, names, workers=[ps])[ps]
+    assert sorted(before) == sorted(names)
+    for _ in range(3):
+        s.run(train)
+    assert cluster.client.run(_ps_slot_buffers, names, workers=[ps])[ps] == before
+    got = s.run([w] + slots)
+    # the same model in process: the same bits
+    local = tv.Graph()
+    lw, lslots, ltrain, linit = _dense_model(local, kind, "/cpu:0")
+    with tv.Session(graph=local) as ls:
+        ls.run(linit)
+        for _ in range(4):
+            ls.run(ltrain)
+        want = ls.run([lw] + lslots)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
 
 
 # ---- sync steps on the direct data plane ------------------------------------------------------
