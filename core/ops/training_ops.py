@@ -237,7 +237,7 @@ def _adagrad_kernel(ctx, lr, grad, *, var_name, container, dtype, shape, accum_n
             for s in _blocks(nf):
                 k = s.stop - s.start
                 na, gs, t, r = naf[s], g[s], tmp[:k], root[:k]
-                np.multiply(gs, gs, out=t)
+                np.square(gs, out=t)  # grad * grad: the same rounding, one stream
                 np.add(af[s], t, out=na)
                 np.multiply(lr, gs, out=t)
                 np.sqrt(na, out=r)
