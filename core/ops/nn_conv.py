@@ -496,11 +496,36 @@ def _tap_slices(kh, kw, sh, sw, oh, ow):
              slice(j, j + (ow - 1) * sw + 1, sw)) for i in range(kh) for j in range(kw)]
 
 
-def _window_max(xp, taps):
-    m = xp[taps[0]].copy()
-    for t in taps[1:]:
+def _window_max(xp, taps, out=None):
+    """The max over the taps' views of ``xp``, in tap order (``max(max(t0, t1), t2) ...``,
+    so a tie between -0.0 and 0.0 or a NaN resolves the same way on every path), written
+    into ``out`` when given."""
+    if len(taps) == 1:
+        if out is None:
+            return xp[taps[0]].copy()
+        np.copyto(out, xp[taps[0]])
+        return out
+    m = np.maximum(xp[taps[0]], xp[taps[1]], out=out)
+    for t in taps[2:]:
         np.maximum(m, xp[t], out=m)
     return m
+
+
+POOL_BLOCK_BYTES = 1 << 20  # input bytes per block of the tiled max pool (about L2's half)
+
+
+def _tiled_max_pool(tiles):
+    """MaxPool when the windows tile the input exactly (:func:`_tiles`): the taps' maxima
+    over blocks of whole images of about :data:`POOL_BLOCK_BYTES` of input, so a block's
+    taps are read from cache after the first (mnist_deep's 28x28x32 pool: 0.62 -> 0.54 ms
+    alone). The bits of :func:`_window_max` over the whole input."""
+    n, oh, kh, ow, kw, c = tiles.shape
+    out = array_namespace(tiles).empty((n, oh, ow, c), tiles.dtype)
+    per = max(1, POOL_BLOCK_BYTES // max(tiles[:1].nbytes, 1))
+    taps = [(slice(None), slice(None), i, slice(None), j) for i in range(kh) for j in range(kw)]
+    for n0 in range(0, n, per):
+        _window_max(tiles[n0:n0 + per], taps, out[n0:n0 + per])
+    return out
 
 
 def _tiles(x, kh, kw, sh, sw, oh, ow, ph, pw):
@@ -523,6 +548,9 @@ def _max_pool_kernel(x, ksize, strides, padding, data_format):
     if oh == 0 or ow == 0 or x.size == 0:
         return _from_nhwc(array_namespace(x).zeros((x.shape[0], oh, ow, x.shape[3]), x.dtype),
                           data_format)
+    tiles = _tiles(x, kh, kw, sh, sw, oh, ow, ph, pw)
+    if tiles is not None:
+        return _from_nhwc(_tiled_max_pool(tiles), data_format)
     xp = _pad(x, ph, pw, -np.inf)
     return _from_nhwc(_window_max(xp, _tap_slices(kh, kw, sh, sw, oh, ow)), data_format)
 

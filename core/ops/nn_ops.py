@@ -65,8 +65,21 @@ def _act(op_type, features, name, attrs=None):
 
 
 # ---- relu family ----------------------------------------------------------------------------
-# g * (x > 0), as TF's kernel computes it (6x faster than np.where on a [50, 28, 28, 32] map)
-_def_act_grad("ReluGrad", lambda g, x: g * (x > 0),
+def _relu_grad_kernel(g, x):
+    """``g * (x > 0)``, as TF's kernel computes it (6x faster than ``np.where`` on a
+    [50, 28, 28, 32] map): the mask is cast to ``g``'s dtype into the output, which is then
+    multiplied by ``g`` in place. The same bits as ``g * (x > 0)`` (a NaN or infinite ``g``
+    where ``x <= 0`` still gives NaN, a negative ``g`` there -0.0), 25% faster: NumPy's
+    product of a float and a boolean array casts the booleans in small buffers (mnist_deep's
+    three ReluGrads: 0.36 -> 0.28 ms)."""
+    if g.shape != x.shape:  # broadcasting: the plain expression
+        return g * (x > 0)
+    out = array_namespace(g, x).empty(g.shape, np.result_type(g.dtype, np.bool_))
+    np.copyto(out, np.greater(x, _zero(x)))
+    return np.multiply(out, g, out=out)
+
+
+_def_act_grad("ReluGrad", _relu_grad_kernel,
               lambda op, gg: [apply_op("ReluGrad", [gg, op.inputs[1]]).outputs[0], None])
 def _relu_grad(op, g):
     """``ReluGrad(g, x)``; for ``max_pool(relu(x))`` (the CNN block), whose ``g`` is
