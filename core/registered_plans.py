@@ -51,6 +51,7 @@ class DevicePartition:
     stateful_ops: tuple = ()
     inline: frozenset = frozenset()  # tasks quick enough for the worker's event loop
     waiting: frozenset = frozenset()  # tasks holding an op that may wait (task_may_wait)
+    drops: dict = field(default_factory=dict)  # task -> results dead once it ran (_drops)
 
     def program(self, task: str):
         for t in self.tasks:
@@ -92,8 +93,27 @@ def partitions(plan, plan_id: str, addresses: dict) -> dict:
             tuple(i.name for t in tasks for i in t.program.instrs
                   if registry[i.type].stateful and i.type not in _READ_ONLY),
             frozenset(t.name for t in tasks if _never_blocks(t.program)),
-            frozenset(t.name for t in tasks if task_may_wait(t.program)))
+            frozenset(t.name for t in tasks if task_may_wait(t.program)),
+            _drops(tasks, {f[1] for f in plan.fetches if f[0] == "task"}))
     return out
+
+
+def _drops(tasks: tuple, fetched: set) -> dict:
+    """Task -> the tasks' results the step can let go of once it has run (and pushed its
+    own): those no later task of the device reads and no fetch returns. A step used to keep
+    every result to its end, so a variable's value read early in a step (to send it to a
+    worker) was still held when the same step's update ran, and the update copied the whole
+    variable instead of writing in place (``sole_holder``)."""
+    last = {t.name: t.name for t in tasks}  # a result nobody here reads: dead after its push
+    for t in tasks:
+        for a in t.args:
+            if a[0] == "task" and a[1] in last:
+                last[a[1]] = t.name
+    out: dict = {}
+    for name, at in last.items():
+        if name not in fetched:
+            out.setdefault(at, []).append(name)
+    return {k: tuple(v) for k, v in out.items()}
 
 
 # Ops with a context that never wait and never take long: variable state and random draws.

@@ -369,6 +369,11 @@ class DataPlane:
                             by_dst.setdefault(dst, []).append((f"{k}|{edge}", value))
                         for dst, items in by_dst.items():
                             await self._push(part, dst, step, items)
+                    # results no later task reads: let go of them now (a variable's value read
+                    # for another device must not be alive when this step's update runs)
+                    for name in part.drops.get(t.name, ()):
+                        del results[name]
+                    out = value = by_dst = items = None
         except Exception as exc:  # noqa: BLE001 - handed to the session, which raises it
             self.rendezvous.abort(step, exc)
             # As a value, not a raise: Dask's server would log an expected error (a cancelled

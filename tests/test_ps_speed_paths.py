@@ -125,11 +125,14 @@ def _dense_model(g, kind, setter):
 
 @pytest.mark.parametrize("kind", ["momentum", "adam"])
 def test_dense_updates_on_the_ps_write_the_slots_in_place(cluster, kind):
+    """The slots and the variable itself: the step reads the variable for the worker before
+    it updates it, and that read must be let go of once sent (it was held to the step's end
+    on the direct plane, so the update copied the variable every step)."""
     tv.Session.reset(cluster.address)
     g = tv.Graph()
     w, slots, train, init = _dense_model(g, kind, tv.train.replica_device_setter(
         ps_tasks=1, worker_device="/job:worker/task:0"))
-    names = [v.op.name for v in slots]
+    names = [v.op.name for v in slots] + [w.op.name]
     s = cluster.session(graph=g)
     s.run(init)
     s.run(train)
@@ -341,3 +344,32 @@ def test_sync_k_steps_per_run_survive_a_lost_ps(cluster, tmp_path):
     assert killers[0].killed is not None and r.recoveries >= 1
     assert r.global_step == 40
     assert np.linalg.norm(r.final["w"] - best) < 0.1 * np.linalg.norm(best)
+
+
+def test_partitions_let_go_of_results_after_their_last_reader(cluster):
+    """``partitions`` (pure): each device's task results are dropped after the last task of
+    that device that reads them, or right after their own push when none does; fetched
+    results never."""
+    from tensorvm.registered_plans import partitions
+    g = tv.Graph()
+    w, slots, train, init = _dense_model(g, "momentum", tv.train.replica_device_setter(
+        ps_tasks=1, worker_device="/job:worker/task:0"))
+    s = cluster.session(graph=g)
+    plan = s.plan([train, w.value()])
+    parts = partitions(plan, "p", {d: f"tcp://{i}" for i, d in enumerate(plan.devices)})
+    fetched = {f[1] for f in plan.fetches if f[0] == "task"}
+    dropped_somewhere = 0
+    for part in parts.values():
+        order = [t.name for t in part.tasks]
+        dropped = [n for ns in part.drops.values() for n in ns]
+        assert len(dropped) == len(set(dropped)), "a result dropped twice"
+        assert not set(dropped) & fetched
+        assert set(dropped) | (fetched & set(order)) == set(order)
+        for at, names in part.drops.items():
+            for n in names:
+                readers = [t.name for t in part.tasks
+                           if any(a[0] == "task" and a[1] == n for a in t.args)]
+                assert order.index(at) == max([order.index(n)] +
+                                              [order.index(r) for r in readers])
+        dropped_somewhere += len(dropped)
+    assert dropped_somewhere > 0
