@@ -317,3 +317,84 @@ def test_env_chooses_numpy_in_a_fresh_process(tmp_path):
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["numpy", "False"]
+
+
+# ---- the max-pool gradient -----------------------------------------------------------------------
+@pytest.fixture
+def pool_calls(monkeypatch):
+    seen = []
+    real = nn_conv_accel.max_pool_grad
+
+    def spy(*a):
+        seen.append(a[0].shape)
+        return real(*a)
+    monkeypatch.setattr(nn_conv_accel, "max_pool_grad", spy)
+    return seen
+
+
+POOLS = [  # x NHWC shape, window, strides, padding, torch expected
+    ((2, 8, 8, 5), (2, 2), (2, 2), "VALID", True),
+    ((2, 8, 8, 5), (2, 2), (2, 2), "SAME", True),  # SAME on even sizes: no padding
+    ((1, 9, 7, 3), (3, 2), (3, 3), "VALID", True),  # windows apart, some elements in none
+    ((1, 9, 7, 3), (3, 3), (2, 2), "VALID", False),  # overlapping windows: NumPy
+    ((1, 9, 7, 3), (3, 2), (1, 1), "VALID", False),
+    ((2, 7, 7, 4), (2, 2), (2, 2), "SAME", False),  # uneven padding: NumPy
+]
+
+
+@needs_torch
+@pytest.mark.parametrize("xs,k,s,padding,on_torch", POOLS)
+@pytest.mark.parametrize("df", ["NHWC", "NCHW"])
+def test_max_pool_grad_on_torch_equals_numpy(backend, pool_calls, xs, k, s, padding, on_torch,
+                                             df):
+    """Ties (ReLU zeros, rounded values) go to the first max in row-major order on both."""
+    x = np.maximum(RNG.standard_normal(xs), 0).round(1).astype(np.float32)
+    if df == "NCHW":
+        x = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    hw = (1, *k, 1) if df == "NHWC" else (1, 1, *k)
+    st = (1, *s, 1) if df == "NHWC" else (1, 1, *s)
+    attrs = {"ksize": hw, "strides": st, "padding": padding, "data_format": df}
+    y = nn_conv._max_pool_kernel(x, **attrs)
+    g = RNG.standard_normal(y.shape).astype(np.float32)
+    backend("numpy")
+    want = nn_conv._max_pool_grad_kernel(x, y, g, **attrs)
+    backend("torch")
+    got = nn_conv._max_pool_grad_kernel(x, y, g, **attrs)
+    assert len(pool_calls) == (1 if on_torch else 0)
+    assert got.dtype == np.float32 and got.shape == x.shape
+    np.testing.assert_array_equal(got, want)  # +0.0 and -0.0 compare equal
+
+
+@needs_torch
+def test_max_pool_grad_keeps_tf_rules_for_nan_and_inf(backend, pool_calls):
+    """A window whose max is NaN gets no gradient, and an infinite g reaches only the max: such
+    inputs stay on the NumPy kernel."""
+    backend("torch")
+    x = np.arange(32, dtype=np.float32).reshape(1, 4, 4, 2)
+    attrs = {"ksize": (1, 2, 2, 1), "strides": (1, 2, 2, 1), "padding": "VALID",
+             "data_format": "NHWC"}
+    x[0, 0, 1, 0] = np.nan
+    y = nn_conv._max_pool_kernel(x, **attrs)
+    g = np.ones(y.shape, np.float32)
+    dx = nn_conv._max_pool_grad_kernel(x, y, g, **attrs)
+    assert pool_calls == []
+    assert np.isnan(y[0, 0, 0, 0]) and (dx[0, :2, :2, 0] == 0).all()
+    assert dx[0, 1, 1, 1] == 1 and dx.sum() == g.sum() - 1
+    x[0, 0, 1, 0] = 0
+    y = nn_conv._max_pool_kernel(x, **attrs)
+    g[0, 0, 0, 1] = np.inf
+    dx = nn_conv._max_pool_grad_kernel(x, y, g, **attrs)
+    assert pool_calls == []
+    assert dx[0, 1, 1, 1] == np.inf and not np.isnan(dx).any()
+    g[0, 0, 0, 1] = 1
+    np.testing.assert_array_equal(nn_conv._max_pool_grad_kernel(x, y, g, **attrs).sum(), g.sum())
+    assert len(pool_calls) == 1
+
+
+@needs_torch
+def test_max_pool_gradient_through_a_session_on_torch(backend, pool_calls):
+    backend("torch")
+    x = RNG.standard_normal((2, 6, 6, 3))
+    check_gradients(lambda a: tv.nn.max_pool(a, [1, 2, 2, 1], [1, 2, 2, 1], "VALID"),
+                    x.astype(np.float32), eps=1e-2, rtol=1e-3, atol=1e-3)
+    assert pool_calls

@@ -46,9 +46,19 @@ CASES = [((2, 6, 6, 3), (2, 2), (2, 2), "SAME"), ((1, 7, 5, 2), (3, 3), (2, 2), 
          ((2, 6, 9, 8), (3, 3), (3, 3), "VALID"), ((2, 4, 6, 16), (2, 3), (2, 3), "SAME")]
 
 
+@pytest.fixture
+def numpy_kernels():
+    """The NumPy kernels, not the optional PyTorch ones (tensorvm.cpu_accel), for a test of
+    their own bits."""
+    from tensorvm import cpu_accel
+    cpu_accel.set_backend("numpy")
+    yield
+    cpu_accel.set_backend(None)
+
+
 @pytest.mark.parametrize("xs,k", [((3, 8, 8, 32), (2, 2)), ((2, 6, 9, 5), (3, 3)),
                                   ((2, 4, 6, 3), (2, 3))])
-def test_tiled_max_pool_grad_is_the_tap_by_tap_form_bit_for_bit(xs, k):
+def test_tiled_max_pool_grad_is_the_tap_by_tap_form_bit_for_bit(xs, k, numpy_kernels):
     """The exact-tiling path (one broadcast compare, first-hit masks, one product) gives the
     bits of ``g * hit`` tap by tap, signed zeros included (ReLU zeros tie in a window)."""
     x = np.maximum(RNG.standard_normal(xs), 0).round(1).astype(np.float32)

@@ -616,6 +616,11 @@ def _max_pool_grad_kernel(x, y, g, ksize, strides, padding, data_format):
     # g * hit is 6x faster than np.where(hit, g, 0), but would carry a NaN/inf of g to
     # the window's other elements (0 * inf): only a finite g takes that way.
     finite = bool(np.isfinite(g).all())
+    if finite and sh >= kh and sw >= kw and ph == (0, 0) and pw == (0, 0) and \
+            _accel.wants(x, y, g) and not np.isnan(y).any():
+        # PyTorch's kernel (nn_conv_accel): the same first-max choice. Here stay a NaN window
+        # (another gradient rule), padding, and overlapping windows (their sums' order)
+        return _from_nhwc(_accel.max_pool_grad(x, g, kh, kw, sh, sw), data_format)
     tiles = _tiles(x, kh, kw, sh, sw, oh, ow, ph, pw)
     if tiles is not None and finite:
         return _from_nhwc(_tiled_max_pool_grad(tiles, y, g, kh, kw), data_format)

@@ -1,5 +1,5 @@
-"""Conv2D and its gradients on PyTorch's oneDNN kernels (the optional CPU backend,
-:mod:`tensorvm.cpu_accel`).
+"""Conv2D and its gradients, and MaxPool's gradient, on PyTorch's kernels (the optional CPU
+backend, :mod:`tensorvm.cpu_accel`).
 
 The NumPy kernels of :mod:`tensorvm.ops.nn_conv` (im2col blocks + OpenBLAS) reach about half
 of TF's speed on mnist_deep's convolutions (issue 14, item 10): TF runs oneDNN's direct
@@ -14,6 +14,15 @@ fallback (its own im2col) measured 1.8-3.6x slower than the NumPy kernels on mni
 second layer; other dtypes, empty arrays and device (CuPy) arrays keep the NumPy (one-source)
 kernels. Results are not bit-equal to the NumPy kernels (another summation order): they agree
 to float32 rounding (``tests/test_conv_accel.py``).
+
+``MaxPoolGrad`` (:func:`max_pool_grad`) recomputes each window's first maximum with PyTorch's
+pooling and scatters the gradient there: TF's choice among ties, and 1.5-2x faster than the
+NumPy kernel on mnist_deep (its mask has to compare every tap with the output). It takes float32
+windows that neither overlap (a sum over windows would add in another order) nor pad, a finite
+gradient and an output without NaN (a window whose max is
+NaN gets no gradient in TF's rule, and its NaN element in PyTorch's); the rest stays on NumPy.
+Elements that get no gradient are +0.0, as TF's kernel writes them (the NumPy kernel writes
+``0 * g``, -0.0 under a negative ``g``: equal values).
 
 Padding as TF: "SAME"'s odd total puts the extra row/column after; PyTorch pads both sides
 alike, so an uneven padding is done on the array (a copy) before the call, and the input
@@ -38,6 +47,7 @@ __all__ = [
     "conv2d",
     "conv2d_backprop_filter",
     "conv2d_backprop_input",
+    "max_pool_grad",
     "wants",
 ]
 
@@ -165,3 +175,16 @@ def conv2d_backprop_filter(x, f, g, strides, padding, data_format, dilations):
     dw = _backward(torch, _tensor(torch, x, data_format), f, g, st, di, pad, data_format,
                    [False, True, False])[1]
     return np.ascontiguousarray(dw.permute(2, 3, 1, 0).numpy())
+
+
+def max_pool_grad(x, g, kh, kw, sh, sw):
+    """``MaxPoolGrad`` of NHWC float32 ``x`` (MaxPool's input, windows ``kh x kw`` by strides
+    ``sh, sw``, no padding) for the output gradient ``g``: NHWC, each window's gradient at its
+    first maximum in row-major order."""
+    torch = cpu_accel.torch()
+    cpu_accel.sync_threads(torch, threads.intra_op_threads())
+    xt, gt = _tensor(torch, x, "NHWC"), _tensor(torch, g, "NHWC")
+    _, where = torch.nn.functional.max_pool2d(xt, (kh, kw), (sh, sw), return_indices=True)
+    dx = torch.ops.aten.max_pool2d_with_indices_backward(gt, xt, [kh, kw], [sh, sw], [0, 0],
+                                                         [1, 1], False, where)
+    return _numpy(dx, "NHWC")
