@@ -66,7 +66,8 @@ SKIP = {
 _HOST_ONLY = ("asserts a host-array fast path: {} (device arrays keep the one-source "
               "kernels)")
 for _name in ("test_large_matmul_runs_on_torch_and_matches_numpy",
-              "test_matmul_gradient_on_torch", "test_numeric_gradients_on_torch"):
+              "test_matmul_gradient_on_torch", "test_numeric_gradients_on_torch",
+              "test_max_pool_gradient_through_a_session_on_torch"):
     SKIP[f"tests/test_cpu_accel.py::{_name}"] = _HOST_ONLY.format(
         "PyTorch's CPU kernels take NumPy arrays only")
 SKIP["tests/test_training_ops.py::test_momentum_adagrad_adam_update_in_place_when_nothing_"
