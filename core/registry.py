@@ -60,6 +60,14 @@ class OpDef:
     replica), waking every 0.2 s to give up when its step is cancelled (a step timeout, a lost
     device), so its plans may run on the direct data plane
     (:func:`tensorvm.registered_plans.waits`).
+
+    ``forwards`` (TF's ``forward_input``): indices of inputs whose buffer the kernel may write
+    its output into, given as ``out=`` (an element-wise op whose output has that input's shape
+    and dtype). The interpreter offers one only when nothing else can see it: the input's slot
+    dies with this op, and the array owns its memory, is writeable and is referenced by
+    nothing but the interpreter (:func:`tensorvm.runtime.donatable`); the other inputs must
+    broadcast to its shape with its dtype. The kernel must give the bits it gives without
+    ``out``.
     """
     type: str
     shape_fn: Callable  # (inputs: list[Tensor], attrs: dict) -> list[(DType, shape)]
@@ -78,6 +86,7 @@ class OpDef:
     # when it may have one. Placement quotes it when a GPU op falls back to CPU.
     cpu_only: str = ""
     waits: str = ""  # "" (undeclared), "never" or "steps": see the class docstring
+    forwards: tuple = ()  # inputs whose buffer the kernel may write into (out=): see above
 
 
 WAITS = ("", "never", "steps")  # the values of OpDef.waits
@@ -102,7 +111,8 @@ def register_op(op_type: str, shape_fn: Callable, kernel: Callable | None = None
                 differentiable: bool = True, foldable: bool = True, shape_only: tuple = (),
                 pass_through: bool = False, gpu_fallback: bool = False,
                 control_flow: bool = False, forwards_dead: bool = False,
-                cpu_only: str = "", waits: str = "", clobber: bool = False) -> OpDef:
+                cpu_only: str = "", waits: str = "", forwards: tuple = (),
+                clobber: bool = False) -> OpDef:
     """Add an op type to the table (``clobber=True`` to replace one); ``cpu_only`` says why
     the op can have no GPU kernel."""
     if op_type in _REGISTRY and not clobber:
@@ -112,7 +122,7 @@ def register_op(op_type: str, shape_fn: Callable, kernel: Callable | None = None
     d = OpDef(op_type, shape_fn, {"CPU": kernel} if kernel else {}, grad, stateful, needs_ctx,
               differentiable, foldable and not stateful and not control_flow,
               tuple(shape_only), pass_through, gpu_fallback, control_flow, forwards_dead,
-              cpu_only, waits)
+              cpu_only, waits, tuple(forwards))
     _REGISTRY[op_type] = d
     _bump()
     return d

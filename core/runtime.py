@@ -12,6 +12,7 @@
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -290,8 +291,10 @@ def _bind(program: StageProgram) -> tuple:
                       for i in program.instrs)
         cf = any(registry[i.type].control_flow for i in program.instrs)
         frees = _free_after(program)
-        # the plain loop's table: each instruction with the slots it frees
-        bound_free = tuple(b + (f,) for b, f in zip(bound, frees))
+        # the plain loop's table: each instruction with the slots it frees and the inputs it
+        # may write its output into (donors)
+        bound_free = tuple(b + (f, _donors(i, f)) for b, f, i in zip(bound, frees,
+                                                                      program.instrs))
         cached = (generation(), bound, cf, bound_free)
         object.__setattr__(program, "_bound", cached)
     return cached[1], cached[2]
@@ -321,6 +324,61 @@ def _free_after(program: StageProgram) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(sorted(f)) for f in frees)
 
 
+def _donors(ins, free: tuple) -> tuple:
+    """``(input position, slot)`` of the inputs whose buffer ``ins``'s kernel may write its
+    output into (``OpDef.forwards``): those whose slot dies with it and that it reads once."""
+    forwards = registry[ins.type].forwards
+    return tuple((pos, ins.args[pos]) for pos in forwards
+                 if pos < len(ins.args) and ins.args[pos] in free
+                 and ins.args.count(ins.args[pos]) == 1)
+
+
+def _refs_of_slot(vals: list, slot: int) -> int:  # donatable's frame shape: a list, a local
+    v = vals[slot]
+    return sys.getrefcount(v)
+
+
+_FREE_REFS = _refs_of_slot([np.empty(1)], 0)  # measured, not assumed (interpreters differ)
+
+
+def _fits(o: tuple, v: tuple) -> bool:
+    """Whether shape ``o`` broadcasts to exactly ``v``."""
+    if o == v or not o:
+        return True
+    off = len(v) - len(o)
+    if off < 0:
+        return False
+    for i, d in enumerate(o):
+        if d != 1 and d != v[off + i]:
+            return False
+    return True
+
+
+def donatable(vals: list, ins_args: tuple, donors: tuple):
+    """The input array an op may write its output into (TF's ``forward_input``), or None.
+
+    An input qualifies when its slot dies with the op (``donors``, from :func:`_donors`), and
+    the array owns its memory, is writeable (a variable's value is sealed read-only) and is
+    referenced by nothing but the interpreter's slot: no other slot (an Identity's output is
+    the same object), no view (a view references its base), no feed dict, no Dask result, no
+    variable, no constant. The op's other inputs must broadcast to its shape with its dtype,
+    so the output is exactly that array's shape and dtype."""
+    for _, slot in donors:
+        v = vals[slot]
+        if type(v) is not np.ndarray or not v.flags.owndata or not v.flags.writeable or \
+                sys.getrefcount(v) > _FREE_REFS:
+            continue
+        for s in ins_args:
+            if s != slot:
+                o = vals[s]
+                if type(o) is not np.ndarray or o.dtype != v.dtype or \
+                        not _fits(o.shape, v.shape):
+                    break
+        else:
+            return v
+    return None
+
+
 def _cancelled_error(step_id, ins) -> errors.CancelledError:
     return errors.CancelledError(
         f"step {_step_root(step_id)} was cancelled before op {ins.name!r} ({ins.type}) ran; "
@@ -348,7 +406,7 @@ def execute(program: StageProgram, resources: DeviceResources, step_id, args) ->
     cancelled = resources._cancelled  # checked before every op: one lookup once any is set
     watched = resources._watched
     root = _step_root(step_id) if cancelled or watched else None
-    for fn, ins_args, attrs, outs, needs_ctx, ins, stateful, free in program._bound[3]:
+    for fn, ins_args, attrs, outs, needs_ctx, ins, stateful, free, donors in program._bound[3]:
         if cancelled:
             if root is None:
                 root = _step_root(step_id)
@@ -364,6 +422,10 @@ def execute(program: StageProgram, resources: DeviceResources, step_id, args) ->
                     rm = resources.for_device(program.device)
                 out = fn(KernelContext(rm, ins.name, step_id, program.device, resources),
                          *[vals[s] for s in ins_args], **attrs)
+            elif donors and (d := donatable(vals, ins_args, donors)) is not None:
+                # written into a dead input's buffer (OpDef.forwards)
+                out = fn(*[vals[s] for s in ins_args], out=d, **attrs)
+                d = None
             elif len(ins_args) == 1:
                 out = fn(vals[ins_args[0]], **attrs)
             elif len(ins_args) == 2:
@@ -378,6 +440,8 @@ def execute(program: StageProgram, resources: DeviceResources, step_id, args) ->
         else:
             for s, o in zip(outs, out):
                 vals[s] = o
+            o = None
+        out = None  # the slot holds it: a reference here would keep it from being donated
         if free:
             for s in free:
                 vals[s] = None

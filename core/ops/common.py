@@ -88,15 +88,17 @@ def def_unary(op_type: str, kernel: Callable, grad: Callable | None = None, *,
 
 def def_binary(op_type: str, kernel: Callable, grad: Callable | None = None, *,
                out_dtype: _dt.DType | None = None, allowed: Callable | None = None,
-               differentiable: bool = True):
-    """Register an element-wise binary op with NumPy broadcasting; returns ``fn(x, y, name)``."""
+               differentiable: bool = True, forwards: tuple = ()):
+    """Register an element-wise binary op with NumPy broadcasting; returns ``fn(x, y, name)``.
+    ``forwards``: see :class:`tensorvm.registry.OpDef` (the kernel takes ``out=``)."""
     def shape_fn(inputs, attrs):
         dt = check_same_dtype(inputs, op_type)
         if allowed is not None and not allowed(dt):
             raise InvalidArgumentError(f"{op_type} does not support dtype {dt.name}")
         return [(out_dtype or dt, broadcast_shapes(inputs[0]._shape, inputs[1]._shape))]
 
-    register_op(op_type, shape_fn, kernel, grad=grad, differentiable=differentiable)
+    register_op(op_type, shape_fn, kernel, grad=grad, differentiable=differentiable,
+                forwards=forwards)
 
     def fn(x, y, name=None):
         x, y = _convert_pair(x, y)

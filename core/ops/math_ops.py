@@ -23,12 +23,15 @@ def _is_float(dt):
 
 
 # ---- binary arithmetic --------------------------------------------------------------------
+# (ufuncs: with ``out=`` a dead input's buffer, the same bits: OpDef.forwards)
 add = def_binary("Add", np.add, lambda op, g: [unbroadcast(g, op.inputs[0]),
-                                               unbroadcast(g, op.inputs[1])])
+                                               unbroadcast(g, op.inputs[1])], forwards=(0, 1))
 subtract = def_binary("Sub", np.subtract, lambda op, g: [unbroadcast(g, op.inputs[0]),
-                                                         unbroadcast(-g, op.inputs[1])])
+                                                         unbroadcast(-g, op.inputs[1])],
+                      forwards=(0, 1))
 multiply = def_binary("Mul", np.multiply, lambda op, g: [
-    unbroadcast(g * op.inputs[1], op.inputs[0]), unbroadcast(g * op.inputs[0], op.inputs[1])])
+    unbroadcast(g * op.inputs[1], op.inputs[0]), unbroadcast(g * op.inputs[0], op.inputs[1])],
+    forwards=(0, 1))
 
 
 def _check_int_divisor(y) -> None:
