@@ -70,6 +70,14 @@ for _name in ("test_large_matmul_runs_on_torch_and_matches_numpy",
               "test_max_pool_gradient_through_a_session_on_torch"):
     SKIP[f"tests/test_cpu_accel.py::{_name}"] = _HOST_ONLY.format(
         "PyTorch's CPU kernels take NumPy arrays only")
+for _name in ("test_a_dead_fresh_intermediate_is_written_in_place",
+              "test_a_training_step_gives_the_same_bits_with_forwarding"):
+    SKIP[f"tests/test_forwarding.py::{_name}"] = _HOST_ONLY.format(
+        "buffer forwarding offers NumPy buffers only")
+for _name in ("test_a_scatter_update_writes_in_place_only_when_no_reader_holds_the_value",
+              "test_gradient_descent_updates_in_place_with_the_copys_bits"):
+    SKIP[f"tests/test_runtime_inprocess.py::{_name}"] = _HOST_ONLY.format(
+        "updates write in place only into a NumPy buffer (sole_holder)")
 SKIP["tests/test_training_ops.py::test_momentum_adagrad_adam_update_in_place_when_nothing_"
      "holds_the_value"] = _HOST_ONLY.format(
     "updates write in place only into a NumPy buffer (sole_holder), a device array's are "
