@@ -39,6 +39,8 @@ import logging
 import os
 import threading
 
+from . import cpu_accel
+
 _log = logging.getLogger("tensorvm")
 
 ENV = "TENSORVM_BLAS_THREADS"
@@ -140,7 +142,6 @@ def matmul(a, b):
     over the intra-op pool (each block one BLAS call writing its rows of the result in
     place)."""
     import numpy as np
-    from . import cpu_accel
     n = intra_op_threads()
     if cpu_accel.wants_matmul(a, b):
         return cpu_accel.matmul(a, b, n)
