@@ -8,7 +8,10 @@
   instructions over numbered value slots.
 * :func:`run_stage` — the interpreter: about fifteen lines that run each instruction's kernel
   and return the exported slots. A kernel's failure comes back as a ``tv.errors`` class naming
-  the op, its input shapes and the user's line, chained from the original.
+  the op, its input shapes and the user's line, chained from the original. A value is
+  dropped after its last reader (:func:`_free_after`), and an element-wise kernel may write
+  its output into a dead input's buffer that nothing else can see (:func:`donatable`, TF's
+  ``forward_input``).
 """
 from __future__ import annotations
 
