@@ -205,6 +205,9 @@ ONE_SOURCE_FAMILIES = frozenset({
     "tensorvm.ops.nn_conv", "tensorvm.ops.nn_norm", "tensorvm.ops.nn_softmax",
     "tensorvm.ops.state_ops", "tensorvm.ops.control_flow_ops", "tensorvm.ops.debug_ops",
     "tensorvm.ops.training_ops",
+    # a loop runs its cond and body programs on its own device (a body op with no GPU kernel
+    # keeps the loop on the CPU: placement looks into the body, passes.place)
+    "tensorvm.ops.while_loop",
 })
 
 _HOST_IO = "host-only I/O (files and storage are read and written by the host)"
@@ -217,8 +220,6 @@ CPU_ONLY_FAMILIES = {
     "tensorvm.ops.io_ops": "readers: " + _HOST_IO,
     "tensorvm.ops.mapreduce_ops": "map-reduce record batches live in host memory (pyarrow)",
     "tensorvm.ops.mr_values": "map-reduce record batches live in host memory (pyarrow)",
-    "tensorvm.ops.while_loop": "a while loop re-plans its body on the host (GPU loops: "
-                               "not yet)",
     "tensorvm.summary": "summaries are host protocol buffers",
     "tensorvm.train.saver": "savers: " + _HOST_IO,
     "tensorvm.train.input": "input pipelines: " + _HOST_IO,

@@ -536,9 +536,8 @@ def test_whole_graph_constraints_put_a_group_on_the_cpu_and_name_the_op():
 
 
 def test_a_loop_whose_body_updates_a_variable_joins_the_variable_s_group(fake_gpu):
-    """The loop op is CPU-only and runs its body on its own device: it is colocated with the
-    state its body updates, so the variable (initialised in another step) is on the loop's
-    device in every step, and the plan says why it is not on GPU:0."""
+    """A loop runs its body on its own device and is colocated with the state its body
+    updates: the variable on GPU:0 pulls the loop there, in every step."""
     g = tv.Graph()
     with g.as_default():
         with tv.device("/gpu:0"):
@@ -546,8 +545,66 @@ def test_a_loop_whose_body_updates_a_variable_joins_the_variable_s_group(fake_gp
         r = tv.while_loop(lambda k: k < 4, lambda k: k + 1 + v.assign_add(2) * 0, [0])
         with tv.Session() as s:
             s.run(v.initializer)
-            init_plan = s.plan(v.initializer)
+            init_plan, loop_plan = s.plan(v.initializer), s.plan(r)
             assert s.run(r) == 4 and s.run(v) == 8
-    (fb,) = init_plan.fallbacks
-    assert fb.reason.startswith("colocated with CPU-only op 'while/While' (While) elsewhere in "
-                                "the graph: no GPU kernel for While: a while loop")
+    assert init_plan.fallbacks == () and loop_plan.fallbacks == ()
+    g0 = "/job:localhost/replica:0/task:0/device:GPU:0"
+    assert init_plan.devices == (g0,)
+    assert [t.device for t in loop_plan.tasks if "while/While" in t.ops] == [g0]
+
+
+def _loop_model(body_extra=None):
+    """A loop on /gpu:0 that squares-and-adds a vector 5 times, and its gradient."""
+    g = tv.Graph()
+    with g.as_default(), tv.device("/gpu:0"):
+        x = tv.placeholder(tv.float32, [4])
+        w = tv.Variable(np.array([0.5, -0.25, 0.125, 1.0], np.float32), name="w")
+
+        def body(i, h):
+            h = tv.tanh(h * w + x)
+            if body_extra is not None:
+                h = body_extra(h)
+            return i + 1, h
+        _, h = tv.while_loop(lambda i, h: i < 5, body, [0, tv.zeros([4])])
+        loss = tv.reduce_sum(h * h)
+        grads = tv.gradients(loss, [x, w])
+    return g, x, w, h, grads
+
+
+def _run_loop(g, x, w, h, grads, **cfg):
+    feed = {x: np.array([0.1, -0.2, 0.3, 0.4], np.float32)}
+    with g.as_default(), tv.Session(config=tv.ConfigProto(**cfg) if cfg else None) as s:
+        s.run(w.initializer)
+        return s.run([h] + grads, feed), s.plan([h] + grads, feed)
+
+
+def test_a_while_loop_runs_on_a_fake_gpu_with_its_gradient(fake_gpu):
+    """The loop's values stay device arrays (the fake device refuses any implicit host
+    conversion): only the predicate comes to the host; forward and gradient equal the CPU's."""
+    gpu, plan = _run_loop(*_loop_model())
+    assert plan.devices == ("/job:localhost/replica:0/task:0/device:GPU:0",)
+    assert plan.fallbacks == ()
+    assert any("While" in op for t in plan.tasks for op in t.ops)
+    fake_device.restore(None)
+    cpu, cpu_plan = _run_loop(*_loop_model())
+    assert "GPU" not in cpu_plan.devices[0]
+    for a, b in zip(gpu, cpu):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    assert np.abs(gpu[1]).sum() > 0 and np.abs(gpu[2]).sum() > 0
+
+
+def test_a_loop_whose_body_has_a_cpu_only_op_stays_on_the_cpu_and_says_why(fake_gpu):
+    def extra(h):
+        copy = tv.reshape(tv.py_func(lambda a: a, [h], tv.float32, stateful=False), [4])
+        return h + tv.stop_gradient(copy - h)  # h's value through the host, h's gradient
+    got, plan = _run_loop(*_loop_model(extra))
+    (fb,) = [f for f in plan.fallbacks if "While" in f.ops[0]]
+    assert "its function" in fb.reason and "(PyFuncStateless)" in fb.reason \
+        and "py_func runs a Python function on host values" in fb.reason
+    fake_device.restore(None)
+    cpu, _ = _run_loop(*_loop_model(extra))
+    for a, b in zip(got, cpu):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    fake_device.install()
+    with pytest.raises(tv.errors.InvalidArgumentError, match=r"its function .* runs op"):
+        _run_loop(*_loop_model(extra), allow_soft_placement=False)

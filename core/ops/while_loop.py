@@ -31,6 +31,7 @@ from .. import dtypes as _dt
 from ..device_spec import DeviceSpec
 from ..errors import InvalidArgumentError, NotFoundError
 from ..graph import Graph, Operation, Tensor, _user_location, get_default_graph
+from ..kernels_gpu import array_namespace, is_device_array, to_device, to_host
 from ..op_def_library import apply_op
 from ..registry import register_op, registry
 from ..tensor_conversion import convert_to_tensor
@@ -142,8 +143,9 @@ class Func:
             from .. import passes
             step = passes.Step({**self.owners, **self.nodes}, self.nodes,
                                tuple(self.fetches), (), tuple(self.feeds))
+            # on a GPU the outputs stay device arrays: the loop's next iteration reads them
             plan = passes.run_pipeline(step, passes.pipeline(
-                device, gpu_available="GPU" in device)).plan
+                device, gpu_available="GPU" in device, fetch_to_host=False)).plan
             if len(plan.devices) > 1:
                 raise InvalidArgumentError(
                     f"while_loop frame {self.frame!r} spans devices {list(plan.devices)}: a "
@@ -384,20 +386,32 @@ def _while_kernel(ctx, *ins, cond, body, n, ncc, nbc, has_max, back_prop, parall
     vals = list(ins[:n])
     ccaps = list(ins[n:n + ncc])
     bcaps = list(ins[n + ncc:n + ncc + nbc])
-    limit = int(ins[-1]) if has_max else None
+    limit = int(to_host(ins[-1])) if has_max else None
     tape = [] if back_prop else None
+    # On a GPU the loop's values stay on the device; only the predicate (one element) comes
+    # to the host each iteration, as TF's loop on a GPU does.
+    on_device = "GPU" in ctx.device
     i = 0
     while limit is None or i < limit:
-        if not bool(np.asarray(cond.call(ctx, vals + ccaps)[0])):
+        if not bool(np.asarray(to_host(cond.call(ctx, vals + ccaps)[0]))):
             break
         if tape is not None:
             tape.append(vals)
         new = body.call(ctx, vals + bcaps)
         for k, (v, inv) in enumerate(zip(new, shapes)):
             _check_shape(v, inv, k, frame)
-        vals = [np.asarray(v) if not isinstance(v, np.ndarray) else v for v in new]
+        vals = [_loop_value(v, on_device) for v in new]
         i += 1
     return tuple(vals) + (tape,)
+
+
+def _loop_value(v, on_device: bool):
+    """A body output as the next iteration's value: an array on the loop's device (a kernel
+    may return a NumPy scalar)."""
+    if type(v) is np.ndarray or is_device_array(v):
+        return v
+    v = np.asarray(v)
+    return to_device(v) if on_device else v
 
 
 def _while_grad(op, *grads):
@@ -457,7 +471,8 @@ def _while_grad_kernel(ctx, *ins, grad, nbc, nv, fc, frame):
         out = grad.call(ctx, list(vals) + bcaps + gys)
         gys = out[:nv]
         acc = [d if s is None else s + d for s, d in zip(acc, out[nv:])]
-    acc = [np.zeros_like(bcaps[j]) if s is None else s for s, j in zip(acc, fc)]
+    acc = [array_namespace(bcaps[j]).zeros_like(bcaps[j]) if s is None else s
+           for s, j in zip(acc, fc)]
     return tuple(gys) + tuple(acc)
 
 

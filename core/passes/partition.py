@@ -73,9 +73,12 @@ def _on_host_only(node: Node, i: int) -> bool:
     return i < len(dts) and dts[i] is not None and getattr(dts[i], "is_string", False)
 
 
-def insert_copies(nodes: dict[str, Node], devices: dict[str, str], feeds, fetches=()):
+def insert_copies(nodes: dict[str, Node], devices: dict[str, str], feeds, fetches=(),
+                  fetch_to_host: bool = True):
     """Return ``(nodes, devices, fetches, copies)`` with the host<->device copies added (see
-    the module docstring); unchanged when no node is on a GPU.
+    the module docstring); unchanged when no node is on a GPU. ``fetch_to_host=False`` leaves
+    fetched GPU tensors on their device (a loop body's outputs, read by the loop's next
+    iteration on that device).
 
     >>> from tensorvm.graph_def import Node
     >>> nodes = {"a": Node("a", "Const"), "b": Node("b", "Neg", (("a", 0),))}
@@ -125,18 +128,20 @@ def insert_copies(nodes: dict[str, Node], devices: dict[str, str], feeds, fetche
                 inputs.append((host_copy(ref), 0))
         out[name] = node if tuple(inputs) == node.inputs else \
             dataclasses.replace(node, inputs=tuple(inputs))
-    fetches = tuple((host_copy(r), 0) if r not in feeds and _is_gpu(devices[r[0]]) else r
-                    for r in fetches)
+    if fetch_to_host:
+        fetches = tuple((host_copy(r), 0) if r not in feeds and _is_gpu(devices[r[0]]) else r
+                        for r in fetches)
     # each copy went in right before its first reader (after its producer): still in order
     return out, devices, fetches, tuple(made.values())
 
 
 def partition(nodes: dict[str, Node], devices: dict[str, str], feeds: set,
-              fetches=()) -> Partition:
+              fetches=(), fetch_to_host: bool = True) -> Partition:
     """Split ``nodes`` by ``devices`` (name -> device), add host<->device copies and
     Send/Recv pairs; ``fetches`` come back in :attr:`Partition.fetches` (a GPU tensor's
-    fetch reads its host copy)."""
-    nodes, devices, fetches, copies = insert_copies(nodes, devices, feeds, fetches)
+    fetch reads its host copy, unless not ``fetch_to_host``)."""
+    nodes, devices, fetches, copies = insert_copies(nodes, devices, feeds, fetches,
+                                                    fetch_to_host)
     out: dict[str, Node] = {}
     pairs: dict[tuple, SendRecv] = {}
 

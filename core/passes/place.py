@@ -109,13 +109,24 @@ def _touched_keys(node: Node, _depth: int = 0) -> tuple:
     return tuple(keys)
 
 
-def _no_gpu_kernel(node: Node):
-    """``(op name, op type, reason)`` when ``node``'s type has no GPU kernel, else None."""
+def _no_gpu_kernel(node: Node, _depth: int = 0):
+    """``(op name, op type, reason)`` when ``node`` cannot run on a GPU, else None: its type
+    has no GPU kernel, or one of its functions (a loop's cond or body, which run on the loop's
+    device) runs an op that cannot."""
     d = registry.get(node.type)
-    if d is None or "GPU" in d.kernels:
+    if d is None:
         return None
-    return node.name, d.type, f"no GPU kernel for {d.type}" + (f": {d.cpu_only}"
-                                                               if d.cpu_only else "")
+    if "GPU" not in d.kernels:
+        return node.name, d.type, f"no GPU kernel for {d.type}" + (f": {d.cpu_only}"
+                                                                   if d.cpu_only else "")
+    if _depth < 16:
+        for f in _funcs(node):
+            for n in f.nodes.values():
+                bad = _no_gpu_kernel(n, _depth + 1)
+                if bad is not None:
+                    return node.name, d.type, (f"its function {f.frame!r} runs op {bad[0]!r} "
+                                               f"({bad[1]}): {bad[2]}")
+    return None
 
 
 def colocation_constraints(all_nodes: Mapping[str, Node]) -> Constraints:
@@ -321,10 +332,9 @@ def _no_gpu_reason(spec: DeviceSpec, members, nodes, gpu_available, gpus, elsewh
     """Why the group cannot run on ``spec`` (a GPU device), as (op name, reason), or None.
     ``elsewhere``: the CPU-only member of its whole-graph group (maybe not in this step)."""
     for m in members:
-        d = registry[nodes[m].type]
-        if "GPU" not in d.kernels:
-            why = f": {d.cpu_only}" if d.cpu_only else ""
-            return m, f"no GPU kernel for {d.type}{why}"
+        bad = _no_gpu_kernel(nodes[m])
+        if bad is not None:
+            return m, bad[2]
     if elsewhere is not None:
         name, op_type, why = elsewhere
         return members[0], (f"colocated with CPU-only op {name!r} ({op_type}) elsewhere in "

@@ -155,9 +155,10 @@ def unroll_step(step: Step, steps: int) -> Step:
                         targets=tuple(targets))
 
 
-def partition_step(step: Step) -> Step:
-    """Cut by device; a fetched GPU tensor is then fetched through its host copy."""
-    part = partition(step.nodes, step.devices, step.feed_set, step.fetches)
+def partition_step(step: Step, fetch_to_host: bool = True) -> Step:
+    """Cut by device; a fetched GPU tensor is then fetched through its host copy (unless not
+    ``fetch_to_host``: a loop body's outputs stay on its device)."""
+    part = partition(step.nodes, step.devices, step.feed_set, step.fetches, fetch_to_host)
     return step.replace("partition", partition=part, fetches=part.fetches)
 
 
@@ -175,8 +176,9 @@ def compile_step(step: Step, graph_tag: str = "g") -> Step:
 def pipeline(default_device: str = "", *, gpu_available: bool = False, gpus=None,
              allow_soft_placement: bool = True, known_tasks: set | None = None,
              steps: int = 1, graph_tag: str = "g", fold: bool = True,
-             cse: bool = True) -> list[Callable[[Step], Step]]:
-    """The session's passes, in order, with its options bound."""
+             cse: bool = True, fetch_to_host: bool = True) -> list[Callable[[Step], Step]]:
+    """The session's passes, in order, with its options bound (``fetch_to_host=False``: a
+    function's, whose outputs stay on its device)."""
     passes = [prune_step,
               functools.partial(optimize_step, fold=fold, cse=cse),
               functools.partial(place_step, default_device=default_device,
@@ -185,7 +187,8 @@ def pipeline(default_device: str = "", *, gpu_available: bool = False, gpus=None
                                 known_tasks=known_tasks)]
     if steps > 1:
         passes.append(functools.partial(unroll_step, steps=steps))
-    passes += [partition_step, stage_step, functools.partial(compile_step, graph_tag=graph_tag)]
+    passes += [functools.partial(partition_step, fetch_to_host=fetch_to_host), stage_step,
+               functools.partial(compile_step, graph_tag=graph_tag)]
     return passes
 
 
