@@ -608,3 +608,20 @@ def test_a_loop_whose_body_has_a_cpu_only_op_stays_on_the_cpu_and_says_why(fake_
     fake_device.install()
     with pytest.raises(tv.errors.InvalidArgumentError, match=r"its function .* runs op"):
         _run_loop(*_loop_model(extra), allow_soft_placement=False)
+
+
+@needs_gpu
+def test_a_while_loop_on_the_gpu_matches_cpu():
+    """The loop and its gradient on CuPy (values stay on the device; the predicate is read with
+    one element copied to the host per iteration), against the same graph on the CPU."""
+    gpu, plan = _run_loop(*_loop_model())
+    assert [t.device for t in plan.tasks if "while/While" in t.ops][0].endswith("GPU:0")
+    assert not plan.fallbacks
+    prev = kernels_gpu.device_backend()
+    kernels_gpu.set_device_backend(None)
+    try:
+        cpu, _ = _run_loop(*_loop_model())
+    finally:
+        kernels_gpu.set_device_backend(prev)
+    for a, b in zip(gpu, cpu):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
