@@ -36,6 +36,8 @@ class Backend(abc.ABC):
     * ``gpus`` — how many GPUs each task has (``{(job, task): n}``, an int for every task
       alike, or None: ``gpu_available`` alone decides);
     * ``known_tasks`` — the ``{(job, task)}`` the cluster has, or None when any is accepted;
+    * ``placement_version`` — changes when that inventory changes (a task remapped to a
+      worker with another GPU count): part of the session's plan-cache key;
     * ``dashboard_link`` — the Dask dashboard's URL, or None;
     * ``client`` — the ``distributed.Client``, or None in process.
 
@@ -57,6 +59,7 @@ class Backend(abc.ABC):
     default_device: str = LOCAL_DEVICE
     gpu_available: bool = False
     gpus = None
+    placement_version: int = 0
     known_tasks: set | None = None
     dashboard_link: str | None = None
     client = None

@@ -159,6 +159,7 @@ class DeviceMap:
         self._map: dict[tuple[str, int], tuple[str, str]] = {}  # task -> (address, name)
         self._gpus_of: dict[tuple[str, int], int] = {}  # task -> its worker's GPU resource
         self.gpus = TaskGpus(self)
+        self.version = 0  # bumped when a task is remapped to a worker of another GPU count
 
     def __repr__(self):
         return f"DeviceMap({self.describe()!r})"
@@ -205,9 +206,24 @@ class DeviceMap:
                     info = None
             self.client.run(_adopt_device, {res: 1e9}, f"/job:{job}/replica:0/task:{task}/",
                             how, workers=[addr])
-            self._gpus_of[key] = _gpu_resource(workers[addr])
+            gpus, before = _gpu_resource(workers[addr]), self._gpus_of.get(key)
+            if before is not None and before != gpus:
+                self.version += 1  # plans placed by the old inventory are stale
+            self._gpus_of[key] = gpus
             self._map[key] = (addr, name)
             return self._map[key]
+
+    def placement_version(self) -> int:
+        """:attr:`version`, after mapping again every task that lost its worker (unmapped by
+        :meth:`forget_lost`): a replacement with another GPU count changes it, so the session
+        places its plans anew before a step rather than running one placed for GPUs the task
+        no longer has. A task with no worker now stays unmapped (its step reports it)."""
+        for job, task in [k for k in self._gpus_of if k not in self._map]:
+            try:
+                self.ensure_mapped(job, task)
+            except UnavailableError:
+                pass
+        return self.version
 
     def _await_replacement(self, res: str, info: dict) -> tuple[str | None, dict]:
         """A device with no worker: if its last worker left the cluster (``DeviceHomes``),

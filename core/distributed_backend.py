@@ -437,6 +437,12 @@ class DistributedBackend(Backend):
         self._runs[plan.uid] = self._runs.get(plan.uid, 0) + 1
         return values
 
+    @property
+    def placement_version(self) -> int:
+        """Changes when a task's worker was replaced by one with another GPU count
+        (:meth:`DeviceMap.placement_version`)."""
+        return self._devices.placement_version()
+
     def _forget_lost(self, pinned, device) -> None:
         """Unmap ``device`` and every device of ``pinned`` whose worker left the cluster (as
         the scheduler reported), so the next step maps them anew."""

@@ -372,8 +372,10 @@ class Session:
         """The cached plan; ``steps`` > 1 asks for K unrolled steps (only worth it, and only
         asked for, when one step is several tasks)."""
         version = self.graph.version
+        # the backend's placement inventory too: a task remapped to a worker with another GPU
+        # count gets its plans placed anew
         key = (version, tuple(_ref(t) for t in tensors),
-               tuple(o.name for o in ops), feed_refs, steps)
+               tuple(o.name for o in ops), feed_refs, steps, self._backend.placement_version)
         plan = self._cache.get(key)
         if plan is None:
             with self._cache_lock:

@@ -148,6 +148,46 @@ def test_steps_on_the_gpu_worker_with_the_fake_device(gpu_and_cpu_workers):
         np.testing.assert_array_equal(neg, [-1.0, -3.0])
 
 
+def test_a_task_remapped_to_a_worker_without_its_gpu_is_placed_anew():
+    """worker-0 (GPU=1) leaves; its replacement, named alike, has no GPU. The step that meets
+    the loss fails (UnavailableError, as any lost device); the next one must not reuse the
+    plan placed on GPU:0 of task 0: it is placed again, on the CPU, with the reason."""
+    from distributed import Scheduler, SpecCluster, Worker
+    workers = {n: {"cls": Worker, "options": {"name": n, "nthreads": 1, **extra}}
+               for n, extra in (("worker-0", GPU1), ("worker-1", {}))}
+    cluster = SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {
+        "host": "127.0.0.1", "dashboard_address": ":0"}}, silence_logs=40)
+    g, x, on_gpu, _ = _two_task_graph()
+    prev = fake_device.install()
+    try:
+        with tv.Session(cluster.scheduler_address, graph=g, cluster={"worker": 2},
+                        verbose=False) as s:
+            np.testing.assert_array_equal(s.run(on_gpu, {x: [1.0, 3.0]}), [1.0, 9.0])
+            assert s.plan(on_gpu, {x: [1.0, 3.0]}).devices == (
+                "/job:worker/replica:0/task:0/device:GPU:0",)
+            del cluster.worker_spec["worker-0"]
+            cluster.sync(cluster._correct_state)
+            cluster.worker_spec["worker-0-again"] = {
+                "cls": Worker, "options": {"name": "worker-0", "nthreads": 1}}
+            cluster.sync(cluster._correct_state)
+            got = None
+            for _ in range(3):  # the step that meets the loss fails; a later one runs
+                try:
+                    got = s.run(on_gpu, {x: [1.0, 3.0]})
+                    break
+                except tv.errors.UnavailableError:
+                    continue
+            np.testing.assert_array_equal(got, [1.0, 9.0])
+            plan = s.plan(on_gpu, {x: [1.0, 3.0]})
+            assert plan.devices == ("/job:worker/replica:0/task:0/device:CPU:0",)
+            assert [f.reason for f in plan.fallbacks] == [
+                "no GPU device: /job:worker/replica:0/task:0 has none"]
+            assert dict(s._backend.gpus)[("worker", 0)] == 0
+    finally:
+        fake_device.restore(prev)
+        cluster.close()
+
+
 # ---- the session's own LocalCluster, with a GPU count ----------------------------------------
 def _worker_env(dask_worker):
     return (dask_worker.name, os.environ.get("CUDA_VISIBLE_DEVICES"),
