@@ -342,6 +342,9 @@ def _refs_of_slot(vals: list, slot: int) -> int:  # donatable's frame shape: a l
 
 
 _FREE_REFS = _refs_of_slot([np.empty(1)], 0)  # measured, not assumed (interpreters differ)
+# Smaller arrays come from malloc's free lists at once: the checks would cost more (a few us
+# a step) than the allocation they save.
+FORWARD_MIN_BYTES = 1 << 16
 
 
 def _fits(o: tuple, v: tuple) -> bool:
@@ -365,11 +368,12 @@ def donatable(vals: list, ins_args: tuple, donors: tuple):
     referenced by nothing but the interpreter's slot: no other slot (an Identity's output is
     the same object), no view (a view references its base), no feed dict, no Dask result, no
     variable, no constant. The op's other inputs must broadcast to its shape with its dtype,
-    so the output is exactly that array's shape and dtype."""
+    so the output is exactly that array's shape and dtype. Arrays under
+    :data:`FORWARD_MIN_BYTES` are not offered."""
     for _, slot in donors:
         v = vals[slot]
-        if type(v) is not np.ndarray or not v.flags.owndata or not v.flags.writeable or \
-                sys.getrefcount(v) > _FREE_REFS:
+        if type(v) is not np.ndarray or v.nbytes < FORWARD_MIN_BYTES or \
+                not v.flags.owndata or not v.flags.writeable or sys.getrefcount(v) > _FREE_REFS:
             continue
         for s in ins_args:
             if s != slot:

@@ -142,11 +142,14 @@ def matmul(a, b):
     over the intra-op pool (each block one BLAS call writing its rows of the result in
     place)."""
     import numpy as np
+    m, k = a.shape
+    macs = m * k * b.shape[1]
+    if macs >= cpu_accel.MIN_MATMUL_MACS and cpu_accel.wants_matmul(a, b):
+        return cpu_accel.matmul(a, b, intra_op_threads())
+    if macs < MIN_PARALLEL_MACS:
+        return a @ b
     n = intra_op_threads()
-    if cpu_accel.wants_matmul(a, b):
-        return cpu_accel.matmul(a, b, n)
-    m = a.shape[0]
-    if n < 2 or m < 2 * n or m * a.shape[1] * b.shape[1] < MIN_PARALLEL_MACS:
+    if n < 2 or m < 2 * n:
         return a @ b
     out = np.empty((m, b.shape[1]), np.result_type(a, b))
     bounds = [m * i // n for i in range(n + 1)]

@@ -27,10 +27,22 @@ def probe(t):
 
 
 @pytest.fixture(autouse=True)
-def _clear():
+def _clear(monkeypatch):
+    """Every array offered, whatever its size (the tests' arrays are tiny)."""
+    monkeypatch.setattr(runtime, "FORWARD_MIN_BYTES", 0)
     SEEN.clear()
     yield
     SEEN.clear()
+
+
+def test_small_arrays_are_not_offered(g, monkeypatch):
+    monkeypatch.setattr(runtime, "FORWARD_MIN_BYTES", 64)
+    x = tv.placeholder(tv.float32, [None])
+    r = probe(x * 2.0)
+    with tv.Session() as s:
+        s.run(r, {x: np.ones(15, np.float32)})  # 60 bytes
+        s.run(r, {x: np.ones(16, np.float32)})  # 64 bytes
+    assert [o is not None for o in SEEN] == [False, True]
 
 
 def test_a_dead_fresh_intermediate_is_written_in_place(g):

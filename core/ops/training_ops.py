@@ -108,12 +108,17 @@ def _gd_kernel(ctx, alpha, delta, *, var_name, container, dtype, shape):
         alone = sole_holder(cur)  # (a statement of its own: no other reference on the stack)
         new = _target(cur, alone)
         try:
-            d, c, o = _flat(delta), _flat(cur), _flat(new)
-            tmp = _temp(o)
-            for s in _blocks(o):  # the old Mul(lr, grad), then AssignSub(var, that)
-                t = tmp[:s.stop - s.start]
-                np.multiply(alpha, d[s], out=t)
-                np.subtract(c[s], t, out=o[s])
+            if cur.size <= _CHUNK:  # one block: no slicing (a small variable's step)
+                t = array_namespace(cur).empty(cur.shape, cur.dtype)
+                np.multiply(alpha, delta, out=t)  # the old Mul(lr, grad) ...
+                np.subtract(cur, t, out=new)  # ... then AssignSub(var, that)
+            else:
+                d, c, o = _flat(delta), _flat(cur), _flat(new)
+                tmp = _temp(o)
+                for s in _blocks(o):
+                    t = tmp[:s.stop - s.start]
+                    np.multiply(alpha, d[s], out=t)
+                    np.subtract(c[s], t, out=o[s])
         finally:
             _seal(new)
         return v.set(new)
