@@ -398,3 +398,91 @@ def test_max_pool_gradient_through_a_session_on_torch(backend, pool_calls):
     check_gradients(lambda a: tv.nn.max_pool(a, [1, 2, 2, 1], [1, 2, 2, 1], "VALID"),
                     x.astype(np.float32), eps=1e-2, rtol=1e-3, atol=1e-3)
     assert pool_calls
+
+
+# ---- the max-pool forward, and its argmax kept for the gradient -----------------------------------
+@needs_torch
+@pytest.mark.parametrize("xs,k,s,padding,on_torch", POOLS)
+@pytest.mark.parametrize("df", ["NHWC", "NCHW"])
+def test_max_pool_on_torch_equals_numpy(backend, xs, k, s, padding, on_torch, df):
+    """The maximum is exact: the same values, NaN windows and signed zeros included (a tie of
+    -0.0 and 0.0 may keep either sign: they compare equal)."""
+    x = np.maximum(RNG.standard_normal(xs), 0).round(1).astype(np.float32)
+    x.reshape(-1)[::7] = -0.0
+    x.reshape(-1)[5] = np.nan
+    if df == "NCHW":
+        x = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    hw = (1, *k, 1) if df == "NHWC" else (1, 1, *k)
+    st = (1, *s, 1) if df == "NHWC" else (1, 1, *s)
+    attrs = {"ksize": hw, "strides": st, "padding": padding, "data_format": df}
+    backend("numpy")
+    want = nn_conv._max_pool_kernel(x, **attrs)
+    backend("torch")
+    got = nn_conv._max_pool_kernel(x, **attrs)
+    assert got.dtype == np.float32 and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+@needs_torch
+def test_the_gradient_uses_the_argmax_its_forward_kept(backend, monkeypatch):
+    """In one task MaxPoolGrad of the same input and output reuses MaxPool's indices (one
+    pooling, not two); another input of the same shape is pooled anew; a new task starts with
+    none kept."""
+    import torch as t
+    from tensorvm import threads as th
+    backend("torch")
+    calls = []
+    real = t.nn.functional.max_pool2d
+
+    def spy(*a, **kw):
+        calls.append(1)
+        return real(*a, **kw)
+    monkeypatch.setattr(t.nn.functional, "max_pool2d", spy)
+    attrs = {"ksize": (1, 2, 2, 1), "strides": (1, 2, 2, 1), "padding": "VALID",
+             "data_format": "NHWC"}
+    th.begin_task()
+    x = RNG.standard_normal((2, 6, 6, 3)).astype(np.float32)
+    y = nn_conv._max_pool_kernel(x, **attrs)
+    g = RNG.standard_normal(y.shape).astype(np.float32)
+    dx = nn_conv._max_pool_grad_kernel(x, y, g, **attrs)
+    assert len(calls) == 1
+    other = x.copy()  # equal values, another array: its own argmax
+    np.testing.assert_array_equal(nn_conv._max_pool_grad_kernel(other, y, g, **attrs), dx)
+    assert len(calls) == 2
+    th.begin_task()
+    np.testing.assert_array_equal(nn_conv._max_pool_grad_kernel(x, y, g, **attrs), dx)
+    assert len(calls) == 3
+    backend("numpy")
+    np.testing.assert_array_equal(nn_conv._max_pool_grad_kernel(x, y, g, **attrs), dx)
+
+
+@needs_torch
+def test_a_cnn_step_on_torch_pools_once_per_layer(backend, monkeypatch):
+    """Through a session: conv, relu, max-pool and its gradient in one stage; the gradient
+    equals the NumPy kernels' and each pool runs PyTorch's pooling once."""
+    import torch as t
+    calls = []
+    real = t.nn.functional.max_pool2d
+    monkeypatch.setattr(t.nn.functional, "max_pool2d",
+                        lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    xs = RNG.standard_normal((3, 8, 8, 2)).astype(np.float32)
+    ks = RNG.standard_normal((3, 3, 2, 4)).astype(np.float32)
+
+    def run():
+        g = tv.Graph()
+        with g.as_default():
+            x = tv.placeholder(tv.float32, xs.shape)
+            k = tv.Variable(ks)
+            h = tv.nn.max_pool(tv.nn.relu(tv.nn.conv2d(x, k, [1, 1, 1, 1], "SAME")),
+                               [1, 2, 2, 1], [1, 2, 2, 1], "VALID")
+            grads = tv.gradients(tv.reduce_sum(h * h), [x, k])
+            with tv.Session() as s:
+                s.run(k.initializer)
+                return s.run([h] + grads, {x: xs})
+    backend("torch")
+    got = run()
+    assert len(calls) == 1
+    backend("numpy")
+    want = run()
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)

@@ -13,6 +13,16 @@ from tensorvm.registry import registry
 RNG = np.random.default_rng(11)
 
 
+@pytest.fixture(autouse=True)
+def _numpy_kernels():
+    """The NumPy kernels' own paths, not the optional PyTorch ones (tensorvm.cpu_accel: the
+    same values, but a tie of -0.0 and 0.0 keeps the first there; tests/test_cpu_accel.py)."""
+    from tensorvm import cpu_accel
+    cpu_accel.set_backend("numpy")
+    yield
+    cpu_accel.set_backend(None)
+
+
 def _general_max_pool(x, k, s, padding):
     """MaxPool of NHWC ``x`` by the general path: the taps' maximum over the padded input."""
     kh, kw = k

@@ -548,6 +548,10 @@ def _max_pool_kernel(x, ksize, strides, padding, data_format):
     if oh == 0 or ow == 0 or x.size == 0:
         return _from_nhwc(array_namespace(x).zeros((x.shape[0], oh, ow, x.shape[3]), x.dtype),
                           data_format)
+    if sh >= kh and sw >= kw and ph == (0, 0) and pw == (0, 0) and _accel.wants(x):
+        # PyTorch's pooling (nn_conv_accel): the same values; it keeps the argmax for the
+        # gradient
+        return _from_nhwc(_accel.max_pool(x, kh, kw, sh, sw), data_format)
     tiles = _tiles(x, kh, kw, sh, sw, oh, ow, ph, pw)
     if tiles is not None:
         return _from_nhwc(_tiled_max_pool(tiles), data_format)
@@ -620,7 +624,7 @@ def _max_pool_grad_kernel(x, y, g, ksize, strides, padding, data_format):
             _accel.wants(x, y, g) and not np.isnan(y).any():
         # PyTorch's kernel (nn_conv_accel): the same first-max choice. Here stay a NaN window
         # (another gradient rule), padding, and overlapping windows (their sums' order)
-        return _from_nhwc(_accel.max_pool_grad(x, g, kh, kw, sh, sw), data_format)
+        return _from_nhwc(_accel.max_pool_grad(x, y, g, kh, kw, sh, sw), data_format)
     tiles = _tiles(x, kh, kw, sh, sw, oh, ow, ph, pw)
     if tiles is not None and finite:
         return _from_nhwc(_tiled_max_pool_grad(tiles, y, g, kh, kw), data_format)

@@ -38,6 +38,8 @@ array([[4., 4.],
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .. import cpu_accel, threads
@@ -47,6 +49,7 @@ __all__ = [
     "conv2d",
     "conv2d_backprop_filter",
     "conv2d_backprop_input",
+    "max_pool",
     "max_pool_grad",
     "wants",
 ]
@@ -177,14 +180,44 @@ def conv2d_backprop_filter(x, f, g, strides, padding, data_format, dilations):
     return np.ascontiguousarray(dw.permute(2, 3, 1, 0).numpy())
 
 
-def max_pool_grad(x, g, kh, kw, sh, sw):
+def _argmaxes() -> dict:
+    """This task's max-pool argmaxes: ``id(output) -> (weakref to the input, weakref to the
+    output, indices)`` (the thread's task scratch, emptied when its next task starts)."""
+    sc = threads.scratch()
+    got = getattr(sc, "pool_argmax", None)
+    if got is None:
+        got = sc.pool_argmax = {}
+    return got
+
+
+def max_pool(x, kh, kw, sh, sw):
+    """``MaxPool`` of NHWC float32 ``x`` (windows ``kh x kw`` apart by strides ``sh, sw``, no
+    padding): NHWC. The maximum is exact, so the values are the NumPy kernel's (NaN windows
+    and the first of tied zeros included). Each window's argmax is kept for the step's
+    ``MaxPoolGrad`` of the same input and output (TF's oneDNN pooling keeps a workspace so):
+    the gradient then only scatters."""
+    torch = cpu_accel.torch()
+    cpu_accel.sync_threads(torch, threads.intra_op_threads())
+    yt, where = torch.nn.functional.max_pool2d(_tensor(torch, x, "NHWC"), (kh, kw), (sh, sw),
+                                               return_indices=True)
+    y = _numpy(yt, "NHWC")
+    _argmaxes()[id(y)] = (weakref.ref(x), weakref.ref(y), where)
+    return y
+
+
+def max_pool_grad(x, y, g, kh, kw, sh, sw):
     """``MaxPoolGrad`` of NHWC float32 ``x`` (MaxPool's input, windows ``kh x kw`` by strides
-    ``sh, sw``, no padding) for the output gradient ``g``: NHWC, each window's gradient at its
-    first maximum in row-major order."""
+    ``sh, sw``, no padding) and ``y`` (its output) for the output gradient ``g``: NHWC, each
+    window's gradient at its first maximum in row-major order. The argmax kept by
+    :func:`max_pool` of this ``x`` and ``y`` is used when there is one, else recomputed."""
     torch = cpu_accel.torch()
     cpu_accel.sync_threads(torch, threads.intra_op_threads())
     xt, gt = _tensor(torch, x, "NHWC"), _tensor(torch, g, "NHWC")
-    _, where = torch.nn.functional.max_pool2d(xt, (kh, kw), (sh, sw), return_indices=True)
+    kept = _argmaxes().get(id(y))
+    if kept is not None and kept[0]() is x and kept[1]() is y:
+        where = kept[2]
+    else:
+        _, where = torch.nn.functional.max_pool2d(xt, (kh, kw), (sh, sw), return_indices=True)
     dx = torch.ops.aten.max_pool2d_with_indices_backward(gt, xt, [kh, kw], [sh, sw], [0, 0],
                                                          [1, 1], False, where)
     return _numpy(dx, "NHWC")
