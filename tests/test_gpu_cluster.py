@@ -77,13 +77,19 @@ def gpu_and_cpu_workers():
     """A cluster started outside tensorvm (in-process workers, as ``dask worker``): worker-0
     declares ``resources={"GPU": 1}``, worker-1 none. In-process workers share this process's
     device backend, so the fake GPU installed here is theirs too."""
+    cluster = _gpu_and_cpu_cluster()
+    yield cluster.scheduler_address
+    cluster.close()
+
+
+def _gpu_and_cpu_cluster():
+    """In-process workers, as ``dask worker`` would start them: worker-0 with
+    ``resources={"GPU": 1}``, worker-1 with none."""
     from distributed import Scheduler, SpecCluster, Worker
     workers = {n: {"cls": Worker, "options": {"name": n, "nthreads": 1, **extra}}
                for n, extra in (("worker-0", GPU1), ("worker-1", {}))}
-    cluster = SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {
+    return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {
         "host": "127.0.0.1", "dashboard_address": ":0"}}, silence_logs=40)
-    yield cluster.scheduler_address
-    cluster.close()
 
 
 def _two_task_graph():
@@ -152,11 +158,8 @@ def test_a_task_remapped_to_a_worker_without_its_gpu_is_placed_anew():
     """worker-0 (GPU=1) leaves; its replacement, named alike, has no GPU. The step that meets
     the loss fails (UnavailableError, as any lost device); the next one must not reuse the
     plan placed on GPU:0 of task 0: it is placed again, on the CPU, with the reason."""
-    from distributed import Scheduler, SpecCluster, Worker
-    workers = {n: {"cls": Worker, "options": {"name": n, "nthreads": 1, **extra}}
-               for n, extra in (("worker-0", GPU1), ("worker-1", {}))}
-    cluster = SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {
-        "host": "127.0.0.1", "dashboard_address": ":0"}}, silence_logs=40)
+    from distributed import Worker
+    cluster = _gpu_and_cpu_cluster()
     g, x, on_gpu, _ = _two_task_graph()
     prev = fake_device.install()
     try:

@@ -122,14 +122,19 @@ def _even(ph, pw):
     return ph[0] == ph[1] and pw[0] == pw[1]
 
 
+def _padded_input(x, f, strides, padding, data_format, dilations):
+    """``(x, strides, dilations, padding)`` for torch: an even padding is torch's own, an
+    uneven one is done on ``x`` (a copy) and torch pads nothing."""
+    st, di, ph, pw = _geometry(x.shape, f.shape, strides, padding, data_format, dilations)
+    if _even(ph, pw):
+        return x, st, di, [ph[0], pw[0]]
+    return _pad(x, ph, pw, data_format), st, di, [0, 0]
+
+
 def conv2d(x, f, strides, padding, data_format, dilations):
     """``Conv2D`` of float32 ``x`` (``data_format``) and an HWIO filter ``f``."""
     torch = cpu_accel.torch()
-    st, di, ph, pw = _geometry(x.shape, f.shape, strides, padding, data_format, dilations)
-    if _even(ph, pw):
-        pad = [ph[0], pw[0]]
-    else:
-        x, pad = _pad(x, ph, pw, data_format), [0, 0]
+    x, st, di, pad = _padded_input(x, f, strides, padding, data_format, dilations)
     cpu_accel.sync_threads(torch, threads.intra_op_threads())
     out = torch.nn.functional.conv2d(_tensor(torch, x, data_format), _filter(torch, f), None,
                                      st, pad, di)
@@ -170,11 +175,7 @@ def conv2d_backprop_input(x, f, g, strides, padding, data_format, dilations):
 def conv2d_backprop_filter(x, f, g, strides, padding, data_format, dilations):
     """``Conv2DBackpropFilter``: d(conv2d)/d(f), HWIO (only ``f``'s shape is read)."""
     torch = cpu_accel.torch()
-    st, di, ph, pw = _geometry(x.shape, f.shape, strides, padding, data_format, dilations)
-    if _even(ph, pw):
-        pad = [ph[0], pw[0]]
-    else:
-        x, pad = _pad(x, ph, pw, data_format), [0, 0]
+    x, st, di, pad = _padded_input(x, f, strides, padding, data_format, dilations)
     dw = _backward(torch, _tensor(torch, x, data_format), f, g, st, di, pad, data_format,
                    [False, True, False])[1]
     return np.ascontiguousarray(dw.permute(2, 3, 1, 0).numpy())
