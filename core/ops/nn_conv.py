@@ -542,13 +542,19 @@ def _tiles(x, kh, kw, sh, sw, oh, ow, ph, pw):
         return None
 
 
+def _apart_unpadded(kh, kw, sh, sw, ph, pw) -> bool:
+    """Windows that neither overlap nor pad: the pools PyTorch's kernels take
+    (:mod:`tensorvm.ops.nn_conv_accel`)."""
+    return sh >= kh and sw >= kw and ph == (0, 0) and pw == (0, 0)
+
+
 def _max_pool_kernel(x, ksize, strides, padding, data_format):
     x, kh, kw, (sh, sw, _, _, oh, ow, ph, pw) = _pool_setup(x, ksize, strides, padding,
                                                               data_format)
     if oh == 0 or ow == 0 or x.size == 0:
         return _from_nhwc(array_namespace(x).zeros((x.shape[0], oh, ow, x.shape[3]), x.dtype),
                           data_format)
-    if sh >= kh and sw >= kw and ph == (0, 0) and pw == (0, 0) and _accel.wants(x):
+    if _apart_unpadded(kh, kw, sh, sw, ph, pw) and _accel.wants(x):
         # PyTorch's pooling (nn_conv_accel): the same values; it keeps the argmax for the
         # gradient
         return _from_nhwc(_accel.max_pool(x, kh, kw, sh, sw), data_format)
@@ -620,8 +626,8 @@ def _max_pool_grad_kernel(x, y, g, ksize, strides, padding, data_format):
     # g * hit is 6x faster than np.where(hit, g, 0), but would carry a NaN/inf of g to
     # the window's other elements (0 * inf): only a finite g takes that way.
     finite = bool(np.isfinite(g).all())
-    if finite and sh >= kh and sw >= kw and ph == (0, 0) and pw == (0, 0) and \
-            _accel.wants(x, y, g) and not np.isnan(y).any():
+    if finite and _apart_unpadded(kh, kw, sh, sw, ph, pw) and _accel.wants(x, y, g) and \
+            not np.isnan(y).any():
         # PyTorch's kernel (nn_conv_accel): the same first-max choice. Here stay a NaN window
         # (another gradient rule), padding, and overlapping windows (their sums' order)
         return _from_nhwc(_accel.max_pool_grad(x, y, g, kh, kw, sh, sw), data_format)
