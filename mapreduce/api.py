@@ -120,15 +120,21 @@ def py_map(fn, key_dtype, value_dtype):
     import numpy as np
     kd, vd = _dt.as_dtype(key_dtype), _dt.as_dtype(value_dtype)
 
-    def as_array(x, dt):
+    def as_array(x, dt, what):
         if dt.is_string:
-            return np.asarray(x, dtype=object)
+            out = np.asarray(x, dtype=object)
+            for i, item in enumerate(out.ravel()):  # name the first non-string, here
+                if not isinstance(item, (str, bytes)):
+                    raise TypeError(f"py_map: {what} {i} is {type(item).__name__} "
+                                    f"{item!r}, but the {what}s' dtype is string (convert "
+                                    f"them, or declare another {what}_dtype)")
+            return out
         return np.asarray(x).astype(dt.np_dtype, copy=False)
 
     def run(records):
         from tensorvm.ops import mapreduce_ops as mro
         k, v = fn(mro.to_numpy(records))
-        return as_array(k, kd), as_array(v, vd)
+        return as_array(k, kd, "key"), as_array(v, vd, "value")
 
     def map_fn(records):
         k, v = tv.py_func(run, [records], [kd, vd], stateful=False)

@@ -37,6 +37,11 @@ class Result:
 
     def to_dict(self) -> dict:
         """``{key: value}`` of a job with no output (keys as Python scalars/str/bytes)."""
+        if self.keys is None:
+            where = _folder(self.output_urls) if self.output_urls else "its output"
+            raise tv.errors.FailedPreconditionError(
+                f"this job wrote its result to {where}, not to the driver: read the files "
+                "(or run the job with output=None to get the pairs back)")
         ks = self.keys.tolist() if self.keys.ndim == 1 else [bytes(k) for k in self.keys]
         vs = [v.tolist() if isinstance(v, np.ndarray) else v for v in self.values] \
             if self.values.dtype == object else self.values.tolist()
@@ -45,6 +50,11 @@ class Result:
     def __repr__(self) -> str:
         return (f"<mr.Result {self.num_map_tasks} maps x {self.num_reducers} reducers, "
                 f"{self.seconds:.2f}s, counters={self.counters}, files={len(self.output_urls)}>")
+
+
+def _folder(urls: list) -> str:
+    """The folder of the part files ``urls``."""
+    return urls[0].rsplit("/", 1)[0]
 
 
 @dataclass

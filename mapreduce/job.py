@@ -42,6 +42,18 @@ __all__ = ["Job", "Result", "run"]
 logger = logging.getLogger("tensorvm")
 
 
+def _count_arg(value, what: str, allow_none: bool = False) -> int | None:
+    """``value`` as a positive int (NumPy integers too), else InvalidArgumentError naming
+    ``what``: a float, a string, a bool or a count below 1 is refused, never rounded."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
+            or value < 1:
+        raise errors.InvalidArgumentError(
+            f"{what} must be an int >= 1{' or None' if allow_none else ''}, got {value!r}")
+    return int(value)
+
+
 def _check_how(how, what):
     if isinstance(how, str) and how not in mro.REDUCTIONS:
         raise errors.InvalidArgumentError(f"unknown {what} {how!r}; built-ins: "
@@ -91,8 +103,8 @@ class Job:
         if len(maps) != len(inputs):
             raise errors.InvalidArgumentError(f"{len(inputs)} inputs but {len(maps)} map "
                                               "functions (give one, or one per input)")
-        if num_reducers < 1:
-            raise errors.InvalidArgumentError(f"num_reducers must be >= 1, got {num_reducers}")
+        num_reducers = _count_arg(num_reducers, "num_reducers")
+        map_tasks = _count_arg(map_tasks, "map_tasks", allow_none=True)
         _check_how(reduce, "reduce")
         _check_how(combine, "combine")
         if combine in ("mean", "collect"):
