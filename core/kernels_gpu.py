@@ -292,6 +292,26 @@ def undecided() -> list[str]:
                   and (_family(d) or "").startswith("tensorvm."))
 
 
+# Ops that hold a string tensor on a GPU device without computing on it (TF's HostMemory
+# kernels): the string stays a host value and passes through. Any other op that takes or makes
+# a string tensor has no GPU kernel for it (TF registers GPU kernels for numeric types only).
+STRING_PASS_THROUGH = frozenset({
+    "Const", "Identity", "StopGradient", "Switch", "Merge", "Placeholder",
+    "PlaceholderWithDefault",
+})
+
+
+def string_tensor_reason(op_type: str, in_dtypes, out_dtypes) -> str | None:
+    """Why an ``op_type`` op with these input and output dtypes cannot run on a GPU because of
+    a string tensor, or None (no string, or a pass-through op)."""
+    if op_type in STRING_PASS_THROUGH:
+        return None
+    for d in (*in_dtypes, *out_dtypes):
+        if d == _dt.string:  # not a loop's tape (a Python object too, on any device)
+            return f"no GPU kernel for {op_type} on string tensors: strings live in host memory"
+    return None
+
+
 def dtype_on_device(dtype: _dt.DType) -> bool:
     """Whether values of ``dtype`` live on the device on a GPU (strings stay on the host)."""
     return not dtype.is_string

@@ -6,6 +6,10 @@ the host but behave as CuPy's do where it matters to tensorvm's one-source kerne
 * implicit conversion to NumPy is refused (``np.asarray(fake)`` raises TypeError, as CuPy
   does), and a NumPy array mixed into a fake computation is refused too, so a kernel that
   creates with ``np.zeros`` instead of ``xp.zeros`` fails here as it would on a GPU;
+* only what CuPy has is there: a NumPy function, ufunc method, keyword or array method that
+  CuPy lacks (``np.maximum.reduce``, ``np.add.reduce(..., initial=0)``, ``x.tobytes``' peers
+  that CuPy never grew...) fails as it does on a GPU, by CuPy's recorded API
+  (``tests/cupy_api.py``, ``tests/data/cupy_api.json``);
 * ``.get()`` is the explicit copy to the host; reductions return 0-d arrays, not scalars;
 * ``xp.cuda.Device(n)`` records the devices entered (``xp.cuda.entered``); ``install(count)``
   says how many GPUs ``xp.device_count()`` reports.
@@ -19,6 +23,8 @@ import types
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
+import cupy_api  # beside this file, as the tests import fake_device
+
 _SCALARS = (bool, int, float, complex, str, bytes, np.generic, type(None), slice,
             type(Ellipsis))
 _CREATION = {"asarray", "array", "asanyarray", "ascontiguousarray"}
@@ -26,6 +32,54 @@ _CREATION = {"asarray", "array", "asanyarray", "ascontiguousarray"}
 
 class FakeDeviceError(TypeError):
     """A host NumPy array met a device array (CuPy raises TypeError there too)."""
+
+
+class NotInCuPyError(TypeError):
+    """A kernel asked the device for a function, method or keyword CuPy does not have."""
+
+
+def _check_params(what, params, args, kw):
+    """Refuse keywords (and extra positionals) that CuPy's ``what`` does not take."""
+    if params is None:
+        return
+    for k in kw:
+        if k not in params:
+            raise NotInCuPyError(f"{what}() got an unexpected keyword argument '{k}' "
+                                 f"(CuPy {cupy_api.load()['cupy_version']})")
+    if len(args) > len(params):
+        raise NotInCuPyError(f"{what}() takes {len(params)} arguments in CuPy, "
+                             f"{len(args)} given")
+
+
+def _cupy_function(np_func):
+    """CuPy's parameters for the NumPy function ``np_func`` (by its module path, as CuPy's
+    ``__array_function__`` finds it), or NotInCuPyError when CuPy has none."""
+    path = np_func.__module__.removeprefix("numpy").lstrip(".")
+    names = cupy_api.load()["modules"].get(path, {})
+    if np_func.__name__ not in names:
+        raise NotInCuPyError(
+            f"no implementation found for '{np_func.__module__}.{np_func.__name__}' on types "
+            f"that implement __array_function__: CuPy has no such function")
+    return names[np_func.__name__]
+
+
+def _check_ufunc(ufunc, method, kw):
+    api = cupy_api.load()
+    methods = api["ufuncs"].get(ufunc.__name__)
+    if methods is None:
+        methods = api["gufuncs"].get(ufunc.__name__)
+        if methods is None:
+            raise NotInCuPyError(f"CuPy has no ufunc '{ufunc.__name__}'")
+        if method in methods:
+            return  # a generalised ufunc (matmul): its own keywords
+    if method not in methods:
+        raise NotInCuPyError(f"`cupy.{ufunc.__name__}.{method}` is not supported "
+                             f"(CuPy has {', '.join(methods)})")
+    allowed = cupy_api.UFUNC_KWARGS[method]
+    for k in kw:
+        if k not in allowed:
+            raise NotInCuPyError(f"cupy.{ufunc.__name__}.{method}: wrong argument '{k}' "
+                                 f"(CuPy takes {', '.join(allowed) or 'none'})")
 
 
 def _unwrap(x, strict=True):
@@ -81,12 +135,14 @@ class FakeDeviceArray(NDArrayOperatorsMixin):
 
     # -- NumPy dispatch
     def __array_ufunc__(self, ufunc, method, *inputs, **kw):
+        _check_ufunc(ufunc, method, kw)
         args = _unwrap(inputs)
         if "out" in kw:
             kw["out"] = _unwrap(kw["out"])
         return _wrap(getattr(ufunc, method)(*args, **kw))
 
     def __array_function__(self, func, types_, args, kwargs):
+        _check_params(func.__name__, _cupy_function(func), args, kwargs)
         return _wrap(func(*_unwrap(args), **_unwrap(kwargs)))
 
     # -- ndarray surface
@@ -104,11 +160,15 @@ class FakeDeviceArray(NDArrayOperatorsMixin):
     def __getattr__(self, name):
         if name.startswith("__"):  # __array_interface__, __array_struct__: no host view
             raise AttributeError(name)
+        methods = cupy_api.load()["ndarray"]
+        if name not in methods:
+            raise AttributeError(f"'cupy.ndarray' object has no attribute '{name}'")
         attr = getattr(self._a, name)
         if not callable(attr) or name in ("tolist", "item", "tobytes"):
             return attr
 
         def method(*args, **kw):
+            _check_params(f"ndarray.{name}", methods[name], args, kw)
             return _wrap(attr(*_unwrap(args), **_unwrap(kw)))
         return method
 
@@ -149,8 +209,9 @@ class FakeDeviceArray(NDArrayOperatorsMixin):
         return FakeDeviceArray(self._a.copy())
 
 
-def _module_fn(fn, name):
+def _module_fn(fn, name, params):
     def call(*args, **kw):
+        _check_params(name, params, args, kw)
         strict = name not in _CREATION
         return _wrap(fn(*_unwrap(args, strict), **_unwrap(kw, strict)))
     call.__name__ = name
@@ -160,21 +221,27 @@ def _module_fn(fn, name):
 class _FakeModule(types.ModuleType):
     """``fake_device.xp``: NumPy's functions over fake arrays (``cupy``'s place)."""
 
-    def __init__(self, name, np_mod):
+    def __init__(self, name, np_mod, path=""):
         super().__init__(name)
         self._np = np_mod
+        self._path = path  # CuPy's module path: "" (cupy), "linalg", "lib.stride_tricks"
 
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
+        path = f"{self._path}.{name}" if self._path else name
+        names = cupy_api.load()["modules"].get(self._path, {})
+        if name not in names and path not in cupy_api.MODULES and path != "lib":
+            raise AttributeError(f"module 'cupy{'.' + self._path if self._path else ''}' "
+                                 f"has no attribute '{name}'")
         attr = getattr(self._np, name)
         if isinstance(attr, types.ModuleType):
-            sub = _FakeModule(f"{self.__name__}.{name}", attr)
+            sub = _FakeModule(f"{self.__name__}.{name}", attr, path)
             setattr(self, name, sub)
             return sub
         if isinstance(attr, (type, np.ufunc)) or not callable(attr):
             return attr  # dtypes, constants; ufuncs dispatch to the fake by themselves
-        fn = _module_fn(attr, name)
+        fn = _module_fn(attr, name, names.get(name))
         setattr(self, name, fn)
         return fn
 

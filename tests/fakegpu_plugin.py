@@ -56,6 +56,11 @@ SKIP = {
         _CPU_PREMISE + " (step_stats devices are CPU:0)",
     "tests/test_gpu.py::test_a_gpu_n_program_runs_inside_cuda_device_n":
         _CPU_PREMISE + " (its unplaced op 'z' must run on the CPU, entering no device)",
+    "tests/test_core_correctness.py::"
+    "test_variable_built_in_colocate_with_initialises_on_that_device":
+        _CPU_PREMISE + " (the colocated variable's device is ps CPU:0)",
+    "tests/test_mapreduce.py::test_plan_has_a_send_recv_per_bucket":
+        _CPU_PREMISE + " (its send count has no host<->device copies)",
     "tests/test_runtime_inprocess.py::test_timed_out_step_never_applies_its_update":
         "joins the thread that ran the blocked kernel, which ends only for a one-task plan; "
         "with the update on GPU:0 the plan has two tasks, run on dask.threaded's pool of the "

@@ -113,6 +113,26 @@ def test_fake_device_refuses_implicit_host_conversion(fake_gpu):
     assert kernels_gpu.to_device(s) is s
 
 
+def test_fake_device_refuses_what_cupy_lacks(fake_gpu):
+    """The fake keeps to CuPy's recorded API (tests/cupy_api.py): a kernel that calls what
+    CuPy does not have fails in the fake sweep, not first on a GPU."""
+    d = kernels_gpu.to_device(np.arange(6.0).reshape(2, 3))
+    np.testing.assert_array_equal(np.add.reduce(d, axis=0).get(), [3.0, 5.0, 7.0])
+    np.testing.assert_array_equal(np.max(d, axis=1).get(), [2.0, 5.0])
+    for call, match in [
+        (lambda: np.maximum.reduce(d, axis=0), r"`cupy.maximum.reduce` is not supported"),
+        (lambda: np.max(d, axis=1, initial=0.0), r"max\(\) got an unexpected keyword "
+                                                 r"argument 'initial'"),
+        (lambda: np.add(d, d, where=d > 1), r"cupy.add.__call__: wrong argument 'where'"),
+        (lambda: np.add.reduce(d, initial=1.0), r"wrong argument 'initial'"),
+        (lambda: np.strings.upper(d), r"no implementation found for 'numpy.strings.upper'"),
+        (lambda: fake_gpu.char, r"module 'cupy' has no attribute 'char'"),
+        (lambda: d.tostring, r"'cupy.ndarray' object has no attribute 'tostring'"),
+    ]:
+        with pytest.raises((TypeError, AttributeError), match=match):
+            call()
+
+
 def test_kernels_create_in_the_namespace_of_their_inputs(fake_gpu):
     """Kernels with creation calls (fixed for issue 15) keep device values on the device."""
     dev = kernels_gpu.to_device
@@ -407,6 +427,54 @@ def test_gpu_values_go_through_a_cpu_only_op_and_back():
     assert any("_CopyDeviceToHost" in op or "_to_host" in op for t in plan.tasks for op in t.ops)
     np.testing.assert_allclose(got, [-1, -4, -9])
     assert type(got) is np.ndarray
+
+
+def test_ops_on_string_tensors_run_on_the_cpu_and_say_why(fake_gpu):
+    """Strings live in host memory: an op that takes or makes one (``Unique`` of words, a
+    ``GatherV2`` of string rows) has no GPU kernel for it, as in TF, whatever its family; only
+    pass-through ops (Identity, Switch...) hold a string on a GPU device. Before, such ops
+    were put on the GPU and mixed host strings with device indices (a map-reduce reducer's
+    ``tv.unique(keys)`` fed a host index to a GPU ``UnsortedSegmentSum``)."""
+    g = tv.Graph()
+    with g.as_default(), tv.device("/gpu:0"):
+        words = tv.placeholder(tv.string, [None], name="words")
+        uniq, idx = tv.unique(words, name="u")
+        counts = tv.unsorted_segment_sum(tv.ones_like(idx), idx, tv.size(uniq), name="c")
+        picked = tv.gather(words, tv.constant([2, 0]), name="pick")
+        same = tv.identity(words, name="same")
+        feed = {words: np.array(["b", "a", "b"], object)}
+        with tv.Session() as s:
+            plan = s.plan([uniq, counts, picked, same], feed)
+            got = s.run([uniq, counts, picked, same], feed)
+    reasons = {f.ops[0]: f.reason for f in plan.fallbacks}
+    assert reasons["u"] == "no GPU kernel for Unique on string tensors: strings live in host " \
+                           "memory"
+    assert reasons["pick"].startswith("no GPU kernel for GatherV2 on string tensors")
+    assert "c" not in reasons and "same" not in reasons  # numbers on the GPU; a pass-through
+    assert list(got[0]) == ["b", "a"] and list(got[2]) == ["b", "b"]
+    np.testing.assert_array_equal(got[1], [2, 1])
+    assert list(got[3]) == ["b", "a", "b"]
+
+
+def _string_node(name, op_type, out_dtypes):
+    from tensorvm import dtypes
+    return Node(name, op_type, (("w", 0),), device="/job:worker/task:0/gpu:0",
+                in_dtypes=(dtypes.string,), out_dtypes=out_dtypes)
+
+
+def test_placement_keeps_string_ops_off_gpus_but_lets_strings_pass_through():
+    from tensorvm import dtypes
+    nodes = {"u": _string_node("u", "Unique", (dtypes.string, dtypes.int32)),
+             "i": _string_node("i", "Identity", (dtypes.string,)),
+             "n": Node("n", "Neg", (("x", 0),), device="/job:worker/task:0/gpu:0",
+                       in_dtypes=(dtypes.float32,), out_dtypes=(dtypes.float32,))}
+    devs, why = place_explained(nodes, W0, gpus=1)
+    assert devs == {"u": W0, "i": G0, "n": G0}
+    assert [(w.ops, w.reason) for w in why] == [
+        (("u",), "no GPU kernel for Unique on string tensors: strings live in host memory")]
+    with pytest.raises(tv.errors.InvalidArgumentError,
+                       match=r"'u' \(Unique\): no GPU kernel for Unique on string tensors"):
+        place(nodes, W0, gpus=1, allow_soft_placement=False)
 
 
 def test_cond_on_a_fake_gpu_reads_its_device_predicate(fake_gpu):

@@ -252,13 +252,27 @@ def _extreme(dtype, lowest: bool):
     return not lowest  # bool
 
 
+def _extreme_reduce(x, axis, keepdims, lowest: bool):
+    """``max`` (``lowest``: the reduction starts at the dtype's lowest value) or ``min`` of
+    ``x``, TF's result on empty reductions included (-inf, or the lowest integer). NumPy takes
+    that start as ``initial=``; CuPy's ``max``/``min`` do not, so on a device an empty reduced
+    axis fills the result with it."""
+    reduce, start = (np.max if lowest else np.min), _extreme(x.dtype, lowest)
+    if type(x) is np.ndarray:
+        return reduce(x, axis=axis, keepdims=keepdims, initial=start)
+    axes = range(x.ndim) if axis is None else [a % x.ndim for a in np.atleast_1d(axis)]
+    if all(x.shape[a] for a in axes):
+        return reduce(x, axis=axis, keepdims=keepdims)
+    shape = [1 if i in axes else d for i, d in enumerate(x.shape) if keepdims or i not in axes]
+    return array_namespace(x).full(shape, start, x.dtype)
+
+
 def _max_kernel(x, axis, keepdims):
-    # ``initial`` gives TF's result on empty reductions (-inf, or the lowest integer)
-    return np.max(x, axis=_axis_kw(axis), keepdims=keepdims, initial=_extreme(x.dtype, True))
+    return _extreme_reduce(x, _axis_kw(axis), keepdims, lowest=True)
 
 
 def _min_kernel(x, axis, keepdims):
-    return np.min(x, axis=_axis_kw(axis), keepdims=keepdims, initial=_extreme(x.dtype, False))
+    return _extreme_reduce(x, _axis_kw(axis), keepdims, lowest=False)
 
 
 def _minmax_reduce_grad(op, g):
@@ -313,7 +327,7 @@ def _all_kernel(x, axis, keepdims):
 
 def _logsumexp_kernel(x, axis, keepdims):
     ax = _axis_kw(axis)
-    m = np.max(x, axis=ax, keepdims=True, initial=-np.inf)
+    m = _extreme_reduce(x, ax, True, lowest=True)
     m = np.where(np.isfinite(m), m, x.dtype.type(0))
     with np.errstate(divide="ignore"):
         out = np.log(np.sum(np.exp(x - m), axis=ax, keepdims=True)) + m

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from ..device_spec import DeviceSpec
 from ..errors import InvalidArgumentError
 from ..graph_def import Node
+from ..kernels_gpu import string_tensor_reason
 from ..registry import registry
 from .prune import prune
 
@@ -111,14 +112,18 @@ def _touched_keys(node: Node, _depth: int = 0) -> tuple:
 
 def _no_gpu_kernel(node: Node, _depth: int = 0):
     """``(op name, op type, reason)`` when ``node`` cannot run on a GPU, else None: its type
-    has no GPU kernel, or one of its functions (a loop's cond or body, which run on the loop's
-    device) runs an op that cannot."""
+    has no GPU kernel, it takes or makes a string tensor (host memory) and is no pass-through,
+    or one of its functions (a loop's cond or body, which run on the loop's device) runs an op
+    that cannot."""
     d = registry.get(node.type)
     if d is None:
         return None
     if "GPU" not in d.kernels:
         return node.name, d.type, f"no GPU kernel for {d.type}" + (f": {d.cpu_only}"
                                                                    if d.cpu_only else "")
+    why = string_tensor_reason(d.type, node.in_dtypes, node.out_dtypes)
+    if why is not None:
+        return node.name, d.type, why
     if _depth < 16:
         for f in _funcs(node):
             for n in f.nodes.values():
