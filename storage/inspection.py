@@ -79,7 +79,8 @@ def verify_checkpoint(ckpt_url: str, *, storage_options: dict | None = None) -> 
                 (_, arr), = _read_file_records(fs, folder, ckpt_url, fname, [entry],
                                                     index["checksum_algorithm"])
             except DataLossError as e:
-                problems.append(str(e))
+                if str(e) not in problems:  # a missing or short file: said once, not per record
+                    problems.append(str(e))
                 continue
             if entry.get("slice") is not None:
                 pieces.setdefault(entry["name"], []).append(

@@ -62,3 +62,17 @@ def test_py_map_unicode_and_bytes_keys_still_work(lines_url):
                    tv.string, tv.int64)
     res = mr.Job(mr.text(lines_url), fn, reduce="sum").run()
     assert res.to_dict() == {"a bé": 1, "b cé": 1, "cé": 1}
+
+
+def test_verify_names_a_missing_data_file_once(tmp_path):
+    """A checkpoint whose one data file is gone was reported once per tensor in it."""
+    from tensorvm import storage
+    d = tmp_path.as_uri()
+    c = storage.checkpoint_url(d, "model", 1)
+    entries = storage.write_shard(c, 0, 1, {"a": np.ones(3), "b": np.zeros(2), "c": np.ones(1)})
+    storage.commit(d, c, entries, step=1)
+    data = [p for p in (tmp_path / "model-1").rglob("data-*")]
+    assert len(data) == 1
+    data[0].unlink()
+    problems = storage.verify_checkpoint(c)
+    assert len(problems) == 1 and "data file missing" in problems[0], problems
