@@ -45,6 +45,10 @@ class JobNotFound(LookupError):
     """An unknown job name or a job file without a ``@tensorvm.job`` function."""
 
 
+class JobLoadError(JobNotFound):
+    """A job file that exists but does not import (a syntax error, a failing import...)."""
+
+
 @dataclass(frozen=True)
 class JobSpec:
     name: str
@@ -119,6 +123,12 @@ def load_file(path: str):
     spec = importlib.util.spec_from_file_location(name, os.path.abspath(path))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # noqa: BLE001 - the user's file: say what broke, in one line
+        sys.modules.pop(name, None)
+        msg = " ".join(str(exc).split()) or "(no message)"
+        raise JobLoadError(f"cannot load job file {path}: {type(exc).__name__}: {msg}") \
+            from exc
     cloudpickle.register_pickle_by_value(module)
     return module

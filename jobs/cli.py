@@ -18,20 +18,57 @@
 
 Exit codes: 0 done; 1 the job failed (one line; the traceback with ``--verbose``) or the
 scheduler could not be reached; 2 bad usage — an unknown option, job or value, or a missing
-input (one line saying what to fix); 130 interrupted (Ctrl-C).
+input (one line saying what to fix); 130 interrupted (Ctrl-C); 143 terminated (SIGTERM, as
+Kubernetes, Slurm or systemd stop a job: handled as Ctrl-C is, the job's uncommitted output
+removed).
 """
 from __future__ import annotations
 
 import contextlib
 import json
 import logging
+import re
+import signal
 import sys
+import threading
 import traceback
 
 import click
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_TERMINATED = 128 + signal.SIGTERM
 logger = logging.getLogger("tensorvm")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so that it unwinds as Ctrl-C does (the job's
+    output aborted, the session and cluster closed) and ends with exit code 143."""
+
+
+def _interrupted(exc: BaseException) -> int:
+    """Print the one line of an interruption; return its exit code."""
+    if isinstance(exc, Terminated):
+        click.echo("tensorvm: terminated", err=True)
+        return EXIT_TERMINATED
+    click.echo("tensorvm: interrupted", err=True)
+    return EXIT_INTERRUPTED
+
+
+@contextlib.contextmanager
+def _sigterm_raises():
+    """While the command runs, SIGTERM raises :class:`Terminated` in the main thread (only
+    there can a handler be set); the previous handler comes back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise Terminated()
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class Failure(Exception):
@@ -97,9 +134,11 @@ def job_command(spec, action) -> click.Command:
 
 
 def _resolve(job: str):
-    from .bundled import JobNotFound, resolve
+    from .bundled import JobLoadError, JobNotFound, resolve
     try:
         return resolve(job)
+    except JobLoadError as exc:
+        raise Failure(str(exc), EXIT_USAGE) from exc
     except JobNotFound as exc:
         raise Failure(f"{exc} (tensorvm jobs lists the bundled jobs)", EXIT_USAGE) from exc
 
@@ -108,10 +147,21 @@ def _invoke_job(command: str, job: str | None, args: tuple, action) -> int:
     if job is None or job in ("-h", "--help"):
         click.echo(click.get_current_context().get_help())
         return EXIT_OK if job else EXIT_USAGE
-    spec = _resolve(job)
-    cmd = job_command(spec, lambda **kw: action(spec, kw))
-    rv = cmd.main(list(args), prog_name=f"tensorvm {command} {job}", standalone_mode=False)
+    try:  # an interruption ends here: click would turn it into Abort and print a blank line
+        spec = _resolve(job)
+        cmd = job_command(spec, lambda **kw: _unless_interrupted(action, spec, kw))
+        rv = cmd.main(list(args), prog_name=f"tensorvm {command} {job}",
+                      standalone_mode=False)
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc)
     return rv if isinstance(rv, int) else EXIT_OK
+
+
+def _unless_interrupted(action, spec, kw) -> int:
+    try:
+        return action(spec, kw)
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc)
 
 
 _PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True,
@@ -194,7 +244,7 @@ def _execute(spec, kw, opts, cluster, err) -> int:
         if opts["verbose"]:
             err.print(traceback.format_exc(), markup=False, highlight=False)
         raise Failure(f"could not start a session for job {spec.name}: "
-                      f"{_classify(exc)[1]}") from exc
+                      f"{_classify(exc, spec, kw)[1]}") from exc
     code, summary = EXIT_OK, None
     live = err.is_terminal and not (quiet or as_json)  # in a pipe: the summary only
     try:
@@ -207,12 +257,12 @@ def _execute(spec, kw, opts, cluster, err) -> int:
             else:
                 result = run.call(kw)
             summary = run.finish("done", result)
-        except KeyboardInterrupt:
-            summary = run.finish("failed", reason="interrupted")
-            click.echo("tensorvm: interrupted", err=True)
-            code = EXIT_INTERRUPTED
+        except KeyboardInterrupt as exc:
+            terminated = isinstance(exc, Terminated)
+            summary = run.finish("failed", reason="terminated" if terminated else "interrupted")
+            code = _interrupted(exc)
         except Exception as exc:  # noqa: BLE001 - the job's error, reported in one line
-            code, line = _classify(exc)
+            code, line = _classify(exc, spec, kw)
             summary = run.finish("failed", reason=line)
             if opts["verbose"]:
                 err.print(traceback.format_exc(), markup=False, highlight=False)
@@ -221,19 +271,48 @@ def _execute(spec, kw, opts, cluster, err) -> int:
             click.echo(json.dumps(summary))
         elif not quiet and code == EXIT_OK:
             print_summary(summary, Console())
-        if opts["keep_alive"] and code != EXIT_INTERRUPTED and run.dashboard:
+        if opts["keep_alive"] and code not in (EXIT_INTERRUPTED, EXIT_TERMINATED) \
+                and run.dashboard:
             _keep_alive(run, err)
     finally:
         run.__exit__(None, None, None)
     return code
 
 
-def _classify(exc: BaseException) -> tuple[int, str]:
-    """Exit code and one line for a job's exception: a missing input is bad usage."""
+def _classify(exc: BaseException, spec=None, kw: dict | None = None) -> tuple[int, str]:
+    """Exit code and one line for a job's exception: a missing input, an output path that
+    cannot be made and an output that exists are bad usage, named by the job's option."""
     msg = " ".join(str(exc).split()) or type(exc).__name__
     if isinstance(exc, FileNotFoundError):
-        return EXIT_USAGE, f"input not found: {msg} (check the job's input options)"
+        msg = re.sub(r"^(input not found: )+", "", msg)
+        flag = _option_in(msg, kw)
+        if flag is not None and "output" in flag:
+            value = kw[flag.replace("-", "_")]
+            return EXIT_USAGE, f"cannot write --{flag} {value}: {msg} (its parent folder " \
+                               "is missing or not writable)"
+        where = f"--{flag}" if flag else "the job's input options"
+        return EXIT_USAGE, f"input not found: {msg} (check {where})"
+    if isinstance(exc, FileExistsError):
+        msg = re.sub(r"\s*\(pass overwrite=True to replace it\)", "", msg)
+        fix = "add --overwrite to replace it" if "overwrite" in (kw or {}) \
+            else "choose another output"
+        return EXIT_USAGE, f"{msg} ({fix})"
     return EXIT_FAILED, f"{type(exc).__name__}: {msg}"
+
+
+def _option_in(msg: str, kw: dict | None) -> str | None:
+    """The command-line name of the job option whose path (or a parent folder of it, as
+    ``os.makedirs`` reports) the error message names."""
+    named = {t.strip("[]'\",()").split("://", 1)[-1].rstrip("/") for t in msg.split()}
+    named = {t for t in named if t.count("/") >= 2 or (t and "/" not in t)}
+    for name, value in (kw or {}).items():
+        if not isinstance(value, str) or not value:
+            continue
+        path = value.split("://", 1)[-1].rstrip("/")
+        if path and (value in msg or any(path == t or path.startswith(t + "/")
+                                         for t in named)):
+            return name.replace("_", "-")
+    return None
 
 
 def _keep_alive(run, err) -> None:
@@ -281,7 +360,7 @@ def _plan(spec, kw, exports) -> int:
     try:
         plans = capture_plans(spec, kw)
     except FileNotFoundError as exc:
-        raise Failure(_classify(exc)[1], EXIT_USAGE) from exc
+        raise Failure(_classify(exc, spec, kw)[1], EXIT_USAGE) from exc
     if not plans:
         raise Failure(f"job {spec.name} ran no graph step: no plan to show")
     for i, p in enumerate(plans):
@@ -292,9 +371,13 @@ def _plan(spec, kw, exports) -> int:
         text = biggest.to_dot() if kind == "dot" else plan_svg(biggest)
         if path == "-":
             click.echo(text)
-        else:
+            continue
+        try:
             with open(path, "w") as f:
                 f.write(text)
+        except OSError as exc:
+            raise Failure(f"cannot write --{kind} {path}: {exc.strerror or exc}",
+                          EXIT_USAGE) from exc
     return EXIT_OK
 
 
@@ -342,7 +425,8 @@ def ckpt_show(url, as_json):
 @click.argument("url")
 def ckpt_verify(url):
     """Read and check every record of checkpoint URL; exit 1 naming each problem."""
-    from tensorvm.storage import verify_checkpoint
+    from tensorvm.storage import read_index, verify_checkpoint
+    _storage_call(read_index, url)  # no checkpoint there: bad usage, one line
     problems = _storage_call(verify_checkpoint, url)
     for p in problems:
         click.echo(p, err=True)
@@ -384,7 +468,8 @@ _NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())
 def main(argv=None) -> int:
     """The console script: runs the CLI and exits with its code."""
     try:
-        rv = cli.main(args=argv, prog_name="tensorvm", standalone_mode=False)
+        with _sigterm_raises():
+            rv = cli.main(args=argv, prog_name="tensorvm", standalone_mode=False)
         code = rv if isinstance(rv, int) else EXIT_OK
     except _NO_ARGS as e:  # a bare ``tensorvm``: its help, as a usage error (click's code)
         click.echo(e.format_message(), err=True)
@@ -399,9 +484,8 @@ def main(argv=None) -> int:
     except Failure as e:
         click.echo(f"tensorvm: {e}", err=True)
         code = e.code
-    except (click.Abort, KeyboardInterrupt):
-        click.echo("tensorvm: interrupted", err=True)
-        code = EXIT_INTERRUPTED
+    except (click.Abort, KeyboardInterrupt) as exc:
+        code = _interrupted(exc)
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (EXIT_OK if e.code is None else 1)
     sys.exit(code)

@@ -385,3 +385,91 @@ def test_ckpt_ls_show_verify(tmp_path, capsys):
     assert out.returncode == 1 and "problem" in out.stderr
     one_line_error(tvm_here(capsys, "ckpt", "show", f"file://{tmp_path}/nothing"), 2,
                    "no checkpoint")
+
+
+# ---- a newcomer's audit: more bad input, each one line -----------------------------------
+@pytest.mark.parametrize("source,words", [
+    ("def f(:\n", ["cannot load job file", "SyntaxError", "line 1"]),
+    ("import tensorvm_no_such_module\n", ["cannot load job file", "ModuleNotFoundError",
+                                         "tensorvm_no_such_module"]),
+    ("raise RuntimeError('boom at import')\n", ["cannot load job file", "boom at import"]),
+])
+def test_a_job_file_that_does_not_import_is_one_line(tmp_path, capsys, source, words):
+    """A job file with a syntax error or a failing import printed click's whole traceback."""
+    path = tmp_path / "broken.py"
+    path.write_text(source)
+    one_line_error(tvm_here(capsys, "run", path), 2, str(path), *words)
+    one_line_error(tvm_here(capsys, "plan", path), 2, "cannot load job file")
+
+
+def test_plan_export_to_an_unwritable_path_is_one_line(data, capsys, tmp_path):
+    out = tvm_here(capsys, "plan", "wordcount", "--input", f"file://{data}/text",
+                   "--svg", tmp_path / "no" / "such" / "dir" / "plan.svg")
+    one_line_error(out, 2, "--svg", "plan.svg")
+
+
+def test_existing_output_and_unwritable_output_say_what_to_fix(data, capsys, tmp_path):
+    """A committed output said 'pass overwrite=True' (the Python API's spelling) and exited
+    1; an output under a missing root was reported as 'input not found'."""
+    args = ["run", "wordcount", "--input", f"file://{data}/text", "--in-process"]
+    out = f"file://{tmp_path}/wc"
+    assert tvm_here(capsys, *args, "--output", out).returncode == 0
+    line = one_line_error(tvm_here(capsys, *args, "--output", out), 2, "already exists",
+                          "--overwrite")
+    assert "overwrite=True" not in line
+    assert tvm_here(capsys, *args, "--output", out, "--overwrite").returncode == 0
+    line = one_line_error(tvm_here(capsys, *args, "--output", "/proc/tvm-no/wc"), 2,
+                          "/proc/tvm-no/wc")
+    assert "input" not in line
+    line = one_line_error(tvm_here(capsys, "run", "wordcount", "--input",
+                                   f"{tmp_path}/none.txt", "--in-process"), 2, "none.txt")
+    assert line.count("not found") == 1, line
+
+
+def test_sigterm_mid_job_exits_143_with_no_output_and_a_rerun_works(tmp_path):
+    """SIGTERM (what Kubernetes, Slurm and systemd send) killed the command at once: no line,
+    the output's _temporary left behind. Now it is an interruption like Ctrl-C."""
+    path = tmp_path / "slow.py"
+    path.write_text(textwrap.dedent('''
+        import os, time
+        import tensorvm as tv, tensorvm.mapreduce as mr
+
+        def slow(lines):
+            def wait(x):
+                if not os.path.exists(os.environ["TVM_GO"]):
+                    print("ready", flush=True)
+                    time.sleep(4)  # the in-process thread is joined at exit
+                return x
+            return mr.emit(tv.py_func(wait, [lines], tv.string, stateful=False), 1)
+
+        @tv.job
+        def slowjob(input: str, output: str, session=None):
+            return mr.Job(mr.text(input), slow, reduce="sum",
+                          output=mr.text_output(output)).run(session)
+    '''))
+    (tmp_path / "in.txt").write_text("a\nb\n")
+    out, go = tmp_path / "out", tmp_path / "go"
+    argv = [TVM, "run", str(path), "--input", str(tmp_path / "in.txt"), "--output",
+            f"file://{out}", "--in-process", "--quiet"]
+    env = {**os.environ, "TVM_GO": str(go)}
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=env)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 143 and err.strip() == "tensorvm: terminated", (p.returncode, err)
+    assert not out.exists() or os.listdir(out) == []  # nothing torn, no _temporary
+    go.write_text("")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert sorted(read_parts(out)) == ["a\t1", "b\t1"]
+
+
+def test_ckpt_verify_of_no_checkpoint_is_usage(tmp_path, capsys):
+    """verify of a path with no checkpoint exited 1 with two lines; show exits 2 with one."""
+    one_line_error(tvm_here(capsys, "ckpt", "verify", f"file://{tmp_path}/nothing"), 2,
+                   "no checkpoint", "nothing")
