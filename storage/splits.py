@@ -260,7 +260,11 @@ def read(split: Split | dict, batch_size: int | None = None, *,
         raise ValueError(f"batch_size must be positive, got {batch_size}")
     fmt = _get(split.format)
     fs, path = to_fs(split.url, storage_options)
-    with fs.open(path, "rb", compression=split.compression) as f:
+    try:
+        f = fs.open(path, "rb", compression=split.compression)
+    except FileNotFoundError as e:  # gone since the splits were made: name the URL
+        raise FileNotFoundError(f"input not found: {split.url} (split {split.id})") from e
+    with f:
         if split.compression is None:
             yield from fmt.read(split, f, batch_size, split.url)
             return

@@ -76,3 +76,14 @@ def test_verify_names_a_missing_data_file_once(tmp_path):
     data[0].unlink()
     problems = storage.verify_checkpoint(c)
     assert len(problems) == 1 and "data file missing" in problems[0], problems
+
+
+def test_a_split_whose_file_vanished_names_its_url():
+    """It raised FileNotFoundError('/tvm-audit-gone/b.txt'): the path without its scheme."""
+    from tensorvm import storage
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/tvm-audit-gone/b.txt", b"q\n")
+    (split,) = storage.splits("memory://tvm-audit-gone/b.txt")
+    fs.rm("/tvm-audit-gone/b.txt")
+    with pytest.raises(FileNotFoundError, match=r"memory://tvm-audit-gone/b\.txt"):
+        list(storage.read(split))
