@@ -110,6 +110,30 @@ def _wrap(x):
     return x
 
 
+class _Flags:
+    """``cupy.ndarray.flags`` (cupy/_core/flags.pyx): read-only contiguity and ownership, and
+    no ``writeable`` — device arrays are always writeable, and a kernel that sets the flag
+    (as on a NumPy array) fails, as it does on CuPy."""
+
+    __slots__ = ("c_contiguous", "f_contiguous", "owndata")
+
+    def __init__(self, a):
+        f = a.flags
+        for name in self.__slots__:
+            object.__setattr__(self, name, bool(getattr(f, name)))
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"attribute '{name}' of 'cupy._core.flags.Flags' objects is not "
+                             f"writable")
+
+    def __getitem__(self, name):
+        key = {"C_CONTIGUOUS": "c_contiguous", "F_CONTIGUOUS": "f_contiguous",
+               "OWNDATA": "owndata"}.get(name)
+        if key is None:
+            raise KeyError(f"{name} is not defined for cupy.ndarray.flags")
+        return getattr(self, key)
+
+
 class FakeDeviceArray(NDArrayOperatorsMixin):
     """A "device" array (see the module docstring)."""
 
@@ -154,6 +178,8 @@ class FakeDeviceArray(NDArrayOperatorsMixin):
     itemsize = property(lambda self: self._a.itemsize)
     strides = property(lambda self: self._a.strides)
     T = property(lambda self: FakeDeviceArray(self._a.T))
+    flags = property(lambda self: _Flags(self._a))
+    base = property(lambda self: None if self._a.base is None else FakeDeviceArray(self._a.base))
     real = property(lambda self: _wrap(self._a.real))
     imag = property(lambda self: _wrap(self._a.imag))
 
