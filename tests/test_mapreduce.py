@@ -130,6 +130,69 @@ def test_bad_records_are_skipped_and_counted_or_named(tmp_path):
     assert res.to_dict() == {"good": 2, "line": 1, "another": 1, "one": 1}
 
 
+_JSONL = (b'{"k": "a", "v": 1}\n'  # offset 0
+          b'not json\n'  # 19: not JSON
+          b'{"k": "a", "v": 2}\n'  # 28
+          b'{"k": "b"}\n'  # 47: no field v
+          b'{"k": "b", "v": 2.5}\n'  # 58: not an int64
+          b'{"k": "c", "v": 4}\n')
+
+
+def _jsonl_job(url, skip):
+    return mr.Job(mr.jsonl(url, {"k": tv.string, "v": tv.int64}),
+                  lambda c: mr.emit(c["k"], c["v"]), reduce="sum", skip_bad_records=skip)
+
+
+def test_bad_jsonl_records_are_skipped_one_by_one_or_named():
+    """One bad line is one bad record (it dropped its whole block, good lines with it), and a
+    missing or ill-typed field is a bad record too (a missing int64 became INT64_MIN)."""
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/tvm-test-mr-badjson/a.jsonl", _JSONL)
+    url = "memory://tvm-test-mr-badjson/a.jsonl"
+    with pytest.raises(tv.errors.DataLossError,
+                       match=r"a\.jsonl at byte offset 19 .*: not a JSON object"):
+        _jsonl_job(url, 0).run()
+    res = _jsonl_job(url, 5).run()
+    assert res.to_dict() == {"a": 3, "c": 4}
+    assert res.counters["bad_records"] == 3 and res.counters["map_input_records"] == 3
+    with pytest.raises(tv.errors.DataLossError, match=r"a\.jsonl at byte offset 58 .*"
+                                                      r"field 'v' is 2\.5, not an int64"):
+        _jsonl_job(url, 2).run()  # the third bad record is one too many
+
+
+def test_a_missing_field_in_valid_json_is_a_bad_record_not_int64_min():
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/tvm-test-mr-nullfield/a.jsonl", b'{"k": "a", "v": 1}\n{"k": "b"}\n')
+    url = "memory://tvm-test-mr-nullfield/a.jsonl"
+    with pytest.raises(tv.errors.DataLossError,
+                       match=r"a\.jsonl at byte offset 19 .*: no field 'v'"):
+        _jsonl_job(url, 0).run()
+    res = _jsonl_job(url, 1).run()
+    assert res.to_dict() == {"a": 1} and res.counters["bad_records"] == 1
+
+
+def test_an_empty_csv_field_of_a_number_column_is_a_bad_record(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_bytes(b"k,v\na,1\nb,\nc,3\n")
+
+    def job(skip):
+        return mr.Job(mr.csv(p.as_uri(), {"k": tv.string, "v": tv.int64}),
+                      lambda c: mr.emit(c["k"], c["v"]), reduce="sum", skip_bad_records=skip)
+    with pytest.raises(tv.errors.DataLossError, match=r"t\.csv at byte offset 8 .*no field 'v'"):
+        job(0).run()
+    res = job(1).run()
+    assert res.to_dict() == {"a": 1, "c": 3} and res.counters["bad_records"] == 1
+
+
+def test_csv_columns_are_read_as_declared(tmp_path):
+    """A string column of digits keeps its text (it was read as int64: '007' became 7)."""
+    p = tmp_path / "z.csv"
+    p.write_bytes(b"zip,n\n007,1\n010,2\n007,5\n")
+    res = mr.Job(mr.csv(p.as_uri(), {"zip": tv.string, "n": tv.int64}),
+                 lambda c: mr.emit(c["zip"], c["n"]), reduce="sum").run()
+    assert res.to_dict() == {"007": 6, "010": 2}
+
+
 def test_plan_has_a_send_recv_per_bucket(zipf_dir):
     d, _ = zipf_dir
     plan = wordcount_job(f"{d.as_uri()}/*.txt", num_reducers=2).plan(num_workers=2)
