@@ -193,6 +193,22 @@ def test_csv_columns_are_read_as_declared(tmp_path):
     assert res.to_dict() == {"007": 6, "010": 2}
 
 
+def test_npy_rows_of_another_dtype_fail_unless_the_cast_is_lossless(tmp_path):
+    """A float64 file read as int32 was truncated silently; int32 read as int64 is lossless."""
+    np.save(tmp_path / "f.npy", np.array([[1.5, 2.0], [3.0, 4.0]]))
+    np.save(tmp_path / "i.npy", np.array([[1, 2], [3, 4]], np.int32))
+
+    def total(name, dtype):
+        return mr.Job(mr.npy((tmp_path / name).as_uri(), dtype, shape=(None, 2)),
+                      lambda rows: mr.emit(rows[:, 0], rows[:, 1]),
+                      reduce="sum").run().to_dict()
+    with pytest.raises(tv.errors.InvalidArgumentError,
+                       match=r"f\.npy holds float64 rows, the job reads int32: declare "
+                             r"mr\.npy\(\.\.\., tv\.float64\)"):
+        total("f.npy", tv.int32)
+    assert total("i.npy", tv.int64) == {1: 2, 3: 4}
+
+
 def test_plan_has_a_send_recv_per_bucket(zipf_dir):
     d, _ = zipf_dir
     plan = wordcount_job(f"{d.as_uri()}/*.txt", num_reducers=2).plan(num_workers=2)

@@ -255,6 +255,16 @@ def _read_fixed_group(splits: list, dtype):
         return None
 
 
+def _check_cast(split, batch, dtype) -> None:
+    """Rows of a NumPy file are read as the job declares them only when no value can change
+    (int32 as int64, float32 as float64); anything else is the job's mistake, named."""
+    if isinstance(batch, np.ndarray) and not dtype.is_string and \
+            not np.can_cast(batch.dtype, dtype.np_dtype, casting="safe"):
+        raise errors.InvalidArgumentError(
+            f"{split.url} holds {batch.dtype} rows, the job reads {dtype.name}: declare "
+            f"mr.npy(..., tv.{batch.dtype}) or convert the file")
+
+
 def read_split_group(splits: tuple, columns: tuple, dtype, skip: int):
     """The records of several splits and ``counters = [records, bytes, bad records]``."""
     if not columns:
@@ -293,6 +303,8 @@ def read_split_group(splits: tuple, columns: tuple, dtype, skip: int):
                 acc.append(col)
             nbad += bad
         else:
+            for b in batches:
+                _check_cast(s, b, dtype)
             parts.extend(batches)
     if columns:
         out = []
