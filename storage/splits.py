@@ -28,7 +28,7 @@ import json
 import lzma
 import zlib
 import types
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterator
 
 import fsspec
@@ -97,8 +97,17 @@ class Split:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Split":
-        """Inverse of :meth:`to_dict` (unknown keys are rejected)."""
+        """Inverse of :meth:`to_dict` (missing and unknown keys are named: ValueError)."""
         d = dict(d)
+        known = [f.name for f in fields(cls)]
+        for k in d:
+            if k not in known:
+                raise ValueError(f"unknown key {k!r} in a split (a dict from Split.to_dict() "
+                                 f"has {', '.join(known)})")
+        for k in ("url", "format"):
+            if k not in d:
+                raise ValueError(f"a split needs {k!r} (a dict from Split.to_dict() has "
+                                 f"{', '.join(known)})")
         if d.get("row_groups") is not None:
             d["row_groups"] = tuple(int(i) for i in d["row_groups"])
         return cls(**d)

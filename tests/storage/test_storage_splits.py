@@ -316,3 +316,14 @@ def test_corrupt_compressed_input_is_data_loss_naming_the_url(store, damage, cod
             for _ in read(s, storage_options=store.options):
                 pass
     assert info.value.url == url
+
+
+def test_a_split_dict_with_missing_or_unknown_keys_is_named():
+    """``read({"url": ...})`` raised a bare TypeError about __init__'s arguments."""
+    with pytest.raises(ValueError, match=r"a split needs 'format' \(a dict from Split.to_dict\(\)"
+                                         r" has url, format, start, end"):
+        next(read({"url": "memory://x.txt"}))
+    d = Split("memory://x.txt", "text").to_dict()
+    with pytest.raises(ValueError, match=r"unknown key 'colour' in a split"):
+        Split.from_dict({**d, "colour": "red"})
+    assert Split.from_dict(d) == Split("memory://x.txt", "text")
