@@ -174,6 +174,8 @@ def test_a_missing_field_in_valid_json_is_a_bad_record_not_int64_min():
 def test_an_empty_csv_field_of_a_number_column_is_a_bad_record(tmp_path):
     p = tmp_path / "t.csv"
     p.write_bytes(b"k,v\na,1\nb,\nc,3\n")
+    ragged = tmp_path / "r.csv"
+    ragged.write_bytes(b"k,v\na,1\nb,2,3\nc,3\n")
 
     def job(skip):
         return mr.Job(mr.csv(p.as_uri(), {"k": tv.string, "v": tv.int64}),
@@ -182,6 +184,11 @@ def test_an_empty_csv_field_of_a_number_column_is_a_bad_record(tmp_path):
         job(0).run()
     res = job(1).run()
     assert res.to_dict() == {"a": 1, "c": 3} and res.counters["bad_records"] == 1
+    ragged_job = mr.Job(mr.csv(ragged.as_uri(), {"k": tv.string, "v": tv.int64}),
+                        lambda c: mr.emit(c["k"], c["v"]), reduce="sum")
+    with pytest.raises(tv.errors.DataLossError,
+                       match=r"r\.csv at byte offset 8 .*3 fields, the header names 2"):
+        ragged_job.run()
 
 
 def test_csv_columns_are_read_as_declared(tmp_path):

@@ -181,6 +181,8 @@ def _line_record(split, line: bytes, names):
             raise ValueError("not a JSON object")
         return rec
     row = next(_csv.reader([text], delimiter=split.options.get("delimiter", ",")), [])
+    if names and len(row) != len(names):
+        raise ValueError(f"{len(row)} fields, the header names {len(names)}")
     return dict(zip(names, row))
 
 
