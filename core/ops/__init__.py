@@ -7,7 +7,8 @@ top_k, unique); common holds the helpers every family shares,
 math_ops (arithmetic, matmul, reductions), math_ext (comparisons, logic, more element-wise math,
 more reductions), linalg_ops, nn_ops (``tv.nn``), random_ops, string_ops, script_ops
 (``tv.py_func``), state_ops (variables), data_flow_ops (queues), io_ops (TF readers,
-``tv.python_io``), parsing_ops (decode_csv, decode_raw, parse_example).
+``tv.python_io``), parsing_ops (decode_csv, decode_raw, parse_example), rnn_ops
+(reverse_sequence, sequence_mask).
 """
 import importlib as _importlib
 
@@ -16,7 +17,7 @@ _FAMILIES = ["array_ops", "math_ops", "manip_ops", "slice_ops", "fill_ops", "ind
              "partition_ops", "sort_ops", "math_ext", "linalg_ops", "nn_ops", "random_ops",
              "string_ops", "script_ops", "state_ops", "data_flow_ops", "mapreduce_ops",
              "deprecated_ops", "nn_norm", "nn_sampled", "io_ops", "parsing_ops",
-             "control_flow_ops"]
+             "control_flow_ops", "rnn_ops"]
 
 for _name in _FAMILIES:
     _mod = _importlib.import_module(f"{__name__}.{_name}")

@@ -1,13 +1,21 @@
 """``tv.nn``: neural-network ops under TensorFlow's names, resolved on first use so that
 importing tensorvm stays cheap. Each family module lists its ``tv.nn`` names in ``NN_ALL``:
 nn_ops (activations, cross-entropies, conv/pool, dropout, embeddings), nn_norm (lrn, batch
-normalisation, small helpers), nn_sampled (candidate samplers, nce and sampled softmax)."""
+normalisation, small helpers), nn_sampled (candidate samplers, nce and sampled softmax);
+``tv.nn.rnn_cell`` and the recurrent networks (``dynamic_rnn`` …) come from
+:mod:`tensorvm.rnn_cell` and :mod:`tensorvm.rnn`."""
 import importlib as _importlib
 
 _MODULES = ("nn_ops", "nn_norm", "nn_sampled")
+_RNN = "tensorvm.rnn"
 
 
 def __getattr__(name):
+    if name == "rnn_cell":
+        return _importlib.import_module("tensorvm.rnn_cell")
+    rnn = _importlib.import_module(_RNN)
+    if name in rnn.NN_ALL:
+        return getattr(rnn, name)
     for m in _MODULES:
         mod = _importlib.import_module(f"tensorvm.ops.{m}")
         if name in getattr(mod, "NN_ALL", ()):
@@ -16,5 +24,6 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(n for m in _MODULES
-                  for n in getattr(_importlib.import_module(f"tensorvm.ops.{m}"), "NN_ALL", ()))
+    return sorted([n for m in _MODULES
+                   for n in getattr(_importlib.import_module(f"tensorvm.ops.{m}"), "NN_ALL", ())]
+                  + ["rnn_cell"] + _importlib.import_module(_RNN).NN_ALL)

@@ -1,0 +1,93 @@
+"""``tv.contrib``: the parts of TF 1.x's ``tf.contrib`` that its example programs use.
+
+* ``tv.contrib.rnn``: the cells of :mod:`tensorvm.rnn_cell` and the functions of
+  :mod:`tensorvm.rnn` (``from tensorvm.contrib import rnn; rnn.BasicLSTMCell(…)``,
+  ``rnn.static_rnn``, ``rnn.static_bidirectional_rnn``);
+* ``tv.contrib.layers``: ``flatten``, ``fully_connected``, ``xavier_initializer``.
+
+Everything else of ``tf.contrib`` (factorization, tensor_forest, boosted_trees, learn, eager)
+is not part of tensorvm; asking for it says so.
+
+>>> import tensorvm as tv
+>>> from tensorvm.contrib import rnn
+>>> rnn.BasicLSTMCell is tv.nn.rnn_cell.BasicLSTMCell
+True
+"""
+from __future__ import annotations
+
+import sys as _sys
+import types as _types
+
+from . import rnn as _rnn
+from . import rnn_cell as _rnn_cell
+
+__all__ = ["layers", "rnn"]
+
+
+def _module(name: str, doc: str, members: dict) -> _types.ModuleType:
+    mod = _types.ModuleType(f"{__name__}.{name}", doc)
+    mod.__dict__.update(members)
+    mod.__all__ = sorted(members)
+    _sys.modules[mod.__name__] = mod  # ``import tensorvm.contrib.rnn`` works too
+    return mod
+
+
+rnn = _module("rnn", "TF 1.x's ``tf.contrib.rnn``: recurrent cells and networks.",
+              {**{n: getattr(_rnn_cell, n) for n in _rnn_cell.__all__},
+               **{n: getattr(_rnn, n) for n in _rnn.__all__}})
+
+
+def fully_connected(inputs, num_outputs, activation_fn="relu", normalizer_fn=None,
+                    normalizer_params=None, weights_initializer=None,
+                    weights_regularizer=None, biases_initializer="zeros",
+                    biases_regularizer=None, reuse=None, variables_collections=None,
+                    outputs_collections=None, trainable=True, scope=None):
+    """``activation_fn(inputs @ weights + biases)`` (ReLU by default, as TF's), variables
+    under ``fully_connected/weights`` and ``.../biases``."""
+    from .errors import InvalidArgumentError
+    from .init_ops import Zeros
+    from .ops import matmul
+    from .ops.nn_ops import bias_add, relu
+    from .tensor_conversion import convert_to_tensor
+    from .variable_scope import get_variable, variable_scope
+    if normalizer_fn is not None:
+        raise InvalidArgumentError("fully_connected: normalizer_fn is not supported; apply "
+                                   "tv.layers.batch_normalization to the output instead")
+    x = convert_to_tensor(inputs)
+    if x._shape is None or len(x._shape) != 2 or x._shape[1] is None:
+        raise InvalidArgumentError(f"fully_connected: inputs must be [batch, depth] with a "
+                                   f"known depth, got shape {x._shape}")
+    with variable_scope(scope, default_name="fully_connected", values=[x], reuse=reuse):
+        w = get_variable("weights", [int(x._shape[1]), int(num_outputs)], x.dtype,
+                         weights_initializer, weights_regularizer, trainable)
+        y = matmul(x, w)
+        if biases_initializer is not None:
+            init = Zeros() if biases_initializer == "zeros" else biases_initializer
+            b = get_variable("biases", [int(num_outputs)], x.dtype, init, biases_regularizer,
+                             trainable)
+            y = bias_add(y, b)
+        act = relu if activation_fn == "relu" else activation_fn
+        return act(y) if act is not None else y
+
+
+def _xavier_initializer(uniform=True, seed=None, dtype=None):
+    """Glorot's initializer (``xavier_initializer``): uniform or normal."""
+    from .init_ops import GlorotNormal, GlorotUniform
+    return GlorotUniform(seed=seed) if uniform else GlorotNormal(seed=seed)
+
+
+def _flatten(inputs, outputs_collections=None, scope=None):
+    """``[batch, ...]`` to ``[batch, k]``."""
+    from .layers import flatten as _f
+    return _f(inputs, name=scope)
+
+
+layers = _module("layers", "TF 1.x's ``tf.contrib.layers`` (the commonly used part).",
+                 {"flatten": _flatten, "fully_connected": fully_connected,
+                  "xavier_initializer": _xavier_initializer,
+                  "xavier_initializer_conv2d": _xavier_initializer})
+
+
+def __getattr__(name):
+    raise AttributeError(f"module 'tensorvm.contrib' has no attribute {name!r}: tensorvm "
+                         f"provides tf.contrib.rnn and tf.contrib.layers only")

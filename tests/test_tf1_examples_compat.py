@@ -1,0 +1,306 @@
+"""The patterns of the classic TF 1.x example programs (aymericdamien/TensorFlow-Examples:
+recurrent_network, bidirectional_rnn, dynamic_rnn, dcgan, tensorboard_basic, multigpu_cnn …)
+written small and checked against NumPy: each test failed before the API or fix it names.
+
+The recurrent cells are checked in float64 against NumPy re-implementations of TF 1.x's cell
+math, their gradients against central differences of those references."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorvm as tv
+
+from tests.opcheck import check_forward, check_gradients, numeric_grad
+
+
+def _sig(z):
+    return 1 / (1 + np.exp(-z))
+
+
+# ---- NumPy references of TF 1.x's cells ---------------------------------------------------------
+def np_rnn(x, h, k):
+    return np.tanh(np.concatenate([x, h], 1) @ k)  # the bias starts at zero
+
+
+def np_basic_lstm(x, h, c, k, b, forget_bias=1.0):
+    i, j, f, o = np.split(np.concatenate([x, h], 1) @ k + b, 4, axis=1)
+    c = c * _sig(f + forget_bias) + _sig(i) * np.tanh(j)
+    return np.tanh(c) * _sig(o), c
+
+
+def np_lstm(x, m, c, k, b, wf, wi, wo, proj, cell_clip, proj_clip):
+    i, j, f, o = np.split(np.concatenate([x, m], 1) @ k + b, 4, axis=1)
+    c = _sig(f + 1.0 + wf * c) * c + _sig(i + wi * c) * np.tanh(j)
+    c = np.clip(c, -cell_clip, cell_clip)
+    m = np.clip((_sig(o + wo * c) * np.tanh(c)) @ proj, -proj_clip, proj_clip)
+    return m, c
+
+
+def np_gru(x, h, gk, gb, ck, cb):
+    r, u = np.split(_sig(np.concatenate([x, h], 1) @ gk + gb), 2, axis=1)
+    cand = np.tanh(np.concatenate([x, r * h], 1) @ ck + cb)
+    return u * h + (1 - u) * cand
+
+
+def np_unroll(step, xs, state, lengths=None):
+    """Run ``step(x_t, state) -> new_state`` (a tuple whose first part is the output) over
+    ``xs`` [B, T, D] with TF's sequence-length rule (zeros out, state carried past each
+    row's length)."""
+    outs = []
+    for t in range(xs.shape[1]):
+        new = step(xs[:, t], state)
+        out = new[0]
+        if lengths is not None:
+            done = (t >= lengths)[:, None]
+            out = np.where(done, 0.0, out)
+            new = tuple(np.where(done, s, n) for s, n in zip(state, new))
+        outs.append(out)
+        state = new
+    return np.stack(outs, 1), state
+
+
+def _values(sess, names):
+    by_name = {v.op.name: v for v in tv.global_variables()}
+    return sess.run([by_name[n] for n in names])
+
+
+# ---- tf.contrib.rnn / tf.nn.rnn_cell (recurrent_network.py, bidirectional_rnn.py) --------------
+def test_contrib_rnn_static_basic_lstm_matches_numpy():
+    """recurrent_network.py: ``from tensorflow.contrib import rnn``; BasicLSTMCell over an
+    unstacked sequence with rnn.static_rnn (was: no tensorvm.contrib)."""
+    from tensorvm.contrib import rnn
+    rng = np.random.default_rng(1)
+    xv = rng.normal(size=(3, 4, 2))
+    g = tv.Graph()
+    with g.as_default():
+        x = tv.placeholder(tv.float64, [None, 4, 2])
+        cell = rnn.BasicLSTMCell(5, forget_bias=0.5)
+        outputs, state = rnn.static_rnn(cell, tv.unstack(x, 4, 1), dtype=tv.float64)
+        assert len(outputs) == 4 and isinstance(state, rnn.LSTMStateTuple)
+        assert sorted(v.op.name for v in tv.trainable_variables()) == [
+            "rnn/basic_lstm_cell/bias", "rnn/basic_lstm_cell/kernel"]
+        with tv.Session() as sess:
+            sess.run(tv.global_variables_initializer())
+            k, b = _values(sess, ["rnn/basic_lstm_cell/kernel", "rnn/basic_lstm_cell/bias"])
+            got, (c, h) = sess.run([outputs, state], {x: xv})
+    assert k.shape == (7, 20) and np.all(b == 0)
+    want, (hw, cw) = np_unroll(lambda xt, s: np_basic_lstm(xt, s[0], s[1], k, b, 0.5), xv,
+                               (np.zeros((3, 5)), np.zeros((3, 5))))
+    np.testing.assert_allclose(np.stack(got, 1), want, rtol=1e-10)
+    np.testing.assert_allclose(h, hw, rtol=1e-10)
+    np.testing.assert_allclose(c, cw, rtol=1e-10)
+
+
+def test_lstm_cell_peepholes_projection_clip_matches_numpy():
+    rng = np.random.default_rng(2)
+    xv = rng.normal(size=(2, 3, 4)) * 3
+    g = tv.Graph()
+    with g.as_default():
+        x = tv.placeholder(tv.float64, [2, 3, 4])
+        cell = tv.nn.rnn_cell.LSTMCell(6, use_peepholes=True, cell_clip=0.7, num_proj=3,
+                                       proj_clip=0.4,
+                                       initializer=tv.random_uniform_initializer(-1, 1, seed=3))
+        assert cell.state_size == (6, 3) and cell.output_size == 3
+        outputs, state = tv.nn.static_rnn(cell, tv.unstack(x, axis=1), dtype=tv.float64)
+        names = ["rnn/lstm_cell/" + n for n in ("kernel", "bias", "w_f_diag", "w_i_diag",
+                                                "w_o_diag", "projection/kernel")]
+        with tv.Session() as sess:
+            sess.run(tv.global_variables_initializer())
+            k, b, wf, wi, wo, proj = _values(sess, names)
+            got, (c, m) = sess.run([outputs, state], {x: xv})
+    assert k.shape == (4 + 3, 24) and proj.shape == (6, 3)
+
+    want, (mw, cw) = np_unroll(lambda xt, s: np_lstm(xt, s[0], s[1], k, b, wf, wi, wo, proj,
+                                                     0.7, 0.4),
+                               xv, (np.zeros((2, 3)), np.zeros((2, 6))))
+    np.testing.assert_allclose(np.stack(got, 1), want, rtol=1e-10)
+    np.testing.assert_allclose(m, mw, rtol=1e-10)
+    np.testing.assert_allclose(c, cw, rtol=1e-10)
+    assert np.abs(c).max() <= 0.7 + 1e-12 and np.abs(m).max() <= 0.4 + 1e-12
+
+
+def test_dynamic_rnn_gru_with_sequence_length_matches_numpy():
+    """dynamic_rnn in a while loop: zeros past each row's length, the state kept there."""
+    rng = np.random.default_rng(3)
+    xv, lengths = rng.normal(size=(3, 5, 2)), np.array([5, 2, 0])
+    g = tv.Graph()
+    with g.as_default():
+        x = tv.placeholder(tv.float64, [None, None, 2])
+        seq = tv.placeholder(tv.int32, [None])
+        cell = tv.nn.rnn_cell.GRUCell(4)
+        out, state = tv.nn.dynamic_rnn(cell, x, sequence_length=seq, dtype=tv.float64)
+        assert out.shape.as_list() == [None, None, 4]
+        names = ["rnn/gru_cell/gates/kernel", "rnn/gru_cell/gates/bias",
+                 "rnn/gru_cell/candidate/kernel", "rnn/gru_cell/candidate/bias"]
+        with tv.Session() as sess:
+            sess.run(tv.global_variables_initializer())
+            gk, gb, ck, cb = _values(sess, names)
+            got, h = sess.run([out, state], {x: xv, seq: lengths})
+    assert np.all(gb == 1.0) and np.all(cb == 0.0)  # TF's GRU gate bias starts at 1
+    want, (hw,) = np_unroll(lambda xt, s: (np_gru(xt, s[0], gk, gb, ck, cb),), xv,
+                            (np.zeros((3, 4)),), lengths)
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+    np.testing.assert_allclose(h, hw, rtol=1e-10)
+    assert np.all(got[1, 2:] == 0) and np.all(h[2] == 0)
+
+
+def _rnn_loss_and_grads(use_dynamic, xv, lengths, kernel0):
+    g = tv.Graph()
+    with g.as_default():
+        x = tv.placeholder(tv.float64, xv.shape)
+        cell = tv.nn.rnn_cell.BasicRNNCell(3)
+        if use_dynamic:
+            out, state = tv.nn.dynamic_rnn(cell, x, sequence_length=lengths, dtype=tv.float64)
+        else:
+            outs, state = tv.nn.static_rnn(cell, tv.unstack(x, axis=1), dtype=tv.float64,
+                                           sequence_length=lengths)
+            out = tv.stack(outs, 1)
+        w = np.linspace(0.5, 1.5, out.shape.num_elements()).reshape(out.shape.as_list())
+        loss = tv.reduce_sum(out * w) + tv.reduce_sum(state ** 2)
+        kernel = next(v for v in tv.trainable_variables() if v.op.name.endswith("kernel"))
+        gk, gx = tv.gradients(loss, [kernel, x])
+        with tv.Session() as sess:
+            sess.run(tv.global_variables_initializer())
+            sess.run(kernel.assign(kernel0))
+            return sess.run([loss, gk, tv.convert_to_tensor(gx)], {x: xv}), w
+
+
+def test_rnn_gradients_match_finite_differences_static_and_dynamic():
+    rng = np.random.default_rng(4)
+    xv, lengths = rng.normal(size=(2, 4, 2)), np.array([4, 3])
+    k0 = rng.normal(size=(5, 3)) * 0.5
+    (loss_s, gk_s, gx_s), w = _rnn_loss_and_grads(False, xv, lengths, k0)
+    (loss_d, gk_d, gx_d), _ = _rnn_loss_and_grads(True, xv, lengths, k0)
+
+    def np_loss(k, x):
+        out, (h,) = np_unroll(lambda xt, s: (np_rnn(xt, s[0], k),), x, (np.zeros((2, 3)),),
+                              lengths)
+        return float((out * w).sum() + (h ** 2).sum())
+    assert loss_s == pytest.approx(np_loss(k0, xv), rel=1e-12)
+    assert loss_d == pytest.approx(np_loss(k0, xv), rel=1e-12)
+    want_k = numeric_grad(lambda k: np_loss(k, xv), k0)
+    want_x = numeric_grad(lambda x: np_loss(k0, x), xv)
+    for gk, gx in ((gk_s, gx_s), (gk_d, gx_d)):
+        np.testing.assert_allclose(gk, want_k, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(gx, want_x, rtol=1e-6, atol=1e-8)
+
+
+def test_multi_rnn_cell_names_and_dropout_wrapper():
+    g = tv.Graph()
+    with g.as_default():
+        x = tv.placeholder(tv.float32, [2, 3, 4])
+        keep = tv.placeholder_with_default(1.0, [])
+        cells = [tv.nn.rnn_cell.DropoutWrapper(tv.nn.rnn_cell.BasicLSTMCell(5),
+                                               output_keep_prob=keep) for _ in range(2)]
+        stack = tv.nn.rnn_cell.MultiRNNCell(cells)
+        out, state = tv.nn.dynamic_rnn(stack, x, dtype=tv.float32)
+        assert sorted(v.op.name for v in tv.trainable_variables()) == [
+            f"rnn/multi_rnn_cell/cell_{i}/basic_lstm_cell/{n}" for i in (0, 1)
+            for n in ("bias", "kernel")]
+        assert len(state) == 2 and all(isinstance(s, tv.nn.rnn_cell.LSTMStateTuple)
+                                       for s in state)
+        with tv.Session() as sess:
+            sess.run(tv.global_variables_initializer())
+            o, h1 = sess.run([out, state[1].h], {x: np.ones((2, 3, 4))})
+            o_drop = sess.run(out, {x: np.ones((2, 3, 4)), keep: 0.5})
+    np.testing.assert_allclose(o[:, -1], h1, rtol=1e-6)
+    assert o.shape == (2, 3, 5) and not np.allclose(o, o_drop)
+    with pytest.raises(ValueError, match="same cell object"):
+        c = tv.nn.rnn_cell.BasicLSTMCell(2)
+        tv.nn.rnn_cell.MultiRNNCell([c, c])
+
+
+def test_static_bidirectional_rnn_reverses_within_lengths():
+    """bidirectional_rnn.py: rnn.static_bidirectional_rnn; fw and bw cells under
+    bidirectional_rnn/fw and /bw, each output [fw, bw] concatenated."""
+    from tensorvm.contrib import rnn
+    rng = np.random.default_rng(5)
+    xv, lengths = rng.normal(size=(2, 4, 3)), np.array([4, 2])
+    g = tv.Graph()
+    with g.as_default():
+        x = tv.placeholder(tv.float64, [2, 4, 3])
+        fw, bw = rnn.BasicRNNCell(2), rnn.BasicRNNCell(2)
+        outs, s_fw, s_bw = rnn.static_bidirectional_rnn(fw, bw, tv.unstack(x, 4, 1),
+                                                        dtype=tv.float64,
+                                                        sequence_length=lengths)
+        (d_fw, d_bw), (ds_fw, ds_bw) = tv.nn.bidirectional_dynamic_rnn(
+            fw, bw, x, sequence_length=lengths, dtype=tv.float64)
+        names = ["bidirectional_rnn/fw/basic_rnn_cell/kernel",
+                 "bidirectional_rnn/bw/basic_rnn_cell/kernel"]
+        with tv.Session() as sess:
+            sess.run(tv.global_variables_initializer())
+            kf, kb = _values(sess, names)
+            got, sf, sb, dfw, dbw, dsf, dsb = sess.run(
+                [outs, s_fw, s_bw, d_fw, d_bw, ds_fw, ds_bw], {x: xv})
+    want_f, (hf,) = np_unroll(lambda xt, s: (np_rnn(xt, s[0], kf),), xv, (np.zeros((2, 2)),),
+                              lengths)
+    rev = np.stack([np.concatenate([xv[i, :n][::-1], xv[i, n:]]) for i, n in
+                    enumerate(lengths)])
+    want_b, (hb,) = np_unroll(lambda xt, s: (np_rnn(xt, s[0], kb),), rev, (np.zeros((2, 2)),),
+                              lengths)
+    want_b = np.stack([np.concatenate([want_b[i, :n][::-1], want_b[i, n:]]) for i, n in
+                       enumerate(lengths)])
+    np.testing.assert_allclose(np.stack(got, 1), np.concatenate([want_f, want_b], 2),
+                               rtol=1e-10)
+    np.testing.assert_allclose(sf, hf, rtol=1e-10)
+    np.testing.assert_allclose(sb, hb, rtol=1e-10)
+    np.testing.assert_allclose(dfw, want_f, rtol=1e-10)  # the dynamic pair shares the cells
+    np.testing.assert_allclose(dbw, want_b, rtol=1e-10)
+    np.testing.assert_allclose(dsf, hf, rtol=1e-10)
+    np.testing.assert_allclose(dsb, hb, rtol=1e-10)
+
+
+def test_rnn_errors_are_tf_errors():
+    cell = tv.nn.rnn_cell.BasicRNNCell(2)
+    with pytest.raises(TypeError, match="inputs must be a sequence"):
+        tv.nn.static_rnn(cell, tv.zeros([2, 3]), dtype=tv.float32)
+    with pytest.raises(ValueError, match="you must give a dtype"):
+        tv.nn.dynamic_rnn(cell, tv.zeros([2, 3, 4]))
+    with pytest.raises(ValueError, match=r"Input size \(depth of inputs\) must be accessible"):
+        tv.nn.dynamic_rnn(cell, tv.placeholder(tv.float32, [2, 3, None]), dtype=tv.float32)
+    with pytest.raises(AttributeError, match="tf.contrib.rnn and tf.contrib.layers only"):
+        tv.contrib.factorization  # noqa: B018
+
+
+# ---- reverse_sequence and sequence_mask -------------------------------------------------------
+def _np_reverse_sequence(x, lens, seq_axis, batch_axis):
+    out = np.array(x, copy=True)
+    for b, n in enumerate(lens):
+        src = [slice(None)] * x.ndim
+        src[batch_axis], src[seq_axis] = b, slice(0, n)
+        dst_view = out[tuple(src)]
+        red_axis = seq_axis - (batch_axis < seq_axis)
+        out[tuple(src)] = np.flip(x[tuple(src)], red_axis) if n else dst_view
+    return out
+
+
+@pytest.mark.parametrize("seq_axis,batch_axis", [(1, 0), (0, 1), (2, 1)])
+def test_reverse_sequence_forward_and_gradient(seq_axis, batch_axis):
+    rng = np.random.default_rng(6)
+    shape = [3, 4, 5]
+    x = rng.normal(size=shape)
+    lens = rng.integers(0, shape[seq_axis] + 1, size=shape[batch_axis])
+    def build(t):
+        return tv.reverse_sequence(t, lens, seq_axis=seq_axis, batch_axis=batch_axis)
+    check_forward(build, lambda a: _np_reverse_sequence(a, lens, seq_axis, batch_axis), x)
+    check_gradients(build, x)
+
+
+def test_reverse_sequence_errors():
+    with pytest.raises(tv.errors.InvalidArgumentError, match="seq_dim == batch_dim"):
+        tv.reverse_sequence(tv.zeros([2, 3]), [1, 1], seq_axis=1, batch_axis=1)
+    with pytest.raises(tv.errors.InvalidArgumentError, match="vector of length"):
+        tv.reverse_sequence(tv.zeros([2, 3]), [1, 1, 1], seq_axis=1, batch_axis=0)
+    lens = tv.placeholder(tv.int32, [2])
+    y = tv.reverse_sequence(tv.zeros([2, 3]), lens, seq_axis=1)
+    with tv.Session() as sess, pytest.raises(tv.errors.InvalidArgumentError,
+                                             match=r"seq_lens\(1\) = 4"):
+        sess.run(y, {lens: [1, 4]})
+
+
+def test_sequence_mask():
+    with tv.Session() as sess:
+        got, f = sess.run([tv.sequence_mask([1, 3, 0]),
+                           tv.sequence_mask([[1], [2]], maxlen=3, dtype=tv.float32)])
+    assert got.tolist() == [[True, False, False], [True, True, True], [False, False, False]]
+    assert f.dtype == np.float32 and f.tolist() == [[[1, 0, 0]], [[1, 1, 0]]]
