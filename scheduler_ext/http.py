@@ -25,6 +25,7 @@ class _Base(RequestHandler):
         plugin = self.server.plugins.get(PLUGIN_NAME) if self.server else None
         if plugin is None:
             self.set_status(503)
+            self.set_header("Content-Type", "text/plain; charset=utf-8")
             self.finish("the tensorvm scheduler plugin is not installed on this scheduler "
                         "(dask scheduler --preload tensorvm.scheduler_ext)")
             return None
@@ -47,8 +48,10 @@ class _Base(RequestHandler):
 
     def job_or_404(self, reg, job_id: str):
         job = reg.job(job_id)
-        if job is None:
+        if job is None:  # plain text: the id comes from the URL and must never be markup
             self.set_status(404)
+            self.set_header("Content-Type", "text/plain; charset=utf-8")
+            self.set_header("X-Content-Type-Options", "nosniff")
             self.finish(f"no tensorvm job {job_id!r}")
         return job
 

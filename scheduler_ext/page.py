@@ -23,6 +23,8 @@ text-align:left}.bar{display:inline-block;width:160px;height:12px;background:#ee
 vertical-align:middle;margin-right:6px}.bar>div{height:12px;background:#3d8c40}
 .state-failed{color:#b00}.state-done{color:#3d8c40}.state-running{color:#1f5fa8}
 .muted{color:#888}svg text{font-size:11px;font-family:Helvetica,Arial,sans-serif}
+.erred{color:#b00;font-weight:bold}pre.error{white-space:pre-wrap;color:#b00;margin:0;
+font-size:12px;max-width:1000px}.rate{color:#555}
 """
 
 _REFRESH = """
@@ -64,18 +66,43 @@ def _fmt(v) -> str:
     return escape(str(v))
 
 
+def _steps(p: dict, m: dict) -> str:
+    """The steps cell: the job's reported step (of its total), else the runs the registry
+    counted (a plain session's training loop); then the rate and the time of one."""
+    runs = (p.get("runs") or {}).get("done") or 0
+    if m.get("step") is not None:
+        text = f"step {m['step']}" + (f"/{m['total_steps']}" if m.get("total_steps") else "")
+        rate, unit = m.get("steps_per_s"), "step"
+    elif runs:
+        text = f"{runs} run" + ("s" if runs != 1 else "")
+        rate, unit = m.get("runs_per_s"), "run"
+    else:
+        return ""
+    if rate:
+        text += (f' <span class="rate">{rate:.3g} {unit}s/s, '
+                 f"{_duration(1.0 / rate)}/{unit}</span>")
+    return text
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds * 1000:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
+
+
+def _erred(n) -> str:
+    return f' <span class="erred">{n} failed</span>' if n else ""
+
+
 def job_row(j: dict, base: str) -> str:
     """One ``<tr>`` for a job (the list page and the top of a job's page)."""
     p, m = j["progress"], j["metrics"]
-    steps = "" if m.get("step") is None else f"step {m['step']}" + (
-        f"/{m['total_steps']}" if m.get("total_steps") else "")
+    steps = _steps(p, m)
     loss = m.get("last", {}).get("loss")
     jid = escape(j["id"])
     return (f'<tr class="job-row" data-job="{jid}"><td><a href="{base}/job/{jid}">'
             f'{escape(j["name"])}</a></td><td>{_fmt(j.get("user"))}</td>'
             f'<td class="state-{escape(j["state"])}">{escape(j["state"])}</td>'
             f'<td>{_bar(p["fraction"])}<span class="progress-value">{p["done"]}/{p["total"]}'
-            f"</span> tasks</td><td>{steps}</td>"
+            f'</span> tasks{_erred(p.get("erred"))}</td><td>{steps}</td>'
             f"<td>{'' if loss is None else 'loss ' + _fmt(loss)}</td>"
             f'<td>{j["elapsed"]:.1f} s</td><td class="muted">{jid}</td></tr>')
 
@@ -98,6 +125,8 @@ def job_detail(j: dict, base: str) -> str:
            f"<table id='job'>{_HEAD}{job_row(j, base)}</table>"]
     if j.get("reason"):
         out.append(f"<p class='state-failed'>{escape(str(j['reason']))}</p>")
+    if j.get("errors"):
+        out.append(errors_table(j["errors"]))
     if j.get("output"):
         out.append(f"<p>output: <code>{escape(str(j['output']))}</code></p>")
     out += ["<h2>Partitioned graph</h2>", graph_svg(j), "<h2>Devices</h2>", devices_table(j)]
@@ -116,17 +145,29 @@ def job_detail(j: dict, base: str) -> str:
     return "".join(out)
 
 
+def errors_table(errors: list[dict]) -> str:
+    """The latest failed tasks: where (device, stage) and the error, op name included."""
+    rows = "".join(f"<tr><td>{escape(str(e['device']))}</td><td>s{e['stage']}</td>"
+                   f"<td><pre class='error'>{escape(str(e['error']))}</pre></td></tr>"
+                   for e in reversed(errors))
+    return ("<h2 class='state-failed'>Errors</h2><table id='errors'><tr><th>device</th>"
+            f"<th>stage</th><th>error (latest first)</th></tr>{rows}</table>")
+
+
 def devices_table(j: dict) -> str:
     rows = []
     for d in j["devices"]:
         frac = d["done"] / d["total"] if d["total"] else 0.0
-        stages = " ".join(f"s{s['stage']}: {s['done']}/{s['total']}" for s in d["stages"])
+        stages = " ".join(f"s{s['stage']}: {s['done']}/{s['total']}{_erred(s.get('erred'))}"
+                          for s in d["stages"])
         worker = d.get("worker_name") or d.get("worker") or ""
         gone = "" if d.get("worker_alive") in (None, True) else " <b>(gone)</b>"
+        failed = d.get("erred") or ""
         rows.append(f"<tr><td>{escape(d['device'])}</td><td>{escape(str(worker))}{gone}</td>"
-                    f"<td>{_bar(frac)}{d['done']}/{d['total']}</td><td>{stages}</td></tr>")
+                    f"<td>{_bar(frac)}{d['done']}/{d['total']}</td>"
+                    f"<td class='state-failed'>{failed}</td><td>{stages}</td></tr>")
     return ("<table id='devices'><tr><th>device</th><th>worker</th><th>tasks</th>"
-            f"<th>per stage</th></tr>{''.join(rows)}</table>")
+            f"<th>failed</th><th>per stage</th></tr>{''.join(rows)}</table>")
 
 
 def graph_svg(j: dict) -> str:
@@ -166,8 +207,10 @@ def graph_svg(j: dict) -> str:
         x, y = pos[n["id"]]
         s = prog.get(n["id"], {"done": 0, "total": 0})
         frac = s["done"] / s["total"] if s["total"] else 0.0
-        out.append(f'<rect class="stage" x="{x}" y="{y}" width="{NW}" height="{NH}" rx="4" '
-                   f'fill="#fff" stroke="#555"/><rect x="{x}" y="{y + NH - 6}" '
+        look = ('class="stage erred" fill="#fdecea" stroke="#b00" stroke-width="2"'
+                if s.get("erred") else 'class="stage" fill="#fff" stroke="#555"')
+        out.append(f'<rect {look} x="{x}" y="{y}" width="{NW}" height="{NH}" rx="4"/>'
+                   f'<rect x="{x}" y="{y + NH - 6}" '
                    f'width="{NW * frac:.1f}" height="6" fill="#3d8c40"/>'
                    f'<text x="{x + 8}" y="{y + 18}">{escape(_label(n, s))}</text>')
     out.append("</svg>")

@@ -68,8 +68,8 @@ class TensorvmPlugin(SchedulerPlugin):
             return
         if finish == "memory":
             self.registry.task_done(key, kwargs.get("worker") or self._holder(key))
-        elif finish == "erred":
-            self.registry.task_erred(key, kwargs.get("worker"))
+        elif finish == "erred":  # the failing task carries its exception's text
+            self.registry.task_erred(key, kwargs.get("worker"), kwargs.get("exception_text"))
         elif finish == "forgotten":
             self.registry.task_forgotten(key)
 

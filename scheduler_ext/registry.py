@@ -24,7 +24,9 @@ Where its facts come from:
 State per job (:meth:`JobRegistry.job`): id, name, user, state (``running``, ``done``,
 ``failed``, ``closed``), per device and stage ``{done, total, erred}``, the partitioned graph
 (``nodes``: one per (device, stage); ``edges``: dependencies, ``send`` where they cross
-devices), counters, and metrics with a bounded history per metric (the loss curve).
+devices), counters, metrics with a bounded history per metric (the loss curve), the rate of
+runs (``metrics.runs_per_s``: what a plain session's training loop shows, having no step
+metric) and the latest errors of failed tasks (``errors``; ``last_error`` in the summary).
 
 >>> t = iter(range(100))
 >>> reg = JobRegistry(clock=lambda: float(next(t)))
@@ -54,9 +56,13 @@ subscribe with ``Client.subscribe_topic``)."""
 TOPIC_STEPS = "tensorvm-direct-steps"
 """Event topic of the steps a client ran on the direct data plane: ``{"client": id, "steps":
 [{"step", "n", "ok", "tasks": [[task name, worker], ...], "edges": [[src, dst], ...],
-"erred": [task names]}, ...]}`` (``tensorvm.direct_steps.TOPIC_STEPS``, the same string)."""
+"erred": [task names], "error": text}, ...]}`` (``tensorvm.direct_steps.TOPIC_STEPS``, the
+same string; ``error``, the failing op's message, is optional)."""
 
 STATES = ("running", "done", "failed", "closed")
+MAX_ERRORS = 10  # errors kept per job (the latest)
+MAX_ERROR_CHARS = 2000  # of one error's text
+IDLE_AFTER = 10.0  # seconds without a finished run after which a running job's rate is 0
 OPS = ("start", "metrics", "counters", "finish")
 
 
@@ -133,6 +139,26 @@ class _Job:
         self.step, self.total_steps = None, None
         self.rate_points: list[tuple[float, int]] = []  # (time, step) for steps/s
         self.runs = {"submitted": 0, "done": 0}
+        self.run_points: list[list] = []  # [time, runs done] for runs/s, one per time
+        self.errors: list[dict] = []  # the latest MAX_ERRORS failed tasks' errors
+
+    def run_done(self, now: float, n: int = 1) -> None:
+        """Count ``n`` finished runs at ``now`` (points at one time merge: direct steps
+        arrive in batches)."""
+        self.runs["done"] += n
+        if self.run_points and self.run_points[-1][0] == now:
+            self.run_points[-1][1] = self.runs["done"]
+        else:
+            self.run_points = (self.run_points + [[now, self.runs["done"]]])[-20:]
+
+    def error(self, now: float, group: dict, task: str, text) -> None:
+        """Keep a failed task's error text (the latest MAX_ERRORS)."""
+        text = str(text)
+        if len(text) > MAX_ERROR_CHARS:
+            text = text[:MAX_ERROR_CHARS] + " ..."
+        self.errors = (self.errors + [{"time": now, "device": group["device"],
+                                       "stage": group["stage"], "task": task,
+                                       "error": text}])[-MAX_ERRORS:]
 
 
 class JobRegistry:
@@ -265,7 +291,8 @@ class JobRegistry:
             n, ok = int(rec.get("n") or 1), bool(rec.get("ok"))
             erred = set(rec.get("erred") or ())
             job.runs["submitted"] += 1
-            job.runs["done"] += ok
+            if ok:
+                job.run_done(self.clock())
             for name, worker, parsed in tasks:
                 if not ok and name not in erred:
                     continue  # a failed step's other tasks do not count (released on Dask)
@@ -278,6 +305,8 @@ class JobRegistry:
                 g["done" if ok else "erred"] += n
                 if worker:
                     job.workers[g["device"]] = worker
+                if not ok and rec.get("error"):
+                    job.error(self.clock(), g, name, rec["error"])
             for src, dst in rec.get("edges") or ():
                 sp, dp = parse_task_name(src), parse_task_name(dst)
                 if sp is not None and dp is not None and _node(sp) != _node(dp):
@@ -287,21 +316,26 @@ class JobRegistry:
         job_id = self._by_client.get(client)
         if job_id in self._jobs:
             return self._jobs[job_id]
-        job_id = f"session-{client}"
+        job_id, n = f"session-{client}", 1
+        while job_id in self._jobs:  # the client's earlier session job stays as it ended
+            n += 1
+            job_id = f"session-{client}-{n}"
         self._start(job_id, {"name": f"session {graph}", "client": client, "kind": "session"})
         return self._jobs[job_id]
 
     def task_done(self, key, worker: str | None = None) -> None:
         self._task_end(key, "done", worker)
 
-    def task_erred(self, key, worker: str | None = None) -> None:
-        self._task_end(key, "erred", worker)
+    def task_erred(self, key, worker: str | None = None, error: str | None = None) -> None:
+        """A task failed; ``error`` is its exception's text (None for a task that failed
+        because a dependency did: the page shows the cause, not every consequence)."""
+        self._task_end(key, "erred", worker, error)
 
     def task_forgotten(self, key) -> None:
         """A key released before it finished (a cancelled step): it no longer counts."""
         self._task_end(key, None, None)
 
-    def _task_end(self, key, how: str | None, worker: str | None) -> None:
+    def _task_end(self, key, how: str | None, worker: str | None, error=None) -> None:
         entry = self._keys.pop(key, None)
         if entry is None:
             return
@@ -315,13 +349,15 @@ class JobRegistry:
             g[how] += 1
         if worker:
             job.workers[g["device"]] = worker
+        if error:
+            job.error(self.clock(), g, entry[1], error)
         step = _step_of(key)
         if step is not None and (job.id, step) in self._runs:
             self._runs[(job.id, step)] -= 1
             if self._runs[(job.id, step)] <= 0:
                 del self._runs[(job.id, step)]
                 if how == "done":
-                    job.runs["done"] += 1
+                    job.run_done(self.clock())
 
     def worker_added(self, address: str, name: str | None = None) -> None:
         self.workers[address] = str(name if name is not None else address)
@@ -352,13 +388,19 @@ class JobRegistry:
         out["devices"] = self._devices(j)
         out["graph"] = self._graph(j)
         out["metrics"]["history"] = {k: [list(p) for p in v] for k, v in j.metrics.items()}
+        out["errors"] = [dict(e) for e in j.errors]
         return out
 
     def _summary(self, j: _Job) -> dict:
         done = sum(g["done"] for g in j.groups.values())
         total = sum(g["total"] for g in j.groups.values())
         erred = sum(g["erred"] for g in j.groups.values())
-        end = j.ended if j.ended is not None else self.clock()
+        now = self.clock()
+        end = j.ended if j.ended is not None else now
+        runs_rate = _rate(j.run_points)
+        if runs_rate is not None and j.state == "running" and \
+                now - j.run_points[-1][0] > IDLE_AFTER:
+            runs_rate = 0.0  # the loop stopped (the session is still open)
         if j.total_steps and j.step is not None:
             fraction = min(1.0, j.step / j.total_steps)
         else:
@@ -367,11 +409,13 @@ class JobRegistry:
                 "reason": j.reason, "kind": j.kind, "client": j.client, "args": j.args,
                 "started": j.started, "ended": j.ended, "elapsed": round(end - j.started, 3),
                 "output": j.output, "dashboard": j.dashboard,
+                "last_error": j.errors[-1]["error"] if j.errors else None,
                 "progress": {"done": done, "total": total, "erred": erred,
                              "fraction": round(fraction, 4), "runs": dict(j.runs)},
                 "counters": dict(j.counters),
                 "metrics": {"step": j.step, "total_steps": j.total_steps,
-                            "steps_per_s": _rate(j.rate_points), "last": dict(j.last)}}
+                            "steps_per_s": _rate(j.rate_points), "runs_per_s": runs_rate,
+                            "last": dict(j.last)}}
 
     def _devices(self, j: _Job) -> list[dict]:
         devs: dict[str, dict] = {}

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import urllib.parse
 import urllib.request
 
 import numpy as np
@@ -210,3 +211,40 @@ def test_worker_removal_is_an_event_sessions_receive(dask_cli_cluster):
     assert got.wait(30), (seen, client.get_events(TOPIC_WORKERS))
     removed = [m for m in seen if m["action"] == "removed"]
     assert removed[0]["name"] == "worker-0" and removed[0]["worker"].startswith("tcp://")
+
+
+def test_a_failing_step_shows_its_error_and_op_name(local):
+    """A kernel failure inside a Dask task: the job's page names the op, escaped."""
+    sess, x, z = local
+
+    def boom(v):
+        raise ValueError("too big <b>")
+
+    with sess.graph.as_default(), tv.device("/job:worker/task:0"):
+        bad = tv.py_func(boom, [x], tv.float64, name="boom_<i>op</i>")
+    with pytest.raises(tv.errors.OpError, match="boom_<i>op</i>"):
+        sess.run(bad, {x: np.ones(3)})
+    row = next(r for r in jobs_on(sess.client) if r["client"] == sess.client.id
+               and r["state"] == "running")
+    job = jobs_on(sess.client, row["id"])
+    assert job["progress"]["erred"] >= 1, job
+    assert "boom_<i>op</i>" in job["last_error"] and "too big <b>" in job["last_error"]
+    assert job["errors"][-1]["device"] == "worker-0-cpu0"
+    base = sess.dashboard_link.rsplit("/status", 1)[0]
+    status, html = get_text(f"{base}/tensorvm/job/{row['id']}")
+    assert "boom_&lt;i&gt;op&lt;/i&gt;" in html and "<i>op" not in html
+
+
+def test_a_missing_job_page_does_not_echo_html(local):
+    """The 404 of /tensorvm/job/<id> must not reflect the id as markup (a link someone
+    sends you would run its script in the dashboard's origin)."""
+    sess, _, _ = local
+    base = sess.dashboard_link.rsplit("/status", 1)[0]
+    evil = urllib.parse.quote("<img src=x onerror=alert(1)>", safe="")
+    for path in (f"tensorvm/job/{evil}", f"tensorvm/job/{evil}/fragment",
+                 f"tensorvm/api/jobs/{evil}"):
+        with pytest.raises(urllib.error.HTTPError) as e:
+            get_text(f"{base}/{path}")
+        assert e.value.code == 404 and "no tensorvm job" in e.value.read().decode()
+        assert e.value.headers["Content-Type"].startswith("text/plain"), path
+        assert e.value.headers["X-Content-Type-Options"] == "nosniff"

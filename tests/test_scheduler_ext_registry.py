@@ -1,5 +1,7 @@
 """The job registry as a pure state machine: events in, state out, the clock injected; no
 cluster."""
+import re
+
 import pytest
 from tensorvm.scheduler_ext import JobRegistry, job_message, parse_task_name
 
@@ -191,3 +193,91 @@ def test_direct_step_topic_is_shared_with_core():
     from tensorvm import direct_steps
     from tensorvm.scheduler_ext import TOPIC_STEPS
     assert direct_steps.TOPIC_STEPS == TOPIC_STEPS
+
+
+def test_a_failed_task_keeps_its_error_for_the_page(reg):
+    """A failing step's error (with its op name) is kept per job, on either data plane: the
+    scheduler's exception text of the failing task, a direct step's ``error``."""
+    reg.graph_submitted("C1", step_keys("a.0"))
+    reg.task_erred((W0, "a.0"), "tcp://w0",
+                   error="InvalidArgumentError(\"ValueError: bad for op 'boom' (PyFunc)\")")
+    reg.task_erred((PS0, "a.0"), None)  # a dependent, erred by cause: no text of its own
+    j = reg.job("j1")
+    assert j["progress"]["erred"] == 2
+    assert [(e["device"], e["stage"]) for e in j["errors"]] == [("worker-0-cpu0", 0)]
+    assert "for op 'boom'" in j["errors"][0]["error"]
+    assert "for op 'boom'" in reg.jobs()[0]["last_error"]
+    rec = direct_step("a.1", ok=False, erred=[PS1_])
+    rec["error"] = "InvalidArgumentError: x for op 'update' (AssignAdd)"
+    reg.steps_reported("C1", [rec])
+    j = reg.job("j1")
+    assert [(e["device"], e["stage"]) for e in j["errors"]] == [("worker-0-cpu0", 0),
+                                                                ("ps-0-cpu0", 1)]
+    assert j["last_error"].endswith("(AssignAdd)")
+    for i in range(30):  # a loop that fails every step keeps only the latest few
+        reg.task_erred((W0, f"z.{i}"), None, error=f"e{i}")
+        reg.graph_submitted("C1", {(W0, f"y.{i}"): []})
+        reg.task_erred((W0, f"y.{i}"), None, error=f"e{i}")
+    errors = reg.job("j1")["errors"]
+    assert len(errors) == 10 and errors[-1]["error"] == "e29"
+
+
+def test_a_session_shows_its_runs_per_second(reg):
+    """A plain session reports no step metric: its rate is that of the runs the registry
+    counted (both data planes), and it falls to 0 once the loop has stopped."""
+    c = reg.clock_obj
+    for i in range(5):  # Dask-plane runs, one every 0.25 s
+        c.t += 0.25
+        reg.graph_submitted("C9", {(W0, f"d.{i}"): []})
+        reg.task_done((W0, f"d.{i}"), "tcp://w0")
+    for _ in range(5):  # then direct-plane reports: 4 steps per 0.1 s batch
+        c.t += 0.1
+        reg.steps_reported("C9", [direct_step(f"e.{c.t}.{k}") for k in range(4)])
+    m = reg.job("session-C9")["metrics"]
+    assert m["runs_per_s"] == pytest.approx((25 - 1) / (1.75 - 0.25))  # first to last run
+    assert reg.job("session-C9")["progress"]["runs"]["done"] == 25
+    c.t += 30.0  # nothing runs any more
+    assert reg.jobs()[0]["metrics"]["runs_per_s"] == 0.0
+
+
+# ---- the page's HTML (pure functions of the registry's data) ----------------------------------
+def test_the_page_shows_a_failed_step_with_its_op_name_escaped(reg):
+    from tensorvm.scheduler_ext import page
+    reg.graph_submitted("C1", step_keys("a.0"))
+    reg.task_done((W0, "a.0"), "tcp://w0")
+    reg.task_erred((f"{W0}-send", "a.0", 0), None)
+    reg.task_erred((PS0, "a.0"), None,
+                   error="InvalidArgumentError: bad <b>x</b> for op 'boom<img src=x>'")
+    html = page.job_detail(reg.job("j1"), "/tensorvm")
+    assert "<img" not in html and "<b>x" not in html
+    assert "for op &#x27;boom&lt;img src=x&gt;&#x27;" in html
+    ps_row = re.search(r"<tr><td>ps-0-cpu0</td>(.*?)</tr>", html.split("id='devices'")[1])
+    assert "<td class='state-failed'>1</td>" in ps_row.group(1)  # its failed-tasks column
+    assert "2 failed" in page.jobs_table(reg.jobs(), "/tensorvm")  # the list says so too
+    assert 'class="stage erred"' in page.graph_svg(reg.job("j1"))  # the failed stage, red
+
+
+def test_the_page_shows_a_sessions_runs_and_rate(reg):
+    from tensorvm.scheduler_ext import page
+    c = reg.clock_obj
+    for i in range(3):
+        c.t += 0.5
+        reg.steps_reported("C7", [direct_step(f"s.{i}")])
+    row = page.jobs_table(reg.jobs(), "/tensorvm")
+    assert "3 runs" in row and "2 runs/s" in row and "500 ms/run" in row
+
+
+def test_a_clients_second_session_job_does_not_replace_its_first(reg):
+    """A client that ran steps, then a job, then steps again has two session jobs: the
+    second gets its own id and is listed first (it replaced the first's record in place)."""
+    reg.job_event(job_message("finish", "j1"))
+    reg.graph_submitted("C1", {(W0, "a.0"): []})
+    reg.task_done((W0, "a.0"), "tcp://w0")
+    reg.job_event(job_message("start", "j2", name="mine", client="C1"))
+    reg.job_event(job_message("finish", "j2"))
+    reg.graph_submitted("C1", {(W0, "b.0"): [], (W0, "b.1"): []})
+    rows = reg.jobs()
+    assert rows[0]["state"] == "running" and rows[0]["progress"]["total"] == 2
+    first = reg.job("session-C1")
+    assert (first["state"], first["progress"]["done"]) == ("closed", 1)
+    assert len({r["id"] for r in rows}) == len(rows) == 4
