@@ -166,6 +166,11 @@ def variable_scope(name_or_scope=None, default_name=None, values=None, initializ
         name = _join(parent.name, rel)
         new_reuse = reuse if reuse is not None else parent.reuse
         ns, base = None, parent
+    if name_or_scope is not None:
+        # TF's close_variable_subscopes: a scope entered again by name hands out its default
+        # names ("dense", "dense_1" …) afresh, so a function of layers called twice in it
+        # (the second time with reuse=True) finds the same variables.
+        store.scopes = {s for s in store.scopes if not s.startswith(name + "/")}
     store.scopes.add(name)
     with contextlib.ExitStack() as stack:
         if auxiliary_name_scope:
