@@ -26,7 +26,8 @@ from .variable_scope import get_variable, variable_scope
 
 __all__ = ["dense", "conv2d", "max_pooling2d", "average_pooling2d", "dropout",
            "batch_normalization", "flatten", "Dense", "Conv2D", "MaxPooling2D",
-           "AveragePooling2D", "Dropout", "BatchNormalization", "Flatten"]
+           "AveragePooling2D", "Dropout", "BatchNormalization", "Flatten",
+           "conv2d_transpose", "Conv2DTranspose"]
 
 
 def _pair(v, what):
@@ -308,3 +309,6 @@ AveragePooling2D = _layer_class("AveragePooling2D", average_pooling2d, "average_
                                 False)
 Dropout = _layer_class("Dropout", dropout, "dropout", False)
 Flatten = _layer_class("Flatten", flatten, "flatten", False)
+
+
+from .layers_transpose import Conv2DTranspose, conv2d_transpose

@@ -17,6 +17,12 @@ def _sig(z):
     return 1 / (1 + np.exp(-z))
 
 
+@pytest.fixture
+def graph():
+    with tv.Graph().as_default() as g:
+        yield g
+
+
 # ---- NumPy references of TF 1.x's cells ---------------------------------------------------------
 def np_rnn(x, h, k):
     return np.tanh(np.concatenate([x, h], 1) @ k)  # the bias starts at zero
@@ -304,3 +310,78 @@ def test_sequence_mask():
                            tv.sequence_mask([[1], [2]], maxlen=3, dtype=tv.float32)])
     assert got.tolist() == [[True, False, False], [True, True, True], [False, False, False]]
     assert f.dtype == np.float32 and f.tolist() == [[[1, 0, 0]], [[1, 1, 0]]]
+
+
+# ---- tf.layers under a reused variable scope (gan.py / dcgan.py discriminators) ---------------
+def test_layers_default_names_repeat_when_a_named_scope_is_reentered(graph):
+    """dcgan.py: ``discriminator(x, reuse)`` opens variable_scope('Discriminator', reuse=…)
+    and calls tf.layers.conv2d twice; the second call of the function must find
+    Discriminator/conv2d and Discriminator/conv2d_1 again (TF closes a scope's sub-scope
+    counts when it is re-entered; was: ValueError 'Discriminator/conv2d_2/kernel does not
+    exist')."""
+    def disc(x, reuse=False):
+        with tv.variable_scope("Discriminator", reuse=reuse):
+            h = tv.layers.dense(x, 3, activation=tv.nn.relu)
+            return tv.layers.dense(h, 1)
+    x = tv.placeholder(tv.float32, [None, 2])
+    a, b = disc(x), disc(x * 2.0, reuse=True)
+    assert sorted(v.op.name for v in tv.trainable_variables()) == [
+        "Discriminator/dense/bias", "Discriminator/dense/kernel",
+        "Discriminator/dense_1/bias", "Discriminator/dense_1/kernel"]
+    with tv.Session() as sess:
+        sess.run(tv.global_variables_initializer())
+        va, vb = sess.run([a, b], {x: [[1.0, -1.0]]})
+        vb2 = sess.run(a, {x: [[2.0, -2.0]]})
+    np.testing.assert_allclose(vb, vb2)  # the same weights
+    with pytest.raises(ValueError, match="Discriminator/dense/kernel already exists"):
+        disc(x)  # re-entered without reuse: the same names, refused as in TF
+
+
+# ---- tf.nn.conv2d_transpose / tf.layers.conv2d_transpose (dcgan.py) ---------------------------
+def _np_conv2d_transpose(v, f, out_shape, s, padding):
+    n, h, w, _ = v.shape
+    kh, kw = f.shape[:2]
+    oh, ow = out_shape[1:3]
+    if padding == "SAME":
+        pt = max((h - 1) * s + kh - oh, 0) // 2
+        pl = max((w - 1) * s + kw - ow, 0) // 2
+    else:
+        pt = pl = 0
+    full = np.zeros((n, oh + kh + (h - 1) * s, ow + kw + (w - 1) * s, f.shape[2]))
+    for i in range(h):
+        for j in range(w):
+            full[:, i * s:i * s + kh, j * s:j * s + kw] += np.einsum("no,abco->nabc",
+                                                                     v[:, i, j], f)
+    return full[:, pt:pt + oh, pl:pl + ow]
+
+
+@pytest.mark.parametrize("padding,hw,s,k,out_hw", [("SAME", 3, 2, 3, 6), ("VALID", 3, 2, 3, 7),
+                                                   ("SAME", 4, 1, 3, 4), ("SAME", 2, 2, 4, 4)])
+def test_conv2d_transpose_forward_and_gradients(padding, hw, s, k, out_hw):
+    rng = np.random.default_rng(7)
+    v, f = rng.normal(size=(2, hw, hw, 3)), rng.normal(size=(k, k, 2, 3))
+    out_shape = [2, out_hw, out_hw, 2]
+
+    def build(vt, ft):
+        return tv.nn.conv2d_transpose(vt, ft, out_shape, [1, s, s, 1], padding)
+    check_forward(build, lambda a, b: _np_conv2d_transpose(a, b, out_shape, s, padding), v, f,
+                  rtol=1e-10)
+    check_gradients(build, v, f)
+
+
+def test_layers_conv2d_transpose_shapes_names_and_errors(graph):
+    x = tv.placeholder(tv.float32, [None, 7, 7, 8])
+    y = tv.layers.conv2d_transpose(x, 4, 5, strides=2, padding="same")
+    z = tv.layers.conv2d_transpose(y, 1, 2, strides=2)  # "valid": 14 * 2 + max(2 - 2, 0)
+    assert y.shape.as_list() == [None, 14, 14, 4] and z.shape.as_list() == [None, 28, 28, 1]
+    assert sorted(v.op.name for v in tv.trainable_variables()) == [
+        "conv2d_transpose/bias", "conv2d_transpose/kernel", "conv2d_transpose_1/bias",
+        "conv2d_transpose_1/kernel"]
+    with tv.Session() as sess:
+        sess.run(tv.global_variables_initializer())
+        out = sess.run(z, {x: np.ones((3, 7, 7, 8), np.float32)})
+    assert out.shape == (3, 28, 28, 1) and out.dtype == np.float32
+    with pytest.raises(ValueError, match="input channels does not match"):
+        tv.nn.conv2d_transpose(x, tv.zeros([3, 3, 2, 5]), [1, 14, 14, 2], [1, 2, 2, 1])
+    with pytest.raises(tv.errors.InvalidArgumentError, match="Size of out_backprop"):
+        tv.nn.conv2d_transpose(x, tv.zeros([3, 3, 2, 8]), [1, 9, 9, 2], [1, 2, 2, 1])

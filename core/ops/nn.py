@@ -1,12 +1,13 @@
 """``tv.nn``: neural-network ops under TensorFlow's names, resolved on first use so that
 importing tensorvm stays cheap. Each family module lists its ``tv.nn`` names in ``NN_ALL``:
 nn_ops (activations, cross-entropies, conv/pool, dropout, embeddings), nn_norm (lrn, batch
-normalisation, small helpers), nn_sampled (candidate samplers, nce and sampled softmax);
+normalisation, small helpers), nn_sampled (candidate samplers, nce and sampled softmax), nn_deconv
+(conv2d_transpose);
 ``tv.nn.rnn_cell`` and the recurrent networks (``dynamic_rnn`` …) come from
 :mod:`tensorvm.rnn_cell` and :mod:`tensorvm.rnn`."""
 import importlib as _importlib
 
-_MODULES = ("nn_ops", "nn_norm", "nn_sampled")
+_MODULES = ("nn_ops", "nn_norm", "nn_sampled", "nn_deconv")
 _RNN = "tensorvm.rnn"
 
 
