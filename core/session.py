@@ -179,6 +179,13 @@ class _Fetches:
         return rec(self.structure)
 
 
+def _whole_numbers(a: np.ndarray) -> bool:
+    """Floats that are all whole numbers (``np.ones(n)`` fed as int labels, as TF 1.x
+    programs do) convert to an int dtype without loss; the range check follows."""
+    with np.errstate(invalid="ignore"):
+        return bool(np.all(np.isfinite(a)) and np.all(a == np.trunc(a)))
+
+
 def _convert_feed(t: Tensor, value) -> np.ndarray:
     dt = t.dtype
     where = f"Tensor {t.name!r} (created at {t.op.location})"
@@ -194,7 +201,8 @@ def _convert_feed(t: Tensor, value) -> np.ndarray:
         if src.dtype.kind in "OSU":
             raise InvalidArgumentError(f"Cannot feed a value of dtype {src.dtype} to {where}, "
                                        f"which has dtype {dt.name}")
-        if (src.dtype.kind == "f" and dt.np_dtype.kind in "iub") or \
+        if (src.dtype.kind == "f" and dt.np_dtype.kind in "iub"
+                and not _whole_numbers(src)) or \
                 (src.dtype.kind == "c" and dt.np_dtype.kind != "c"):
             raise InvalidArgumentError(
                 f"Cannot feed a value of dtype {src.dtype} to {where}, which has dtype "

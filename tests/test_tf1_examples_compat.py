@@ -385,3 +385,18 @@ def test_layers_conv2d_transpose_shapes_names_and_errors(graph):
         tv.nn.conv2d_transpose(x, tv.zeros([3, 3, 2, 5]), [1, 14, 14, 2], [1, 2, 2, 1])
     with pytest.raises(tv.errors.InvalidArgumentError, match="Size of out_backprop"):
         tv.nn.conv2d_transpose(x, tv.zeros([3, 3, 2, 8]), [1, 9, 9, 2], [1, 2, 2, 1])
+
+
+# ---- feeds (dcgan.py feeds np.ones([batch]) to an int32 label placeholder) --------------------
+def test_integral_float_feed_to_int_placeholder_is_accepted():
+    """TF 1.x converts any float feed to an int placeholder (truncating); tensorvm accepts the
+    lossless case, floats holding whole numbers (was: 'the conversion would lose data'), and
+    still refuses 1.5."""
+    labels = tv.placeholder(tv.int32, [None])
+    with tv.Session() as sess:
+        got = sess.run(labels * 2, {labels: np.concatenate([np.ones(2), np.zeros(2)])})
+        assert got.dtype == np.int32 and got.tolist() == [2, 2, 0, 0]
+        with pytest.raises(tv.errors.InvalidArgumentError, match="would lose data"):
+            sess.run(labels, {labels: np.array([1.5, 0.0])})
+        with pytest.raises(tv.errors.InvalidArgumentError, match="would lose data"):
+            sess.run(labels, {labels: np.array([np.nan])})
