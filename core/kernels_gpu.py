@@ -204,7 +204,7 @@ ONE_SOURCE_FAMILIES = frozenset({
     "tensorvm.ops.sort_ops", "tensorvm.ops.linalg_ops", "tensorvm.ops.nn_ops",
     "tensorvm.ops.nn_conv", "tensorvm.ops.nn_norm", "tensorvm.ops.nn_softmax",
     "tensorvm.ops.state_ops", "tensorvm.ops.control_flow_ops", "tensorvm.ops.debug_ops",
-    "tensorvm.ops.training_ops",
+    "tensorvm.ops.training_ops", "tensorvm.ops.rnn_ops",
     # a loop runs its cond and body programs on its own device (a body op with no GPU kernel
     # keeps the loop on the CPU: placement looks into the body, passes.place)
     "tensorvm.ops.while_loop",

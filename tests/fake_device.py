@@ -11,6 +11,8 @@ the host but behave as CuPy's do where it matters to tensorvm's one-source kerne
   that CuPy never grew...) fails as it does on a GPU, by CuPy's recorded API
   (``tests/cupy_api.py``, ``tests/data/cupy_api.json``);
 * ``.get()`` is the explicit copy to the host; reductions return 0-d arrays, not scalars;
+* every copy to the host (``.get()``, ``bool()``, ``int()``, ``.item()``...) is counted in
+  ``xp.cuda.syncs``: on a GPU the host waits there for the kernels queued before it;
 * ``xp.cuda.Device(n)`` records the devices entered (``xp.cuda.entered``); ``install(count)``
   says how many GPUs ``xp.device_count()`` reports.
 
@@ -110,6 +112,12 @@ def _wrap(x):
     return x
 
 
+def _synced():
+    """Count a device-to-host copy: on a GPU the host waits there for the queued kernels
+    (``xp.cuda.syncs``; a step's kernels should queue without one)."""
+    xp.cuda.syncs += 1
+
+
 class _Flags:
     """``cupy.ndarray.flags`` (cupy/_core/flags.pyx): read-only contiguity and ownership, and
     no ``writeable`` — device arrays are always writeable, and a kernel that sets the flag
@@ -149,6 +157,7 @@ class FakeDeviceArray(NDArrayOperatorsMixin):
                         "`.get()` to construct a NumPy array explicitly.")
 
     def get(self):
+        _synced()
         return self._a.copy()
 
     def __getstate__(self):
@@ -190,7 +199,10 @@ class FakeDeviceArray(NDArrayOperatorsMixin):
         if name not in methods:
             raise AttributeError(f"'cupy.ndarray' object has no attribute '{name}'")
         attr = getattr(self._a, name)
-        if not callable(attr) or name in ("tolist", "item", "tobytes"):
+        if not callable(attr):
+            return attr
+        if name in ("tolist", "item", "tobytes"):  # copies to the host
+            _synced()
             return attr
 
         def method(*args, **kw):
@@ -211,18 +223,23 @@ class FakeDeviceArray(NDArrayOperatorsMixin):
         return (_wrap(v) for v in self._a)
 
     def __bool__(self):
+        _synced()
         return bool(self._a)
 
     def __int__(self):
+        _synced()
         return int(self._a)
 
     def __float__(self):
+        _synced()
         return float(self._a)
 
     def __complex__(self):
+        _synced()
         return complex(self._a)
 
     def __index__(self):
+        _synced()
         return self._a.__index__()
 
     def __repr__(self):
@@ -289,7 +306,7 @@ class _Device:
 
 xp = _FakeModule("fake_device.xp", np)
 xp.ndarray = FakeDeviceArray
-xp.cuda = types.SimpleNamespace(Device=_Device, entered=[])
+xp.cuda = types.SimpleNamespace(Device=_Device, entered=[], syncs=0)
 _COUNT = [1]
 xp.device_count = lambda: _COUNT[0]
 
@@ -307,6 +324,7 @@ def install(count: int = 1):
     from tensorvm import kernels_gpu
     _COUNT[0] = int(count)
     xp.cuda.entered.clear()
+    xp.cuda.syncs = 0
     prev = kernels_gpu.device_backend()
     kernels_gpu.set_device_backend(xp)
     return prev

@@ -274,6 +274,25 @@ def test_the_bench_mlp_step_on_a_fake_gpu_matches_cpu(fake_gpu):
     assert cpu[2] < cpu[0]
 
 
+def test_a_gpu_training_step_waits_for_the_device_once(fake_gpu):
+    """A step's kernels queue on the GPU without waiting, except where a value must reach the
+    host: here only the label range check of the sparse cross-entropy (one copy of one flag;
+    it took two: the labels' min and max). The train op's step fetches nothing."""
+    g, loss, train, init, feed = _mlp_model()
+    with tv.Session(graph=g) as s:
+        s.run(init)
+        s.run(train, feed)
+        fake_gpu.cuda.syncs = 0
+        for _ in range(4):
+            s.run(train, feed)
+        assert fake_gpu.cuda.syncs == 4
+        bad = dict(feed)
+        bad[[t for t in feed if t.dtype == tv.int64][0]] = np.full(8, 9)
+        with pytest.raises(tv.errors.InvalidArgumentError,
+                           match=r"label value of 9 which is outside the valid range of \[0, 4\)"):
+            s.run(train, bad)
+
+
 # ---- placement -------------------------------------------------------------------------------
 def _nodes(*specs):
     return {n: Node(n, t, tuple((i, 0) for i in ins), device=dev) for n, t, ins, dev in specs}

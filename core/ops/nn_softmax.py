@@ -246,7 +246,11 @@ def _sparse_xent_kernel(labels, logits):
     n = logits.shape[-1]
     xp = array_namespace(logits)
     labels = xp.asarray(labels)  # an array on its device (a 0-d one for a NumPy scalar)
-    if labels.size and (labels.min() < 0 or labels.max() >= n):
+    if xp is np:
+        out_of_range = labels.size and (labels.min() < 0 or labels.max() >= n)
+    else:  # one flag to the host (a GPU waits for the step's queued kernels there)
+        out_of_range = bool(((labels < 0) | (labels >= n)).any())
+    if out_of_range:
         bad = int(labels[(labels < 0) | (labels >= n)].ravel()[0])  # to the host: error only
         raise InvalidArgumentError(
             f"Received a label value of {bad} which is outside the valid range of [0, {n})")
