@@ -17,35 +17,45 @@ from html import escape
 _STYLE = """
 body{font-family:Helvetica,Arial,sans-serif;margin:0;color:#222}
 .nav{background:#1c1c1c;padding:8px 16px}.nav a{color:#fff;margin-right:16px;text-decoration:none}
-main{padding:12px 20px}h1{font-size:20px}h2{font-size:16px;margin:18px 0 6px}
+main{padding:12px 20px}h1{font-size:20px;overflow-wrap:anywhere}.job-row td{white-space:nowrap}
+.job-row td:first-child{white-space:normal;overflow-wrap:anywhere;min-width:120px}h2{font-size:16px;margin:18px 0 6px}
 table{border-collapse:collapse;font-size:13px}td,th{padding:4px 10px;border-bottom:1px solid #ddd;
 text-align:left}.bar{display:inline-block;width:160px;height:12px;background:#eee;
 vertical-align:middle;margin-right:6px}.bar>div{height:12px;background:#3d8c40}
 .state-failed{color:#b00}.state-done{color:#3d8c40}.state-running{color:#1f5fa8}
 .muted{color:#888}svg text{font-size:11px;font-family:Helvetica,Arial,sans-serif}
+.lost{background:#fdecea;border:1px solid #b00;color:#b00;padding:6px 10px;margin:8px 0}
 .erred{color:#b00;font-weight:bold}pre.error{white-space:pre-wrap;color:#b00;margin:0;
 font-size:12px;max-width:1000px}.rate{color:#555}
 """
 
 _REFRESH = """
 <script>
-(function(){var url=%s,n=0;setInterval(function(){fetch(url,{cache:"no-store"})
-.then(function(r){return r.ok?r.text():null}).then(function(t){if(t!==null){
-var live=document.getElementById("live");live.innerHTML=t;live.dataset.refreshes=++n}})
-.catch(function(){})},1000)})();
+(function(){var url=%s,n=0,seen=new Date();
+function lost(why){var b=document.getElementById("lost");b.textContent=why+" since "+
+seen.toTimeString().slice(0,8)+": below is the last state seen.";b.style.display="block"}
+setInterval(function(){fetch(url,{cache:"no-store"})
+.then(function(r){if(r.ok)return r.text();lost(r.status==404?"This job is no longer on "+
+"the scheduler":"The scheduler answers "+r.status);return null})
+.then(function(t){if(t!==null){var live=document.getElementById("live");live.innerHTML=t;
+live.dataset.refreshes=++n;seen=new Date();document.getElementById("lost").style.display=
+"none"}}).catch(function(){lost("No answer from the scheduler (it may have closed)")})},1000)
+})();
 </script>
 """
 
 
 def page(title: str, body: str, fragment_url: str, base: str) -> str:
     """A whole page: the Dask dashboard's navigation, ``body`` inside ``#live``, refreshed
-    from ``fragment_url`` every second."""
+    from ``fragment_url`` every second; ``#lost`` says since when the scheduler has not
+    answered (or no longer has the job), so a closed cluster's page does not look live."""
     root = base.rsplit("/tensorvm", 1)[0]
     nav = "".join(f'<a href="{root}/{p}">{p.title()}</a>'
                   for p in ("status", "workers", "tasks", "graph", "groups", "info"))
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
             f"<style>{_STYLE}</style></head><body><div class='nav'>{nav}"
-            f'<a href="{base}"><b>tensorvm</b></a></div><main><div id="live">{body}</div>'
+            f'<a href="{base}"><b>tensorvm</b></a></div><main><div id="lost" class="lost" '
+            f'style="display:none"></div><div id="live">{body}</div>'
             f"</main>{_REFRESH % _js_str(fragment_url)}</body></html>")
 
 

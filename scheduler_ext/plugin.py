@@ -17,7 +17,9 @@ Installed on a LocalCluster by ``client.register_plugin(TensorvmPlugin())`` (wha
 """
 from __future__ import annotations
 
+import ast
 import logging
+import re
 import time
 
 from distributed.diagnostics.plugin import SchedulerPlugin
@@ -69,7 +71,8 @@ class TensorvmPlugin(SchedulerPlugin):
         if finish == "memory":
             self.registry.task_done(key, kwargs.get("worker") or self._holder(key))
         elif finish == "erred":  # the failing task carries its exception's text
-            self.registry.task_erred(key, kwargs.get("worker"), kwargs.get("exception_text"))
+            self.registry.task_erred(key, kwargs.get("worker"),
+                                     readable_error(kwargs.get("exception_text")))
         elif finish == "forgotten":
             self.registry.task_forgotten(key)
 
@@ -105,6 +108,26 @@ class TensorvmPlugin(SchedulerPlugin):
 
     def remove_client(self, scheduler, client: str) -> None:
         self.registry.client_removed(client)
+
+
+def readable_error(text: str | None) -> str | None:
+    r"""Dask's ``exception_text`` is ``repr(exc)``: shown as ``Class: message`` with its line
+    breaks and quotes as written.
+
+    >>> print(readable_error("InvalidArgumentError('bad\\n  for op \\'w\\'')"))
+    InvalidArgumentError: bad
+      for op 'w'
+    >>> readable_error("KilledWorker(('x', 1), <WorkerState>)")
+    "KilledWorker(('x', 1), <WorkerState>)"
+    """
+    m = re.fullmatch(r"(\w+)\(((['\"]).*\3)\)", text or "", re.DOTALL)
+    if m is None:
+        return text
+    try:
+        message = ast.literal_eval(m.group(2))
+    except (ValueError, SyntaxError):
+        return text
+    return f"{m.group(1)}: {message}" if isinstance(message, str) else text
 
 
 def install(client) -> None:

@@ -152,6 +152,24 @@ def test_page_advances_while_the_job_runs(running_job, tmp_path):
         assert a.read() != b.read()
 
 
+def test_odd_names_are_text_never_markup(running_job):
+    """Names, counters, outputs and errors come from users' programs: in the browser they
+    are text (no element, no attribute of theirs), however long."""
+    run, trainer, _ = running_job
+    from tensorvm.scheduler_ext import TOPIC_JOBS, job_message
+    evil = "<img src=x onerror=\"document.title='pwned'\"> & 'q' " + "long_" * 60
+    for msg in (job_message("start", "odd-1", name=evil, user=evil, client="nobody"),
+                job_message("counters", "odd-1", counters={evil: 1}),
+                job_message("finish", "odd-1", state="failed", reason=evil, output=evil)):
+        run.client.log_event(TOPIC_JOBS, msg)
+    base = run.dashboard.rsplit("/job/", 1)[0]
+    trainer.wait_for_step(len(trainer.reported) + 1)  # the job messages have landed
+    for url in (base, f"{base}/job/odd-1"):
+        dom = chromium(url, virtual_ms=1500)
+        assert "<img" not in dom and "<title>pwned</title>" not in dom
+        assert "&lt;img src=x onerror=" in dom, url
+
+
 def test_json_matches_what_the_session_reported(running_job):
     run, trainer, finish = running_job
     finish()
@@ -170,3 +188,20 @@ def test_json_matches_what_the_session_reported(running_job):
                            r"\1-\2-cpu\3", d) for d in trainer.plan.devices}
     assert {d["device"] for d in job["devices"]} == plan_devices
     assert any(e["send"] for e in job["graph"]["edges"]) == bool(trainer.plan.sends)
+
+
+def test_a_page_whose_scheduler_went_away_says_so(tmp_path):
+    """When the cluster closes under an open page (a session's own LocalCluster ends with
+    it), the page must not go on showing 'running' as if it were live."""
+    if CHROMIUM is None:
+        pytest.skip("no chromium on this machine")
+    from tensorvm.scheduler_ext import JobRegistry, job_message, page
+    reg = JobRegistry(clock=lambda: 0.0)
+    reg.job_event(job_message("start", "j1", name="train", client="C1"))
+    html = page.page("t", page.job_detail(reg.job("j1"), "/tensorvm"),
+                     "http://127.0.0.1:9/tensorvm/job/j1/fragment", "/tensorvm")
+    path = tmp_path / "page.html"
+    path.write_text(html)
+    dom = chromium(path.as_uri(), virtual_ms=3000)
+    assert re.search(r'id="lost"[^>]*style="display: block;"[^>]*>No answer from the '
+                     r"scheduler[^<]* since \d\d:\d\d:\d\d", dom), dom[-1500:]
