@@ -92,9 +92,38 @@ class DirectSteps:
         return pid
 
     async def _register(self, by_addr: dict) -> None:
+        from distributed.comm.core import CommClosedError
         from distributed.protocol import to_serialize
-        await asyncio.gather(*(self.client.rpc(a).tvm_register(parts=to_serialize(ps))
-                               for a, ps in by_addr.items()))
+        addrs = list(by_addr)
+        got = await asyncio.gather(*(self.client.rpc(a).tvm_register(parts=to_serialize(ps))
+                                     for a, ps in by_addr.items()), return_exceptions=True)
+        for addr, r in zip(addrs, got):
+            if isinstance(r, (OSError, CommClosedError)):
+                # a worker that died since it was mapped (the scheduler has not said so yet)
+                devices = sorted(p.device for p in by_addr[addr])
+                err = UnavailableError(
+                    f"device {', '.join(devices)} is unavailable: its worker at {addr} could "
+                    f"not be reached to register the step's partition ({type(r).__name__}: "
+                    f"{r}); state on it (variables, queues) may be lost — restore from the "
+                    "last checkpoint")
+                err.device = devices[0]
+                raise err from r
+        for r in got:
+            if isinstance(r, BaseException):
+                raise r
+
+    def check_gone(self, pinned: dict) -> None:
+        """UnavailableError (its ``device`` set) if a worker of ``pinned`` (device ->
+        (address, name)) is known to have left the cluster: no step, and no registration,
+        tries to reach it (a connection to a dead address waits Dask's connect timeout)."""
+        for dev, (addr, name) in pinned.items():
+            if addr in self._gone:
+                err = UnavailableError(
+                    f"device {dev} is unavailable: its worker {name!r} ({addr}) left the "
+                    "cluster; state on it (variables, queues) is lost — restore from the last "
+                    "checkpoint")
+                err.device = dev
+                raise err
 
     def drop(self, plan_ids=None, everything: bool = False, wait: bool = True) -> None:
         """Forget plans on their workers (best effort: a gone worker forgot them already);
@@ -126,14 +155,7 @@ class DirectSteps:
         """Run one step (``steps`` iterations); return ``(fetched values, replies)``."""
         if not self._subscribed:
             self.subscribe()
-        for dev, (addr, name) in pinned.items():
-            if addr in self._gone:  # no connection attempt to a worker known to be gone
-                err = UnavailableError(
-                    f"device {dev} is unavailable: its worker {name!r} ({addr}) left the "
-                    "cluster; state on it (variables, queues) is lost — restore from the last "
-                    "checkpoint")
-                err.device = dev
-                raise err
+        self.check_gone(pinned)  # no connection attempt to a worker known to be gone
         return self._sync(self._run, plan, pid, pinned, feed_values, step_id, steps, timeout,
                           trace)
 

@@ -362,7 +362,14 @@ class DistributedBackend(Backend):
         self._check_scheduler()
         pinned = self._devices.pin(plan)
         timeout = (options.timeout_in_ms / 1000.0) if options and options.timeout_in_ms else None
-        pid = self._direct.register(plan, pinned) if plan.tasks else None
+        try:
+            # a worker of the plan that left while this session was idle: named at once, not
+            # a connection to its dead address (Dask's connect timeout, then a raw OSError)
+            self._direct.check_gone(pinned)
+            pid = self._direct.register(plan, pinned) if plan.tasks else None
+        except UnavailableError as exc:
+            self._forget_lost(pinned, getattr(exc, "device", None))
+            raise exc.with_traceback(None) from exc.__cause__
         if pid is not None and self._plane(plan, options, steps) == "direct":
             return self._execute_direct(plan, pid, pinned, feed_values, step_id, steps,
                                         timeout, trace, run_metadata)

@@ -299,3 +299,35 @@ def test_lost_ps_fails_the_step_at_once_and_its_device_waits_for_the_restart(clu
     assert new != old and s.devices["ps-0"] == new
     s.run(v.initializer)
     assert s.run(v) == 3.0
+
+
+# ---- audit: a device whose worker left between two steps of a session ---------------------------
+
+def test_new_plan_after_its_ps_left_between_steps_fails_at_once_naming_the_worker(cluster):
+    """The session mapped ps-0, then ps-0 was killed (and restarted) while the session was
+    idle. The next step of a plan never run before must not try to register that plan on the
+    dead address (a raw OSError after Dask's 20 s connect timeout): it fails at once with
+    UnavailableError naming the device and the worker, and the step after maps the device onto
+    the restarted ps-0."""
+    g = tv.Graph()
+    with g.as_default(), tv.device("/job:ps/task:0"):
+        v = tv.Variable(3.0, name="idle_lost")
+        doubled = v * 2.0
+    s = cluster.session(g)
+    s.run(v.initializer)
+    assert s.run(v) == 3.0
+    old = cluster.kill("ps-0")
+    deadline = time.monotonic() + 30
+    while cluster.workers().get("ps-0") in (None, old):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    t0 = time.monotonic()
+    with pytest.raises(tv.errors.UnavailableError) as ei:
+        s.run(doubled)  # a plan not registered yet
+    assert time.monotonic() - t0 < 5
+    assert PS in str(ei.value) and "'ps-0'" in str(ei.value) and old in str(ei.value)
+    with pytest.raises(tv.errors.FailedPreconditionError, match="idle_lost"):
+        s.run(doubled)  # mapped anew, onto the restarted ps-0 (its state is gone)
+    assert s.devices["ps-0"] == cluster.worker("ps-0")
+    s.run(v.initializer)
+    assert s.run(doubled) == 6.0
