@@ -293,6 +293,36 @@ def test_a_gpu_training_step_waits_for_the_device_once(fake_gpu):
             s.run(train, bad)
 
 
+def test_a_gpu_cnn_step_never_waits_for_the_device(fake_gpu):
+    """Convolution, pooling and their gradients queue without a copy to the host (MaxPoolGrad
+    asked whether its gradient was finite, one wait per step)."""
+    rng = np.random.default_rng(0)
+    g = tv.Graph()
+    with g.as_default():
+        x = tv.placeholder(tv.float32, [4, 8, 8, 2])
+        y = tv.placeholder(tv.float32, [4, 3])
+        with tv.device("/gpu:0"):
+            f = tv.Variable((rng.standard_normal((3, 3, 2, 4)) * 0.3).astype(np.float32))
+            w = tv.Variable((rng.standard_normal((64, 3)) * 0.3).astype(np.float32))
+            h = tv.nn.max_pool(tv.nn.relu(tv.nn.conv2d(x, f, [1, 1, 1, 1], "SAME")),
+                               [1, 2, 2, 1], [1, 2, 2, 1], "VALID")
+            logits = tv.matmul(tv.reshape(h, [4, 64]), w)
+            loss = tv.reduce_mean(tv.nn.softmax_cross_entropy_with_logits(labels=y,
+                                                                          logits=logits))
+            train = tv.train.GradientDescentOptimizer(0.1).minimize(loss)
+        init = tv.global_variables_initializer()
+    feed = {x: rng.standard_normal((4, 8, 8, 2)).astype(np.float32),
+            y: np.eye(3, dtype=np.float32)[[0, 1, 2, 0]]}
+    with tv.Session(graph=g) as s:
+        s.run(init)
+        first = float(s.run(loss, feed))
+        fake_gpu.cuda.syncs = 0
+        for _ in range(3):
+            s.run(train, feed)
+        assert fake_gpu.cuda.syncs == 0
+        assert float(s.run(loss, feed)) < first
+
+
 # ---- placement -------------------------------------------------------------------------------
 def _nodes(*specs):
     return {n: Node(n, t, tuple((i, 0) for i in ins), device=dev) for n, t, ins, dev in specs}

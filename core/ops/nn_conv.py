@@ -624,8 +624,9 @@ def _max_pool_grad_kernel(x, y, g, ksize, strides, padding, data_format):
     if not (oh and ow and x.size):
         return _from_nhwc(xpn.zeros(x.shape, g.dtype), data_format)
     # g * hit is 6x faster than np.where(hit, g, 0), but would carry a NaN/inf of g to
-    # the window's other elements (0 * inf): only a finite g takes that way.
-    finite = bool(np.isfinite(g).all())
+    # the window's other elements (0 * inf): only a finite g takes that way. On a device both
+    # cost alike, and asking "finite?" would make the host wait for the step's kernels.
+    finite = xpn is np and bool(np.isfinite(g).all())
     if finite and _apart_unpadded(kh, kw, sh, sw, ph, pw) and _accel.wants(x, y, g) and \
             not np.isnan(y).any():
         # PyTorch's kernel (nn_conv_accel): the same first-max choice. Here stay a NaN window
