@@ -46,3 +46,16 @@ def add_nav_tab(scheduler) -> None:
             pages.append("tensorvm")
     except Exception:
         logger.debug("tensorvm: no dashboard tab", exc_info=True)
+
+
+def nav_pages(scheduler, default: tuple) -> list:
+    """The pages of Dask's navigation bar on ``scheduler`` (``status``, ``workers``, ...,
+    tensorvm's own left out), so the tensorvm page links to the same ones; ``default`` when
+    this Dask renders its pages differently."""
+    try:
+        from distributed.dashboard.scheduler import template_variables
+        pages = [str(p) for p in template_variables(scheduler)["pages"] if p != "tensorvm"]
+        return pages or list(default)
+    except Exception:
+        logger.debug("tensorvm: Dask's navigation not found", exc_info=True)
+        return list(default)

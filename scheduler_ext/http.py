@@ -15,7 +15,7 @@ import json
 
 from distributed.http.utils import RequestHandler
 
-from . import page
+from . import _dask_internals, page
 
 PLUGIN_NAME = "tensorvm"
 
@@ -35,6 +35,11 @@ class _Base(RequestHandler):
     def base(self) -> str:
         path = self.request.path
         return path[: path.index("/tensorvm")] + "/tensorvm"
+
+    def page(self, title: str, body: str, fragment_url: str) -> None:
+        """A whole page with the Dask dashboard's navigation bar."""
+        self.html(page.page(title, body, fragment_url, self.base,
+                            _dask_internals.nav_pages(self.server, page.NAV_PAGES)))
 
     def html(self, text: str) -> None:
         self.set_header("Content-Type", "text/html; charset=utf-8")
@@ -60,8 +65,8 @@ class JobsPage(_Base):
     def get(self):
         reg = self.registry()
         if reg is not None:
-            self.html(page.page("tensorvm jobs", page.jobs_table(reg.jobs(), self.base),
-                                f"{self.base}/fragment", self.base))
+            self.page("tensorvm jobs", page.jobs_table(reg.jobs(), self.base),
+                      f"{self.base}/fragment")
 
 
 class JobsFragment(_Base):
@@ -76,8 +81,8 @@ class JobPage(_Base):
         reg = self.registry()
         job = reg and self.job_or_404(reg, job_id)
         if job:
-            self.html(page.page(f"tensorvm: {job['name']}", page.job_detail(job, self.base),
-                                f"{self.base}/job/{job_id}/fragment", self.base))
+            self.page(f"tensorvm: {job['name']}", page.job_detail(job, self.base),
+                      f"{self.base}/job/{job_id}/fragment")
 
 
 class JobFragment(_Base):

@@ -18,7 +18,7 @@ _STYLE = """
 body{font-family:Helvetica,Arial,sans-serif;margin:0;color:#222}
 .nav{background:#1c1c1c;padding:8px 16px}.nav a{color:#fff;margin-right:16px;text-decoration:none}
 main{padding:12px 20px}h1{font-size:20px;overflow-wrap:anywhere}.job-row td{white-space:nowrap}
-.job-row td:first-child{white-space:normal;overflow-wrap:anywhere;min-width:120px}h2{font-size:16px;margin:18px 0 6px}
+.job-row td:first-child,.job-row td.muted{white-space:normal;overflow-wrap:anywhere;min-width:120px}h2{font-size:16px;margin:18px 0 6px}
 table{border-collapse:collapse;font-size:13px}td,th{padding:4px 10px;border-bottom:1px solid #ddd;
 text-align:left}.bar{display:inline-block;width:160px;height:12px;background:#eee;
 vertical-align:middle;margin-right:6px}.bar>div{height:12px;background:#3d8c40}
@@ -45,13 +45,18 @@ live.dataset.refreshes=++n;seen=new Date();document.getElementById("lost").style
 """
 
 
-def page(title: str, body: str, fragment_url: str, base: str) -> str:
-    """A whole page: the Dask dashboard's navigation, ``body`` inside ``#live``, refreshed
+NAV_PAGES = ("status", "workers", "tasks", "system", "profile", "graph", "groups", "info")
+
+
+def page(title: str, body: str, fragment_url: str, base: str,
+         pages: tuple | list = NAV_PAGES) -> str:
+    """A whole page: the Dask dashboard's navigation (its ``pages``), ``body`` inside
+    ``#live``, refreshed
     from ``fragment_url`` every second; ``#lost`` says since when the scheduler has not
     answered (or no longer has the job), so a closed cluster's page does not look live."""
     root = base.rsplit("/tensorvm", 1)[0]
     nav = "".join(f'<a href="{root}/{p}">{p.title()}</a>'
-                  for p in ("status", "workers", "tasks", "graph", "groups", "info"))
+                  for p in pages)
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
             f"<style>{_STYLE}</style></head><body><div class='nav'>{nav}"
             f'<a href="{base}"><b>tensorvm</b></a></div><main><div id="lost" class="lost" '

@@ -248,3 +248,17 @@ def test_a_missing_job_page_does_not_echo_html(local):
         assert e.value.code == 404 and "no tensorvm job" in e.value.read().decode()
         assert e.value.headers["Content-Type"].startswith("text/plain"), path
         assert e.value.headers["X-Content-Type-Options"] == "nosniff"
+
+
+def test_the_tensorvm_page_has_dasks_navigation(local):
+    """Every page of Dask's navigation bar is one click away from /tensorvm, as from Dask's
+    own pages (System and Profile were missing)."""
+    sess, _, _ = local
+    base = sess.dashboard_link.rsplit("/status", 1)[0]
+    _, status = get_text(f"{base}/status")
+    top = status.split("More...")[0]  # the bar, not its drop-down of single plots
+    dask_pages = set(re.findall(r'<li>\s*<a href="(\w+)">', top)) - {"tensorvm"}
+    assert {"status", "system", "profile", "info"} <= dask_pages
+    _, html = get_text(f"{base}/tensorvm")
+    nav = html.split("<div class='nav'>")[1].split("</div>")[0]
+    assert {p for p in dask_pages if f'href="/{p}"' in nav} == dask_pages, nav
