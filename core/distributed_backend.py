@@ -74,6 +74,7 @@ from .registry import registry
 from .runtime import pop_traces, resources_of
 from .step_graph import fetch_values, fill_metadata, step_graph
 
+CONNECT_TIMEOUT_S = 20.0  # how long a session or reset tries to reach a scheduler
 POLL_S = 1.0  # the liveness poll, only on a scheduler without DeviceHomes (no events)
 LOST_GRACE_S = 1.0  # how long a failed step waits for a lost-worker event to name the cause
 logger = logging.getLogger("tensorvm")
@@ -258,8 +259,11 @@ class DistributedBackend(Backend):
                 raise InvalidArgumentError(
                     f"{target} is a TLS address: pass security=distributed.Security(...) with "
                     "the cluster's CA and a client certificate")
-            self.client = Client(target, set_as_default=False, timeout="20s",
-                                 security=security)
+            self.client = connect(target, security)
+        try:  # for messages once the client has lost its scheduler
+            self._address = str(self.client.scheduler.address)
+        except Exception:  # noqa: BLE001
+            self._address = str(target or "?")
         self._devices = DeviceMap(self.client, self.spec, verbose)
         self.gpus = self._devices.gpus
         self._direct = DirectSteps(self.client, uuid.uuid4().hex[:8])
@@ -503,9 +507,9 @@ class DistributedBackend(Backend):
 
     def _scheduler_address(self) -> str:
         try:
-            return self.client.scheduler.address
+            return self.client.scheduler.address or self._address
         except Exception:  # noqa: BLE001 - only for the message
-            return "?"
+            return self._address
 
     def _check_alive(self, pinned: dict, cause: BaseException | None = None) -> None:
         """The fallback poll, on a scheduler without
@@ -579,8 +583,26 @@ def _count_bytes(md, plan, feed_values, values, replies, message_bytes) -> None:
 
 _NOT_DONE = ("waiting", "processing", "no-worker", "queued", "released", None)
 _READ_ONLY = ("VariableV2", "IsVariableInitialized")
+def connect(target: str, security=None):
+    """A Dask client of the scheduler at ``target``; a malformed address is
+    InvalidArgumentError, a scheduler not reached within :data:`CONNECT_TIMEOUT_S` is
+    UnavailableError naming the address (not Dask's bare OSError)."""
+    from distributed import Client
+    try:
+        return Client(target, set_as_default=False, timeout=f"{CONNECT_TIMEOUT_S}s",
+                      security=security)
+    except ValueError as exc:  # distributed's address parsing
+        raise InvalidArgumentError(
+            f"{target!r} is not a Dask scheduler address ({exc}): give 'tcp://host:port' "
+            "(or tls://…), 'local' for a LocalCluster, or a tv.train.Server's target") from None
+    except (OSError, TimeoutError) as exc:
+        raise UnavailableError(
+            f"could not reach the Dask scheduler at {target} within {CONNECT_TIMEOUT_S:g} s "
+            f"({type(exc).__name__}: {exc}); is `dask scheduler` running there, and is the "
+            "address (host, port, tcp:// or tls://) right?") from None
+
+
 def reset_workers(target, containers=None, security=None) -> int:
     """Clear tensorvm resources on every worker of the scheduler at ``target``."""
-    from distributed import Client
-    with Client(target, set_as_default=False, security=security) as c:
+    with connect(target, security) as c:
         return sum(c.run(_clear_resources, containers).values())

@@ -61,3 +61,25 @@ def test_lost_scheduler_is_named_at_once(tmp_path):
     finally:
         for p in reversed(procs):
             _stop(p)
+
+
+def test_unreachable_or_malformed_scheduler_address_is_a_tv_error(monkeypatch):
+    """``Session(address)`` and ``Session.reset(address)`` of a scheduler that is not there
+    raise UnavailableError naming the address (was Dask's bare OSError after 20 s); an address
+    that is not one is InvalidArgumentError (was distributed's ValueError)."""
+    import socket
+
+    from tensorvm import distributed_backend
+    monkeypatch.setattr(distributed_backend, "CONNECT_TIMEOUT_S", 1.0, raising=False)
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{sock.getsockname()[1]}"
+    for call in (lambda: tv.Session(address, graph=tv.Graph(), verbose=False),
+                 lambda: tv.Session.reset(address)):
+        t0 = time.monotonic()
+        with pytest.raises(tv.errors.UnavailableError, match="could not reach the Dask "
+                           "scheduler at " + address):
+            call()
+        assert time.monotonic() - t0 < 10
+    with pytest.raises(tv.errors.InvalidArgumentError, match="not a Dask scheduler address"):
+        tv.Session("nonsense", graph=tv.Graph(), verbose=False)
