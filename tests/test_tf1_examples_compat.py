@@ -400,3 +400,24 @@ def test_integral_float_feed_to_int_placeholder_is_accepted():
             sess.run(labels, {labels: np.array([1.5, 0.0])})
         with pytest.raises(tv.errors.InvalidArgumentError, match="would lose data"):
             sess.run(labels, {labels: np.array([np.nan])})
+
+
+# ---- device functions reading op.node_def (multigpu_cnn.py's assign_to_device) ----------------
+def test_device_function_reading_node_def_pins_variables(graph):
+    """multigpu_cnn.py: ``node_def = op if isinstance(op, tf.NodeDef) else op.node_def``;
+    variables to the PS device, the rest to the tower's (was: no tf.NodeDef, no
+    Operation.node_def)."""
+    def assign_to_device(device, ps_device="/cpu:0"):
+        def _assign(op):
+            node_def = op if isinstance(op, tv.NodeDef) else op.node_def
+            return "/" + ps_device if node_def.op in ("Variable", "VariableV2") else device
+        return _assign
+    with tv.device(assign_to_device("/gpu:0", ps_device="cpu:0")):
+        w = tv.Variable(tv.ones([2]), name="w")
+        y = tv.reduce_sum(w * 3.0)
+    assert w.op.device.endswith("CPU:0") and y.op.device.endswith("GPU:0")
+    nd = y.op.node_def
+    assert nd.op == "Sum" and nd.name == y.op.name and nd.input[0] == y.op.inputs[0].op.name
+    with tv.Session() as sess:  # soft placement: the GPU op runs where it can
+        sess.run(tv.global_variables_initializer())
+        assert sess.run(y) == 6.0
