@@ -208,6 +208,12 @@ class Operation:
     def stateful(self) -> bool:
         return self.op_def.stateful
 
+    @property
+    def node_def(self):
+        """This op as TF's ``NodeDef`` (name, op, input, device, attr): :mod:`tensorvm.node_def`."""
+        from .node_def import NodeDef
+        return NodeDef.of(self)
+
     def run(self, feed_dict=None, session=None):
         """Run this operation in ``session`` or the default session."""
         _session_for("run operation", session).run(self, feed_dict)
