@@ -6,6 +6,10 @@ The recurrent cells are checked in float64 against NumPy re-implementations of T
 math, their gradients against central differences of those references."""
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 import tensorvm as tv
@@ -421,3 +425,29 @@ def test_device_function_reading_node_def_pins_variables(graph):
     with tv.Session() as sess:  # soft placement: the GPU op runs where it can
         sess.run(tv.global_variables_initializer())
         assert sess.run(y) == 6.0
+
+
+# ---- a FileWriter the program never closes (tensorboard_basic.py) -----------------------------
+def test_unclosed_file_writer_flushes_at_exit_without_traceback(tmp_path):
+    """tensorboard_basic.py never closes its FileWriter: TF 1.x flushes it at exit; here the
+    writer thread died with a traceback at interpreter shutdown and pending events could be
+    lost."""
+    ea_mod = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    prog = textwrap.dedent(f"""
+        import tensorvm as tf
+        x = tf.constant(2.5)
+        s = tf.summary.scalar("loss", x)
+        w = tf.summary.FileWriter({str(tmp_path)!r}, graph=tf.get_default_graph())
+        with tf.Session() as sess:
+            for step in range(3):
+                w.add_summary(sess.run(s), step)
+        print("done")
+    """)
+    proc = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "done", proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and "Exception in thread" not in proc.stderr, \
+        proc.stderr[-2000:]
+    ea = ea_mod.EventAccumulator(str(tmp_path))
+    ea.Reload()
+    assert [(e.step, e.value) for e in ea.Scalars("loss")] == [(0, 2.5), (1, 2.5), (2, 2.5)]
