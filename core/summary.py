@@ -15,7 +15,10 @@ as a RunMetadata's step stats (that needs the ``tensorboard`` package).
 """
 from __future__ import annotations
 
+import atexit
+import logging
 import time
+import weakref
 
 import numpy as np
 
@@ -26,6 +29,8 @@ from .graph_keys import GraphKeys, get_collection
 from .op_def_library import apply_op
 from .registry import register_op
 from .tensor_conversion import convert_to_tensor
+
+logger = logging.getLogger("tensorvm")
 
 __all__ = ["scalar", "histogram", "image", "text", "merge", "merge_all", "FileWriter",
            "Summary", "Event"]
@@ -311,9 +316,34 @@ def _run_metadata_bytes(run_metadata) -> bytes:
     return RunMetadata(step_stats=stats).SerializeToString()
 
 
+_OPEN_WRITERS: "weakref.WeakSet[FileWriter]" = weakref.WeakSet()
+_AT_EXIT: list = []
+
+
+def _watch_at_exit(writer) -> None:
+    """Close ``writer`` at exit if the program has not. The hook is registered after the
+    first writer made its multiprocessing queue, so that it runs before multiprocessing's
+    own exit hook closes that queue under the writer's thread (atexit runs last-in first)."""
+    _OPEN_WRITERS.add(writer)
+    if not _AT_EXIT:
+        _AT_EXIT.append(atexit.register(_close_open_writers))
+
+
+def _close_open_writers() -> None:
+    """Flush and close the writers a program left open (TF 1.x's writers flush at exit; the
+    event thread would otherwise die at interpreter shutdown with pending events)."""
+    for w in list(_OPEN_WRITERS):
+        try:
+            w.close()
+        except Exception:  # noqa: BLE001  (one broken writer must not keep the others open)
+            logger.warning("FileWriter %s: closing at exit failed", w.get_logdir(),
+                           exc_info=True)
+
+
 class FileWriter:
     """Writes events (summaries, the graph, run metadata) to an event file in ``logdir`` that
-    TensorBoard reads; ``graph`` (or ``graph_def``) is written at once."""
+    TensorBoard reads; ``graph`` (or ``graph_def``) is written at once. A writer left open is
+    flushed and closed when the program exits."""
 
     def __init__(self, logdir, graph=None, max_queue=10, flush_secs=120, graph_def=None,
                  filename_suffix=None, session=None):
@@ -323,6 +353,7 @@ class FileWriter:
         self._writer = EventFileWriter(self._logdir, max_queue, flush_secs,
                                        filename_suffix or "")
         self._closed = False
+        _watch_at_exit(self)
         if graph is not None or graph_def is not None:
             self.add_graph(graph, graph_def=graph_def)
 
@@ -373,11 +404,13 @@ class FileWriter:
         if not self._closed:
             self._writer.close()
             self._closed = True
+            _OPEN_WRITERS.discard(self)
 
     def reopen(self) -> None:
         if self._closed:
             self._writer.reopen()
             self._closed = False
+            _watch_at_exit(self)
 
     def __enter__(self):
         return self
