@@ -17,7 +17,10 @@ both device types, so the GPU kernel table starts from the CPU one (tinygrad's
 * :data:`HOST_OPS` — ops whose GPU kernel is their CPU kernel on the host, its outputs
   uploaded (random ops: the host's generator, so a seed draws the same numbers on both
   device types);
-* :data:`OVERRIDES` — GPU kernels of their own (``Const`` uploads its value);
+* :data:`OVERRIDES` — GPU kernels of their own (``Const`` uploads its value, ``Shape`` keeps
+  its value on the host);
+* :data:`HOST_MEMORY_INPUTS` / :data:`HOST_MEMORY_OUTPUTS` — inputs a GPU op reads in host
+  memory and outputs it makes there (TF's ``HostMemory``: shapes, offsets, counts);
 * every other op of a :data:`ONE_SOURCE_FAMILIES` module gets its CPU kernel as its GPU kernel.
 
 An op of a family in neither table (a user's op, a new module) gets no GPU kernel: placement
@@ -241,17 +244,52 @@ HOST_OPS = frozenset({
     "RandomShuffle", "Multinomial",  # the host's generator: same numbers on both devices
     "Dropout",  # its mask comes from the host's generator (nn_ops: see the issue-15 note)
     "Eye",  # no input to take a namespace from: made on the host, uploaded (as a Const)
+    "Range",  # its inputs are host memory: made on the host, uploaded
 })
 
 
+def _host_const(value) -> bool:
+    """A small integer constant (a shape, an offset, an axis) stays in host memory on a GPU
+    device, as TF's int32 constants do; GPU ops that compute with it get an upload."""
+    return isinstance(value, np.ndarray) and value.dtype.kind in "iu" and value.size <= 64
+
+
 def _const_gpu(*, value, dtype):
-    return to_device(value)
+    return value if _host_const(value) else to_device(value)
 
 
 # GPU kernels of their own.
 OVERRIDES = {
     "Const": _const_gpu,  # a constant is uploaded (strings stay on the host)
+    # shapes and sizes are made on the host and stay there (HOST_MEMORY_OUTPUTS)
+    "Shape": lambda x, out_type=_dt.int32: np.asarray(x.shape, out_type.np_dtype),
+    "Size": lambda x, out_type: np.asarray(x.size, out_type.np_dtype),
+    "Rank": lambda x: np.asarray(x.ndim, np.int32),
 }
+
+# TF's HostMemory: small integer tensors that a GPU op reads as shapes, offsets and counts
+# (``Slice``'s begin and size, ``Fill``'s dims...) stay in host memory, so reading them never
+# makes the host wait for the GPU's queued kernels; the shapes and sizes a GPU op computes are
+# host values too. Partition neither uploads such an input nor, when it comes from a
+# host-memory output, downloads it (passes.partition.insert_copies).
+HOST_MEMORY_INPUTS = {
+    "Slice": (1, 2), "SliceGrad": (2,), "Fill": (0,), "Range": (0, 1, 2),
+    "BroadcastTo": (1,), "ScatterNd": (2,), "UnsortedSegmentSum": (2,),
+}
+HOST_MEMORY_OUTPUTS = {"Shape": (0,), "Size": (0,), "Rank": (0,)}
+
+
+def host_memory_input(op_type: str, i: int) -> bool:
+    """Whether input ``i`` of an ``op_type`` op on a GPU is read in host memory."""
+    return i in HOST_MEMORY_INPUTS.get(op_type, ())
+
+
+def host_memory_output(op_type: str, i: int, attrs=None) -> bool:
+    """Whether output ``i`` of an ``op_type`` op (with ``attrs``) on a GPU is made in host
+    memory: shapes and sizes, and small integer constants."""
+    if op_type == "Const":
+        return _host_const((attrs or {}).get("value"))
+    return i in HOST_MEMORY_OUTPUTS.get(op_type, ())
 
 
 def _family(d) -> str | None:

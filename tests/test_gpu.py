@@ -138,9 +138,11 @@ def test_kernels_create_in_the_namespace_of_their_inputs(fake_gpu):
     dev = kernels_gpu.to_device
     x = dev(np.arange(12.0).reshape(3, 4))
     idx = dev(np.array([2, 0, 2]))
+    for t, attrs, want in [("Shape", {"out_type": tv.int32}, [3, 4]), ("Rank", {}, 2),
+                           ("Size", {"out_type": tv.int64}, 12)]:
+        got = get_op_def(t).kernels["GPU"](x, **attrs)  # host memory (TF's HostMemory)
+        assert type(got) is np.ndarray and got.tolist() == want, t
     cases = [
-        ("Shape", (x,), {"out_type": tv.int32}, np.array([3, 4], np.int32)),
-        ("Rank", (x,), {}, np.int32(2)),
         ("UnsortedSegmentSum", (dev(np.ones((3, 2))), idx, dev(np.array(3))), {},
          np.array([[1, 1], [0, 0], [2, 2]], float)),
         ("SliceGrad", (dev(np.ones((1, 2))), x, dev(np.array([1, 1]))), {},
@@ -424,6 +426,60 @@ def test_feeds_are_uploaded_strings_stay_on_the_host_and_cpu_plans_have_no_copie
     assert copies == ("x/_to_device/worker/0/GPU:0",)
     out = insert_copies(nodes, {"n": W0, "s": W0}, {("x", 0), ("t", 0)}, [("n", 0)])
     assert out[0] is nodes and out[3] == ()
+
+
+def test_shapes_offsets_and_counts_stay_in_host_memory():
+    """TF's HostMemory: Slice's begin and size are read on the host (a CPU value is not
+    uploaded, a GPU value is downloaded); Shape on a GPU makes a host value, read as it is by
+    Fill's dims and uploaded for an op that computes with it; small integer Consts too."""
+    from tensorvm import dtypes
+    i32 = np.array([1], np.int32)
+    nodes = {"x": Node("x", "Neg", (("f", 0),)), "b": Node("b", "Const", attrs={"value": i32}),
+             "s": Node("s", "Slice", (("x", 0), ("b", 0), ("c", 0))),
+             "sh": Node("sh", "Shape", (("x", 0),)),
+             "fill": Node("fill", "Fill", (("sh", 0), ("x", 0))),
+             "n": Node("n", "Neg", (("sh", 0),)), "g": Node("g", "Neg", (("b", 0),)),
+             "s2": Node("s2", "Slice", (("x", 0), ("n", 0), ("c", 0)))}
+    devs = {"x": G0, "b": G0, "s": G0, "sh": G0, "fill": G0, "n": G0, "g": G0, "s2": G0,
+            "c": W0}
+    nodes["c"] = Node("c", "Const", attrs={"value": i32}, out_dtypes=(dtypes.int32,))
+    devs = {k: devs[k] for k in ["c", *[n for n in nodes if n != "c"]]}
+    nodes = {k: nodes[k] for k in devs}
+    out, _, _, copies = insert_copies(nodes, devs, {("f", 0)})
+    assert out["s"].inputs == (("x", 0), ("b", 0), ("c", 0))  # host values, read as they are
+    assert out["fill"].inputs == (("sh", 0), ("x", 0))
+    assert out["n"].inputs == (("sh/_to_device/worker/0/GPU:0", 0),)  # computes: uploaded
+    assert out["g"].inputs == (("b/_to_device/worker/0/GPU:0", 0),)
+    assert out["s2"].inputs[1] == ("n/_to_host", 0)  # a device value read in host memory
+    assert sorted(copies) == ["b/_to_device/worker/0/GPU:0", "f/_to_device/worker/0/GPU:0",
+                              "n/_to_host", "sh/_to_device/worker/0/GPU:0"]
+
+
+def test_a_gpu_step_reads_its_shapes_without_waiting_for_the_device(fake_gpu):
+    """Slice offsets fed at run time, Fill of a tensor's shape, a segment sum's count, a
+    range to a shape's element (int32 arithmetic on host values runs on the host, TF's int32
+    rule): all read on the host. A step copies two flags back, the fetched total and the
+    segment ids' range check (it waited 8 times)."""
+    g = tv.Graph()
+    with g.as_default():
+        x = tv.placeholder(tv.float32, [None, 4], name="x")
+        begin = tv.placeholder(tv.int32, [2], name="begin")
+        with tv.device("/gpu:0"):
+            y = tv.slice(x * 2.0, begin, [2, 2])
+            ones = tv.fill(tv.shape(x), 1.0)
+            seg = tv.unsorted_segment_sum(x, tv.constant([0, 2, 0]), 3)
+            r = tv.cast(tv.range(0, tv.shape(x)[0]), tv.float32)
+            total = tv.reduce_sum(y) + tv.reduce_sum(ones) + tv.reduce_sum(seg) + \
+                tv.reduce_sum(r)
+        X = np.arange(12, dtype=np.float32).reshape(3, 4)
+        with tv.Session() as s:
+            s.run(total, {x: X, begin: [1, 1]})
+            fake_gpu.cuda.syncs = 0
+            got = [s.run(total, {x: X, begin: [b, 1]}) for b in (0, 1)]
+            assert fake_gpu.cuda.syncs == 4
+    for b, v in zip((0, 1), got):
+        want = 2 * X[b:b + 2, 1:3].sum() + 12 + X.sum() + 3
+        assert float(v) == want
 
 
 # ---- on a real GPU ---------------------------------------------------------------------------

@@ -118,14 +118,24 @@ def _segment_sum(values, ids, out_shape, op):
     n = int(out_shape[0])
     flat = ids.reshape(-1)
     vals = values.reshape((flat.size,) + tail)
+    xp = array_namespace(values)
+    if xp is not np:
+        # one flag to the host (a GPU waits for its queued kernels there); negative ids are
+        # dropped into a spare row instead of asked about
+        if flat.size and bool((flat >= n).any()):
+            top = int(flat.max())
+            raise InvalidArgumentError(f"{op}: segment id {top} is out of range [0, {n})")
+        out = xp.zeros((n + 1,) + tuple(out_shape[1:]), dtype=values.dtype)
+        add_at(out, xp.where(flat < 0, n, flat), vals)
+        return out[:n]
     keep = flat >= 0
     if not keep.all():
         flat, vals = flat[keep], vals[keep]
     if flat.size:
         top = flat.max()
-        if top >= n:  # int(): a device scalar copied to the host for the message
+        if top >= n:
             raise InvalidArgumentError(f"{op}: segment id {int(top)} is out of range [0, {n})")
-    out = array_namespace(values).zeros(tuple(out_shape), dtype=values.dtype)
+    out = xp.zeros(tuple(out_shape), dtype=values.dtype)
     add_at(out, flat, vals)
     return out
 

@@ -10,6 +10,10 @@ GPU device in front of every host value a GPU op reads (a feed, a CPU device's o
 ``_CopyDeviceToHost`` on the GPU device behind every GPU value a CPU op or a fetch reads —
 one copy per (tensor, device), however many consumers. Between two GPU devices the device
 array itself moves (Dask serialises CuPy arrays). String tensors stay on the host: no copy.
+Small integer tensors a GPU op reads as shapes, offsets or counts stay on the host too (TF's
+HostMemory, :data:`tensorvm.kernels_gpu.HOST_MEMORY_INPUTS`), as do the shapes and sizes GPU
+ops make, and int32 arithmetic on such host values runs on the host (TF's int32 rule): reading
+a shape never makes the host wait for the GPU.
 
 >>> from tensorvm.graph_def import Node
 >>> nodes = {"a": Node("a", "Const"), "b": Node("b", "Neg", (("a", 0),)),
@@ -25,8 +29,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from .. import dtypes as _dt
 from ..graph_def import Node
-from ..kernels_gpu import COPY_TO_DEVICE, COPY_TO_HOST
+from ..kernels_gpu import COPY_TO_DEVICE, COPY_TO_HOST, host_memory_input, host_memory_output
+from ..registry import registry
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,20 @@ def _on_host_only(node: Node, i: int) -> bool:
     return i < len(dts) and dts[i] is not None and getattr(dts[i], "is_string", False)
 
 
+def _host_int_op(node: Node, on_device) -> bool:
+    """TF's int32 rule on GPUs: an op that only does int32 arithmetic on host values (a
+    shape's element, a size times two) runs on the host, its kernel being the one-source
+    kernel (``on_device(ref)``: whether an input is a device array)."""
+    if not node.inputs or not node.out_dtypes or node.stateful:
+        return False
+    if any(d != _dt.int32 for d in (*node.in_dtypes, *node.out_dtypes)):
+        return False
+    d = registry.get(node.type)
+    if d is None or d.kernels.get("GPU") is not d.kernels.get("CPU"):
+        return False
+    return not any(on_device(ref) for ref in node.inputs)
+
+
 def insert_copies(nodes: dict[str, Node], devices: dict[str, str], feeds, fetches=(),
                   fetch_to_host: bool = True):
     """Return ``(nodes, devices, fetches, copies)`` with the host<->device copies added (see
@@ -113,13 +133,28 @@ def insert_copies(nodes: dict[str, Node], devices: dict[str, str], feeds, fetche
     def host_copy(ref) -> str:  # on the producer's GPU device, shared by every reader
         return copy(ref, COPY_TO_HOST, devices[ref[0]], nodes[ref[0]].location)
 
+    host_ops: set[str] = set()  # GPU ops whose int32 values stay on the host (_host_int_op)
+
+    def on_device(ref) -> bool:  # the value of ``ref`` is a device array
+        return ref not in feeds and _is_gpu(devices[ref[0]]) and ref[0] not in host_ops and \
+            not (ref[0] in nodes and host_memory_output(nodes[ref[0]].type, ref[1],
+                                                        nodes[ref[0]].attrs))
+
     for name, node in nodes.items():
         dev = devices[name]
         gpu = _is_gpu(dev)
+        # a function's arguments (a loop's variables, fetch_to_host=False) may be device arrays
+        if gpu and _host_int_op(node, lambda r: on_device(r) or (r in feeds and
+                                                                not fetch_to_host)):
+            host_ops.add(name)
+            out[name] = node  # its inputs are host values, read as they are
+            continue
         inputs = []
         for i, ref in enumerate(node.inputs):
-            src_gpu = ref not in feeds and _is_gpu(devices[ref[0]])
-            if gpu == src_gpu or _on_host_only(node, i):
+            src_gpu = on_device(ref)
+            if gpu and host_memory_input(node.type, i):  # read in host memory (HostMemory)
+                inputs.append((host_copy(ref), 0) if src_gpu else ref)
+            elif gpu == src_gpu or _on_host_only(node, i):
                 inputs.append(ref)
             elif gpu:
                 loc = nodes[ref[0]].location if ref[0] in nodes else node.location
@@ -129,8 +164,7 @@ def insert_copies(nodes: dict[str, Node], devices: dict[str, str], feeds, fetche
         out[name] = node if tuple(inputs) == node.inputs else \
             dataclasses.replace(node, inputs=tuple(inputs))
     if fetch_to_host:
-        fetches = tuple((host_copy(r), 0) if r not in feeds and _is_gpu(devices[r[0]]) else r
-                        for r in fetches)
+        fetches = tuple((host_copy(r), 0) if on_device(r) else r for r in fetches)
     # each copy went in right before its first reader (after its producer): still in order
     return out, devices, fetches, tuple(made.values())
 
