@@ -459,7 +459,7 @@ def test_a_gpu_step_reads_its_shapes_without_waiting_for_the_device(fake_gpu):
     """Slice offsets fed at run time, Fill of a tensor's shape, a segment sum's count, a
     range to a shape's element (int32 arithmetic on host values runs on the host, TF's int32
     rule): all read on the host. A step copies two flags back, the fetched total and the
-    segment ids' range check (it waited 8 times)."""
+    segment ids' range check (two steps waited 8 times)."""
     g = tv.Graph()
     with g.as_default():
         x = tv.placeholder(tv.float32, [None, 4], name="x")
