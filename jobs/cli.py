@@ -37,6 +37,7 @@ import click
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_TERMINATED = 128 + signal.SIGTERM
+LINK_AFTER_S = 1.0  # a job still running after this long gets its dashboard link in a log
 logger = logging.getLogger("tensorvm")
 
 
@@ -246,10 +247,18 @@ def _execute(spec, kw, opts, cluster, err) -> int:
         raise Failure(f"could not start a session for job {spec.name}: "
                       f"{_classify(exc, spec, kw)[1]}") from exc
     code, summary = EXIT_OK, None
-    live = err.is_terminal and not (quiet or as_json)  # in a pipe: the summary only
+    live = err.is_terminal and not (quiet or as_json)  # in a pipe: no live display
+    link = None
     try:
         if run.dashboard and live:
             err.print(f"dashboard: {run.dashboard}", highlight=False)
+        elif run.dashboard and not (quiet or as_json):
+            # a log says where to watch a job that runs on; a job that fails at once (a bad
+            # input) stays one line
+            link = threading.Timer(LINK_AFTER_S, click.echo, (f"dashboard: {run.dashboard}",),
+                                   {"err": True})
+            link.daemon = True
+            link.start()
         try:
             if live:
                 with LiveDisplay(run, err):
@@ -270,11 +279,15 @@ def _execute(spec, kw, opts, cluster, err) -> int:
         if as_json:
             click.echo(json.dumps(summary))
         elif not quiet and code == EXIT_OK:
+            if not opts["scheduler"]:  # the job's page closes with the cluster this command ran
+                summary = {k: v for k, v in summary.items() if k != "dashboard"}
             print_summary(summary, Console())
         if opts["keep_alive"] and code not in (EXIT_INTERRUPTED, EXIT_TERMINATED) \
                 and run.dashboard:
             _keep_alive(run, err)
     finally:
+        if link is not None:
+            link.cancel()
         run.__exit__(None, None, None)
     return code
 

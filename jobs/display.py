@@ -121,6 +121,8 @@ def print_summary(summary: dict, console: Console) -> None:
         console.print(t)
     if summary.get("output"):
         console.print(f"output: {summary['output']}")
+    if summary.get("dashboard"):
+        console.print(f"dashboard: {summary['dashboard']}", highlight=False)
     if summary.get("metrics"):
         console.print("metrics: " + "  ".join(
             f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"

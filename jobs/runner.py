@@ -162,6 +162,8 @@ class JobRun:
             summary["error"] = reason
         if self.metrics:
             summary["metrics"] = {k: v for k, v in self.metrics.items() if k != "time"}
+        if self.dashboard:
+            summary["dashboard"] = self.dashboard
         self._send("finish", state=state, reason=reason, output=summary.get("output"),
                    counters=summary.get("counters") or {})
         return summary

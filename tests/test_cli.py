@@ -167,6 +167,19 @@ def test_join_output(cluster, tmp_path):
     assert got == want
 
 
+def test_the_dashboard_link_is_printed_in_a_pipe_and_in_the_json_summary(cluster, data,
+                                                                        tmp_path):
+    """Logged to a file (stderr not a terminal) the link was never printed, and --json had
+    none: a batch job's log must say where to watch it (stderr, once the job runs on past a
+    second; the summary on a cluster that outlives the command)."""
+    args = ["run", "wordcount", "--input", f"file://{data}/text/*.txt", "--scheduler", cluster]
+    out = tvm(*args, "--output", f"file://{tmp_path}/a", check_rc=0)
+    assert re.search(r"^dashboard: http://127\.0\.0\.1:\d+/tensorvm/job/\S+$", out.stdout,
+                     re.M), out.stdout
+    s = run_json(*args[1:], "--output", f"file://{tmp_path}/b")
+    assert s["dashboard"].startswith("http://127.0.0.1:") and "/tensorvm/job/" in s["dashboard"]
+
+
 def test_logreg_reaches_its_target(cluster):
     try:
         resolve("logreg")
