@@ -36,7 +36,7 @@ import logging
 import time
 
 from . import cluster_events
-from .errors import DeadlineExceededError, OpError, UnavailableError
+from .errors import CancelledError, DeadlineExceededError, OpError, UnavailableError
 from .registered_plans import partitions
 from .rendezvous import pack, unpack
 
@@ -65,6 +65,7 @@ class DirectSteps:
         self.reports = step_reports(client)
         self._idle: dict[str, list] = {}  # address -> connections for tvm_run not in use
         self._order: dict[str, list] = {}  # plan id -> its devices in the order to message
+        self.closed_reason: str | None = None  # set by cancel_all: every step ends at once
 
     def plan_id(self, plan) -> str:
         return f"{self.prefix}-{plan.uid}"
@@ -325,11 +326,27 @@ class DirectSteps:
         had; :meth:`unwatch` when the step ends. Used by both data planes."""
         lost = asyncio.get_running_loop().create_future()
         self._active[step_id] = (pinned, lost)
+        if self.closed_reason is not None:  # a step that started as its session closed
+            lost.set_result(_cancelled(step_id, self.closed_reason))
+            return lost
         for addr in {a for a, _ in pinned.values()}:
             if addr in self._gone:
                 self._fail_on(addr, self._gone[addr], step_id, pinned, lost)
                 break
         return lost
+
+    async def cancel_all(self, reason: str) -> int:
+        """On the client's event loop: end every step being watched now, and every later one
+        at once, with CancelledError saying ``reason`` (the session closes, as TF's
+        ``Session.close`` cancels its pending runs); each step then cancels itself on its
+        workers as a timed-out one does. Returns how many steps were running."""
+        self.closed_reason = reason
+        n = 0
+        for step_id, (_, fut) in list(self._active.items()):
+            if not fut.done():
+                fut.set_result(_cancelled(step_id, reason))
+                n += 1
+        return n
 
     def unwatch(self, step_id: str) -> None:
         """On the client's event loop: the step ended; forget its future."""
@@ -477,6 +494,11 @@ def _stateful(plan, devices) -> str:
     ops = [i.name for t in plan.tasks if t.device in devices for i in t.program.instrs
            if registry[i.type].stateful and i.type not in ("VariableV2", "IsVariableInitialized")]
     return ", ".join(ops)
+
+
+def _cancelled(step_id: str, reason: str) -> CancelledError:
+    return CancelledError(f"step {step_id} was cancelled: {reason} while it ran (its ops not "
+                          "yet started will not run)")
 
 
 def _retrieve(fut) -> None:

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 import uuid
 
@@ -60,6 +61,7 @@ from .device_map import DeviceMap, resource_name
 from .device_spec import DeviceSpec
 from .direct_steps import DirectSteps
 from .errors import (
+    CancelledError,
     DeadlineExceededError,
     InternalError,
     InvalidArgumentError,
@@ -74,6 +76,7 @@ from .registry import registry
 from .runtime import pop_traces, resources_of
 from .step_graph import fetch_values, fill_metadata, step_graph
 
+CLOSE_WAIT_S = 5.0  # how long close waits for the steps it cancelled to give up
 CONNECT_TIMEOUT_S = 20.0  # how long a session or reset tries to reach a scheduler
 POLL_S = 1.0  # the liveness poll, only on a scheduler without DeviceHomes (no events)
 LOST_GRACE_S = 1.0  # how long a failed step waits for a lost-worker event to name the cause
@@ -264,6 +267,8 @@ class DistributedBackend(Backend):
             self._address = str(self.client.scheduler.address)
         except Exception:  # noqa: BLE001
             self._address = str(target or "?")
+        self._inflight = 0  # steps running now, in any thread (close cancels them)
+        self._inflight_cv = threading.Condition()
         self._devices = DeviceMap(self.client, self.spec, verbose)
         self.gpus = self._devices.gpus
         self._direct = DirectSteps(self.client, uuid.uuid4().hex[:8])
@@ -362,75 +367,85 @@ class DistributedBackend(Backend):
         self._direct.drop(ids, wait=False)  # the session's step is not held up
 
     def execute(self, plan, feed_values, step_id, steps, options, run_metadata):
-        trace = bool(options and options.tracing)
-        self._check_scheduler()
-        pinned = self._devices.pin(plan)
-        timeout = (options.timeout_in_ms / 1000.0) if options and options.timeout_in_ms else None
+        with self._inflight_cv:  # steps running now, for close (one frame: short tracebacks)
+            self._inflight += 1
         try:
-            # a worker of the plan that left while this session was idle: named at once, not
-            # a connection to its dead address (Dask's connect timeout, then a raw OSError)
-            self._direct.check_gone(pinned)
-            pid = self._direct.register(plan, pinned) if plan.tasks else None
-        except UnavailableError as exc:
-            self._forget_lost(pinned, getattr(exc, "device", None))
-            raise exc.with_traceback(None) from exc.__cause__
-        if pid is not None and self._plane(plan, options, steps) == "direct":
-            return self._execute_direct(plan, pid, pinned, feed_values, step_id, steps,
-                                        timeout, trace, run_metadata)
-        # The Dask data plane, inline here: an error's traceback stays short.
-        dsk, outputs, by_device = step_graph(plan, feed_values, step_id, steps, None, trace,
-                                             plan_id=pid)
-        hlg = self._hlg(dsk, by_device, plan)
-        futures = self.client.get(hlg, outputs, sync=False)
-        deadline = time.monotonic() + timeout if timeout else None
-        waiting = _StepResults(self.client, futures, self._direct, step_id, pinned)
-        try:
-            while True:
-                left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
-                if not self._events:  # no lost-worker events from this scheduler: poll
-                    left = POLL_S if left is None else min(POLL_S, left)
-                try:
-                    state, results = waiting.wait(left)
-                except (Exception, asyncio.CancelledError) as exc:
-                    # The client lost its scheduler (Dask cancelled the futures), or a task
-                    # failed because its device's worker left: name that, not the symptom.
-                    self._check_scheduler(exc)
-                    lost = waiting.lost_error(0.0 if isinstance(exc, OpError) else LOST_GRACE_S)
-                    if lost is None and not self._events:
-                        self._check_alive(pinned, exc)
-                    if lost is not None:
-                        self._forget_lost(pinned, lost.device)
-                        raise lost.with_traceback(None) from exc
-                    if isinstance(exc, OpError):
-                        # the op and the user's line are in the message: no worker frames
-                        raise exc.with_traceback(None) from exc.__cause__
-                    raise
-                if state == "done":
-                    break
-                if state == "lost":
-                    self._forget_lost(pinned, results.device)
-                    raise results
-                if not self._events:
-                    self._check_alive(pinned)
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise self._deadline_error(plan, step_id, timeout, dsk, by_device)
-        except BaseException:
-            # Mark the step cancelled on its workers (running stages stop before their next
-            # op), then release rather than cancel: Client.cancel trips a scheduler assertion
-            # when a fetched key is also a dependency of another task, dropping the client's
-            # connection; releasing lets the scheduler forget the tasks not yet started, and
-            # waiting queue ops see their task gone and give up.
-            waiting.give_up()
-            self._cancel_on_workers(step_id, pinned)
-            for f in futures:
-                f.release()
-            raise
-        if trace:
-            traces = self.client.run(_collect_traces, step_id)
-            infos = [r for rs in traces.values() for r in rs]
-            fill_metadata(run_metadata, plan, infos)
-        self._runs[plan.uid] = self._runs.get(plan.uid, 0) + 1
-        return fetch_values(plan, outputs, results, feed_values)
+            trace = bool(options and options.tracing)
+            self._check_scheduler()
+            pinned = self._devices.pin(plan)
+            timeout = (options.timeout_in_ms / 1000.0) if options and options.timeout_in_ms \
+                else None
+            try:
+                # a worker of the plan that left while this session was idle: named at once, not
+                # a connection to its dead address (Dask's connect timeout, then a raw OSError)
+                self._direct.check_gone(pinned)
+                pid = self._direct.register(plan, pinned) if plan.tasks else None
+            except UnavailableError as exc:
+                self._forget_lost(pinned, getattr(exc, "device", None))
+                raise exc.with_traceback(None) from exc.__cause__
+            if pid is not None and self._plane(plan, options, steps) == "direct":
+                return self._execute_direct(plan, pid, pinned, feed_values, step_id, steps,
+                                            timeout, trace, run_metadata)
+            # The Dask data plane, inline here: an error's traceback stays short.
+            dsk, outputs, by_device = step_graph(plan, feed_values, step_id, steps, None, trace,
+                                                 plan_id=pid)
+            hlg = self._hlg(dsk, by_device, plan)
+            futures = self.client.get(hlg, outputs, sync=False)
+            deadline = time.monotonic() + timeout if timeout else None
+            waiting = _StepResults(self.client, futures, self._direct, step_id, pinned)
+            try:
+                while True:
+                    left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
+                    if not self._events:  # no lost-worker events from this scheduler: poll
+                        left = POLL_S if left is None else min(POLL_S, left)
+                    try:
+                        state, results = waiting.wait(left)
+                    except (Exception, asyncio.CancelledError) as exc:
+                        # The client lost its scheduler (Dask cancelled the futures), or a task
+                        # failed because its device's worker left: name that, not the symptom.
+                        self._check_scheduler(exc)
+                        lost = waiting.lost_error(0.0 if isinstance(exc, OpError)
+                                                  else LOST_GRACE_S)
+                        if lost is None and not self._events:
+                            self._check_alive(pinned, exc)
+                        if lost is not None:
+                            self._forget_lost(pinned, lost.device)
+                            raise lost.with_traceback(None) from exc
+                        if isinstance(exc, OpError):
+                            # the op and the user's line are in the message: no worker frames
+                            raise exc.with_traceback(None) from exc.__cause__
+                        raise
+                    if state == "done":
+                        break
+                    if state == "lost":
+                        if not isinstance(results, CancelledError):  # else: the session closed
+                            self._forget_lost(pinned, results.device)
+                        raise results
+                    if not self._events:
+                        self._check_alive(pinned)
+                    if deadline is not None and time.monotonic() >= deadline:
+                        raise self._deadline_error(plan, step_id, timeout, dsk, by_device)
+            except BaseException:
+                # Mark the step cancelled on its workers (running stages stop before their next
+                # op), then release rather than cancel: Client.cancel trips a scheduler assertion
+                # when a fetched key is also a dependency of another task, dropping the client's
+                # connection; releasing lets the scheduler forget the tasks not yet started, and
+                # waiting queue ops see their task gone and give up.
+                waiting.give_up()
+                self._cancel_on_workers(step_id, pinned)
+                for f in futures:
+                    f.release()
+                raise
+            if trace:
+                traces = self.client.run(_collect_traces, step_id)
+                infos = [r for rs in traces.values() for r in rs]
+                fill_metadata(run_metadata, plan, infos)
+            self._runs[plan.uid] = self._runs.get(plan.uid, 0) + 1
+            return fetch_values(plan, outputs, results, feed_values)
+        finally:
+            with self._inflight_cv:
+                self._inflight -= 1
+                self._inflight_cv.notify_all()
 
     def _execute_direct(self, plan, pid, pinned, feed_values, step_id, steps, timeout, trace,
                         run_metadata):
@@ -534,12 +549,32 @@ class DistributedBackend(Backend):
                     "checkpoint") from cause
 
     def close(self) -> None:
+        self._cancel_running()
         self._direct.unsubscribe()
         try:
             self._direct.reports.flush()  # the last steps reach the job registry
             self._direct.drop(everything=True)
         finally:
             self._close_client()
+
+    def _cancel_running(self, wait_s: float = CLOSE_WAIT_S) -> None:
+        """As TF's ``Session.close``: the steps this backend runs in other threads end with
+        CancelledError (a step blocked on an empty queue would wait forever), each
+        cancelling itself on its workers; waits up to ``wait_s`` for them to have done so
+        before the client goes. Later steps are cancelled at once."""
+        with self._inflight_cv:
+            running = self._inflight
+        try:
+            if self.client.status == "running":
+                self.client.sync(self._direct.cancel_all, "its session was closed")
+        except Exception:  # noqa: BLE001 - a client without a loop: no step can run either
+            logger.debug("could not cancel the running steps", exc_info=True)
+            return
+        if running:
+            deadline = time.monotonic() + wait_s
+            with self._inflight_cv:
+                while self._inflight and time.monotonic() < deadline:
+                    self._inflight_cv.wait(max(deadline - time.monotonic(), 0.01))
 
     def _close_client(self) -> None:
         if self._own_client:

@@ -244,3 +244,43 @@ def test_waiting_steps_past_the_cap_fail_with_resource_exhausted(cluster):
         assert results == [6, 6]
     finally:
         _on_ps(cluster, _set_waiting_steps(old if old is not None else 1024))
+
+
+# ---- a session closed while one of its steps runs in another thread --------------------------
+
+@pytest.mark.parametrize("plane", ["direct", "dask"])
+def test_closing_a_session_cancels_its_running_steps(cluster, plane):
+    """TF: ``Session.close()`` cancels the session's pending runs. A step blocked on an empty
+    queue (the dequeue of an input pipeline) in another thread ends at once with
+    CancelledError saying the session closed (it hung forever; on the Dask plane a running
+    step said UnavailableError 'plan … is not registered'), and takes nothing from the queue:
+    the next element goes to the next session's dequeue."""
+    g = tv.Graph()
+    with g.as_default(), tv.device("/job:ps/task:0"):
+        q = tv.FIFOQueue(4, [tv.float32], shapes=[[]], name=f"closed_mid_step_{plane}",
+                         shared_name=f"closed_mid_step_{plane}")
+        deq = q.dequeue()
+        enq = q.enqueue([tv.constant(7.0)])
+    s = cluster.session(graph=g, config=tv.ConfigProto(data_plane=plane))
+    box = {}
+
+    def run():
+        try:
+            box["value"] = s.run(deq)
+        except BaseException as e:  # noqa: BLE001 - checked below
+            box["error"] = e
+    th = threading.Thread(target=run)
+    th.start()
+    time.sleep(1.0)  # the dequeue waits on the PS
+    assert th.is_alive()
+    t0 = time.monotonic()
+    s.close()
+    th.join(10)
+    assert not th.is_alive(), "the step of a closed session still waits"
+    assert time.monotonic() - t0 < 5
+    err = box.get("error")
+    assert isinstance(err, tv.errors.CancelledError), repr(box)
+    assert "closed" in str(err), str(err)
+    s2 = cluster.session(graph=g)
+    s2.run(enq)
+    assert s2.run(deq, options=tv.RunOptions(timeout_in_ms=10_000)) == 7.0
