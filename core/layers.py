@@ -1,5 +1,6 @@
 """``tv.layers``: TF 1.x's functional layers (``dense``, ``conv2d``, ``max_pooling2d``,
-``average_pooling2d``, ``dropout``, ``batch_normalization``, ``flatten``) and their classes.
+``average_pooling2d``, ``dropout``, ``batch_normalization``, ``flatten``, ``conv2d_transpose``)
+and their classes.
 
 Each layer with weights opens ``variable_scope(name, default_name=<layer>)`` and makes its
 variables with ``get_variable`` ("dense/kernel", "dense_1/kernel" …), so ``reuse=True`` or a
@@ -122,6 +123,59 @@ def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid",
         spec = (lambda a, b: [1, a, b, 1]) if df == "NHWC" else (lambda a, b: [1, 1, a, b])
         y = nn_conv2d(x, kernel, spec(sh, sw), _padding(padding), data_format=df,
                       dilations=spec(dh, dw))
+        if use_bias:
+            bias = get_variable("bias", [int(filters)], x.dtype, bias_initializer,
+                                bias_regularizer, trainable)
+            y = bias_add(y, bias, data_format=df)
+        return _regularize(_activate(y, activation), activity_regularizer)
+
+
+def _transposed_size(n, k, s, padding):
+    if n is None:
+        return None
+    return n * s if padding == "SAME" else n * s + max(k - s, 0)
+
+
+def conv2d_transpose(inputs, filters, kernel_size, strides=(1, 1), padding="valid",
+                     data_format="channels_last", activation=None, use_bias=True,
+                     kernel_initializer=None, bias_initializer=Zeros(),
+                     kernel_regularizer=None, bias_regularizer=None, activity_regularizer=None,
+                     kernel_constraint=None, bias_constraint=None, trainable=True, name=None,
+                     reuse=None):
+    """Transposed 2-D convolution of ``inputs`` to ``filters`` channels, plus bias: a
+    ``[kh, kw, filters, in_channels]`` kernel; the output is ``in * stride`` wide with "same"
+    padding, ``in * stride + max(k - stride, 0)`` with "valid".
+
+    >>> import tensorvm as tv
+    >>> x = tv.placeholder(tv.float32, [None, 7, 7, 8])
+    >>> tv.layers.conv2d_transpose(x, 4, 5, strides=2, padding="same").shape.as_list()
+    [None, 14, 14, 4]
+    """
+    from .ops import shape, stack
+    from .ops.nn_deconv import conv2d_transpose as nn_conv2d_transpose
+    from .ops.nn_ops import bias_add
+    x = convert_to_tensor(inputs)
+    df = _nhwc(data_format)
+    if x._shape is None or len(x._shape) != 4:
+        raise InvalidArgumentError(f"conv2d_transpose: inputs must be 4-D, got shape "
+                                   f"{x._shape}")
+    c, (hs, ws) = (3, (1, 2)) if df == "NHWC" else (1, (2, 3))
+    c_in = _known(x._shape[c], "channel", "conv2d_transpose")
+    (kh, kw), (sh, sw) = _pair(kernel_size, "kernel_size"), _pair(strides, "strides")
+    pad = _padding(padding)
+    oh = _transposed_size(x._shape[hs], kh, sh, pad)
+    ow = _transposed_size(x._shape[ws], kw, sw, pad)
+    dyn = shape(x)
+    dims = [None] * 4
+    dims[0] = x._shape[0] if x._shape[0] is not None else dyn[0]
+    dims[c] = int(filters)
+    dims[hs] = oh if oh is not None else dyn[hs] * sh + (0 if pad == "SAME" else max(kh - sh, 0))
+    dims[ws] = ow if ow is not None else dyn[ws] * sw + (0 if pad == "SAME" else max(kw - sw, 0))
+    out_shape = dims if all(isinstance(d, int) for d in dims) else stack(dims)
+    with variable_scope(name, default_name="conv2d_transpose", values=[x], reuse=reuse):
+        kernel = get_variable("kernel", [kh, kw, int(filters), c_in], x.dtype,
+                              kernel_initializer, kernel_regularizer, trainable)
+        y = nn_conv2d_transpose(x, kernel, out_shape, [sh, sw], pad, data_format=df)
         if use_bias:
             bias = get_variable("bias", [int(filters)], x.dtype, bias_initializer,
                                 bias_regularizer, trainable)
@@ -302,6 +356,7 @@ def _layer_class(cls_name, fn, default, has_vars=True):
 
 Dense = _layer_class("Dense", dense, "dense")
 Conv2D = _layer_class("Conv2D", conv2d, "conv2d")
+Conv2DTranspose = _layer_class("Conv2DTranspose", conv2d_transpose, "conv2d_transpose")
 BatchNormalization = _layer_class("BatchNormalization", batch_normalization,
                                   "batch_normalization")
 MaxPooling2D = _layer_class("MaxPooling2D", max_pooling2d, "max_pooling2d", False)
@@ -310,5 +365,3 @@ AveragePooling2D = _layer_class("AveragePooling2D", average_pooling2d, "average_
 Dropout = _layer_class("Dropout", dropout, "dropout", False)
 Flatten = _layer_class("Flatten", flatten, "flatten", False)
 
-
-from .layers_transpose import Conv2DTranspose, conv2d_transpose
