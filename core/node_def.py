@@ -28,8 +28,8 @@ class NodeDef:
     attr: dict = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def of(cls, op) -> "NodeDef":
+    def of(cls, op) -> NodeDef:
         """The NodeDef of operation ``op``."""
-        ins = tuple(t.name[:-2] if t.name.endswith(":0") else t.name for t in op.inputs)
+        ins = tuple(t.name.removesuffix(":0") for t in op.inputs)
         ins += tuple("^" + c.name for c in op.control_inputs)
         return cls(op.name, op.type, ins, op.device or "", dict(op.attrs or {}))
