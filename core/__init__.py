@@ -50,6 +50,8 @@ from . import layers, losses  # noqa: E402  (tv.layers, tv.losses)
 from . import summary  # noqa: E402  (tv.summary)
 from . import contrib  # noqa: E402  (tv.contrib.rnn, tv.contrib.layers)
 from .node_def import NodeDef  # noqa: E402  (op.node_def, for TF 1.x device functions)
+from . import metrics  # noqa: E402  (tv.metrics.accuracy, tv.metrics.mean)
+from . import tf_logging as logging  # noqa: E402  (tv.logging: TF 1.x's tf.logging)
 from .summary import Event, Summary  # noqa: E402  (tf.Summary(value=[...]) protos)
 from . import kernels_gpu as _kernels_gpu  # noqa: E402
 _kernels_gpu.install()  # every op registered above: its GPU kernel or its CPU-only mark

@@ -451,3 +451,44 @@ def test_unclosed_file_writer_flushes_at_exit_without_traceback(tmp_path):
     ea = ea_mod.EventAccumulator(str(tmp_path))
     ea.Reload()
     assert [(e.step, e.value) for e in ea.Scalars("loss")] == [(0, 2.5), (1, 2.5), (2, 2.5)]
+
+
+# ---- tf.metrics and tf.logging (neural_network.py / convolutional_network.py) -----------------
+def test_metrics_accuracy_and_mean_stream_over_batches(graph):
+    """``acc, acc_op = tf.metrics.accuracy(labels, predictions)``: local variables
+    accuracy/total and accuracy/count, the update op returns the running value (was: no
+    tf.metrics)."""
+    labels = tv.placeholder(tv.int64, [None])
+    preds = tv.placeholder(tv.int64, [None])
+    w = tv.placeholder(tv.float32, [None])
+    acc, acc_op = tv.metrics.accuracy(labels=labels, predictions=preds)
+    m, m_op = tv.metrics.mean(tv.cast(labels, tv.float32), weights=w)
+    assert sorted(v.op.name for v in tv.local_variables()) == [
+        "accuracy/count", "accuracy/total", "mean/count", "mean/total"]
+    assert tv.trainable_variables() == [] and len(tv.get_collection("metric_variables")) == 4
+    with tv.Session() as sess:
+        sess.run(tv.local_variables_initializer())
+        assert sess.run(acc) == 0.0  # no data yet: 0, not NaN
+        r1 = sess.run(acc_op, {labels: [1, 2, 3, 4], preds: [1, 2, 0, 0]})
+        r2 = sess.run(acc_op, {labels: [5, 6], preds: [5, 6]})
+        sess.run(m_op, {labels: [1, 3], w: [1.0, 3.0]})
+        assert (r1, r2, sess.run(acc)) == (0.5, pytest.approx(4 / 6), pytest.approx(4 / 6))
+        assert sess.run(m) == pytest.approx((1 + 9) / 4)
+    with pytest.raises(tv.errors.InvalidArgumentError, match="labels and predictions"):
+        tv.metrics.accuracy(tv.zeros([3]), tv.zeros([4]))
+
+
+def test_logging_module(caplog):
+    """``tf.logging.set_verbosity(tf.logging.INFO)`` and ``tf.logging.info`` (was: no
+    tf.logging)."""
+    import logging
+    old = tv.logging.get_verbosity()
+    try:
+        tv.logging.set_verbosity(tv.logging.INFO)
+        assert tv.logging.get_verbosity() == tv.logging.INFO == logging.INFO
+        with caplog.at_level(logging.INFO, logger="tensorflow"):
+            tv.logging.info("step %d", 3)
+            tv.logging.debug("hidden")
+        assert [r.getMessage() for r in caplog.records] == ["step 3"]
+    finally:
+        tv.logging.set_verbosity(old)
