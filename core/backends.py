@@ -64,6 +64,11 @@ class Backend(abc.ABC):
     dashboard_link: str | None = None
     client = None
 
+    def set_step_deadline(self, deadline: float | None) -> None:
+        """The deadline (``time.monotonic()``) of the step the calling thread starts, None
+        when it ends: a distributed backend waits for a lost worker's return no longer than
+        that (nothing by default)."""
+
     def prepare(self, plan) -> None:
         """Check and install a newly compiled plan (nothing by default)."""
 

@@ -17,7 +17,8 @@ the event that fails the steps on it (``tensorvm-device-workers``, received thro
 worker takes the device over is told (its queues then fail until reset). Mapping a device whose
 worker left waits up to :data:`REPLACEMENT_WAIT_S` after the loss for a worker of the same name
 to come back (its Nanny restarting it), so the device returns there rather than onto another
-task's worker that happens to be free. A scheduler without :class:`DeviceHomes` still maps
+task's worker that happens to be free; a step with a timeout (``RunOptions.timeout_in_ms``)
+waits no longer than its deadline (DeadlineExceededError naming the worker awaited). A scheduler without :class:`DeviceHomes` still maps
 devices; it just has no loss tracking and no lost-worker events (:attr:`DeviceMap.events`).
 
 GPUs: :attr:`DeviceMap.gpus` (:class:`TaskGpus`) is the per-task inventory placement reads,
@@ -35,7 +36,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 from .cluster import ClusterSpec
 from .device_spec import DeviceSpec
 from .direct_steps import TOPIC_LOST
-from .errors import InvalidArgumentError, UnavailableError
+from .errors import DeadlineExceededError, InvalidArgumentError, UnavailableError
 from .runtime import resources_of
 
 REPLACEMENT_WAIT_S = 10.0  # how long remapping a lost device waits for its worker's restart
@@ -160,6 +161,12 @@ class DeviceMap:
         self._gpus_of: dict[tuple[str, int], int] = {}  # task -> its worker's GPU resource
         self.gpus = TaskGpus(self)
         self.version = 0  # bumped when a task is remapped to a worker of another GPU count
+        self._step = threading.local()  # .deadline: the running step's (time.monotonic())
+
+    def set_step_deadline(self, deadline: float | None) -> None:
+        """The deadline (``time.monotonic()``) of the step this thread runs, or None: waiting
+        for a lost worker's return does not outlast it."""
+        self._step.deadline = deadline
 
     def __repr__(self):
         return f"DeviceMap({self.describe()!r})"
@@ -239,7 +246,15 @@ class DeviceMap:
             return None, info
         name, age = left
         deadline = time.monotonic() + REPLACEMENT_WAIT_S - age
+        step_deadline = getattr(self._step, "deadline", None)
         while not any(str(w.get("name")) == name for w in info["workers"].values()):
+            if step_deadline is not None and time.monotonic() > step_deadline \
+                    and time.monotonic() <= deadline:
+                raise DeadlineExceededError(
+                    f"the step's timeout passed while the device of {res} waited for its "
+                    f"worker {name!r}, which left the cluster {age:.1f} s before, to come back "
+                    f"(it is waited for up to {REPLACEMENT_WAIT_S:.0f} s after the loss, then "
+                    "the device goes to another worker); restart that worker, or run again")
             if time.monotonic() > deadline:
                 logger.info("tensorvm: worker %r did not come back within %.0f s; its device "
                             "%s goes to another worker", name, REPLACEMENT_WAIT_S, res)

@@ -463,6 +463,11 @@ class DistributedBackend(Backend):
         self._runs[plan.uid] = self._runs.get(plan.uid, 0) + 1
         return values
 
+    def set_step_deadline(self, deadline: float | None) -> None:
+        """The running step's deadline in this thread (None: none): mapping a device whose
+        worker left waits for its return no longer than that."""
+        self._devices.set_step_deadline(deadline)
+
     @property
     def placement_version(self) -> int:
         """Changes when a task's worker was replaced by one with another GPU count

@@ -43,6 +43,7 @@ import gc
 import itertools
 import logging
 import threading
+import time
 import uuid
 import weakref
 from collections import OrderedDict
@@ -462,24 +463,31 @@ class Session:
                 slots.append(None)
                 ops.append(x)
         feed_refs = tuple(sorted(_ref(t) for t in feeds))
-        plan = self._plan_for(tensors, ops, feed_refs)
-        if steps > 1 and not self._backend.runs_steps(plan, options):
-            # Across devices, K steps are one unrolled graph (the state chained on each
-            # device), so a step's last task on a device and the next step's first one fuse.
-            plan = self._plan_for(tensors, ops, feed_refs, steps)
-            steps = 1
-        by_ref = {_ref(t): v for t, v in feeds.items()}
-        feed_values = [by_ref[r] for r in plan.feeds]
-        step_id = f"{self._token}.{next(self._steps)}"
-        values = self._backend.execute(plan, feed_values, step_id, steps, options,
-                                       run_metadata)
-        out = [None if s is None else _as_result(values[s]) for s in slots]
-        if any(v is DEAD for v in out):  # TF: a fetch on an untaken cond branch
-            i = next(i for i, v in enumerate(out) if v is DEAD)
-            raise InvalidArgumentError(
-                f"Retval[{i}] does not have value: fetch {fm.flat[i].name!r} is on a branch of "
-                "a tv.cond that was not taken in this step")
-        return fm.build(out)
+        timeout_ms = getattr(options, "timeout_in_ms", 0) if options is not None else 0
+        if timeout_ms:  # mapping a device whose worker left (planning, step) keeps to it
+            self._backend.set_step_deadline(time.monotonic() + timeout_ms / 1000.0)
+        try:
+            plan = self._plan_for(tensors, ops, feed_refs)
+            if steps > 1 and not self._backend.runs_steps(plan, options):
+                # Across devices, K steps are one unrolled graph (the state chained on each
+                # device), so a step's last task on a device and the next step's first one fuse.
+                plan = self._plan_for(tensors, ops, feed_refs, steps)
+                steps = 1
+            by_ref = {_ref(t): v for t, v in feeds.items()}
+            feed_values = [by_ref[r] for r in plan.feeds]
+            step_id = f"{self._token}.{next(self._steps)}"
+            values = self._backend.execute(plan, feed_values, step_id, steps, options,
+                                           run_metadata)
+            out = [None if s is None else _as_result(values[s]) for s in slots]
+            if any(v is DEAD for v in out):  # TF: a fetch on an untaken cond branch
+                i = next(i for i, v in enumerate(out) if v is DEAD)
+                raise InvalidArgumentError(
+                    f"Retval[{i}] does not have value: fetch {fm.flat[i].name!r} is on a branch of "
+                    "a tv.cond that was not taken in this step")
+            return fm.build(out)
+        finally:
+            if timeout_ms:
+                self._backend.set_step_deadline(None)
 
     def make_callable(self, fetches, feed_list=None):
         feed_list = list(feed_list or [])

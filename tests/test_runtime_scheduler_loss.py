@@ -83,3 +83,50 @@ def test_unreachable_or_malformed_scheduler_address_is_a_tv_error(monkeypatch):
         assert time.monotonic() - t0 < 10
     with pytest.raises(tv.errors.InvalidArgumentError, match="not a Dask scheduler address"):
         tv.Session("nonsense", graph=tv.Graph(), verbose=False)
+
+
+def test_step_timeout_bounds_the_wait_for_a_lost_workers_return(tmp_path):
+    """worker-0 (no Nanny) is killed between steps and does not come back. A step with
+    ``timeout_in_ms=1000`` on its device must end within about that time with
+    DeadlineExceededError naming the device's worker it waited for — not wait the full
+    REPLACEMENT_WAIT_S (10 s) for it and then run anyway, past its deadline."""
+    sched_file = tmp_path / "scheduler.json"
+    procs = [_spawn(["scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                     "--scheduler-file", str(sched_file)], tmp_path / "scheduler.log")]
+    try:
+        address = _read_address(sched_file, procs[0])
+        for name in ("ps-0", "worker-0"):
+            procs.append(_spawn(["worker", "--scheduler-file", str(sched_file), "--name", name,
+                                 "--nthreads", "1", "--no-dashboard", "--no-nanny",
+                                 "--host", "127.0.0.1"], tmp_path / f"{name}.log"))
+        g = tv.Graph()
+        with g.as_default():
+            with tv.device("/job:ps/task:0"):
+                v = tv.Variable(1.0, name="v")
+            with tv.device("/job:worker/task:0"):
+                doubled = v * 2.0
+        from distributed import Client
+        with Client(address, set_as_default=False) as c:
+            c.wait_for_workers(2, timeout=60)
+        sess = tv.Session(address, graph=g, cluster={"ps": 1, "worker": 1}, verbose=False)
+        try:
+            sess.run(v.initializer)
+            assert sess.run(doubled) == 2.0
+            procs[2].send_signal(signal.SIGKILL)  # worker-0, not restarted
+            procs[2].wait(10)
+            deadline = time.monotonic() + 30
+            while "worker-0" in {str(w["name"]) for w in
+                                 sess.client.scheduler_info()["workers"].values()}:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            with pytest.raises(tv.errors.UnavailableError):
+                sess.run(doubled)  # the loss is named once (the mapping is then forgotten)
+            t0 = time.monotonic()
+            with pytest.raises(tv.errors.DeadlineExceededError, match="'worker-0'"):
+                sess.run(doubled, options=tv.RunOptions(timeout_in_ms=1000))
+            assert time.monotonic() - t0 < 4
+        finally:
+            sess.close()
+    finally:
+        for p in reversed(procs):
+            _stop(p)
