@@ -492,3 +492,20 @@ def test_logging_module(caplog):
         assert [r.getMessage() for r in caplog.records] == ["step 3"]
     finally:
         tv.logging.set_verbosity(old)
+
+
+# ---- optimizer slot names (save_restore_model.py restoring a TF-written checkpoint) -----------
+def test_optimizer_slot_variables_are_named_as_tf_names_them(graph):
+    """TF names slots ``<var>/<optimizer name>`` made unique (``Variable/Adam``,
+    ``Variable/Adam_1``, ``w/RMSProp_1``), so a checkpoint TF wrote with its optimizer state
+    restores (was: ``Variable/Adam/Adam``, NotFoundError on restore)."""
+    w = tv.Variable(tv.zeros([2]))
+    k = tv.get_variable("dense/kernel", [2])
+    loss = tv.reduce_sum(w * w) + tv.reduce_sum(k)
+    tv.train.AdamOptimizer(0.1).minimize(loss)
+    tv.train.MomentumOptimizer(0.1, 0.9).minimize(loss)
+    tv.train.RMSPropOptimizer(0.1, momentum=0.5).minimize(loss, var_list=[w])
+    assert [v.op.name for v in tv.global_variables()] == [
+        "Variable", "dense/kernel", "beta1_power", "beta2_power", "Variable/Adam",
+        "Variable/Adam_1", "dense/kernel/Adam", "dense/kernel/Adam_1", "Variable/Momentum",
+        "dense/kernel/Momentum", "Variable/RMSProp", "Variable/RMSProp_1"]

@@ -137,10 +137,12 @@ class Optimizer:
             # control_dependencies block (TF's UPDATE_OPS idiom) must initialise on its own.
             with g.as_default(), g.device(None), g.device(var.device), \
                     g.control_dependencies(None), \
-                    g.name_scope(None), g.name_scope(f"{var.op.name}/{self._name}/"):
+                    g.name_scope(None), g.name_scope(f"{var.op.name}/"):
+                # TF's slot_creator names a slot <var>/<optimizer name>, made unique
+                # (Variable/Adam, Variable/Adam_1), which TF-written checkpoints hold.
                 self._slots[key] = Variable(
                     np.full(var.shape.dims, init, dtype=var.dtype.np_dtype), trainable=False,
-                    name=name)
+                    name=self._name)
         return self._slots[key]
 
     def get_slot(self, var, name):
