@@ -66,8 +66,11 @@ def disable_v2_behavior() -> None:
 
 
 def enable_eager_execution(*args, **kwargs):
-    raise NotImplementedError("tensorvm runs graphs only: eager execution is not available "
-                              "(build a graph and run it in a tv.Session)")
+    """Refused, as TF refuses what a runtime does not support (``UnimplementedError``):
+    tensorvm is TF 1.x's graph runtime."""
+    from .errors import UnimplementedError
+    raise UnimplementedError("tensorvm runs graphs only: eager execution is not available "
+                             "(build a graph and run it in a tv.Session)")
 
 
 def executing_eagerly() -> bool:

@@ -150,5 +150,5 @@ def test_initialize_all_variables_and_compat():
         tf.compat.as_bytes(3)
     tf.compat.v1.disable_eager_execution()
     assert tf.executing_eagerly() is False
-    with pytest.raises(NotImplementedError, match="graphs only"):
+    with pytest.raises(tf.errors.UnimplementedError, match="graphs only"):
         tf.enable_eager_execution()
