@@ -258,3 +258,19 @@ def test_reader_on_a_multi_block_big_endian_two_shard_bundle(tmp_path):
         np.testing.assert_array_equal(got[name], arr)
         assert got[name].dtype == np.float32
     assert google_crc32c.value(b"123456789") == 0xE3069283  # the CRC the writer above used
+
+
+def test_saving_over_a_tensorflow_checkpoints_prefix_restores_what_was_saved(g, copy):
+    """A TF checkpoint at the prefix (``model.ckpt-7.index``) shadowed the checkpoint tensorvm
+    had just saved there: restore read TF's values."""
+    variables = _model()
+    saver = tf.train.Saver(variables)
+    w = variables[0]
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+        s.run(w.assign(np.full((3, 2), 9.0, np.float32)))
+        path = saver.save(s, copy)
+        assert path == copy
+        s.run(w.assign(np.zeros((3, 2), np.float32)))
+        saver.restore(s, path)
+        np.testing.assert_array_equal(s.run(w), np.full((3, 2), 9.0, np.float32))

@@ -177,9 +177,12 @@ def _read_pieces(url, names, slices) -> dict:
     """``{(name, spec): array}`` for the wanted pieces, reading only their records."""
     what = f"restoring from checkpoint {url}"
     from ..storage import tensor_bundle
-    if tensor_bundle.is_tf_checkpoint(url):
-        return _read_tf_pieces(url, names, slices)
-    index = _storage_call(what, storage.read_index, url)
+    try:  # tensorvm's own checkpoint first: a TF one at the same prefix is older (or foreign)
+        index = _storage_call(what, storage.read_index, url)
+    except errors.NotFoundError:
+        if tensor_bundle.is_tf_checkpoint(url):
+            return _read_tf_pieces(url, names, slices)
+        raise
     wanted = set(zip(names, slices))
     exact = [e for e in index["entries"]
              if (e["name"], _canon(e.get("slice"))) in {(n, _canon(s)) for n, s in wanted}]
