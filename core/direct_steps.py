@@ -45,9 +45,11 @@ TOPIC_LOST = "tensorvm-device-workers"  # scheduler event: a worker holding devi
 TOPIC_STEPS = "tensorvm-direct-steps"
 """Topic of direct-step reports: ``{"client": id, "steps": [record, ...]}``, each record
 ``{"step": id, "n": iterations, "ok": bool, "tasks": [[task name, worker address], ...],
-"edges": [[src task, dst task], ...], "erred": [task names]}`` (``erred`` only when not ok);
+"edges": [[src task, dst task], ...], "erred": [task names], "error": "Class: message"}``
+(``erred`` and ``error`` only when not ok);
 the same string as ``tensorvm.scheduler_ext.registry.TOPIC_STEPS`` (core does not import it)."""
 REPORT_EVERY = 0.1  # seconds between two step-report messages of a client (flush: at once)
+ERROR_CHARS = 2000  # of a failed step's error in its report (the page shows it)
 
 
 class DirectSteps:
@@ -220,7 +222,8 @@ class DirectSteps:
                         f"pending: {', '.join(pending)}; stateful ops that may already have "
                         f"run: {_stateful(plan, pending) or 'none'}")
         except BaseException as exc:
-            self._report(pid, pinned, step_id, steps, bad or getattr(exc, "device", None))
+            self._report(pid, pinned, step_id, steps, bad or getattr(exc, "device", None),
+                         error=f"{type(exc).__name__}: {exc}"[:ERROR_CHARS])
             for f in calls:
                 if not f.done():
                     f.cancel()
@@ -286,14 +289,18 @@ class DirectSteps:
             return exc.with_traceback(None)
         return exc
 
-    def _report(self, pid, pinned, step_id, steps, failed: str | None | bool = False) -> None:
+    def _report(self, pid, pinned, step_id, steps, failed: str | None | bool = False,
+                error: str | None = None) -> None:
         """Queue the step's record for the job registry; ``failed``: the device that failed
-        it (its tasks count as erred, the others not at all, as on Dask), or None."""
+        it (its tasks count as erred, the others not at all, as on Dask), or None; ``error``:
+        what failed it, for the dashboard (the Dask plane's erred tasks carry theirs)."""
         names, edges = self._shapes.get(pid, ((), ()))
         rec = {"step": step_id, "n": steps, "ok": failed is False,
                "tasks": [[n, pinned[d][0]] for n, d in names if d in pinned], "edges": edges}
         if failed is not False:
             rec["erred"] = [n for n, d in names if d == failed]
+            if error:
+                rec["error"] = error
         self.reports.add(rec)
 
     async def _cancel(self, addrs, step_id) -> None:

@@ -281,3 +281,32 @@ def test_packed_large_strided_and_other_values():
     strings = np.array([b"ab", b"c"], object)
     assert list(_roundtrip(strings)) == [b"ab", b"c"]
     assert _roundtrip(None) is None and _roundtrip([1, 2]) == [1, 2]
+
+
+def test_a_failed_direct_step_reports_its_error_for_the_dashboard(cluster):
+    """On the direct plane a failed step reached the job's page as 'N failed' with no message
+    (the Dask plane's tasks carry their exception): its record now carries the error."""
+    from tensorvm.direct_steps import TOPIC_STEPS, flush_step_reports
+
+    def boom(v):
+        if v[0] > 2:
+            raise ValueError("too big <b>")
+        return v
+
+    g = tv.Graph()
+    with g.as_default():
+        x = tv.placeholder(tv.float64, [3], name="x")
+        with tv.device("/job:worker/task:0"):
+            y = tv.py_func(boom, [x], tv.float64, name="boom")
+    s = cluster.session(g, config=tv.ConfigProto(data_plane="direct"))
+    for v in (0.0, 1.0):
+        s.run(y, {x: np.full(3, v)})
+    flush_step_reports(cluster.client)
+    before = len(cluster.client.get_events(TOPIC_STEPS))
+    with pytest.raises(tv.errors.OpError, match="too big"):
+        s.run(y, {x: np.full(3, 5.0)})
+    flush_step_reports(cluster.client)
+    records = [r for _, msg in cluster.client.get_events(TOPIC_STEPS)[before:]
+               for r in msg["steps"]]
+    assert len(records) == 1 and not records[0]["ok"], records
+    assert "'boom'" in records[0]["error"] and "too big <b>" in records[0]["error"]
