@@ -1,0 +1,78 @@
+"""``tv.data``: TF 1.x's graph-mode ``tf.data`` (``import tensorvm as tf; tf.data.Dataset``).
+
+Datasets are in :mod:`tensorvm.ops.dataset_ops`, iterators in :mod:`tensorvm.ops.iterator_ops`
+(their docstrings hold the design); the pipeline that runs inside an iterator is
+:mod:`tensorvm.ops.dataset_pipeline`.
+
+>>> import tensorvm as tv
+>>> nxt = tv.data.Dataset.from_tensor_slices(([1, 2, 3], [4, 5, 6])).batch(2) \\
+...     .make_one_shot_iterator().get_next()
+>>> with tv.Session() as s:
+...     [x.tolist() for x in s.run(nxt)]
+[[1, 2], [4, 5]]
+"""
+from __future__ import annotations
+
+from .ops.dataset_ops import Dataset, TextLineDataset, TFRecordDataset
+from .ops.iterator_ops import Iterator
+
+__all__ = [
+    "Dataset",
+    "Iterator",
+    "TFRecordDataset",
+    "TextLineDataset",
+    "experimental",
+    "get_output_classes",
+    "get_output_shapes",
+    "get_output_types",
+    "make_initializable_iterator",
+    "make_one_shot_iterator",
+]
+
+
+def make_one_shot_iterator(dataset: Dataset) -> Iterator:
+    """``dataset.make_one_shot_iterator()`` (TF 1.13+'s ``tf.compat.v1.data`` spelling)."""
+    return dataset.make_one_shot_iterator()
+
+
+def make_initializable_iterator(dataset: Dataset, shared_name=None) -> Iterator:
+    """``dataset.make_initializable_iterator()`` (``tf.compat.v1.data`` spelling)."""
+    return dataset.make_initializable_iterator(shared_name)
+
+
+def get_output_types(dataset_or_iterator):
+    """The (nested) dtypes of the elements."""
+    return dataset_or_iterator.output_types
+
+
+def get_output_shapes(dataset_or_iterator):
+    """The (nested) static shapes of the elements."""
+    return dataset_or_iterator.output_shapes
+
+
+def get_output_classes(dataset_or_iterator):
+    """The (nested) classes of the elements (``tv.Tensor``)."""
+    return dataset_or_iterator.output_classes
+
+
+class experimental:
+    """``tf.data.experimental``: ``AUTOTUNE`` and the transformations TF 1.x programs
+    ``apply``."""
+
+    AUTOTUNE = -1
+
+    @staticmethod
+    def unbatch():
+        """``dataset.apply(tv.data.experimental.unbatch())``."""
+        return lambda ds: ds.unbatch()
+
+    @staticmethod
+    def shuffle_and_repeat(buffer_size, count=None, seed=None):
+        """``shuffle(buffer_size, seed).repeat(count)``."""
+        return lambda ds: ds.shuffle(buffer_size, seed).repeat(count)
+
+    @staticmethod
+    def map_and_batch(map_func, batch_size, num_parallel_batches=None, drop_remainder=False,
+                      num_parallel_calls=None):
+        """``map(map_func).batch(batch_size, drop_remainder)``."""
+        return lambda ds: ds.map(map_func).batch(batch_size, drop_remainder)

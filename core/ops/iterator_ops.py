@@ -1,0 +1,270 @@
+"""``tv.data.Iterator``: the resource that reads a :class:`~tensorvm.ops.dataset_ops.Dataset`.
+
+Design
+------
+An iterator is a resource like a queue: an :class:`IteratorState` in the ResourceMgr of the
+device its ops run on, keyed by ``(container, shared_name or the iterator op's name)``. Every
+iterator op carries the iterator's spec as an attr and is colocated with the ``IteratorV2``
+op, so ``initializer`` and ``get_next`` run where the state lives, whatever device block built
+them; the state keeps its position across ``Session.run`` calls and is CPU-only (host values,
+Python generators).
+
+* ``MakeIterator`` (an ``initializer``, or ``make_initializer(dataset)``) takes the values the
+  pipeline reads — tensors that are not constants: placeholders fed with the ``initializer``,
+  tensors captured by ``map`` functions — and (re)starts the pipeline: the stages of
+  :mod:`tensorvm.ops.dataset_pipeline`, compiled from the dataset when the op was built.
+* ``IteratorGetNext`` returns the next element, in the dataset's structure; at the end of the
+  data it raises ``OutOfRangeError("End of sequence")`` (and again on every later call, until
+  re-initialised); before any initialisation ``FailedPreconditionError``, as TF.
+* ``make_one_shot_iterator()``'s ``get_next`` carries the compiled pipeline itself and
+  initialises the state on its first run (a dataset that reads a placeholder is refused, as
+  TF refuses it).
+
+>>> import tensorvm as tv
+>>> p = tv.placeholder(tv.int64, [None])
+>>> it = tv.data.Dataset.from_tensor_slices(p).batch(2).make_initializable_iterator()
+>>> nxt = it.get_next()
+>>> with tv.Session() as s:
+...     _ = s.run(it.initializer, {p: [1, 2, 3]})
+...     [s.run(nxt).tolist() for _ in range(2)]
+[[1, 2], [3]]
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..errors import FailedPreconditionError, OutOfRangeError
+from ..graph import Tensor, TensorShape, get_default_graph
+from ..op_def_library import apply_op
+from ..registry import register_op
+from . import dataset_pipeline as P
+from .control_flow_ops import flatten, pack_as, structure
+
+__all__: list[str] = []  # exported as tv.data.Iterator
+
+_NOT_INITIALIZED = ("GetNext() failed because the iterator has not been initialized. Ensure "
+                    "that you have run the initializer operation for this iterator before "
+                    "getting the next element.")
+
+
+class IteratorState:
+    """An iterator's position: the generator of the current initialisation's blocks, the
+    current block and the index of the next element in it."""
+
+    kind = "Iterator"
+    LOST_WITH_WORKER = True  # see runtime.ResourceMgr: never re-created silently
+
+    def __init__(self, spec: dict):
+        self.spec = spec
+        self.name = spec["name"]
+        self.lock = threading.Lock()
+        self.env: P.Env | None = None
+        self.gen = None
+        self.block = None
+        self.pos = 0
+        self.elements = 0  # handed out since the last initialisation (introspection)
+
+    def initialize(self, stage: P.Stage, inputs, ctx) -> None:
+        env = P.Env(list(inputs), ctx)
+        stage.check(env)
+        with self.lock:
+            self.env = env
+            self.gen = stage.blocks(self.env)
+            self.block, self.pos, self.elements = None, 0, 0
+
+    def get_next(self, ctx) -> tuple:
+        with self.lock:
+            if self.gen is None:
+                raise FailedPreconditionError(_NOT_INITIALIZED)
+            while self.block is None or self.pos >= len(self.block[0]):
+                self.env.ctx = ctx
+                try:
+                    self.block = next(self.gen)
+                except StopIteration:
+                    self.gen, self.block = iter(()), None
+                    raise OutOfRangeError("End of sequence") from None
+                except BaseException:
+                    self.gen, self.block = iter(()), None  # a failed pipeline has ended
+                    raise
+                self.pos = 0
+            i = self.pos
+            self.pos += 1
+            self.elements += 1
+            return tuple(P.as_component(c[i], c.dtype).copy() for c in self.block)
+
+    def __repr__(self):
+        return f"<Iterator '{self.name}' elements={self.elements}>"
+
+
+def _state(ctx, spec) -> IteratorState:
+    return ctx.resources.lookup_or_create(spec.get("container", ""), "iterator:" + spec["name"],
+                                          lambda: IteratorState(spec))
+
+
+# ---- kernels and ops -------------------------------------------------------------------------
+
+def _handle_kernel(ctx, *, iterator):
+    _state(ctx, iterator)
+    return np.asarray(iterator["name"], dtype=object)
+
+
+def _make_kernel(ctx, *inputs, iterator, stage):
+    _state(ctx, iterator).initialize(stage, inputs, ctx)
+    return ()
+
+
+def _get_next_kernel(ctx, *inputs, iterator, stage=None):
+    st = _state(ctx, iterator)
+    if stage is not None and st.gen is None:
+        st.initialize(stage, inputs, ctx)  # a one-shot iterator starts on first use
+    out = st.get_next(ctx)
+    return out[0] if len(out) == 1 else out
+
+
+def _get_next_shape(inputs, attrs):
+    spec = attrs["iterator"]
+    return list(zip(spec["dtypes"], spec["shapes"]))
+
+
+register_op("IteratorV2", lambda i, a: [(_dt.string, ())], _handle_kernel, stateful=True,
+            needs_ctx=True, differentiable=False)
+register_op("MakeIterator", lambda i, a: [], _make_kernel, stateful=True, needs_ctx=True,
+            differentiable=False)
+register_op("IteratorGetNext", _get_next_shape, _get_next_kernel, stateful=True,
+            needs_ctx=True, differentiable=False)
+
+
+# ---- the Python class ------------------------------------------------------------------------
+
+def _shapes_compatible(a, b) -> bool:
+    if a is None or b is None:
+        return True
+    return len(a) == len(b) and all(x is None or y is None or x == y for x, y in zip(a, b))
+
+
+def _fmt(structure_, leaves):
+    return pack_as(structure_, list(leaves))
+
+
+class Iterator:
+    """Reads a dataset's elements one ``get_next()`` at a time (TF 1.x ``tf.data.Iterator``).
+
+    Made by ``dataset.make_one_shot_iterator()``, ``dataset.make_initializable_iterator()``
+    or ``Iterator.from_structure(types, shapes)`` (then ``make_initializer(dataset)`` for each
+    dataset it should read).
+    """
+
+    def __init__(self, structure_, dtypes, shapes, shared_name=None, name="Iterator",
+                 graph=None):
+        g = graph or get_default_graph()
+        self._structure = structure_
+        self._dtypes = tuple(dtypes)
+        self._shapes = tuple(shapes)
+        spec = {"name": None, "container": "", "dtypes": self._dtypes, "shapes": self._shapes}
+        with g.as_default():
+            op = apply_op("IteratorV2", [], {"iterator": spec}, name=name)
+        op.colocation = op.name
+        spec["name"] = shared_name or op.name
+        self._spec = spec
+        self._op = op
+        self._initializer = None
+        self._one_shot = None  # (stage, inputs) of a one-shot iterator
+
+    # ---- construction ----------------------------------------------------------------------
+    @classmethod
+    def _one_shot(cls, ds):
+        from .dataset_ops import _Builder
+        b = _Builder(one_shot=True)
+        stage = ds._compile(b)
+        it = cls(ds._structure, ds._dtypes, ds._shapes, name="OneShotIterator", graph=ds._graph)
+        it._one_shot = (stage, b.inputs)
+        return it
+
+    @classmethod
+    def _initializable(cls, ds, shared_name=None):
+        it = cls(ds._structure, ds._dtypes, ds._shapes, shared_name, graph=ds._graph)
+        it._initializer = it.make_initializer(ds)
+        return it
+
+    @staticmethod
+    def from_structure(output_types, output_shapes=None, shared_name=None,
+                       output_classes=None) -> Iterator:
+        """An iterator of elements with these (nested) types and shapes, not bound to a
+        dataset: run ``make_initializer(dataset)`` to (re)start it on one."""
+        leaves = flatten(output_types)
+        dtypes = [_dt.as_dtype(d) for d in leaves]
+        if output_shapes is None:
+            shapes = [None] * len(dtypes)
+        else:
+            from .dataset_ops import _as_shape, _flatten_like
+            shapes = [_as_shape(s).dims for s in _flatten_like(
+                _normalize_types(output_types), output_shapes)]
+        return Iterator(_normalize_types(output_types), dtypes, shapes, shared_name)
+
+    def make_initializer(self, dataset, name=None):
+        """The op that (re)starts this iterator on ``dataset`` (same types, compatible
+        shapes)."""
+        from .dataset_ops import _Builder
+        if structure(dataset._structure) != structure(self._structure) or \
+                dataset._dtypes != self._dtypes:
+            raise TypeError(f"Expected output types {self.output_types} but got dataset with "
+                            f"output types {dataset.output_types}.")
+        if not all(_shapes_compatible(a, b) for a, b in zip(self._shapes, dataset._shapes)):
+            raise TypeError(f"Expected output shapes compatible with {self.output_shapes} but "
+                            f"got dataset with output shapes {dataset.output_shapes}.")
+        b = _Builder(one_shot=False)
+        stage = dataset._compile(b)
+        return self._apply("MakeIterator", b.inputs, {"stage": stage}, name or "MakeIterator")
+
+    def _apply(self, op_type, inputs, attrs, name):
+        g = self._op.graph
+        with g.as_default(), g.device(None):
+            return apply_op(op_type, list(inputs), {"iterator": self._spec, **attrs},
+                            name=name, colocation=self._op.name)
+
+    # ---- use ---------------------------------------------------------------------------------
+    @property
+    def initializer(self):
+        if self._initializer is None:
+            raise ValueError("Iterator does not have an initializer.")
+        return self._initializer
+
+    def get_next(self, name=None):
+        """The next element, in the dataset's structure (``OutOfRangeError`` at the end)."""
+        inputs, attrs = [], {}
+        if self._one_shot is not None:
+            attrs["stage"], inputs = self._one_shot
+        op = self._apply("IteratorGetNext", inputs, attrs, name or "IteratorGetNext")
+        return pack_as(self._structure, list(op.outputs))
+
+    @property
+    def name(self) -> str:
+        return self._spec["name"]
+
+    @property
+    def output_types(self):
+        return _fmt(self._structure, self._dtypes)
+
+    @property
+    def output_shapes(self):
+        return _fmt(self._structure, [TensorShape(s) for s in self._shapes])
+
+    @property
+    def output_classes(self):
+        return _fmt(self._structure, [Tensor] * len(self._dtypes))
+
+    def __repr__(self):
+        return f"<tv.data.Iterator '{self.name}' types={self.output_types}>"
+
+
+def _normalize_types(types):
+    """The structure of ``output_types`` (tuples, dicts; leaves are dtypes)."""
+    if isinstance(types, dict):
+        return {k: _normalize_types(types[k]) for k in sorted(types)}
+    if isinstance(types, (tuple, list)):
+        vals = [_normalize_types(v) for v in types]
+        return type(types)(*vals) if hasattr(types, "_fields") else tuple(vals)
+    return 0

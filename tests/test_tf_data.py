@@ -1,0 +1,267 @@
+"""``tv.data`` (TF 1.x's graph-mode ``tf.data``): sources, transformations and iterators,
+checked against NumPy and closed forms; TF's errors by class and message."""
+import numpy as np
+import pytest
+import tensorvm as tf
+from tensorvm import errors
+
+
+def drain(sess, nxt, limit=10_000):
+    """Every element of an iterator, in the TF 1.x loop (until OutOfRangeError)."""
+    out = []
+    while True:
+        try:
+            out.append(sess.run(nxt))
+        except tf.errors.OutOfRangeError:
+            break
+        assert len(out) < limit, "the iterator never ended"
+    return out
+
+
+def elements(ds):
+    nxt = ds.make_one_shot_iterator().get_next()
+    with tf.Session() as sess:
+        return drain(sess, nxt)
+
+
+def as_lists(xs):
+    return [np.asarray(x).tolist() for x in xs]
+
+
+# ---- sources ----------------------------------------------------------------------------------
+
+def test_from_tensor_slices_batch_is_the_array_cut_in_batches():
+    x = np.arange(20, dtype=np.float32).reshape(10, 2)
+    got = elements(tf.data.Dataset.from_tensor_slices(x).batch(4))
+    assert as_lists(got) == [x[0:4].tolist(), x[4:8].tolist(), x[8:10].tolist()]
+    assert got[0].dtype == np.float32
+
+
+def test_from_tensor_slices_tuple_and_dict_keep_their_structure():
+    x = np.arange(6).reshape(3, 2)
+    y = np.array([1.5, 2.5, 3.5])
+    ds = tf.data.Dataset.from_tensor_slices((x, y))
+    assert ds.output_types == (tf.int64, tf.float64)
+    assert [list(s.as_list()) for s in ds.output_shapes] == [[2], []]
+    got = elements(ds)
+    assert [(a.tolist(), float(b)) for a, b in got] == [([0, 1], 1.5), ([2, 3], 2.5),
+                                                         ([4, 5], 3.5)]
+    dd = tf.data.Dataset.from_tensor_slices({"a": x, "b": y}).batch(2)
+    assert dd.output_types == {"a": tf.int64, "b": tf.float64}
+    assert dd.output_shapes["a"].as_list() == [None, 2]
+    got = elements(dd)
+    assert got[0]["a"].tolist() == [[0, 1], [2, 3]] and got[1]["b"].tolist() == [3.5]
+
+
+def test_from_tensors_range_zip():
+    assert as_lists(elements(tf.data.Dataset.from_tensors([1, 2]))) == [[1, 2]]
+    assert tf.data.Dataset.from_tensors([1, 2]).output_shapes.as_list() == [2]
+    assert as_lists(elements(tf.data.Dataset.range(2, 11, 3))) == [2, 5, 8]
+    assert tf.data.Dataset.range(3).output_types == tf.int64
+    z = tf.data.Dataset.zip((tf.data.Dataset.range(3), tf.data.Dataset.range(10, 15)))
+    assert [(int(a), int(b)) for a, b in elements(z)] == [(0, 10), (1, 11), (2, 12)]
+
+
+def test_text_line_and_tfrecord_datasets_read_fsspec_urls():
+    import fsspec
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/tvm-data-test/a.txt", b"l1\nl2\r\nl3")
+    fs.pipe("/tvm-data-test/b.txt", b"m1\n")
+    ds = tf.data.TextLineDataset(["memory://tvm-data-test/a.txt",
+                                  "memory://tvm-data-test/b.txt"])
+    assert ds.output_types == tf.string
+    assert [str(s) for s in elements(ds)] == ["l1", "l2", "l3", "m1"]
+    recs = [b"rec%d" % i for i in range(5)]
+    with tf.python_io.TFRecordWriter("memory://tvm-data-test/r.tfrecord") as w:
+        for r in recs:
+            w.write(r)
+    got = elements(tf.data.TFRecordDataset("memory://tvm-data-test/r.tfrecord").batch(2))
+    assert [list(b) for b in got] == [recs[0:2], recs[2:4], recs[4:5]]
+
+
+def test_missing_text_file_is_not_found():
+    nxt = tf.data.TextLineDataset(["memory://tvm-data-test/none.txt"]) \
+        .make_one_shot_iterator().get_next()
+    with tf.Session() as sess, pytest.raises(errors.NotFoundError, match="none.txt"):
+        sess.run(nxt)
+
+
+# ---- transformations ----------------------------------------------------------------------------
+
+def test_skip_take_repeat_batch_sequence_matches_tf():
+    # TF 2.21 (compat.v1) gives exactly these batches
+    got = elements(tf.data.Dataset.range(10).skip(2).take(5).repeat(2).batch(3))
+    assert as_lists(got) == [[2, 3, 4], [5, 6, 2], [3, 4, 5], [6]]
+
+
+def test_filter_map_batch_drop_remainder_matches_tf():
+    ds = tf.data.Dataset.range(10).filter(lambda x: x % 3 > 0).map(lambda x: x * 2) \
+        .batch(4, drop_remainder=True)
+    assert ds.output_shapes.as_list() == [4]
+    assert as_lists(elements(ds)) == [[2, 4, 8, 10]]
+
+
+def test_map_traces_the_function_once_into_tensor_ops():
+    calls = []
+    w = tf.constant([[1.0], [2.0]])
+
+    def fn(x, y):
+        calls.append(1)
+        return {"z": tf.matmul(tf.reshape(x, [1, 2]), w)[0, 0] + y, "x": x}
+    x = np.arange(8, dtype=np.float32).reshape(4, 2)
+    y = np.arange(4, dtype=np.float32)
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).map(fn, num_parallel_calls=4)
+    got = elements(ds.batch(3))
+    assert len(calls) == 1
+    want = x @ np.array([1.0, 2.0], np.float32) + y
+    np.testing.assert_allclose(np.concatenate([b["z"] for b in got]), want)
+    np.testing.assert_array_equal(np.concatenate([b["x"] for b in got]), x)
+
+
+def test_shuffle_with_a_seed_is_a_deterministic_permutation():
+    ds = tf.data.Dataset.range(100).shuffle(30, seed=7)
+    a = [int(v) for v in elements(ds)]
+    b = [int(v) for v in elements(ds)]
+    assert a == b and sorted(a) == list(range(100)) and a != list(range(100))
+    # each element leaves the buffer no earlier than its turn in the buffer allows
+    assert all(pos >= v - 30 for pos, v in enumerate(a))
+    c = [int(v) for v in elements(tf.data.Dataset.range(100).shuffle(30, seed=8))]
+    assert c != a and sorted(c) == list(range(100))
+
+
+def test_shuffle_reshuffles_each_epoch_of_a_repeat():
+    got = [int(v) for v in elements(tf.data.Dataset.range(10).shuffle(10, seed=1).repeat(3))]
+    epochs = [got[0:10], got[10:20], got[20:30]]
+    assert all(sorted(e) == list(range(10)) for e in epochs)
+    assert epochs[0] != epochs[1] or epochs[1] != epochs[2]
+
+
+def test_repeat_take_counts():
+    assert len(elements(tf.data.Dataset.range(7).repeat(3))) == 21
+    got = [int(v) for v in elements(tf.data.Dataset.range(3).repeat().take(8))]
+    assert got == [0, 1, 2, 0, 1, 2, 0, 1]
+    assert [int(v) for v in elements(tf.data.Dataset.range(4).take(-1))] == [0, 1, 2, 3]
+    assert elements(tf.data.Dataset.range(0).repeat()) == []
+
+
+def test_cache_prefetch_padded_batch():
+    calls = []
+
+    def count(x):
+        return tf.py_func(lambda v: calls.append(1) or v, [x], tf.int64)
+    got = elements(tf.data.Dataset.range(4).map(count).cache().repeat(3).prefetch(1))
+    assert [int(v) for v in got] == [0, 1, 2, 3] * 3
+    assert len(calls) == 4  # later epochs come from the cache
+    ds = tf.data.Dataset.range(5).map(lambda x: tf.fill([x], x)).padded_batch(
+        2, padded_shapes=[None])
+    assert as_lists(elements(ds)) == [[[0], [1]], [[2, 2, 0], [3, 3, 3]], [[4, 4, 4, 4]]]
+
+
+# ---- iterators --------------------------------------------------------------------------------
+
+def test_end_of_data_is_out_of_range_and_the_position_survives_runs():
+    it = tf.data.Dataset.range(3).make_one_shot_iterator()
+    nxt = it.get_next()
+    assert it.output_types == tf.int64 and nxt.dtype == tf.int64
+    with tf.Session() as sess:
+        assert [int(sess.run(nxt)) for _ in range(3)] == [0, 1, 2]
+        with pytest.raises(tf.errors.OutOfRangeError, match="End of sequence"):
+            sess.run(nxt)
+        with pytest.raises(tf.errors.OutOfRangeError):
+            sess.run(nxt)
+
+
+def test_initializable_iterator_reinitialized_with_another_feed():
+    p = tf.placeholder(tf.float32, [None, 2])
+    n = tf.placeholder(tf.int64, [])
+    it = tf.data.Dataset.from_tensor_slices(p).batch(n).make_initializable_iterator()
+    nxt = it.get_next()
+    assert nxt.shape.as_list() == [None, 2]
+    a = np.arange(10, dtype=np.float32).reshape(5, 2)
+    b = -np.arange(6, dtype=np.float32).reshape(3, 2)
+    with tf.Session() as sess:
+        with pytest.raises(errors.FailedPreconditionError, match="not been initialized"):
+            sess.run(nxt)
+        sess.run(it.initializer, {p: a, n: 2})
+        assert as_lists(drain(sess, nxt)) == [a[:2].tolist(), a[2:4].tolist(), a[4:].tolist()]
+        sess.run(it.initializer, {p: b, n: 3})
+        assert as_lists(drain(sess, nxt)) == [b.tolist()]
+
+
+def test_reinitializable_iterator_from_structure():
+    train = tf.data.Dataset.range(5).map(lambda x: x * 10)
+    val = tf.data.Dataset.range(2)
+    it = tf.data.Iterator.from_structure(train.output_types, train.output_shapes)
+    nxt = it.get_next()
+    t_init, v_init = it.make_initializer(train), it.make_initializer(val)
+    with tf.Session() as sess:
+        sess.run(t_init)
+        assert [int(sess.run(nxt)) for _ in range(2)] == [0, 10]
+        sess.run(v_init)
+        assert [int(v) for v in drain(sess, nxt)] == [0, 1]
+    with pytest.raises(TypeError, match="Expected output types"):
+        it.make_initializer(val.map(lambda x: tf.cast(x, tf.float32)))
+
+
+def test_linear_model_trained_from_a_dataset_reaches_least_squares():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(256, 3)).astype(np.float32)
+    y = (X @ np.array([1.5, -2.0, 0.5], np.float32) + 0.3 +
+         0.01 * rng.normal(size=256)).astype(np.float32)
+    ds = tf.data.Dataset.from_tensor_slices((X, y)).shuffle(256, seed=3).repeat(60).batch(32)
+    xb, yb = ds.make_one_shot_iterator().get_next()
+    w = tf.Variable(tf.zeros([3, 1]))
+    b = tf.Variable(0.0)
+    pred = tf.squeeze(tf.matmul(xb, w), 1) + b
+    loss = tf.reduce_mean(tf.square(pred - yb))
+    step = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        steps = 0
+        while True:
+            try:
+                sess.run(step)
+                steps += 1
+            except tf.errors.OutOfRangeError:
+                break
+        wv, bv = sess.run([w, b])
+    assert steps == 60 * 256 // 32
+    A = np.hstack([X, np.ones((256, 1), np.float32)])
+    sol = np.linalg.lstsq(A, y, rcond=None)[0]
+    np.testing.assert_allclose(np.append(wv.ravel(), bv), sol, atol=2e-3)
+
+
+# ---- errors -----------------------------------------------------------------------------------
+
+def test_bad_inputs_fail_with_tf_classes_and_messages():
+    with pytest.raises(ValueError, match="Dimensions 3 and 4 are not compatible"):
+        tf.data.Dataset.from_tensor_slices((np.arange(3), np.arange(4)))
+    with pytest.raises(errors.InvalidArgumentError, match="Batch size must be greater than "
+                                                          "zero"):
+        tf.data.Dataset.range(5).batch(0)
+    with pytest.raises(TypeError, match="Unsupported return value from function passed to "
+                                        "Dataset.map"):
+        tf.data.Dataset.range(5).map(lambda x: object())
+    with pytest.raises(ValueError, match="`predicate` must return a `tf.bool` scalar"):
+        tf.data.Dataset.range(4).filter(lambda x: x)
+    with pytest.raises(ValueError, match="Cannot capture a placeholder"):
+        tf.data.Dataset.from_tensor_slices(tf.placeholder(tf.int64, [None])) \
+            .make_one_shot_iterator()
+    with pytest.raises(ValueError, match="rank >= 1"):
+        tf.data.Dataset.from_tensor_slices(3)
+
+
+def test_batching_elements_of_different_shapes_fails_like_tf():
+    ds = tf.data.Dataset.range(1, 4).map(lambda x: tf.fill([x], x)).batch(2)
+    nxt = ds.make_one_shot_iterator().get_next()
+    with tf.Session() as sess, pytest.raises(errors.InvalidArgumentError,
+                                             match="Cannot add tensor to the batch"):
+        sess.run(nxt)
+
+
+def test_dynamic_batch_size_zero_fails_at_run_time():
+    n = tf.placeholder(tf.int64, [])
+    it = tf.data.Dataset.range(3).batch(n).make_initializable_iterator()
+    with tf.Session() as sess, pytest.raises(errors.InvalidArgumentError,
+                                             match="Batch size must be greater than zero"):
+        sess.run(it.initializer, {n: 0})
