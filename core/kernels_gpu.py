@@ -221,6 +221,7 @@ CPU_ONLY_FAMILIES = {
     "tensorvm.ops.script_ops": "py_func runs a Python function on host values",
     "tensorvm.ops.data_flow_ops": "queues hold host values (a resource of the host)",
     "tensorvm.ops.io_ops": "readers: " + _HOST_IO,
+    "tensorvm.ops.iterator_ops": "tf.data iterators hold host values (a resource of the host)",
     "tensorvm.ops.mapreduce_ops": "map-reduce record batches live in host memory (pyarrow)",
     "tensorvm.ops.mr_values": "map-reduce record batches live in host memory (pyarrow)",
     "tensorvm.summary": "summaries are host protocol buffers",
