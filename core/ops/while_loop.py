@@ -173,7 +173,7 @@ def _trace(outer, name, fn, loop_vars, structure_of, pack_as, flatten):
     fg = FuncGraph(outer, name)
     with fg.as_default():
         phs = [placeholder(t.dtype, t._shape, name="loop_var") for t in loop_vars]
-        packed = pack_as(structure_of, phs)
+        packed = _as_arrays(structure_of, pack_as(structure_of, phs))
         res = fn(*packed) if isinstance(packed, (list, tuple)) else fn(packed)
     return fg, phs, res
 
@@ -222,7 +222,7 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     if isinstance(loop_vars, (list, tuple)) and not loop_vars:
         raise ValueError("No loop variables provided")
     where = _user_location()
-    flat = [convert_to_tensor(v) for v in flatten(loop_vars)]
+    flat = [convert_to_tensor(_flow_of(v)) for v in flatten(loop_vars)]
     g = get_default_graph()
     if not hasattr(g, "capture"):  # not inside another loop's body: the loop vars' graph
         g = flat[0].graph
@@ -310,7 +310,7 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
                     f"the loop is placed on {op.device} but its body uses {dev}; a loop's "
                     f"cond and body must run on one device (while_loop at {where})")
     outs = list(op.outputs[:len(flat)])
-    result = pack_as(loop_vars, outs)
+    result = _as_arrays(loop_vars, pack_as(loop_vars, outs))
     if not return_same_structure and isinstance(result, (list, tuple)) and len(flat) == 1 \
             and len(result) == 1:
         return result[0]
@@ -350,7 +350,26 @@ class _Spec:
         self.dtype, self._shape = dtype, shape
 
 
+def _flow_of(x):
+    """A TensorArray loop variable is carried as its flow tensor (TF's rule)."""
+    return x.flow if hasattr(x, "_with_flow") else x
+
+
+def _as_arrays(template, packed):
+    """``packed`` with a TensorArray (of ``template``'s lineage) wherever ``template`` has
+    one: the loop's TensorArrays come back TensorArrays, in the body and after the loop."""
+    if hasattr(template, "_with_flow"):
+        return template._with_flow(packed)
+    if isinstance(template, dict):
+        return {k: _as_arrays(template[k], packed[k]) for k in template}
+    if isinstance(template, (list, tuple)) and isinstance(packed, (list, tuple)):
+        vals = [_as_arrays(t, p) for t, p in zip(template, packed)]
+        return type(packed)(*vals) if hasattr(packed, "_fields") else type(packed)(vals)
+    return packed
+
+
 def _body_output(x):
+    x = _flow_of(x)
     if isinstance(x, Operation):
         raise InvalidArgumentError(f"while_loop: body returned an operation ({x.name}); "
                                    "return tensors")
@@ -408,8 +427,8 @@ def _while_kernel(ctx, *ins, cond, body, n, ncc, nbc, has_max, back_prop, parall
 def _loop_value(v, on_device: bool):
     """A body output as the next iteration's value: an array on the loop's device (a kernel
     may return a NumPy scalar)."""
-    if type(v) is np.ndarray or is_device_array(v):
-        return v
+    if type(v) is np.ndarray or is_device_array(v) or getattr(v, "_tv_loop_value", False):
+        return v  # an array, or a TensorArray's value (carried as is)
     v = np.asarray(v)
     return to_device(v) if on_device else v
 
