@@ -211,6 +211,7 @@ ONE_SOURCE_FAMILIES = frozenset({
     # a loop runs its cond and body programs on its own device (a body op with no GPU kernel
     # keeps the loop on the CPU: placement looks into the body, passes.place)
     "tensorvm.ops.while_loop",
+    "tensorvm.ops.tensor_array_ops",  # elements stay the arrays written (device arrays too)
 })
 
 _HOST_IO = "host-only I/O (files and storage are read and written by the host)"
