@@ -265,3 +265,32 @@ def test_dynamic_batch_size_zero_fails_at_run_time():
     with tf.Session() as sess, pytest.raises(errors.InvalidArgumentError,
                                              match="Batch size must be greater than zero"):
         sess.run(it.initializer, {n: 0})
+
+
+# ---- on a cluster of worker processes --------------------------------------------------------
+
+TV_CLUSTER = {"ps": 1, "worker": 1}
+PS, WORKER = "/job:ps/task:0", "/job:worker/task:0"
+
+
+@pytest.mark.cluster
+def test_an_iterator_lives_on_its_device_in_a_worker_process(cluster):
+    graph = tf.Graph()
+    x = np.arange(12, dtype=np.float32).reshape(6, 2)
+    with graph.as_default():
+        scale = tf.placeholder(tf.float32, [])
+        with tf.device(PS):
+            ds = tf.data.Dataset.from_tensor_slices(x).map(lambda r: r * scale).batch(4)
+            it = ds.make_initializable_iterator()
+        with tf.device(WORKER):
+            total = tf.reduce_sum(it.get_next(), axis=1)  # read on the PS, summed here
+    s = cluster.session(graph)
+    md = tf.RunMetadata()
+    s.run(it.initializer, {scale: 10.0})
+    first = s.run(total, options=tf.RunOptions(trace=True), run_metadata=md)
+    where = {op: r["device"] for r in md.step_stats for op in r["ops"]}
+    assert "/job:ps/" in where["IteratorGetNext"] and "/job:worker/" in where["Sum"]
+    np.testing.assert_allclose(first, (x[:4] * 10).sum(1))
+    np.testing.assert_allclose(s.run(total), (x[4:] * 10).sum(1))  # the position survived
+    with pytest.raises(tf.errors.OutOfRangeError, match="End of sequence"):
+        s.run(total)

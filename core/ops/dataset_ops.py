@@ -34,10 +34,11 @@ import itertools
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import InvalidArgumentError, OpError
-from ..graph import Operation, Tensor, TensorShape, _user_location, get_default_graph
+from ..errors import InvalidArgumentError
+from ..graph import Tensor, TensorShape, get_default_graph
 from ..tensor_conversion import convert_to_tensor
 from . import dataset_pipeline as P
+from . import dataset_sources as S
 from .common import static_value
 from .control_flow_ops import flatten, pack_as
 
@@ -112,6 +113,17 @@ def _scalar(x, dtype, what: str):
 def _static_int(x):
     v = x if not isinstance(x, Tensor) else static_value(x)
     return None if v is None else int(np.asarray(v))
+
+
+class _Transforms:
+    """The transformations module, imported on first use (it subclasses :class:`Dataset`)."""
+
+    def __getattr__(self, name):
+        from . import dataset_transforms
+        return getattr(dataset_transforms, name)
+
+
+T = _Transforms()
 
 
 # ---- the base class --------------------------------------------------------------------------
@@ -192,59 +204,59 @@ class Dataset:
         """``map_func`` applied to each element (a tuple element is passed as arguments);
         traced once into tensor ops. ``num_parallel_calls`` is accepted (elements are mapped
         in order, one after another)."""
-        return _Map(self, map_func)
+        return T._Map(self, map_func)
 
     def filter(self, predicate) -> Dataset:
         """The elements for which ``predicate`` (traced like ``map``'s function) is true."""
-        return _Filter(self, predicate)
+        return T._Filter(self, predicate)
 
     def batch(self, batch_size, drop_remainder=False) -> Dataset:
         """Consecutive elements stacked ``batch_size`` at a time; the last batch is smaller
         unless ``drop_remainder``."""
-        return _Batch(self, batch_size, drop_remainder)
+        return T._Batch(self, batch_size, drop_remainder)
 
     def padded_batch(self, batch_size, padded_shapes=None, padding_values=None,
                      drop_remainder=False) -> Dataset:
         """Like :meth:`batch`, padding each component to ``padded_shapes`` (``None``/-1 dims:
         the batch's largest) with ``padding_values`` (0 or ``""`` by default)."""
-        return _PaddedBatch(self, batch_size, padded_shapes, padding_values, drop_remainder)
+        return T._PaddedBatch(self, batch_size, padded_shapes, padding_values, drop_remainder)
 
     def unbatch(self) -> Dataset:
         """The rows of every element (the inverse of :meth:`batch`)."""
-        return _Unary(self, P.Unbatch, self._dtypes, [None if s is None else s[1:]
+        return T._Unary(self, P.Unbatch, self._dtypes, [None if s is None else s[1:]
                                                       for s in self._shapes])
 
     def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=None) -> Dataset:
         """Elements drawn at random from a buffer of ``buffer_size`` (TF's algorithm); a
         ``seed`` (or the graph's seed) makes the order deterministic. Each epoch of a
         ``repeat`` is reshuffled unless ``reshuffle_each_iteration=False``."""
-        return _Shuffle(self, buffer_size, seed, reshuffle_each_iteration)
+        return T._Shuffle(self, buffer_size, seed, reshuffle_each_iteration)
 
     def repeat(self, count=None) -> Dataset:
         """The elements ``count`` times (``None`` or -1: forever)."""
-        return _Counted(self, P.Repeat, count)
+        return T._Counted(self, P.Repeat, count)
 
     def take(self, count) -> Dataset:
         """The first ``count`` elements (-1: all)."""
-        return _Counted(self, P.Take, count)
+        return T._Counted(self, P.Take, count)
 
     def skip(self, count) -> Dataset:
         """All but the first ``count`` elements (-1: none)."""
-        return _Counted(self, P.Skip, count)
+        return T._Counted(self, P.Skip, count)
 
     def shard(self, num_shards, index) -> Dataset:
         """Every ``num_shards``-th element, starting at ``index``."""
-        return _Shard(self, num_shards, index)
+        return T._Shard(self, num_shards, index)
 
     def cache(self, filename="") -> Dataset:
         """Keep the elements in memory after the first complete pass; later passes (the
         epochs of a ``repeat``) replay them. A ``filename`` is accepted and ignored (the
         cache is in memory, per iterator initialisation)."""
-        return _Unary(self, P.Cache, self._dtypes, self._shapes, keyed=True)
+        return T._Unary(self, P.Cache, self._dtypes, self._shapes, keyed=True)
 
     def prefetch(self, buffer_size) -> Dataset:
         """Accepted for TF programs; elements are made when ``get_next`` asks for them."""
-        return _Unary(self, P.Identity, self._dtypes, self._shapes)
+        return T._Unary(self, P.Identity, self._dtypes, self._shapes)
 
     def concatenate(self, dataset) -> Dataset:
         """This dataset's elements, then ``dataset``'s (same types and structure)."""
@@ -291,7 +303,7 @@ class _TensorSlices(Dataset):
                          [None if t._shape is None else tuple(t._shape[1:]) for t in flat])
 
     def _compile(self, b):
-        return P.TensorSlices(tuple(b.ref(t) for t in self._flat),
+        return S.TensorSlices(tuple(b.ref(t) for t in self._flat),
                               tuple(d.np_dtype for d in self._dtypes))
 
 
@@ -302,7 +314,7 @@ class _Tensors(Dataset):
         super().__init__(s, [t.dtype for t in self._flat], [_shape_of(t) for t in self._flat])
 
     def _compile(self, b):
-        return P.Tensors(tuple(b.ref(t) for t in self._flat),
+        return S.Tensors(tuple(b.ref(t) for t in self._flat),
                          tuple(d.np_dtype for d in self._dtypes))
 
 
@@ -318,7 +330,7 @@ class _Range(Dataset):
         super().__init__(0, [_dt.int64], [()])
 
     def _compile(self, b):
-        return P.Range(*(b.ref(a) for a in self._args))
+        return S.Range(*(b.ref(a) for a in self._args))
 
 
 class _Zip(Dataset):
@@ -335,7 +347,7 @@ class _Zip(Dataset):
                          [x for d in self._children for x in d._shapes])
 
     def _compile(self, b):
-        return P.Zip(tuple(d._compile(b) for d in self._children),
+        return S.Zip(tuple(d._compile(b) for d in self._children),
                      tuple(len(d._dtypes) for d in self._children))
 
 
@@ -351,7 +363,7 @@ class _Concatenate(Dataset):
         super().__init__(a._structure, a._dtypes, shapes)
 
     def _compile(self, b):
-        return P.Concatenate(self._a._compile(b), self._c._compile(b))
+        return S.Concatenate(self._a._compile(b), self._c._compile(b))
 
 
 def flatten_structure(ds):
@@ -382,126 +394,13 @@ class TextLineDataset(_FileSource):
     """The lines of text files (``filenames``: a URL, a list of them, or a string tensor;
     any fsspec URL), terminators removed, one file after another. ``compression_type``:
     ``""`` or ``"GZIP"``. Lines are ``str`` (tensorvm's text strings)."""
-    _stage = P.TextLines
+    _stage = S.TextLines
 
 
 class TFRecordDataset(_FileSource):
     """The records (``bytes``) of TFRecord files, verified by their CRCs; ``compression_type``
     ``""``, ``"GZIP"`` or ``"ZLIB"``."""
-    _stage = P.TFRecords
-
-
-# ---- transformations -------------------------------------------------------------------------
-
-class _Unary(Dataset):
-    def __init__(self, child, stage, dtypes, shapes, keyed=False):
-        self._child, self._stage, self._keyed = child, stage, keyed
-        super().__init__(child._structure, dtypes, shapes)
-
-    def _compile(self, b):
-        child = self._child._compile(b)
-        return self._stage(child, key=b.key()) if self._keyed else self._stage(child)
-
-
-class _Counted(Dataset):
-    def __init__(self, child, stage, count):
-        self._child, self._stage = child, stage
-        self._count = _scalar(count, _dt.int64, stage.__name__.lower() + " count")
-        super().__init__(child._structure, child._dtypes, child._shapes)
-
-    def _compile(self, b):
-        return self._stage(self._child._compile(b), b.ref(self._count))
-
-
-class _Shard(Dataset):
-    def __init__(self, child, num_shards, index):
-        self._child = child
-        self._n = _scalar(num_shards, _dt.int64, "num_shards")
-        self._i = _scalar(index, _dt.int64, "index")
-        n, i = _static_int(self._n), _static_int(self._i)
-        if n is not None and n <= 0:
-            raise InvalidArgumentError(f"num_shards must be > 0, got {n}")
-        if n is not None and i is not None and not 0 <= i < n:
-            raise InvalidArgumentError(f"index must be in [0, num_shards), got {i}")
-        super().__init__(child._structure, child._dtypes, child._shapes)
-
-    def _compile(self, b):
-        return P.Shard(self._child._compile(b), b.ref(self._n), b.ref(self._i))
-
-
-class _Shuffle(Dataset):
-    def __init__(self, child, buffer_size, seed, reshuffle):
-        from .random_ops import get_seed
-        self._child = child
-        self._size = _scalar(buffer_size, _dt.int64, "buffer_size")
-        n = _static_int(self._size)
-        if n is not None and n <= 0:
-            raise InvalidArgumentError("buffer_size must be greater than zero.")
-        self._seeds = get_seed(None if seed is None else _static_int(seed))
-        self._reshuffle = True if reshuffle is None else bool(reshuffle)
-        super().__init__(child._structure, child._dtypes, child._shapes)
-
-    def _compile(self, b):
-        s1, s2 = self._seeds
-        return P.Shuffle(self._child._compile(b), b.ref(self._size), s1, s2, self._reshuffle,
-                         key=b.key())
-
-
-def _batch_size(batch_size):
-    t = _scalar(batch_size, _dt.int64, "batch_size")
-    n = _static_int(t)
-    if n is not None and n <= 0:
-        raise InvalidArgumentError("Batch size must be greater than zero.")
-    return t, n
-
-
-class _Batch(Dataset):
-    def __init__(self, child, batch_size, drop_remainder):
-        self._child = child
-        self._size, n = _batch_size(batch_size)
-        self._drop = bool(drop_remainder)
-        lead = n if self._drop else None
-        super().__init__(child._structure, child._dtypes,
-                         [None if s is None else (lead,) + s for s in child._shapes])
-
-    def _compile(self, b):
-        return P.Batch(self._child._compile(b), b.ref(self._size), self._drop)
-
-
-class _PaddedBatch(Dataset):
-    def __init__(self, child, batch_size, padded_shapes, padding_values, drop_remainder):
-        self._child = child
-        self._size, n = _batch_size(batch_size)
-        self._drop = bool(drop_remainder)
-        if padded_shapes is None:
-            shapes = list(child._shapes)
-            if any(s is None for s in shapes):
-                raise ValueError("padded_batch: padded_shapes is required for components of "
-                                 "unknown rank")
-        else:
-            shapes = [None if s is None else tuple(None if d is None or d == -1 else int(d)
-                                                   for d in _as_shape(s))
-                      for s in _flatten_like(child._structure, padded_shapes)]
-        for got, want in zip(child._shapes, shapes):
-            if got is not None and (want is None or len(got) != len(want) or
-                                    any(w is not None and g is not None and g > w
-                                        for g, w in zip(got, want))):
-                raise ValueError(f"The padded shape {want} is not compatible with the "
-                                 f"corresponding input component shape {got}.")
-        self._padded = tuple(shapes)
-        if padding_values is None:
-            pads = [b"" if d.is_string else 0 for d in child._dtypes]
-        else:
-            pads = _flatten_like(child._structure, padding_values)
-        self._pads = [_scalar(p, d, "padding_values") for p, d in zip(pads, child._dtypes)]
-        lead = n if self._drop else None
-        super().__init__(child._structure, child._dtypes, [(lead,) + s for s in shapes])
-
-    def _compile(self, b):
-        return P.PaddedBatch(self._child._compile(b), b.ref(self._size), self._padded,
-                             tuple(b.ref(p) for p in self._pads), self._drop,
-                             tuple(d.np_dtype if not d.is_string else np.dtype(object)
-                                   for d in self._dtypes))
+    _stage = S.TFRecords
 
 
 def _flatten_like(structure, value):
@@ -511,82 +410,3 @@ def _flatten_like(structure, value):
     if isinstance(structure, tuple):
         return [x for s, v in zip(structure, value) for x in _flatten_like(s, v)]
     return [value]
-
-
-# ---- traced functions ------------------------------------------------------------------------
-
-def _trace(ds: Dataset, fn, what: str):
-    """Trace ``fn`` on placeholders of ``ds``'s element; returns the Func's pieces."""
-    from .array_ops import placeholder
-    from .while_loop import FuncGraph
-    if not callable(fn):
-        raise TypeError(f"{what}: the function must be callable, got {fn!r}")
-    g = ds._graph
-    fg = FuncGraph(g, f"Dataset.{what}")
-    with fg.as_default():
-        phs = [placeholder(d, s, name="arg") for d, s in zip(ds._dtypes, ds._shapes)]
-        elem = pack_as(ds._structure, phs)
-        res = fn(*elem) if type(elem) is tuple else fn(elem)
-    return fg, phs, res
-
-
-def _result(value, what: str):
-    def conv(x):
-        if x is None or isinstance(x, (Operation, Dataset)) or callable(x) and \
-                not isinstance(x, Tensor):
-            raise TypeError(f"Unsupported return value from function passed to "
-                            f"Dataset.{what}(): {x}.")
-        try:
-            return convert_to_tensor(x)
-        except (TypeError, ValueError, OpError) as e:
-            raise TypeError(f"Unsupported return value from function passed to "
-                            f"Dataset.{what}(): {x}.") from e
-    if isinstance(value, list):  # TF: a list returned by map_func is a tuple
-        value = tuple(value)
-    return _normalize(value, conv)
-
-
-class _Map(Dataset):
-    def __init__(self, child, fn):
-        from .while_loop import Func
-        fg, phs, res = _trace(child, fn, "map")
-        with fg.as_default():
-            out = _result(res, "map")
-        flat = flatten(out)
-        if not flat:
-            raise TypeError("Unsupported return value from function passed to Dataset.map(): "
-                            "an empty structure.")
-        self._child = child
-        self._captures = list(fg.captures)
-        self._func = Func(fg, phs + list(fg.captures.values()), flat, "Dataset.map",
-                          _user_location())
-        super().__init__(out, [t.dtype for t in flat], [_shape_of(t) for t in flat])
-
-    def _compile(self, b):
-        return P.Map(self._child._compile(b), self._func,
-                     tuple(b.ref(t) for t in self._captures),
-                     tuple(d.np_dtype if not d.is_string else np.dtype(object)
-                           for d in self._dtypes))
-
-
-class _Filter(Dataset):
-    def __init__(self, child, predicate):
-        from .while_loop import Func
-        fg, phs, res = _trace(child, predicate, "filter")
-        with fg.as_default():
-            out = convert_to_tensor(res) if isinstance(res, (Tensor, bool, np.bool_)) else res
-        if not isinstance(out, Tensor) or out.dtype != _dt.bool_ or \
-                out._shape not in (None, ()):
-            kind = (f"TensorSpec(shape={_shape_of(out)}, dtype=tf.{out.dtype.name}, name=None)"
-                    if isinstance(out, Tensor) else repr(out))
-            raise ValueError("Invalid `predicate`. `predicate` must return a `tf.bool` scalar "
-                             f"tensor, but its return type is {kind}.")
-        self._child = child
-        self._captures = list(fg.captures)
-        self._func = Func(fg, phs + list(fg.captures.values()), [out], "Dataset.filter",
-                          _user_location())
-        super().__init__(child._structure, child._dtypes, child._shapes)
-
-    def _compile(self, b):
-        return P.Filter(self._child._compile(b), self._func,
-                        tuple(b.ref(t) for t in self._captures))

@@ -1,0 +1,152 @@
+"""The sources of a ``tv.data`` pipeline, as stages of :mod:`tensorvm.ops.dataset_pipeline`:
+slices and whole tensors, ranges, zips and concatenations, the lines of text files and the
+records of TFRecord files (any fsspec URL, read by :mod:`tensorvm.storage`), and Python
+generators (``Dataset.from_generator``).
+
+Sources cut what they read into blocks of at most :data:`~tensorvm.ops.dataset_pipeline.CHUNK`
+rows without copying (a slice of the array it was given), so a later ``batch`` reshapes
+instead of looping over records.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import DataLossError, InvalidArgumentError, NotFoundError
+from .dataset_pipeline import CHUNK, Env, Ref, Stage, _count, _obj, _rows, as_component
+
+
+@dataclass
+class TensorSlices(Stage):
+    comps: tuple  # Refs
+    dtypes: tuple
+
+    def blocks(self, env):
+        arrs = [as_component(r.get(env), d) for r, d in zip(self.comps, self.dtypes)]
+        n = {a.shape[0] if a.ndim else None for a in arrs}
+        if None in n:
+            raise InvalidArgumentError("Unbatching a tensor is only supported for rank >= 1")
+        if len(n) != 1:
+            raise InvalidArgumentError(
+                "Dimensions of the components do not match: "
+                f"{' vs '.join(str(a.shape[0]) for a in arrs)}")
+        n = n.pop()
+        for lo in range(0, n, CHUNK):
+            yield tuple(a[lo:lo + CHUNK] for a in arrs)
+
+
+@dataclass
+class Tensors(Stage):
+    comps: tuple
+    dtypes: tuple
+
+    def blocks(self, env):
+        yield tuple(as_component(r.get(env), d)[None] for r, d in zip(self.comps, self.dtypes))
+
+
+@dataclass
+class Range(Stage):
+    start: Ref
+    stop: Ref
+    step: Ref
+
+    def blocks(self, env):
+        start, stop, step = (_count(r.get(env), "range: " + w) for r, w in
+                             ((self.start, "start"), (self.stop, "stop"), (self.step, "step")))
+        if step == 0:
+            raise InvalidArgumentError("step must be a non-zero integer.")
+        n = max(0, -(-(stop - start) // step))
+        for lo in range(0, n, CHUNK):
+            hi = min(n, lo + CHUNK)
+            yield (np.arange(start + lo * step, start + hi * step, step, dtype=np.int64)[:hi - lo],)
+
+
+@dataclass
+class Zip(Stage):
+    children: tuple
+    widths: tuple  # components per child
+
+    def blocks(self, env):
+        gens = [c.blocks(env) for c in self.children]
+        pending = [None] * len(gens)
+        while True:
+            for i, g in enumerate(gens):
+                if pending[i] is None or len(pending[i][0]) == 0:
+                    pending[i] = next(g, None)
+                    if pending[i] is None:
+                        return
+            k = min(len(p[0]) for p in pending)
+            yield tuple(c[:k] for p in pending for c in p)
+            pending = [_rows(p, k, None) for p in pending]
+
+
+@dataclass
+class Concatenate(Stage):
+    first: Stage
+    second: Stage
+
+    def blocks(self, env):
+        yield from self.first.blocks(env)
+        yield from self.second.blocks(env)
+
+
+def _files(ref: Ref, env: Env) -> list[str]:
+    files = np.asarray(ref.get(env), dtype=object).reshape(-1)
+    return [f.decode() if isinstance(f, bytes) else str(f) for f in files]
+
+
+def _open(url: str, compression: str):
+    from fsspec.core import url_to_fs
+    codec = {"": None, "GZIP": "gzip", "ZLIB": "zlib"}.get((compression or "").upper())
+    if codec == "zlib":
+        raise InvalidArgumentError("TextLineDataset: ZLIB compression is read by "
+                                   "TFRecordDataset only; use GZIP or no compression")
+    fs, path = url_to_fs(url)
+    try:
+        return fs.open(path, "rb", compression=codec)
+    except FileNotFoundError as e:
+        raise NotFoundError(f"{url}; No such file or directory") from e
+
+
+@dataclass
+class TextLines(Stage):
+    filenames: Ref
+    compression: str = ""
+
+    def blocks(self, env):
+        from ..storage.errors import DataLossError as StorageDataLoss
+        from ..storage.lines import DEFAULT_BLOCK_SIZE, lines_array, owned_blocks
+        for url in _files(self.filenames, env):
+            with _open(url, self.compression) as f:
+                try:
+                    for block in owned_blocks(f, 0, None, DEFAULT_BLOCK_SIZE):
+                        arr = lines_array(block, url=url).to_numpy(zero_copy_only=False)
+                        if len(arr):
+                            yield (_obj(arr),)
+                except StorageDataLoss as e:
+                    raise DataLossError(f"TextLineDataset: {e}") from e
+
+
+@dataclass
+class TFRecords(Stage):
+    filenames: Ref
+    compression: str = ""
+
+    def blocks(self, env):
+        from ..storage import tfrecord
+        from ..storage.errors import DataLossError as StorageDataLoss
+        for url in _files(self.filenames, env):
+            recs = []
+            try:
+                for _, rec in tfrecord.iter_tfrecords(url, self.compression or None):
+                    recs.append(rec)
+                    if len(recs) == 4096:
+                        yield (_obj(recs),)
+                        recs = []
+            except FileNotFoundError as e:
+                raise NotFoundError(f"{url}; No such file or directory") from e
+            except StorageDataLoss as e:
+                raise DataLossError(f"TFRecordDataset: {e}") from e
+            if recs:
+                yield (_obj(recs),)

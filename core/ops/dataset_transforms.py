@@ -1,0 +1,214 @@
+"""The transformations of ``tv.data.Dataset`` (graph side): each is a :class:`Dataset`
+whose ``_compile`` makes its stage of :mod:`tensorvm.ops.dataset_pipeline`. ``map`` and
+``filter`` trace their function once, as ``tv.while_loop`` traces a body (see
+:mod:`tensorvm.ops.dataset_ops`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..errors import InvalidArgumentError, OpError
+from ..graph import Operation, Tensor, _user_location
+from ..tensor_conversion import convert_to_tensor
+from . import dataset_pipeline as P
+from .control_flow_ops import flatten, pack_as
+from .dataset_ops import (
+    Dataset,
+    _as_shape,
+    _flatten_like,
+    _normalize,
+    _scalar,
+    _shape_of,
+    _static_int,
+)
+
+
+class _Unary(Dataset):
+    def __init__(self, child, stage, dtypes, shapes, keyed=False):
+        self._child, self._stage, self._keyed = child, stage, keyed
+        super().__init__(child._structure, dtypes, shapes)
+
+    def _compile(self, b):
+        child = self._child._compile(b)
+        return self._stage(child, key=b.key()) if self._keyed else self._stage(child)
+
+
+class _Counted(Dataset):
+    def __init__(self, child, stage, count):
+        self._child, self._stage = child, stage
+        self._count = _scalar(count, _dt.int64, stage.__name__.lower() + " count")
+        super().__init__(child._structure, child._dtypes, child._shapes)
+
+    def _compile(self, b):
+        return self._stage(self._child._compile(b), b.ref(self._count))
+
+
+class _Shard(Dataset):
+    def __init__(self, child, num_shards, index):
+        self._child = child
+        self._n = _scalar(num_shards, _dt.int64, "num_shards")
+        self._i = _scalar(index, _dt.int64, "index")
+        n, i = _static_int(self._n), _static_int(self._i)
+        if n is not None and n <= 0:
+            raise InvalidArgumentError(f"num_shards must be > 0, got {n}")
+        if n is not None and i is not None and not 0 <= i < n:
+            raise InvalidArgumentError(f"index must be in [0, num_shards), got {i}")
+        super().__init__(child._structure, child._dtypes, child._shapes)
+
+    def _compile(self, b):
+        return P.Shard(self._child._compile(b), b.ref(self._n), b.ref(self._i))
+
+
+class _Shuffle(Dataset):
+    def __init__(self, child, buffer_size, seed, reshuffle):
+        from .random_ops import get_seed
+        self._child = child
+        self._size = _scalar(buffer_size, _dt.int64, "buffer_size")
+        n = _static_int(self._size)
+        if n is not None and n <= 0:
+            raise InvalidArgumentError("buffer_size must be greater than zero.")
+        self._seeds = get_seed(None if seed is None else _static_int(seed))
+        self._reshuffle = True if reshuffle is None else bool(reshuffle)
+        super().__init__(child._structure, child._dtypes, child._shapes)
+
+    def _compile(self, b):
+        s1, s2 = self._seeds
+        return P.Shuffle(self._child._compile(b), b.ref(self._size), s1, s2, self._reshuffle,
+                         key=b.key())
+
+
+def _batch_size(batch_size):
+    t = _scalar(batch_size, _dt.int64, "batch_size")
+    n = _static_int(t)
+    if n is not None and n <= 0:
+        raise InvalidArgumentError("Batch size must be greater than zero.")
+    return t, n
+
+
+class _Batch(Dataset):
+    def __init__(self, child, batch_size, drop_remainder):
+        self._child = child
+        self._size, n = _batch_size(batch_size)
+        self._drop = bool(drop_remainder)
+        lead = n if self._drop else None
+        super().__init__(child._structure, child._dtypes,
+                         [None if s is None else (lead,) + s for s in child._shapes])
+
+    def _compile(self, b):
+        return P.Batch(self._child._compile(b), b.ref(self._size), self._drop)
+
+
+class _PaddedBatch(Dataset):
+    def __init__(self, child, batch_size, padded_shapes, padding_values, drop_remainder):
+        self._child = child
+        self._size, n = _batch_size(batch_size)
+        self._drop = bool(drop_remainder)
+        if padded_shapes is None:
+            shapes = list(child._shapes)
+            if any(s is None for s in shapes):
+                raise ValueError("padded_batch: padded_shapes is required for components of "
+                                 "unknown rank")
+        else:
+            shapes = [None if s is None else tuple(None if d is None or d == -1 else int(d)
+                                                   for d in _as_shape(s))
+                      for s in _flatten_like(child._structure, padded_shapes)]
+        for got, want in zip(child._shapes, shapes):
+            if got is not None and (want is None or len(got) != len(want) or
+                                    any(w is not None and g is not None and g > w
+                                        for g, w in zip(got, want))):
+                raise ValueError(f"The padded shape {want} is not compatible with the "
+                                 f"corresponding input component shape {got}.")
+        self._padded = tuple(shapes)
+        if padding_values is None:
+            pads = [b"" if d.is_string else 0 for d in child._dtypes]
+        else:
+            pads = _flatten_like(child._structure, padding_values)
+        self._pads = [_scalar(p, d, "padding_values") for p, d in zip(pads, child._dtypes)]
+        lead = n if self._drop else None
+        super().__init__(child._structure, child._dtypes, [(lead,) + s for s in shapes])
+
+    def _compile(self, b):
+        return P.PaddedBatch(self._child._compile(b), b.ref(self._size), self._padded,
+                             tuple(b.ref(p) for p in self._pads), self._drop,
+                             tuple(d.np_dtype if not d.is_string else np.dtype(object)
+                                   for d in self._dtypes))
+
+
+# ---- traced functions ------------------------------------------------------------------------
+
+def _trace(ds: Dataset, fn, what: str):
+    """Trace ``fn`` on placeholders of ``ds``'s element; returns the Func's pieces."""
+    from .array_ops import placeholder
+    from .while_loop import FuncGraph
+    if not callable(fn):
+        raise TypeError(f"{what}: the function must be callable, got {fn!r}")
+    g = ds._graph
+    fg = FuncGraph(g, f"Dataset.{what}")
+    with fg.as_default():
+        phs = [placeholder(d, s, name="arg") for d, s in zip(ds._dtypes, ds._shapes)]
+        elem = pack_as(ds._structure, phs)
+        res = fn(*elem) if type(elem) is tuple else fn(elem)
+    return fg, phs, res
+
+
+def _result(value, what: str):
+    def conv(x):
+        if x is None or isinstance(x, (Operation, Dataset)) or callable(x) and \
+                not isinstance(x, Tensor):
+            raise TypeError(f"Unsupported return value from function passed to "
+                            f"Dataset.{what}(): {x}.")
+        try:
+            return convert_to_tensor(x)
+        except (TypeError, ValueError, OpError) as e:
+            raise TypeError(f"Unsupported return value from function passed to "
+                            f"Dataset.{what}(): {x}.") from e
+    if isinstance(value, list):  # TF: a list returned by map_func is a tuple
+        value = tuple(value)
+    return _normalize(value, conv)
+
+
+class _Map(Dataset):
+    def __init__(self, child, fn):
+        from .while_loop import Func
+        fg, phs, res = _trace(child, fn, "map")
+        with fg.as_default():
+            out = _result(res, "map")
+        flat = flatten(out)
+        if not flat:
+            raise TypeError("Unsupported return value from function passed to Dataset.map(): "
+                            "an empty structure.")
+        self._child = child
+        self._captures = list(fg.captures)
+        self._func = Func(fg, phs + list(fg.captures.values()), flat, "Dataset.map",
+                          _user_location())
+        super().__init__(out, [t.dtype for t in flat], [_shape_of(t) for t in flat])
+
+    def _compile(self, b):
+        return P.Map(self._child._compile(b), self._func,
+                     tuple(b.ref(t) for t in self._captures),
+                     tuple(d.np_dtype if not d.is_string else np.dtype(object)
+                           for d in self._dtypes))
+
+
+class _Filter(Dataset):
+    def __init__(self, child, predicate):
+        from .while_loop import Func
+        fg, phs, res = _trace(child, predicate, "filter")
+        with fg.as_default():
+            out = convert_to_tensor(res) if isinstance(res, (Tensor, bool, np.bool_)) else res
+        if not isinstance(out, Tensor) or out.dtype != _dt.bool_ or \
+                out._shape not in (None, ()):
+            kind = (f"TensorSpec(shape={_shape_of(out)}, dtype=tf.{out.dtype.name}, name=None)"
+                    if isinstance(out, Tensor) else repr(out))
+            raise ValueError("Invalid `predicate`. `predicate` must return a `tf.bool` scalar "
+                             f"tensor, but its return type is {kind}.")
+        self._child = child
+        self._captures = list(fg.captures)
+        self._func = Func(fg, phs + list(fg.captures.values()), [out], "Dataset.filter",
+                          _user_location())
+        super().__init__(child._structure, child._dtypes, child._shapes)
+
+    def _compile(self, b):
+        return P.Filter(self._child._compile(b), self._func,
+                        tuple(b.ref(t) for t in self._captures))
