@@ -2,8 +2,9 @@
 
 * ``static_rnn(cell, inputs_list)`` unrolls the cell over a Python list of time steps;
 * ``dynamic_rnn(cell, inputs)`` runs it in one ``tv.while_loop`` over a ``[batch, time,
-  depth]`` tensor (the time length may be unknown until run time); the outputs are gathered
-  into a ``[time, batch, out]`` loop variable, so the loop's gradient needs no new op;
+  depth]`` tensor (the time length may be unknown until run time), as TF's does: the inputs
+  unstacked into a ``tv.TensorArray`` read in the body, each step's output written to one
+  carried through the loop and stacked after it (O(1) a step, forward and backward);
 * ``static_bidirectional_rnn`` / ``bidirectional_dynamic_rnn``: a forward and a backward
   cell, the backward one over each sequence reversed within its length.
 
@@ -29,11 +30,7 @@ from .graph import Tensor
 from .ops import (
     cast,
     concat,
-    equal,
-    expand_dims,
-    gather,
     greater_equal,
-    reshape,
     reverse,
     reverse_sequence,
     shape,
@@ -42,10 +39,9 @@ from .ops import (
     unstack,
     where,
     while_loop,
-    zeros,
     zeros_like,
 )
-from .ops import range as _range
+from .ops.tensor_array import TensorArray
 from .rnn_cell import _flat, _pack
 from .tensor_conversion import convert_to_tensor
 from .variable_scope import variable_scope
@@ -138,23 +134,26 @@ def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=No
         flat0 = [convert_to_tensor(s) for s in _flat(state)]
         n_out = int(cell.output_size)
         out_dtype = flat0[0].dtype if flat0 else x.dtype
-        dims = [steps, batch, n_out]
-        acc0 = zeros(dims if all(isinstance(d, int) for d in dims) else stack(dims), out_dtype)
-        time_ids = _range(0, steps if isinstance(steps, int) else shape(x)[0], 1,
-                          dtype=_dt.int32)
+        # TF's _dynamic_rnn_loop: the inputs unstacked into a TensorArray read in the body
+        # (captured), the outputs written to one carried through the loop: O(1) a step.
+        n_steps = steps if isinstance(steps, int) else shape(x)[0]
+        input_ta = TensorArray(x.dtype, n_steps, element_shape=x._shape[1:],
+                               tensor_array_name="input").unstack(x)
+        b = batch if isinstance(batch, int) else None
+        output_ta = TensorArray(out_dtype, n_steps, element_shape=[b, n_out],
+                                tensor_array_name="output")
 
-        def body(t, acc, *flat):
-            out, new = cell(gather(x, t), _pack(state, list(flat)))
+        def body(t, out_ta, *flat):
+            out, new = cell(input_ta.read(t), _pack(state, list(flat)))
             new_flat = _flat(new)
             if seq is not None:
                 out, new_flat = _mask_step(t, seq, out, list(flat), new_flat)
-            hit = cast(equal(time_ids, t), out.dtype)
-            acc = acc + reshape(hit, [-1, 1, 1]) * expand_dims(out, 0)
-            return [t + 1, acc] + list(new_flat)
+            return [t + 1, out_ta.write(t, out)] + list(new_flat)
 
-        res = while_loop(lambda t, *_: t < steps, body, [0, acc0] + flat0,
+        res = while_loop(lambda t, *_: t < steps, body, [0, output_ta] + flat0,
                          parallel_iterations=parallel_iterations or 32,
                          name="while")
+        res = [res[0], res[1].stack()] + list(res[2:])
         outputs, final = res[1], _pack(state, list(res[2:]))
         if not time_major:
             outputs = transpose(outputs, [1, 0, 2])

@@ -253,3 +253,37 @@ def test_gradient_through_a_loop_variable_input_array():
         _, _, acc = tv.while_loop(lambda t, *_: t < 4, body, [0, xs, tv.zeros([2], tv.float64)])
         return acc
     check_gradients(build, rng.normal(size=(4, 2)))
+
+
+# ---- dynamic_rnn on TensorArrays ----------------------------------------------------------------
+def _lstm_run(use_dynamic, xv, lengths, unknown_time):
+    g = tv.Graph()
+    with g.as_default():
+        shape = [xv.shape[0], None if unknown_time else xv.shape[1], xv.shape[2]]
+        x = tv.placeholder(tv.float64, shape)
+        cell = tv.nn.rnn_cell.BasicLSTMCell(4)
+        if use_dynamic:
+            out, state = tv.nn.dynamic_rnn(cell, x, sequence_length=lengths, dtype=tv.float64)
+        else:
+            outs, state = tv.nn.static_rnn(cell, tv.unstack(x, xv.shape[1], 1),
+                                           sequence_length=lengths, dtype=tv.float64)
+            out = tv.stack(outs, 1)
+        wl = np.random.default_rng(8).uniform(0.5, 1.5, size=(xv.shape[0], xv.shape[1], 4))
+        loss = tv.reduce_sum(out * wl) + tv.reduce_sum(state.h * state.c)
+        grads = tv.gradients(loss, [x] + tv.trainable_variables())
+        rng = np.random.default_rng(10)
+        inits = [tv.assign(v, rng.normal(size=v.shape.as_list()) * 0.5)
+                 for v in tv.trainable_variables()]
+        with tv.Session(graph=g) as s:
+            s.run(inits)
+            return out.shape.as_list(), s.run([out, loss] + grads, {x: xv})
+
+
+@pytest.mark.parametrize("unknown_time", [False, True])
+def test_dynamic_rnn_matches_static_rnn_values_and_gradients(unknown_time):
+    xv = np.random.default_rng(9).normal(size=(3, 5, 2))
+    shape_d, got = _lstm_run(True, xv, [5, 2, 0], unknown_time)
+    shape_s, want = _lstm_run(False, xv, [5, 2, 0], False)
+    assert shape_d == ([3, None, 4] if unknown_time else [3, 5, 4]) and shape_s == [3, 5, 4]
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
