@@ -157,6 +157,42 @@ def test_cache_prefetch_padded_batch():
     assert as_lists(elements(ds)) == [[[0], [1]], [[2, 2, 0], [3, 3, 3]], [[4, 4, 4, 4]]]
 
 
+def test_unbatch_shard_concatenate_skip_match_tf():
+    # each sequence as TF 2.21 (compat.v1) gives it
+    ds = tf.data.Dataset.range(10).batch(3).apply(tf.data.experimental.unbatch()).shard(3, 1)
+    assert as_lists(elements(ds)) == [1, 4, 7]
+    ds = tf.data.Dataset.range(3).concatenate(tf.data.Dataset.range(7, 9)).skip(1)
+    assert as_lists(elements(ds)) == [1, 2, 7, 8]
+    assert elements(tf.data.Dataset.range(3).skip(-1)) == []
+    ds = tf.data.Dataset.range(1, 4).map(lambda x: tf.fill([x], x)).padded_batch(
+        2, padded_shapes=[4], padding_values=tf.constant(-1, tf.int64))
+    assert as_lists(elements(ds)) == [[[1, -1, -1, -1], [2, 2, -1, -1]], [[3, 3, 3, -1]]]
+
+
+def test_from_generator_matches_tf():
+    def gen():
+        for i in range(4):
+            yield i, [i] * (i % 2 + 1)
+    ds = tf.data.Dataset.from_generator(gen, (tf.int64, tf.int32),
+                                        (tf.TensorShape([]), tf.TensorShape([None])))
+    assert [(int(a), b.tolist()) for a, b in elements(ds)] == \
+        [(0, [0]), (1, [1, 1]), (2, [2]), (3, [3, 3])]
+    got = elements(ds.padded_batch(2, padded_shapes=([], [None])))
+    assert [(a.tolist(), b.tolist()) for a, b in got] == \
+        [([0, 1], [[0, 0], [1, 1]]), ([2, 3], [[2, 0], [3, 3]])]
+
+    def bad():
+        yield 1
+        yield (1, 2)
+    nxt = tf.data.Dataset.from_generator(bad, tf.int64, tf.TensorShape([])) \
+        .make_one_shot_iterator().get_next()
+    with tf.Session() as sess:
+        assert int(sess.run(nxt)) == 1
+        with pytest.raises(errors.InvalidArgumentError, match=r"`generator` yielded an element "
+                           r"of shape \(2,\) where an element of shape \(\) was expected"):
+            sess.run(nxt)  # TF's message
+
+
 # ---- iterators --------------------------------------------------------------------------------
 
 def test_end_of_data_is_out_of_range_and_the_position_survives_runs():
@@ -201,6 +237,40 @@ def test_reinitializable_iterator_from_structure():
         assert [int(v) for v in drain(sess, nxt)] == [0, 1]
     with pytest.raises(TypeError, match="Expected output types"):
         it.make_initializer(val.map(lambda x: tf.cast(x, tf.float32)))
+
+
+def test_feedable_iterator_switches_between_datasets_by_handle():
+    train = tf.data.Dataset.range(100).repeat().make_one_shot_iterator()
+    val = tf.data.Dataset.range(1000, 1003).make_initializable_iterator()
+    handle = tf.placeholder(tf.string, [])
+    it = tf.data.Iterator.from_string_handle(handle, train.output_types, train.output_shapes)
+    nxt = it.get_next()
+    with tf.Session() as sess:
+        th, vh = sess.run([train.string_handle(), val.string_handle()])
+        sess.run(val.initializer)
+        assert [int(sess.run(nxt, {handle: th})) for _ in range(3)] == [0, 1, 2]
+        assert [int(v) for v in drain_fed(sess, nxt, {handle: vh})] == [1000, 1001, 1002]
+        assert int(sess.run(nxt, {handle: th})) == 3  # the training position survived
+
+
+def drain_fed(sess, nxt, feed):
+    out = []
+    while True:
+        try:
+            out.append(sess.run(nxt, feed))
+        except tf.errors.OutOfRangeError:
+            return out
+
+
+def test_monitored_session_stops_at_the_end_of_the_data():
+    nxt = tf.data.Dataset.range(5).batch(2).make_one_shot_iterator().get_next()
+    total = tf.Variable(0, dtype=tf.int64)
+    step = tf.assign_add(total, tf.reduce_sum(nxt))
+    seen = []
+    with tf.train.MonitoredTrainingSession() as sess:
+        while not sess.should_stop():
+            seen.append(int(sess.run(step)))
+    assert seen == [1, 6, 10]
 
 
 def test_linear_model_trained_from_a_dataset_reaches_least_squares():

@@ -179,6 +179,14 @@ class Dataset:
         return _Range(*args)
 
     @staticmethod
+    def from_generator(generator, output_types, output_shapes=None, args=None) -> Dataset:
+        """The elements a Python generator yields: ``generator(*args)`` is called when the
+        iterator is initialised (and each epoch of a ``repeat``), on the iterator's device;
+        ``args`` (tensors) arrive as NumPy values. ``output_types`` (and ``output_shapes``,
+        default unknown) describe each element, nested as it is."""
+        return _Generator(generator, output_types, output_shapes, args)
+
+    @staticmethod
     def zip(datasets) -> Dataset:
         """Elements of ``datasets`` (a tuple or dict of datasets, nested) side by side, until
         the shortest ends."""
@@ -369,6 +377,36 @@ class _Concatenate(Dataset):
 def flatten_structure(ds):
     from .control_flow_ops import structure
     return structure(ds._structure)
+
+
+def _types_structure(types):
+    """The structure of ``output_types`` (tuples, dicts; a list is a tuple; leaves 0)."""
+    if isinstance(types, dict):
+        return {k: _types_structure(types[k]) for k in sorted(types)}
+    if isinstance(types, (tuple, list)):
+        vals = [_types_structure(v) for v in types]
+        return type(types)(*vals) if hasattr(types, "_fields") else tuple(vals)
+    return 0
+
+
+class _Generator(Dataset):
+    def __init__(self, generator, output_types, output_shapes, args):
+        if not callable(generator):
+            raise TypeError("`generator` must be callable.")
+        structure_ = _types_structure(output_types)
+        dtypes = [_dt.as_dtype(d) for d in _flatten_like(structure_, output_types)]
+        if output_shapes is None:
+            shapes = [None] * len(dtypes)
+        else:
+            shapes = [_as_shape(s).dims for s in _flatten_like(structure_, output_shapes)]
+        self._fn = generator
+        self._args = [convert_to_tensor(a) for a in (args or ())]
+        super().__init__(structure_, dtypes, shapes)
+
+    def _compile(self, b):
+        return S.Generator(self._fn, tuple(b.ref(a) for a in self._args), self._structure,
+                           tuple(np.dtype(object) if d.is_string else d.np_dtype
+                                 for d in self._dtypes), self._shapes)
 
 
 class _FileSource(Dataset):

@@ -10,6 +10,7 @@ instead of looping over records.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -150,3 +151,44 @@ class TFRecords(Stage):
                 raise DataLossError(f"TFRecordDataset: {e}") from e
             if recs:
                 yield (_obj(recs),)
+
+
+@dataclass
+class Generator(Stage):
+    """``Dataset.from_generator``: each element the Python generator yields, checked against
+    the declared structure, dtypes and shapes (called afresh each initialisation and epoch)."""
+    fn: Any
+    args: tuple  # Refs
+    structure: Any
+    dtypes: tuple  # numpy dtypes
+    shapes: tuple  # per component: tuple of dims or None
+
+    def blocks(self, env):
+        from .dataset_ops import _flatten_like
+        args = [r.get(env) for r in self.args]
+        for elem in self.fn(*args):
+            try:
+                flat = _flatten_like(self.structure, elem)
+            except (TypeError, KeyError, IndexError):
+                flat = None
+            if flat is None or len(flat) != len(self.dtypes):
+                raise InvalidArgumentError(
+                    "`generator` yielded an element that did not match the expected "
+                    f"structure. The expected structure was {self.structure}, but the "
+                    f"yielded element was {elem!r}.")
+            comps = []
+            for v, d, s in zip(flat, self.dtypes, self.shapes):
+                try:
+                    a = as_component(v, d)
+                except (TypeError, ValueError) as e:
+                    raise InvalidArgumentError(
+                        "`generator` yielded an element that could not be converted to the "
+                        f"expected type. The expected type was {d}, but the yielded element "
+                        f"was {v!r}.") from e
+                if s is not None and (a.ndim != len(s) or any(
+                        w is not None and g != w for g, w in zip(a.shape, s))):
+                    raise InvalidArgumentError(
+                        f"`generator` yielded an element of shape {a.shape} where an element "
+                        f"of shape {tuple(s)} was expected.")
+                comps.append(a[None])
+            yield tuple(comps)

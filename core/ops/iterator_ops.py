@@ -36,12 +36,12 @@ import threading
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import FailedPreconditionError, OutOfRangeError
+from ..errors import FailedPreconditionError, InvalidArgumentError, OutOfRangeError
 from ..graph import Tensor, TensorShape, get_default_graph
 from ..op_def_library import apply_op
 from ..registry import register_op
 from . import dataset_pipeline as P
-from .control_flow_ops import flatten, pack_as, structure
+from .control_flow_ops import pack_as, structure
 
 __all__: list[str] = []  # exported as tv.data.Iterator
 
@@ -106,9 +106,32 @@ def _state(ctx, spec) -> IteratorState:
 
 # ---- kernels and ops -------------------------------------------------------------------------
 
-def _handle_kernel(ctx, *, iterator):
-    _state(ctx, iterator)
-    return np.asarray(iterator["name"], dtype=object)
+def _handle_kernel(ctx, *inputs, iterator, stage=None):
+    st = _state(ctx, iterator)
+    if stage is not None and st.gen is None:
+        st.initialize(stage, inputs, ctx)
+    return np.asarray(f"{ctx.device};{iterator.get('container', '')};{iterator['name']}",
+                      dtype=object)
+
+
+def _from_handle_kernel(ctx, handle, *, dtypes, shapes):
+    text = str(np.asarray(handle, dtype=object)[()])
+    parts = text.split(";")
+    if len(parts) != 3:
+        raise InvalidArgumentError(f"{text!r} is not an iterator handle (make one with "
+                                   "iterator.string_handle())")
+    device, container, name = parts
+    if device != ctx.device:
+        raise InvalidArgumentError(
+            f"the iterator handle names iterator {name!r} on {device}, but this get_next runs "
+            f"on {ctx.device}: build the feedable iterator under tv.device({device!r})")
+    st = ctx.resources.lookup(container, "iterator:" + name)
+    if tuple(st.spec["dtypes"]) != tuple(dtypes):
+        raise InvalidArgumentError(
+            f"iterator {name!r} has output types {[d.name for d in st.spec['dtypes']]}, "
+            f"expected {[d.name for d in dtypes]}")
+    out = st.get_next(ctx)
+    return out[0] if len(out) == 1 else out
 
 
 def _make_kernel(ctx, *inputs, iterator, stage):
@@ -133,6 +156,9 @@ register_op("IteratorV2", lambda i, a: [(_dt.string, ())], _handle_kernel, state
             needs_ctx=True, differentiable=False)
 register_op("MakeIterator", lambda i, a: [], _make_kernel, stateful=True, needs_ctx=True,
             differentiable=False)
+register_op("IteratorGetNextFromStringHandle",
+            lambda i, a: list(zip(a["dtypes"], a["shapes"])), _from_handle_kernel,
+            stateful=True, needs_ctx=True, differentiable=False)
 register_op("IteratorGetNext", _get_next_shape, _get_next_kernel, stateful=True,
             needs_ctx=True, differentiable=False)
 
@@ -158,20 +184,24 @@ class Iterator:
     """
 
     def __init__(self, structure_, dtypes, shapes, shared_name=None, name="Iterator",
-                 graph=None):
+                 graph=None, one_shot=None):
         g = graph or get_default_graph()
         self._structure = structure_
         self._dtypes = tuple(dtypes)
         self._shapes = tuple(shapes)
         spec = {"name": None, "container": "", "dtypes": self._dtypes, "shapes": self._shapes}
+        # A one-shot iterator's op starts the pipeline on its first run (so does its
+        # get_next): its string_handle() is usable before any get_next ran, as TF's.
+        stage, inputs = one_shot or (None, [])
         with g.as_default():
-            op = apply_op("IteratorV2", [], {"iterator": spec}, name=name)
+            op = apply_op("IteratorV2", list(inputs), {"iterator": spec, "stage": stage},
+                          name=name)
         op.colocation = op.name
         spec["name"] = shared_name or op.name
         self._spec = spec
         self._op = op
         self._initializer = None
-        self._one_shot = None  # (stage, inputs) of a one-shot iterator
+        self._one_shot = one_shot  # (stage, inputs) of a one-shot iterator
 
     # ---- construction ----------------------------------------------------------------------
     @classmethod
@@ -179,9 +209,8 @@ class Iterator:
         from .dataset_ops import _Builder
         b = _Builder(one_shot=True)
         stage = ds._compile(b)
-        it = cls(ds._structure, ds._dtypes, ds._shapes, name="OneShotIterator", graph=ds._graph)
-        it._one_shot = (stage, b.inputs)
-        return it
+        return cls(ds._structure, ds._dtypes, ds._shapes, name="OneShotIterator",
+                   graph=ds._graph, one_shot=(stage, b.inputs))
 
     @classmethod
     def _initializable(cls, ds, shared_name=None):
@@ -194,15 +223,30 @@ class Iterator:
                        output_classes=None) -> Iterator:
         """An iterator of elements with these (nested) types and shapes, not bound to a
         dataset: run ``make_initializer(dataset)`` to (re)start it on one."""
-        leaves = flatten(output_types)
-        dtypes = [_dt.as_dtype(d) for d in leaves]
-        if output_shapes is None:
-            shapes = [None] * len(dtypes)
-        else:
-            from .dataset_ops import _as_shape, _flatten_like
-            shapes = [_as_shape(s).dims for s in _flatten_like(
-                _normalize_types(output_types), output_shapes)]
-        return Iterator(_normalize_types(output_types), dtypes, shapes, shared_name)
+        from .dataset_ops import _as_shape, _flatten_like, _types_structure
+        structure_ = _types_structure(output_types)
+        dtypes = [_dt.as_dtype(d) for d in _flatten_like(structure_, output_types)]
+        shapes = [None] * len(dtypes) if output_shapes is None else \
+            [_as_shape(s).dims for s in _flatten_like(structure_, output_shapes)]
+        return Iterator(structure_, dtypes, shapes, shared_name)
+
+    @staticmethod
+    def from_string_handle(string_handle, output_types, output_shapes=None,
+                           output_classes=None) -> _FeedableIterator:
+        """A *feedable* iterator: its ``get_next`` reads the iterator whose
+        :meth:`string_handle` value is fed to ``string_handle`` (a string placeholder),
+        which must have these types (and live on the device this one is built on)."""
+        from .dataset_ops import _as_shape, _flatten_like, _types_structure
+        structure_ = _types_structure(output_types)
+        dtypes = [_dt.as_dtype(d) for d in _flatten_like(structure_, output_types)]
+        shapes = [None] * len(dtypes) if output_shapes is None else \
+            [_as_shape(s).dims for s in _flatten_like(structure_, output_shapes)]
+        return _FeedableIterator(string_handle, structure_, dtypes, shapes)
+
+    def string_handle(self, name=None) -> Tensor:
+        """A string tensor naming this iterator, to feed a :meth:`from_string_handle`
+        iterator."""
+        return self._op.outputs[0]
 
     def make_initializer(self, dataset, name=None):
         """The op that (re)starts this iterator on ``dataset`` (same types, compatible
@@ -260,11 +304,24 @@ class Iterator:
         return f"<tv.data.Iterator '{self.name}' types={self.output_types}>"
 
 
-def _normalize_types(types):
-    """The structure of ``output_types`` (tuples, dicts; leaves are dtypes)."""
-    if isinstance(types, dict):
-        return {k: _normalize_types(types[k]) for k in sorted(types)}
-    if isinstance(types, (tuple, list)):
-        vals = [_normalize_types(v) for v in types]
-        return type(types)(*vals) if hasattr(types, "_fields") else tuple(vals)
-    return 0
+class _FeedableIterator:
+    """``Iterator.from_string_handle``: reads whichever iterator the fed handle names."""
+
+    def __init__(self, handle, structure_, dtypes, shapes):
+        from ..tensor_conversion import convert_to_tensor
+        self._handle = convert_to_tensor(handle, dtype=_dt.string)
+        self._structure, self._dtypes, self._shapes = structure_, tuple(dtypes), tuple(shapes)
+
+    def get_next(self, name=None):
+        """The next element of the iterator the handle names."""
+        op = apply_op("IteratorGetNextFromStringHandle", [self._handle],
+                      {"dtypes": self._dtypes, "shapes": self._shapes},
+                      name=name or "IteratorGetNext")
+        return pack_as(self._structure, list(op.outputs))
+
+    output_types = Iterator.output_types
+    output_shapes = Iterator.output_shapes
+    output_classes = Iterator.output_classes
+
+    def __repr__(self):
+        return f"<tv.data.Iterator (feedable) types={self.output_types}>"
