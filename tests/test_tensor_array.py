@@ -255,6 +255,24 @@ def test_gradient_through_a_loop_variable_input_array():
     check_gradients(build, rng.normal(size=(4, 2)))
 
 
+def test_gradient_of_an_array_read_in_a_nested_loop(graph):
+    xv = np.arange(12.0).reshape(4, 3)
+    x = tv.constant(xv)
+    xs = tv.TensorArray(tv.float64, 4).unstack(x)
+
+    def outer(i, acc):
+        def inner(j, a):
+            return j + 1, a + xs.read(i) * tv.cast(j + 1, tv.float64)
+        _, a = tv.while_loop(lambda j, a: j < 2, inner, [0, tv.zeros([3], tv.float64)])
+        return i + 1, acc.write(i, a)
+    _, acc = tv.while_loop(lambda i, a: i < 4, outer, [0, tv.TensorArray(tv.float64, 4)])
+    s = acc.stack()
+    (g,) = tv.gradients(tv.reduce_sum(s * s), [x])
+    sv, gv = run([s, g])
+    np.testing.assert_allclose(sv, 3 * xv)
+    np.testing.assert_allclose(gv, 18 * xv)
+
+
 # ---- dynamic_rnn on TensorArrays ----------------------------------------------------------------
 def _lstm_run(use_dynamic, xv, lengths, unknown_time):
     g = tv.Graph()
@@ -287,3 +305,21 @@ def test_dynamic_rnn_matches_static_rnn_values_and_gradients(unknown_time):
     assert shape_d == ([3, None, 4] if unknown_time else [3, 5, 4]) and shape_s == [3, 5, 4]
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_dynamic_rnn_step_never_copies_an_array(monkeypatch):
+    """Forward and backward, every write appends to its array's store (O(1)): no version is
+    ever copied (a copy would make the loop O(T^2) again)."""
+    copies = []
+    snapshot = TensorArrayValue._snapshot
+    monkeypatch.setattr(TensorArrayValue, "_snapshot",
+                        lambda self: copies.append(1) or snapshot(self))
+    g = tv.Graph()
+    with g.as_default():
+        x = tv.placeholder(tv.float32, [4, 30, 3])
+        out, _ = tv.nn.dynamic_rnn(tv.nn.rnn_cell.BasicLSTMCell(5), x, dtype=tv.float32)
+        grads = tv.gradients(tv.reduce_sum(out), [x] + tv.trainable_variables())
+        with tv.Session(graph=g) as s:
+            s.run(tv.global_variables_initializer())
+            gx = s.run(grads, {x: np.ones((4, 30, 3), np.float32)})[0]
+    assert gx.shape == (4, 30, 3) and np.all(gx[:, 0] != 0) and copies == []
