@@ -118,7 +118,7 @@ def _decode_csv_kernel(records, *, types, defaults, delim, quote, na_value, sele
         if dt == "string":
             arr[:] = vals
         out.append(arr.reshape(recs.shape))
-    return tuple(out)
+    return out[0] if len(out) == 1 else tuple(out)  # one output: the value itself
 
 
 def _decode_csv_shape(inputs, attrs):
@@ -292,7 +292,7 @@ def _parse_kernel(serialized, *, dense, sparse, single=None):
             out += [ind[:, 1:], _array(vals, dt), np.asarray([longest], np.int64)]
         else:
             out += [ind, _array(vals, dt), np.asarray([len(exs), longest], np.int64)]
-    return tuple(out)
+    return out[0] if len(out) == 1 else tuple(out)  # one output: the value itself
 
 
 def _parse_shape(inputs, attrs):
