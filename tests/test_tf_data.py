@@ -79,6 +79,34 @@ def test_text_line_and_tfrecord_datasets_read_fsspec_urls():
     assert [list(b) for b in got] == [recs[0:2], recs[2:4], recs[4:5]]
 
 
+def test_tfrecord_dataset_parsed_with_one_feature_and_csv_lines():
+    import fsspec
+    ex = tf.train.Example(features=tf.train.Features(feature={
+        "v": tf.train.Feature(int64_list=tf.train.Int64List(value=[7, 8]))}))
+    with tf.python_io.TFRecordWriter("memory://tvm-data-test/ex.tfrecord") as w:
+        for _ in range(3):
+            w.write(ex.SerializeToString())
+    ds = tf.data.TFRecordDataset(["memory://tvm-data-test/ex.tfrecord"]).map(
+        lambda r: tf.parse_single_example(r, {"v": tf.FixedLenFeature([2], tf.int64)}))
+    got = elements(ds.batch(3))
+    assert got[0]["v"].tolist() == [[7, 8]] * 3
+    fsspec.filesystem("memory").pipe("/tvm-data-test/a.csv", b"x,y,name\n1,2.5,a\n3,4.5,b\n")
+    ds = tf.data.TextLineDataset("memory://tvm-data-test/a.csv").skip(1).map(
+        lambda line: tf.decode_csv(line, [[0], [0.0], [""]])).batch(2)
+    assert ds.output_types == (tf.int32, tf.float32, tf.string)
+    ((x, y, name),) = elements(ds)
+    assert x.tolist() == [1, 3] and y.tolist() == [2.5, 4.5] and name.tolist() == ["a", "b"]
+
+
+def test_single_column_parsers_give_the_tensor_not_a_tuple():
+    # decode_csv of one column and parse_single_example of one feature returned a 1-tuple
+    # as the op's one value (sess.run gave (array,)), which map then batched as [n, 1, ...]
+    r = tf.placeholder(tf.string, [None])
+    with tf.Session() as sess:
+        got = sess.run(tf.decode_csv(r, [[0]]), {r: ["1", "2"]})
+    assert isinstance(got, list) and got[0].tolist() == [1, 2]
+
+
 def test_missing_text_file_is_not_found():
     nxt = tf.data.TextLineDataset(["memory://tvm-data-test/none.txt"]) \
         .make_one_shot_iterator().get_next()

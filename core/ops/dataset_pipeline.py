@@ -144,8 +144,16 @@ def _host(v):
 
 
 def _stack(elems: list) -> tuple:
-    return tuple(_obj(list(c)).reshape((len(elems),) + c[0].shape) if c[0].dtype.kind == "O"
-                 and c[0].ndim == 0 else np.stack(c) for c in zip(*elems))
+    return tuple(_stack_objects(c) if c[0].dtype.kind == "O" else np.stack(c)
+                 for c in zip(*elems))
+
+
+def _stack_objects(comps) -> np.ndarray:
+    """Object (string) arrays of one shape stacked; a 0-d one gives its element, not itself."""
+    out = np.empty((len(comps),) + comps[0].shape, dtype=object)
+    for i, c in enumerate(comps):
+        out[i] = c[()] if c.ndim == 0 else c
+    return out
 
 
 @dataclass
