@@ -3,13 +3,18 @@
 loop it replaced, which gathered outputs into a ``[T, batch, 64]`` loop variable with a one-hot
 mask (``acc + hit * out``: O(T^2 * batch * depth) over the sequence, forward and backward).
 
-Medians of interleaved rounds (the machine is shared: take the quietest of several runs).
-Run: ``python -m bench.bench_dynamic_rnn [--reps N] [--lengths 50,200,400]``.
+Medians of interleaved rounds (the machine is shared: take the quietest of several runs). With
+``--tf-python`` (an environment where TensorFlow imports; not a tensorvm dependency) the same
+step runs in TF 1.x's graph mode (``tf.compat.v1``, control flow v1) as a peer, in its own
+process after tensorvm's rounds.
+Run: ``python -m bench.bench_dynamic_rnn [--reps N] [--lengths 50,200,400] [--tf-python P]``.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
 import time
 
 import numpy as np
@@ -52,17 +57,72 @@ def build(tv, steps: int, impl: str):
     return sess, [loss] + grads, feed
 
 
+_TF_PEER = """
+import json, statistics, sys, time
+import numpy as np
+import tensorflow.compat.v1 as tf
+tf.disable_v2_behavior()
+B, D, U, reps = {B}, {D}, {U}, {reps}
+res = {{}}
+for T in {lengths}:
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [B, T, D])
+        # TF's dynamic_rnn loop with BasicLSTMCell's math (TF 2.21's compat.v1 cells need
+        # Keras 2): inputs unstacked into a TensorArray, outputs written to one.
+        k = tf.get_variable("kernel", [D + U, 4 * U])
+        b = tf.get_variable("bias", [4 * U], initializer=tf.zeros_initializer())
+        xs = tf.TensorArray(tf.float32, T).unstack(tf.transpose(x, [1, 0, 2]))
+
+        def body(t, ta, c, h):
+            i, j, f, o = tf.split(tf.matmul(tf.concat([xs.read(t), h], 1), k) + b, 4, 1)
+            c = c * tf.sigmoid(f + 1.0) + tf.sigmoid(i) * tf.tanh(j)
+            h = tf.tanh(c) * tf.sigmoid(o)
+            return t + 1, ta.write(t, h), c, h
+        z = tf.zeros([B, U])
+        _, ta, _, _ = tf.while_loop(lambda t, *_: t < T, body,
+                                    [0, tf.TensorArray(tf.float32, T), z, z])
+        out = tf.transpose(ta.stack(), [1, 0, 2])
+        loss = tf.reduce_sum(out * out)
+        grads = tf.gradients(loss, tf.trainable_variables() + [x])
+        cfg = tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
+        with tf.Session(config=cfg) as s:
+            s.run(tf.global_variables_initializer())
+            feed = {{x: np.random.default_rng(0).normal(size=(B, T, D)).astype(np.float32)}}
+            s.run([loss] + grads, feed)
+            ms = []
+            for _ in range(reps):
+                t0 = time.perf_counter(); s.run([loss] + grads, feed)
+                ms.append((time.perf_counter() - t0) * 1e3)
+            res[T] = statistics.median(ms)
+print("RESULT " + json.dumps(res))
+"""
+
+
+def _tf_peer(python: str, lengths, reps: int) -> dict:
+    code = _TF_PEER.format(B=BATCH, D=DEPTH, U=UNITS, reps=reps, lengths=list(lengths))
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=900,
+                         check=False)
+    for line in out.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return {int(k): v for k, v in json.loads(line[7:]).items()}
+    raise RuntimeError(f"the TF peer failed: {out.stderr[-2000:]}")
+
+
 def main(argv=None):
     import tensorvm as tv
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--lengths", default="50,200,400")
+    ap.add_argument("--tf-python", default=None)
     args = ap.parse_args(argv)
+    lengths = [int(s) for s in args.lengths.split(",")]
     impls = ("onehot", "tensor_array")
     print(f"dynamic_rnn forward+backward, BasicLSTMCell({UNITS}), batch {BATCH}, depth {DEPTH}"
           f" (median ms of {args.reps} interleaved rounds)")
     print(f"{'T':>5} {'one-hot (old)':>14} {'TensorArray':>12} {'ratio':>7}")
-    for steps in (int(s) for s in args.lengths.split(",")):
+    rows = {}
+    for steps in lengths:
         runs = {k: build(tv, steps, k) for k in impls}
         for sess, fetches, feed in runs.values():
             sess.run(fetches, feed)  # warm: plan, programs
@@ -74,9 +134,14 @@ def main(argv=None):
                 sess.run(fetches, feed)
                 ms[k].append((time.perf_counter() - t0) * 1e3)
         a, b = (statistics.median(ms[k]) for k in impls)
+        rows[steps] = b
         print(f"{steps:>5} {a:>14.1f} {b:>12.1f} {a / b:>6.1f}x", flush=True)
         for sess, _, _ in runs.values():
             sess.close()
+    if args.tf_python:
+        tf_ms = _tf_peer(args.tf_python, lengths, args.reps)
+        print("TF 1.x peer (graph mode, one thread): " + ", ".join(
+            f"T={t}: {tf_ms[t]:.1f} ms (tensorvm/TF {rows[t] / tf_ms[t]:.2f})" for t in lengths))
 
 
 if __name__ == "__main__":
