@@ -166,9 +166,11 @@ def test_while_loop_carries_a_tensor_array_and_gives_one_back(graph):
 def test_while_loop_dynamic_size_and_nested_structure(graph):
     def body(i, d):
         return i + 1, {"ta": d["ta"].write(i, tv.cast(i, tv.float32) ** 2)}
-    _, d = tv.while_loop(lambda i, d: i < 4, body,
-                         [0, {"ta": tv.TensorArray(tv.float32, 0, dynamic_size=True)}])
-    assert run(d["ta"].stack()).tolist() == [0.0, 1.0, 4.0, 9.0]
+    n = tv.placeholder(tv.int32, [])
+    _, d = tv.while_loop(lambda i, d: i < n, body,
+                         [0, {"ta": tv.TensorArray(tv.float32, 0, dynamic_size=True)}],
+                         shape_invariants=[tv.TensorShape([]), {"ta": tv.TensorShape(None)}])
+    assert run(d["ta"].stack(), {n: 4}).tolist() == [0.0, 1.0, 4.0, 9.0]
 
 
 # ---- gradients ----------------------------------------------------------------------------------
@@ -189,6 +191,17 @@ def test_gradients_of_unstack_gather_scatter_against_finite_differences():
         sc = tv.TensorArray(tv.float64, 3).scatter([2, 0, 1], y * g)
         return sc.stack() + ta.read(0)
     check_gradients(build, rng.normal(size=(4, 2)), rng.normal(size=(3, 2)))
+
+
+def test_gradients_of_split_and_concat_against_finite_differences():
+    rng = np.random.default_rng(11)
+
+    def build(x, y):
+        ta = tv.TensorArray(tv.float64, 3, infer_shape=False).split(x, [2, 0, 3])
+        out = tv.TensorArray(tv.float64, 2, infer_shape=False)
+        out = out.write(0, ta.read(2) * y).write(1, ta.read(0))
+        return out.concat()
+    check_gradients(build, rng.normal(size=(5, 2)), rng.normal(size=(3, 2)))
 
 
 def test_gradient_of_unread_elements_is_zero(graph):

@@ -232,7 +232,8 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
         if shape_invariants is None:
             invariants = [t._shape for t in flat]
         else:
-            invariants = [None if s is None else tuple(s.dims if hasattr(s, "dims") else s)
+            invariants = [None if s is None or getattr(s, "dims", ()) is None else  # unknown
+                          tuple(s.dims if hasattr(s, "dims") else s)
                           for s in flatten(_shapes_as_leaves(shape_invariants))]
             if len(invariants) != len(flat):
                 raise InvalidArgumentError(f"while_loop {frame!r}: {len(invariants)} shape "
