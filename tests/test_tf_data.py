@@ -197,6 +197,32 @@ def test_unbatch_shard_concatenate_skip_match_tf():
     assert as_lists(elements(ds)) == [[[1, -1, -1, -1], [2, 2, -1, -1]], [[3, 3, 3, -1]]]
 
 
+def test_flat_map_and_interleave_match_tf():
+    # each sequence as TF 2.21 (compat.v1) gives it
+    ds = tf.data.Dataset.range(1, 4).flat_map(
+        lambda x: tf.data.Dataset.range(x).map(lambda y: y * 10 + x))
+    assert as_lists(elements(ds)) == [1, 2, 12, 3, 13, 23]
+    ds = tf.data.Dataset.range(1, 6).interleave(
+        lambda x: tf.data.Dataset.from_tensors(x).repeat(x), cycle_length=2, block_length=2)
+    assert as_lists(elements(ds)) == [1, 2, 2, 3, 3, 3, 4, 4, 5, 5, 4, 4, 5, 5, 5]
+    ds = tf.data.Dataset.range(1, 5).interleave(lambda x: tf.data.Dataset.range(x),
+                                                cycle_length=3, block_length=1)
+    assert as_lists(elements(ds)) == [0, 0, 0, 1, 1, 0, 2, 1, 2, 3]
+
+
+def test_interleave_reads_files_listed_by_list_files():
+    import fsspec
+    fs = fsspec.filesystem("memory")
+    for k in range(3):
+        fs.pipe(f"/tvm-data-files/part-{k}.csv", b"h\n" + b"".join(
+            b"%d\n" % (10 * k + i) for i in range(3)))
+    files = tf.data.Dataset.list_files("memory://tvm-data-files/part-*.csv", shuffle=False)
+    ds = files.interleave(lambda f: tf.data.TextLineDataset(f).skip(1), cycle_length=3)
+    assert [int(s) for s in elements(ds)] == [0, 10, 20, 1, 11, 21, 2, 12, 22]
+    with pytest.raises(TypeError, match="must return a `Dataset`"):
+        files.flat_map(lambda f: f)
+
+
 def test_from_generator_matches_tf():
     def gen():
         for i in range(4):

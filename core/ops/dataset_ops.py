@@ -214,6 +214,19 @@ class Dataset:
         in order, one after another)."""
         return T._Map(self, map_func)
 
+    def flat_map(self, map_func) -> Dataset:
+        """The elements of the datasets ``map_func`` returns for each element, one dataset
+        after another (``map_func`` is traced once; the datasets it builds read its
+        arguments)."""
+        return T._FlatMap(self, map_func, "flat_map")
+
+    def interleave(self, map_func, cycle_length=None, block_length=1,
+                   num_parallel_calls=None) -> Dataset:
+        """Like :meth:`flat_map`, but ``cycle_length`` of the returned datasets are read in
+        turn, ``block_length`` elements at a time (TF's order; ``cycle_length`` None or
+        ``AUTOTUNE``: the number of CPU cores)."""
+        return T._FlatMap(self, map_func, "interleave", cycle_length, block_length)
+
     def filter(self, predicate) -> Dataset:
         """The elements for which ``predicate`` (traced like ``map``'s function) is true."""
         return T._Filter(self, predicate)

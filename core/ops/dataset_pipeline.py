@@ -425,3 +425,83 @@ class Identity(Stage):
 
     def blocks(self, env):
         return self.child.blocks(env)
+
+
+@dataclass
+class FlatMap(Stage):
+    """``flat_map`` (``cycle`` None) and ``interleave``: each element opens the ``inner``
+    pipeline, whose inputs ``func`` computes from the element (and the captures)."""
+    child: Stage
+    func: Any
+    captures: tuple
+    inner: Stage
+    cycle: Ref | None
+    block: Ref
+
+    def _open(self, env, elem, caps):
+        sub = Env([_host(v) for v in self.func.call(env.ctx, list(elem) + caps)], env.ctx)
+        self.inner.check(sub)
+        return sub, self.inner.blocks(sub)
+
+    def _elements(self, env):
+        for block in self.child.blocks(env):
+            for i in range(len(block[0])):
+                yield [c[i] for c in block]
+
+    def blocks(self, env):
+        caps = [r.get(env) for r in self.captures]
+        if self.cycle is None:
+            for elem in self._elements(env):
+                sub, gen = self._open(env, elem, caps)
+                yield from _follow(env, sub, gen)
+            return
+        yield from self._interleave(env, caps)
+
+    def _interleave(self, env, caps):
+        import os
+        cycle = _count(self.cycle.get(env), "cycle_length")
+        cycle = (os.cpu_count() or 1) if cycle <= 0 else cycle
+        block_len = _count(self.block.get(env), "block_length")
+        if block_len <= 0:
+            raise InvalidArgumentError("block_length must be greater than zero.")
+        inputs = self._elements(env)
+        slots: list = [None] * cycle  # [generator of blocks, pending block]
+        cur = taken = opened = 0
+        done = False
+        while not done or opened:
+            slot = slots[cur]
+            if slot is None:
+                if not done:  # TF: open the next input element here, then read it
+                    elem = next(inputs, None)
+                    if elem is None:
+                        done = True
+                    else:
+                        slots[cur] = [_follow(env, *self._open(env, elem, caps)), None]
+                        opened += 1
+                        continue
+                cur, taken = (cur + 1) % cycle, 0
+                continue
+            if slot[1] is None:
+                slot[1] = next(slot[0], None)
+                if slot[1] is None:  # this element's dataset ended: next in the cycle
+                    slots[cur] = None
+                    opened -= 1
+                    cur, taken = (cur + 1) % cycle, 0
+                    continue
+            k = min(block_len - taken, len(slot[1][0]))
+            yield _rows(slot[1], 0, k)
+            slot[1] = _rows(slot[1], k, None) if k < len(slot[1][0]) else None
+            taken += k
+            if taken == block_len:
+                cur, taken = (cur + 1) % cycle, 0
+
+
+def _follow(env: Env, sub: Env, gen):
+    """An inner pipeline's blocks, its traced functions run with the outer step's context."""
+    while True:
+        sub.ctx = env.ctx
+        try:
+            block = next(gen)
+        except StopIteration:
+            return
+        yield block

@@ -12,10 +12,12 @@ from ..errors import InvalidArgumentError, OpError
 from ..graph import Operation, Tensor, _user_location
 from ..tensor_conversion import convert_to_tensor
 from . import dataset_pipeline as P
+from .common import static_value
 from .control_flow_ops import flatten, pack_as
 from .dataset_ops import (
     Dataset,
     _as_shape,
+    _Builder,
     _flatten_like,
     _normalize,
     _scalar,
@@ -212,3 +214,43 @@ class _Filter(Dataset):
     def _compile(self, b):
         return P.Filter(self._child._compile(b), self._func,
                         tuple(b.ref(t) for t in self._captures))
+
+
+class _InnerBuilder(_Builder):
+    """Compiles a dataset built inside a traced function (``flat_map``/``interleave``): the
+    tensors it reads are computed per element by that function; outer ones are captured."""
+
+    def __init__(self, fg):
+        super().__init__(one_shot=False)
+        self._fg = fg
+
+    def ref(self, x):
+        if isinstance(x, Tensor) and static_value(x) is None and x.graph is not self._fg:
+            x = self._fg.capture(x)
+        return super().ref(x)
+
+
+class _FlatMap(Dataset):
+    def __init__(self, child, fn, what, cycle_length=None, block_length=1):
+        from .while_loop import Func
+        fg, phs, inner = _trace(child, fn, what)
+        if not isinstance(inner, Dataset):
+            raise TypeError(f"`map_func` must return a `Dataset` object. Got {type(inner)}")
+        b = _InnerBuilder(fg)
+        self._inner = inner._compile(b)
+        self._child = child
+        self._captures = list(fg.captures)
+        self._func = Func(fg, phs + list(fg.captures.values()), list(b.inputs),
+                          f"Dataset.{what}", _user_location())
+        self._cycle = None if what == "flat_map" else \
+            _scalar(-1 if cycle_length is None else cycle_length, _dt.int64, "cycle_length")
+        self._block = _scalar(block_length, _dt.int64, "block_length")
+        if _static_int(self._block) is not None and _static_int(self._block) <= 0:
+            raise InvalidArgumentError("block_length must be greater than zero.")
+        super().__init__(inner._structure, inner._dtypes, inner._shapes)
+
+    def _compile(self, b):
+        return P.FlatMap(self._child._compile(b), self._func,
+                         tuple(b.ref(t) for t in self._captures), self._inner,
+                         None if self._cycle is None else b.ref(self._cycle),
+                         b.ref(self._block))
