@@ -19,10 +19,13 @@ their variables in host memory, as in TF's usual layouts); tasks past the GPU co
 from __future__ import annotations
 
 import ast
+import logging
 import os
 import sys
 
 from .cluster import ClusterSpec
+
+_log = logging.getLogger("tensorvm")
 
 
 def start_local_cluster(spec: ClusterSpec | None, host: str = "127.0.0.1", security=None,
@@ -47,9 +50,35 @@ def start_local_cluster(spec: ClusterSpec | None, host: str = "127.0.0.1", secur
     scheduler = {"cls": Scheduler, "options": {
         "dashboard_address": f"{_bracket(host)}:0", "dashboard": True,
         "preload": ["tensorvm.scheduler_ext"], **common}}  # the job registry and /tensorvm
-    with dask.config.set({"distributed.worker.daemon": False}):
-        return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=40,
-                           security=security)
+    before = set(SpecCluster._instances)
+    try:
+        with dask.config.set({"distributed.worker.daemon": False}):
+            return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=40,
+                               security=security)
+    except BaseException:  # Ctrl-C or a failure mid-start: close what had started
+        for cluster in set(SpecCluster._instances) - before:
+            _abandon(cluster)
+        raise
+
+
+def _abandon(cluster) -> None:
+    """Close a cluster whose start was cut short, as far as it started; distributed's exit
+    hook would otherwise close it again and fail on its workers that never started
+    ('AssertionError: Status.init' printed at exit)."""
+    from distributed.core import Status
+    from distributed.deploy.spec import SpecCluster
+    for w in list(getattr(cluster, "workers", {}).values()):
+        if w.status == Status.init:  # never started: nothing to stop
+            w.status = Status.closed
+    try:
+        cluster.close(timeout=10)
+    except BaseException as e:  # noqa: BLE001 - best effort: the interruption is the error
+        _log.debug("tensorvm: closing a cluster whose start was interrupted: %r", e)
+    finally:
+        SpecCluster._instances.discard(cluster)
+        runner = getattr(cluster, "_loop_runner", None)
+        if runner is not None:
+            runner.stop()
 
 
 def cuda_visible_devices(i: int, visible) -> str:

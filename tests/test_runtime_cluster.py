@@ -331,3 +331,31 @@ def test_new_plan_after_its_ps_left_between_steps_fails_at_once_naming_the_worke
     assert s.devices["ps-0"] == cluster.worker("ps-0")
     s.run(v.initializer)
     assert s.run(doubled) == 6.0
+
+
+def test_a_cluster_start_interrupted_by_ctrl_c_leaves_nothing_for_exit(monkeypatch):
+    """Ctrl-C while the session's LocalCluster starts: the half-started cluster is closed at
+    once; it was left to distributed's exit hook, which printed 'Exception ignored in atexit
+    callback ... AssertionError: Status.init' after tensorvm's own one line."""
+    import distributed
+    from distributed.deploy import spec as dspec
+    from tensorvm.local_cluster import start_local_cluster
+
+    import asyncio
+    import os
+    import signal
+    start = distributed.Nanny.start_unsafe
+
+    async def interrupted(self):  # Ctrl-C reaches the main thread while a worker starts
+        os.kill(os.getpid(), signal.SIGINT)
+        await asyncio.sleep(1)
+        return await start(self)
+
+    monkeypatch.setattr(distributed.Nanny, "start_unsafe", interrupted)
+    before = set(dspec.SpecCluster._instances)
+    with pytest.raises(KeyboardInterrupt):
+        start_local_cluster(tv.train.ClusterSpec({"worker": 1}))
+    left = [c for c in set(dspec.SpecCluster._instances) - before
+            if getattr(c, "status", None) != distributed.core.Status.closed]
+    assert left == []
+    dspec.close_clusters()  # what runs at exit: nothing left to fail
