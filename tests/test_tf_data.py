@@ -107,6 +107,32 @@ def test_single_column_parsers_give_the_tensor_not_a_tuple():
     assert isinstance(got, list) and got[0].tolist() == [1, 2]
 
 
+@pytest.mark.parametrize("name, compression", [("examples.tfrecord", None),
+                                               ("examples_gzip.tfrecord", "GZIP")])
+def test_tfrecord_files_written_by_tf_parse_in_a_batched_pipeline(name, compression):
+    import os
+    url = os.path.join(os.path.dirname(__file__), "data", name)
+    spec = {"id": tf.FixedLenFeature([], tf.int64), "xy": tf.FixedLenFeature([2], tf.float32),
+            "name": tf.FixedLenFeature([], tf.string)}
+    ds = tf.data.TFRecordDataset([url], compression_type=compression).map(
+        lambda r: tf.parse_single_example(r, spec)).batch(5)
+    (got,) = elements(ds)
+    i = np.arange(5)
+    assert got["id"].tolist() == i.tolist()
+    np.testing.assert_array_equal(got["xy"], np.stack([i * 0.5, -i], 1).astype(np.float32))
+    assert [bytes(n) if not isinstance(n, str) else n.encode() for n in got["name"]] == \
+        [b"ex%d" % k for k in i]
+
+
+def test_gzip_text_lines():
+    import gzip
+
+    import fsspec
+    fsspec.filesystem("memory").pipe("/tvm-data-test/z.txt.gz", gzip.compress(b"a\nb\n"))
+    ds = tf.data.TextLineDataset("memory://tvm-data-test/z.txt.gz", compression_type="GZIP")
+    assert [str(s) for s in elements(ds)] == ["a", "b"]
+
+
 def test_missing_text_file_is_not_found():
     nxt = tf.data.TextLineDataset(["memory://tvm-data-test/none.txt"]) \
         .make_one_shot_iterator().get_next()
