@@ -399,6 +399,10 @@ def test_bad_inputs_fail_with_tf_classes_and_messages():
             .make_one_shot_iterator()
     with pytest.raises(ValueError, match="rank >= 1"):
         tf.data.Dataset.from_tensor_slices(3)
+    with pytest.raises(RuntimeError, match="__iter__"):
+        iter(tf.data.Dataset.range(3))
+    with pytest.raises(ValueError, match="Iterator does not have an initializer"):
+        _ = tf.data.Iterator.from_structure(tf.int64, []).initializer
 
 
 def test_batching_elements_of_different_shapes_fails_like_tf():

@@ -159,6 +159,11 @@ class Dataset:
         return (f"<{type(self).__name__} shapes: {self.output_shapes}, types: "
                 f"{self.output_types}>")
 
+    def __iter__(self):
+        raise RuntimeError("__iter__() is only supported inside of tf.function or when eager "
+                           "execution is enabled; in a graph, read a dataset with "
+                           "make_one_shot_iterator() or make_initializable_iterator()")
+
     def _compile(self, b: _Builder) -> P.Stage:
         raise TypeError(f"{type(self).__name__} cannot be iterated")  # pragma: no cover
 
