@@ -190,6 +190,16 @@ def test_shuffle_reshuffles_each_epoch_of_a_repeat():
     assert epochs[0] != epochs[1] or epochs[1] != epochs[2]
 
 
+def test_a_full_buffer_shuffle_draws_uniform_permutations():
+    got = elements(tf.data.Dataset.range(5).shuffle(5, seed=11).repeat(1000).batch(5))
+    perms = np.stack(got)
+    assert perms.shape == (1000, 5)
+    assert (np.sort(perms, axis=1) == np.arange(5)).all()
+    counts = np.stack([(perms == v).sum(0) for v in range(5)])  # value x position
+    assert np.abs(counts - 200).max() < 60  # 200 each; sd about 12.6
+    assert len({tuple(p) for p in perms.tolist()}) > 100  # of the 120 permutations
+
+
 def test_repeat_take_counts():
     assert len(elements(tf.data.Dataset.range(7).repeat(3))) == 21
     got = [int(v) for v in elements(tf.data.Dataset.range(3).repeat().take(8))]
