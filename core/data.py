@@ -76,3 +76,15 @@ class experimental:
                       num_parallel_calls=None):
         """``map(map_func).batch(batch_size, drop_remainder)``."""
         return lambda ds: ds.map(map_func).batch(batch_size, drop_remainder)
+
+    @staticmethod
+    def parallel_interleave(map_func, cycle_length, block_length=1, sloppy=False,
+                            buffer_output_elements=None, prefetch_input_elements=None):
+        """``interleave(map_func, cycle_length, block_length)`` (in order, ``sloppy`` or
+        not)."""
+        return lambda ds: ds.interleave(map_func, cycle_length, block_length)
+
+    @staticmethod
+    def batch_and_drop_remainder(batch_size):
+        """``batch(batch_size, drop_remainder=True)`` (``tf.contrib.data``'s spelling)."""
+        return lambda ds: ds.batch(batch_size, drop_remainder=True)

@@ -259,6 +259,20 @@ def test_interleave_reads_files_listed_by_list_files():
         files.flat_map(lambda f: f)
 
 
+def test_experimental_transformations_applied():
+    x = tf.data.experimental
+    ds = tf.data.Dataset.range(7).apply(x.map_and_batch(lambda v: v + 1, 3)) \
+        .apply(x.unbatch()).apply(x.batch_and_drop_remainder(2))
+    assert as_lists(elements(ds)) == [[1, 2], [3, 4], [5, 6]]
+    ds = tf.data.Dataset.range(3).apply(x.shuffle_and_repeat(3, count=2, seed=5))
+    got = [int(v) for v in elements(ds)]
+    assert sorted(got[:3]) == sorted(got[3:]) == [0, 1, 2]
+    ds = tf.data.Dataset.range(1, 3).apply(
+        x.parallel_interleave(lambda v: tf.data.Dataset.range(v), cycle_length=2))
+    assert as_lists(elements(ds)) == [0, 0, 1]
+    assert x.AUTOTUNE == -1
+
+
 def test_from_generator_matches_tf():
     def gen():
         for i in range(4):
