@@ -3,7 +3,9 @@
 * ``tv.contrib.rnn``: the cells of :mod:`tensorvm.rnn_cell` and the functions of
   :mod:`tensorvm.rnn` (``from tensorvm.contrib import rnn; rnn.BasicLSTMCell(…)``,
   ``rnn.static_rnn``, ``rnn.static_bidirectional_rnn``);
-* ``tv.contrib.layers``: ``flatten``, ``fully_connected``, ``xavier_initializer``.
+* ``tv.contrib.layers``: ``flatten``, ``fully_connected``, ``xavier_initializer``;
+* ``tv.contrib.data``: TF 1.4-1.12's spelling of ``tf.data`` (``Dataset``,
+  ``batch_and_drop_remainder``, ``map_and_batch``, ``shuffle_and_repeat``...).
 
 Everything else of ``tf.contrib`` (factorization, tensor_forest, boosted_trees, learn, eager)
 is not part of tensorvm; asking for it says so.
@@ -21,7 +23,7 @@ import types as _types
 from . import rnn as _rnn
 from . import rnn_cell as _rnn_cell
 
-__all__ = ["layers", "rnn"]
+__all__ = ["data", "layers", "rnn"]
 
 
 def _module(name: str, doc: str, members: dict) -> _types.ModuleType:
@@ -88,6 +90,20 @@ layers = _module("layers", "TF 1.x's ``tf.contrib.layers`` (the commonly used pa
                   "xavier_initializer_conv2d": _xavier_initializer})
 
 
+def _data_module():
+    from . import data as _data
+    members = {n: getattr(_data, n) for n in ("Dataset", "Iterator", "TextLineDataset",
+                                             "TFRecordDataset")}
+    members.update({n: getattr(_data.experimental, n) for n in dir(_data.experimental)
+                    if not n.startswith("_")})
+    return _module("data", "TF 1.4-1.12's ``tf.contrib.data``: the datasets of "
+                           ":mod:`tensorvm.data` and the helpers of ``tf.data.experimental``.",
+                   members)
+
+
 def __getattr__(name):
+    if name == "data":  # built on first use: tensorvm.data imports much of tensorvm
+        mod = globals()["data"] = _data_module()
+        return mod
     raise AttributeError(f"module 'tensorvm.contrib' has no attribute {name!r}: tensorvm "
-                         f"provides tf.contrib.rnn and tf.contrib.layers only")
+                         f"provides tf.contrib.rnn, tf.contrib.layers and tf.contrib.data only")

@@ -472,3 +472,17 @@ def test_an_iterator_lives_on_its_device_in_a_worker_process(cluster):
     np.testing.assert_allclose(s.run(total), (x[4:] * 10).sum(1))  # the position survived
     with pytest.raises(tf.errors.OutOfRangeError, match="End of sequence"):
         s.run(total)
+
+
+def test_tf_contrib_data_spelling_of_tf_1_4_to_1_12():
+    """``tf.contrib.data`` (TF 1.4-1.12 programs) was an AttributeError."""
+    with tf.Graph().as_default():
+        ds = tf.contrib.data.Dataset.range(7).apply(
+            tf.contrib.data.batch_and_drop_remainder(3))
+        nxt = ds.make_one_shot_iterator().get_next()
+        with tf.Session() as s:
+            got = [s.run(nxt).tolist() for _ in range(2)]
+            with pytest.raises(tf.errors.OutOfRangeError):
+                s.run(nxt)
+    assert got == [[0, 1, 2], [3, 4, 5]]
+    assert tf.contrib.data.Dataset is tf.data.Dataset
