@@ -325,6 +325,30 @@ def test_a_gpu_cnn_step_never_waits_for_the_device(fake_gpu):
         assert float(s.run(loss, feed)) < first
 
 
+def test_bench_gpus_hand_cupy_step_is_the_same_step(fake_gpu, monkeypatch):
+    """bench_gpu's target compares tensorvm with a hand-written CuPy step: at a small size on
+    the fake device both give the same losses (the benchmark times like with like), and
+    tensorvm's timed steps copy back only their label checks and each run's last loss."""
+    import importlib.util
+    import pathlib
+    import sys
+    path = pathlib.Path(__file__).parent.parent / "bench" / "bench_gpu.py"
+    spec = importlib.util.spec_from_file_location("bench_gpu_under_test", path)
+    bg = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bg)
+    monkeypatch.setitem(sys.modules, "cupy", fake_gpu)
+    monkeypatch.setattr(bg, "D", 32)
+    monkeypatch.setattr(bg, "B", 16)
+    monkeypatch.setattr(bg, "C", 8)
+    _, tv_run = bg.tensorvm_step("/gpu:0")
+    hand = bg.cupy_step()
+    fake_gpu.cuda.syncs = 0
+    ours = [tv_run(3) for _ in range(3)]
+    assert fake_gpu.cuda.syncs == 3 * 3 + 3  # a label check per step, a loss per run
+    np.testing.assert_allclose(ours, [hand(3) for _ in range(3)], rtol=1e-5)
+    assert ours[2] < ours[0]
+
+
 # ---- placement -------------------------------------------------------------------------------
 def _nodes(*specs):
     return {n: Node(n, t, tuple((i, 0) for i in ins), device=dev) for n, t, ins, dev in specs}
