@@ -277,6 +277,7 @@ OVERRIDES = {
 HOST_MEMORY_INPUTS = {
     "Slice": (1, 2), "SliceGrad": (2,), "Fill": (0,), "Range": (0, 1, 2),
     "BroadcastTo": (1,), "ScatterNd": (2,), "UnsortedSegmentSum": (2,),
+    "SparseSoftmaxCrossEntropyWithLogits": (0,),  # labels: range-checked on the host
 }
 HOST_MEMORY_OUTPUTS = {"Shape": (0,), "Size": (0,), "Rank": (0,)}
 

@@ -245,11 +245,14 @@ def _sparse_xent_shape(inputs, attrs):
 def _sparse_xent_kernel(labels, logits):
     n = logits.shape[-1]
     xp = array_namespace(logits)
-    labels = xp.asarray(labels)  # an array on its device (a 0-d one for a NumPy scalar)
-    if xp is np:
+    # On a GPU the labels are read in host memory (kernels_gpu.HOST_MEMORY_INPUTS): checked
+    # there without waiting for the device, then uploaded for the indexing below.
+    if array_namespace(labels) is np:
+        labels = np.asarray(labels)  # (a 0-d one for a NumPy scalar)
         out_of_range = labels.size and (labels.min() < 0 or labels.max() >= n)
-    else:  # one flag to the host (a GPU waits for the step's queued kernels there)
+    else:  # labels a GPU op made: one flag to the host
         out_of_range = bool(((labels < 0) | (labels >= n)).any())
+    labels = xp.asarray(labels)
     if out_of_range:
         bad = int(labels[(labels < 0) | (labels >= n)].ravel()[0])  # to the host: error only
         raise InvalidArgumentError(
