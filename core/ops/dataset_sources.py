@@ -160,6 +160,8 @@ class Generator(Stage):
     fn: Any
     args: tuple  # Refs
     structure: Any
+    export_refusal = ("its dataset reads a Python generator (Dataset.from_generator), which "
+                      "cannot be exported: a meta graph holds no Python code")
     dtypes: tuple  # numpy dtypes
     shapes: tuple  # per component: tuple of dims or None
 

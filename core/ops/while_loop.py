@@ -501,3 +501,46 @@ for _t, _stateful in (("While", True), ("StatelessWhile", False)):
                 needs_ctx=True, foldable=False)
 register_op("WhileGrad", _while_grad_shape, _while_grad_kernel, needs_ctx=True,
             foldable=False)
+
+
+# ---- plain-data form (for tensorvm.graph_def's JSON; nothing here is code) ------------------
+def func_to_plain(func: Func, node_dict) -> dict:
+    """``func`` as JSON-able data: its ops as nested node dicts (``node_dict(name, type,
+    inputs, attrs, device, colocation, location)``), the tensors it is fed and returns."""
+    nodes = [node_dict(n.name, n.type,
+                       [f"{p}:{i}" for p, i in n.inputs] + ["^" + c for c in n.control_inputs],
+                       n.attrs, n.device, n.colocation, n.location)
+             for n in func.nodes.values()]
+    return {"name": func.graph.name if func.graph is not None else func.frame,
+            "frame": func.frame, "location": func.location,
+            "feeds": [[p, i] for p, i in func.feeds],
+            "fetches": [[p, i] for p, i in func.fetches], "graph": {"node": nodes},
+            "taped": [[p, i] for p, i in getattr(func, "taped", ())]}
+
+
+def func_from_plain(d: dict, outer: Graph, build_nodes) -> Func:
+    """The :class:`Func` that ``func_to_plain`` described, traced anew into a
+    :class:`FuncGraph` of ``outer`` by ``build_nodes(graph, nodes, where)``."""
+    if not isinstance(d, dict) or not isinstance(d.get("graph"), dict):
+        raise InvalidArgumentError(f"malformed function {str(d)[:80]!r}")
+    name = str(d.get("name") or d.get("frame"))
+    where = f"function {name!r}"
+    fg = FuncGraph(outer, name)
+    build_nodes(fg, d["graph"].get("node"), where)
+
+    def tensors(refs, what):
+        out = []
+        for r in refs or ():
+            try:
+                out.append(fg.get_tensor_by_name(f"{r[0]}:{int(r[1])}"))
+            except (NotFoundError, ValueError, TypeError, IndexError, KeyError):
+                raise InvalidArgumentError(f"{where}: {what} {r!r}, which is not a node of "
+                                           "the function") from None
+        return out
+    feeds = tensors(d.get("feeds"), "is fed")
+    fetches = tensors(d.get("fetches"), "returns")
+    func = Func(fg, feeds, fetches, str(d.get("frame", name)), str(d.get("location", "")))
+    taped = tensors(d.get("taped"), "tapes")  # the body's tensors its gradient reads
+    if taped:
+        func.taped = [(t.op.name, t.value_index) for t in taped]
+    return func
