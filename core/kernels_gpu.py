@@ -276,8 +276,11 @@ OVERRIDES = {
 # host-memory output, downloads it (passes.partition.insert_copies).
 HOST_MEMORY_INPUTS = {
     "Slice": (1, 2), "SliceGrad": (2,), "Fill": (0,), "Range": (0, 1, 2),
-    "BroadcastTo": (1,), "ScatterNd": (2,), "UnsortedSegmentSum": (2,),
-    "SparseSoftmaxCrossEntropyWithLogits": (0,),  # labels: range-checked on the host
+    "BroadcastTo": (1,), "ScatterNd": (2,),
+    # ids, labels and indices, range-checked on the host and uploaded for the indexing (an
+    # embedding lookup, its sparse gradient and update, a sparse cross-entropy's labels)
+    "GatherV2": (1,), "UnsortedSegmentSum": (1, 2), "SparseSoftmaxCrossEntropyWithLogits": (0,),
+    "ScatterAdd": (0,), "ScatterSub": (0,), "ScatterUpdate": (0,),
 }
 HOST_MEMORY_OUTPUTS = {"Shape": (0,), "Size": (0,), "Rank": (0,)}
 

@@ -52,7 +52,12 @@ def _gather_shape(inputs, attrs):
 
 
 def _gather_kernel(params, indices, axis):
+    # on a GPU the indices are read in host memory (kernels_gpu.HOST_MEMORY_INPUTS): checked
+    # there without waiting for the device, then uploaded
     check_index_range(indices, params.shape[axis], "GatherV2")
+    xp = array_namespace(params)
+    if xp is not np:
+        indices = xp.asarray(indices)
     return np.take(params, indices, axis=axis)
 
 
@@ -120,13 +125,15 @@ def _segment_sum(values, ids, out_shape, op):
     vals = values.reshape((flat.size,) + tail)
     xp = array_namespace(values)
     if xp is not np:
-        # one flag to the host (a GPU waits for its queued kernels there); negative ids are
-        # dropped into a spare row instead of asked about
-        if flat.size and bool((flat >= n).any()):
+        # ids in host memory (kernels_gpu.HOST_MEMORY_INPUTS) are checked there; ids a GPU
+        # op made cost one flag to the host. Negative ids are dropped into a spare row
+        # instead of asked about.
+        host = array_namespace(flat) is np
+        if flat.size and (flat.max() >= n if host else bool((flat >= n).any())):
             top = int(flat.max())
             raise InvalidArgumentError(f"{op}: segment id {top} is out of range [0, {n})")
         out = xp.zeros((n + 1,) + tuple(out_shape[1:]), dtype=values.dtype)
-        add_at(out, xp.where(flat < 0, n, flat), vals)
+        add_at(out, xp.asarray(np.where(flat < 0, n, flat)), vals)
         return out[:n]
     keep = flat >= 0
     if not keep.all():

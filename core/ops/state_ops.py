@@ -148,11 +148,19 @@ def _scatter(mode):
         with v.lock:
             cur = v.read()
             xp = array_namespace(cur, indices, updates)
-            idx = xp.asarray(indices)
             n = cur.shape[0]
-            if idx.size and (idx.min() < -n or idx.max() >= n):
+            # on a GPU the indices are read in host memory (kernels_gpu.HOST_MEMORY_INPUTS):
+            # checked there without waiting for the device, then uploaded
+            if array_namespace(indices) is np:
+                idx = np.asarray(indices)
+                bad = idx.size and (idx.min() < -n or idx.max() >= n)
+            else:  # indices a GPU op made: one flag to the host
+                idx = indices
+                bad = idx.size and bool(((idx < -n) | (idx >= n)).any())
+            if bad:
                 raise InvalidArgumentError(
                     f"{mode}: indices out of range [0, {n}) for variable {v.name}")
+            idx = xp.asarray(idx)
             upd = xp.asarray(updates, dtype=cur.dtype)
             # In place when nothing else holds the value (rows touched, not the table); else
             # copy on write: a reader of the old value in flight keeps its snapshot.
