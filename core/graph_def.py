@@ -92,6 +92,9 @@ def _module(name: str):
     return importlib.import_module(f"{__package__}.ops.{name}")
 
 
+_VARIANTS = ("tensor_array_ops", "while_loop")
+
+
 def _stage_classes() -> dict:
     """tv.data's pipeline stages by class name (those that hold no Python code)."""
     _module("dataset_sources")  # registers the sources
@@ -115,6 +118,9 @@ def _enc(v):
         return {"__ndarray__": v.dtype.str, "shape": list(v.shape),
                 "b64": base64.b64encode(np.ascontiguousarray(v).tobytes()).decode()}
     if isinstance(v, _dt.DType):
+        for where in _VARIANTS:  # the two "variant" dtypes: a TensorArray, a loop's tape
+            if v is _module(where).variant:
+                return {"__dtype__": v.name, "of": where}
         return {"__dtype__": v.name}
     if isinstance(v, np.dtype):
         return {"__npdtype__": v.str}
@@ -176,7 +182,12 @@ class _Dec:
             arr = np.frombuffer(base64.b64decode(v["b64"]), dtype=dt)
             return arr.reshape(v["shape"])
         if "__dtype__" in v:
-            return _dt.as_dtype(v["__dtype__"])
+            if v.get("of") in _VARIANTS:
+                return _module(v["of"]).variant
+            try:
+                return _dt.as_dtype(v["__dtype__"])
+            except TypeError as e:
+                raise InvalidArgumentError(f"{self.where}: {e}") from None
         if "__npdtype__" in v:
             return np.dtype(v["__npdtype__"])
         if "__tuple__" in v:

@@ -53,6 +53,7 @@ the partitioning may change between save and restore).
 from __future__ import annotations
 
 import json
+import logging
 
 import numpy as np
 
@@ -67,6 +68,7 @@ from ..registry import register_op
 from ..variables import Variable, global_variables
 
 __all__ = ["Saver", "latest_checkpoint", "list_checkpoints", "checkpoint_exists"]
+_log = logging.getLogger("tensorvm")
 
 
 # ---- errors from storage ---------------------------------------------------------------------
@@ -355,13 +357,57 @@ class Saver:
 
     @property
     def saver_def(self):
+        """The names of the Saver's ops, as plain data (TF's SaverDef): what
+        ``tv.train.import_meta_graph`` rebuilds the Saver from."""
+        if self._empty:
+            return None
         return {"save_tensor": self._commit.name,
-                "restore_ops": [op.name for op in self._restores]}
+                "restore_ops": [op.name for op in self._restores],
+                "checkpoint_url": self._ckpt.name, "dir_url": self._dir.name,
+                "step": self._step.name, "max_to_keep": self.max_to_keep,
+                "keep_checkpoint_every_n_hours": self.keep_checkpoint_every_n_hours,
+                "shards": [len(g) for g in self._groups]}
+
+    @classmethod
+    def _from_saver_def(cls, graph, saver_def: dict) -> "Saver":
+        """The Saver whose ops ``saver_def`` names in ``graph`` (no op is added)."""
+        self = cls.__new__(cls)
+        try:
+            self._commit = graph.get_tensor_by_name(saver_def["save_tensor"])
+            self._restores = [graph.get_operation_by_name(n)
+                              for n in saver_def["restore_ops"]]
+            self._ckpt = graph.get_tensor_by_name(saver_def["checkpoint_url"])
+            self._dir = graph.get_tensor_by_name(saver_def["dir_url"])
+            self._step = graph.get_tensor_by_name(saver_def["step"])
+            self._groups = [[None] * int(k) for k in saver_def.get("shards", [])]
+        except (errors.NotFoundError, KeyError, TypeError, ValueError) as e:
+            raise errors.InvalidArgumentError(
+                f"meta graph: its saver_def names a missing or bad node: {e}") from None
+        self._empty = False
+        self.max_to_keep = saver_def.get("max_to_keep")
+        self.keep_checkpoint_every_n_hours = saver_def.get("keep_checkpoint_every_n_hours")
+        self.last_checkpoints = []
+        return self
+
+    def export_meta_graph(self, filename=None, collection_list=None, as_text=False,
+                          export_scope=None, clear_devices=False, **kwargs) -> dict:
+        """``tv.train.export_meta_graph`` of this Saver's graph with its ``saver_def``."""
+        from .meta_graph import export_meta_graph
+        g = self._commit.graph if not self._empty else None
+        return export_meta_graph(filename, saver_def=self.saver_def,
+                                 collection_list=collection_list, graph=g,
+                                 export_scope=export_scope, clear_devices=clear_devices,
+                                 **kwargs)
 
     def save(self, sess, save_path: str, global_step=None, latest_filename=None,
-             meta_graph_suffix=None, write_meta_graph=False, write_state=True) -> str | None:
+             meta_graph_suffix=None, write_meta_graph=None, write_state=True) -> str | None:
         """Write a checkpoint ``<dir>/<prefix>-<global_step>`` (``save_path`` =
-        ``"URL/dir/prefix"``) in one step and return its path (``None`` with no variables)."""
+        ``"URL/dir/prefix"``) in one step and return its path (``None`` with no variables).
+
+        As TF's, it also writes the meta graph next to it (``<path>.meta``, see
+        ``tv.train.export_meta_graph``); a graph holding Python code (``py_func``,
+        ``Dataset.from_generator``) cannot be exported: then ``write_meta_graph=True`` raises
+        ``InvalidArgumentError`` and the default skips the file, logging why."""
         if self._empty:
             return None
         if global_step is not None and not isinstance(global_step, (int, np.integer)):
@@ -379,6 +425,13 @@ class Saver:
         path = sess.run(self._commit, {self._ckpt: ckpt, self._dir: dir_url,
                                        self._step: step})
         path = str(np.asarray(path).item())
+        if write_meta_graph or write_meta_graph is None:  # <path>.meta (TF's layout)
+            try:
+                self.export_meta_graph(f"{path}.{meta_graph_suffix or 'meta'}")
+            except errors.InvalidArgumentError as e:
+                if write_meta_graph:
+                    raise
+                _log.warning("Saver.save: no meta graph written next to %s: %s", path, e)
         self.last_checkpoints = [p for p in self.last_checkpoints if p != path] + [path]
         if self.max_to_keep:
             self.last_checkpoints = self.last_checkpoints[-self.max_to_keep:]

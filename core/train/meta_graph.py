@@ -1,0 +1,198 @@
+"""``tv.train.export_meta_graph`` / ``import_meta_graph``: a graph, its collections and its
+Saver as one JSON file (TF 1.x's MetaGraphDef), to rebuild the graph in another process.
+
+The file is plain data: the GraphDef of :mod:`tensorvm.graph_def` (functions such as a
+``while_loop``'s cond and body, or a dataset's ``map`` function, as nested graph definitions;
+NumPy constants as dtype/shape/base64), the collections by name (variables, tensors and
+operations by their names; strings and numbers as they are) and the ``saver_def`` naming the
+Saver's ops. Nothing is ever unpickled or executed from the file; a graph holding Python code
+(``py_func``, ``Dataset.from_generator``) is refused at export, naming the op.
+
+>>> import tensorvm as tv
+>>> g = tv.Graph()
+>>> with g.as_default():
+...     i = tv.while_loop(lambda i: i < 4, lambda i: i + 1, [0])
+...     _ = tv.identity(i, name="out")
+...     meta = tv.train.export_meta_graph()
+>>> with tv.Graph().as_default() as g2:
+...     _ = tv.train.import_meta_graph(meta)
+...     with tv.Session() as s: int(s.run("out:0"))
+4
+"""
+from __future__ import annotations
+
+import json
+import logging
+
+from .. import errors
+from ..graph import Operation, Tensor, get_default_graph
+from ..graph_def import graph_from_dict, graph_to_dict
+from ..variables import Variable
+
+__all__ = ["export_meta_graph", "import_meta_graph"]
+
+_log = logging.getLogger("tensorvm")
+FORMAT = "tensorvm.MetaGraphDef"
+
+
+# ---- collections ------------------------------------------------------------------------------
+
+def _item_to_plain(item):
+    """One collection item as data, or None where it is not data (skipped, as TF skips)."""
+    if isinstance(item, Variable):
+        return {"variable": item.op.name, "initializer": item.initializer.name,
+                "initial_value": item.initial_value.name, "trainable": bool(item.trainable)}
+    if isinstance(item, Tensor):
+        return {"tensor": item.name}
+    if isinstance(item, Operation):
+        return {"operation": item.name}
+    if item is None or isinstance(item, (bool, int, float, str)):
+        return {"value": item}
+    return None
+
+
+def _collections_to_plain(graph, keys) -> dict:
+    out = {}
+    for key in keys:
+        if not isinstance(key, str):
+            continue
+        items = []
+        for item in graph.get_collection(key):
+            plain = _item_to_plain(item)
+            if plain is None:
+                _log.info("export_meta_graph: collection %r holds a %s, which is not data; it "
+                          "is left out", key, type(item).__name__)
+                items = None
+                break
+            items.append(plain)
+        if items is not None:
+            out[key] = items
+    return out
+
+
+def _variable_from_op(graph, d: dict, trainable: bool) -> Variable:
+    """The :class:`Variable` whose ops ``d`` names (no op is added to the graph)."""
+    op = graph.get_operation_by_name(d["variable"])
+    if op.type != "VariableV2":
+        raise errors.InvalidArgumentError(f"collection item {d['variable']!r} is a {op.type}, "
+                                          "not a variable")
+    v = Variable.__new__(Variable)
+    v.graph = graph
+    v._attrs = {k: op.attrs.get(k) for k in ("var_name", "container", "dtype", "shape")}
+    v._op = op
+    v._value = op.outputs[0]
+    v._initializer = graph.get_operation_by_name(d["initializer"])
+    v.initial_value = graph.get_tensor_by_name(d["initial_value"])
+    v.trainable = trainable
+    return v
+
+
+def _restore_collections(graph, coll: dict) -> None:
+    if not isinstance(coll, dict):
+        raise errors.InvalidArgumentError("meta graph: 'collection_def' must be a dict")
+    variables: dict[str, Variable] = {}
+    for key, items in coll.items():
+        if not isinstance(items, list):
+            raise errors.InvalidArgumentError(f"meta graph: collection {key!r} is not a list")
+        for d in items:
+            try:
+                if "variable" in d:
+                    v = variables.get(d["variable"])
+                    if v is None:
+                        v = variables[d["variable"]] = _variable_from_op(
+                            graph, d, bool(d.get("trainable", True)))
+                    graph.add_to_collection(key, v)
+                elif "tensor" in d:
+                    graph.add_to_collection(key, graph.get_tensor_by_name(d["tensor"]))
+                elif "operation" in d:
+                    graph.add_to_collection(key, graph.get_operation_by_name(d["operation"]))
+                elif "value" in d and (d["value"] is None or
+                                       isinstance(d["value"], (bool, int, float, str))):
+                    graph.add_to_collection(key, d["value"])
+                else:
+                    raise errors.InvalidArgumentError(f"bad item {str(d)[:80]!r}")
+            except (errors.NotFoundError, TypeError, KeyError, ValueError) as e:
+                raise errors.InvalidArgumentError(
+                    f"meta graph: collection {key!r} names a missing or bad node: {e}") \
+                    from None
+
+
+# ---- export / import --------------------------------------------------------------------------
+
+def export_meta_graph(filename=None, meta_info_def=None, graph_def=None, saver_def=None,
+                      collection_list=None, as_text=False, graph=None, export_scope=None,
+                      clear_devices=False, clear_extraneous_savers=False,
+                      strip_default_attrs=False, **_ignored) -> dict:
+    """The graph (default: the default graph), its collections (``collection_list``: all)
+    and ``saver_def`` as one JSON-able dict, written to ``filename`` (an fsspec URL) when
+    given. Raises ``InvalidArgumentError`` naming the op for a graph holding Python code
+    (``py_func``, ``Dataset.from_generator``)."""
+    g = graph or get_default_graph()
+    if export_scope:
+        raise errors.InvalidArgumentError("export_meta_graph: export_scope is not supported; "
+                                          "export the whole graph")
+    gd = graph_def if graph_def is not None else graph_to_dict(g)
+    if clear_devices:
+        gd = dict(gd, node=[dict(n, device="") for n in gd["node"]])
+    keys = list(g._collections) if collection_list is None else collection_list
+    from .. import __version__
+    meta = {"format": FORMAT, "version": 1,
+            "meta_info_def": {"tensorvm_version": __version__, **(meta_info_def or {})},
+            "graph_def": gd, "collection_def": _collections_to_plain(g, keys),
+            "saver_def": saver_def}
+    if filename is not None:
+        from ..storage.fsio import atomic_write_bytes, to_fs
+        data = json.dumps(meta, separators=(",", ":")).encode()
+        fs, path = to_fs(str(filename))
+        parent = path.rstrip("/").rpartition("/")[0]
+        if parent:
+            fs.makedirs(parent, exist_ok=True)
+        atomic_write_bytes(fs, path, data)
+    return meta
+
+
+def read_meta_graph_file(filename) -> dict:
+    """The meta graph dict in ``filename`` (an fsspec URL): ``NotFoundError`` if absent,
+    ``DataLossError`` if it is not valid JSON (truncated or corrupt)."""
+    from ..storage.fsio import read_bytes, to_fs
+    fs, path = to_fs(str(filename))
+    try:
+        raw = read_bytes(fs, path)
+    except FileNotFoundError:
+        raise errors.NotFoundError(f"meta graph file {str(filename)!r} does not exist") \
+            from None
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise errors.DataLossError(
+            f"meta graph file {str(filename)!r} is not a valid tensorvm meta graph (truncated "
+            f"or corrupt JSON: {e})") from None
+
+
+def import_meta_graph(meta_graph_or_file, clear_devices=False, import_scope=None,
+                      **_ignored):
+    """Add the graph of a meta graph (a file URL or ``export_meta_graph``'s dict) to the
+    default graph, restore its collections and return its :class:`~tensorvm.train.Saver`
+    (``None`` where it has no variables). Bad input raises ``InvalidArgumentError``
+    (``DataLossError`` for a corrupt file, ``NotFoundError`` for a missing one); nothing from
+    the file is executed or unpickled."""
+    from .saver import Saver
+    if import_scope:
+        raise errors.InvalidArgumentError("import_meta_graph: import_scope is not supported; "
+                                          "import into a fresh graph")
+    meta = meta_graph_or_file if isinstance(meta_graph_or_file, dict) else \
+        read_meta_graph_file(meta_graph_or_file)
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise errors.InvalidArgumentError("import_meta_graph: the input is not a tensorvm meta "
+                                          "graph (written by tv.train.export_meta_graph)")
+    g = get_default_graph()
+    gd = meta.get("graph_def")
+    if isinstance(gd, dict) and gd.get("seed") is not None and g.seed is None:
+        g.seed = gd["seed"]
+    graph_from_dict(gd, graph=g, clear_devices=clear_devices)
+    _restore_collections(g, meta.get("collection_def") or {})
+    sd = meta.get("saver_def")
+    if sd:
+        return Saver._from_saver_def(g, sd)
+    from ..variables import global_variables
+    return Saver() if global_variables(g) else None
