@@ -257,17 +257,23 @@ def _sparse_xent_kernel(labels, logits):
         bad = int(labels[(labels < 0) | (labels >= n)].ravel()[0])  # to the host: error only
         raise InvalidArgumentError(
             f"Received a label value of {bad} which is outside the valid range of [0, {n})")
-    shifted, lse = _lse_parts(logits, -1)
-    log_p = shifted - lse
+    # TF's kernel: shifted = logits - max, e = exp(shifted), s = sum(e);
+    # loss = log(s) - shifted[label], backprop = e / s - one_hot(label)
+    m = np.max(logits, axis=-1, keepdims=True) if n else _empty_max(logits, -1)
+    m = np.where(np.isfinite(m), m, _zero(logits)).astype(logits.dtype, copy=False)
+    shifted = logits - m
+    e = np.exp(shifted)
+    s = np.sum(e, axis=-1, keepdims=True)
     # each row's label column, by flat (row, label) indexing: 4x faster than
     # take_along_axis/put_along_axis on a [128, 10] batch, the same values
     rows = xp.arange(labels.size)
     lab = labels.reshape(-1)
-    loss = -log_p.reshape(-1, n)[rows, lab].reshape(labels.shape)
-    backprop = np.exp(log_p)
-    b2 = backprop.reshape(-1, n)  # a view: backprop is a fresh contiguous array
+    with np.errstate(divide="ignore"):
+        loss = (np.log(s).reshape(-1) - shifted.reshape(-1, n)[rows, lab]).reshape(labels.shape)
+    e /= s  # e is a fresh contiguous array: the backprop, in place
+    b2 = e.reshape(-1, n)  # a view
     b2[rows, lab] -= 1
-    return loss.astype(logits.dtype, copy=False), backprop
+    return loss.astype(logits.dtype, copy=False), e
 
 
 def _sparse_xent_grad(op, g_loss, g_backprop=None):
