@@ -19,8 +19,9 @@ device::
     TENSORVM_GPU_SWEEP=cupy .venv/bin/python -m pytest -q -p no:cacheprovider \\
         -p tests.fakegpu_plugin tests/test_ops_*.py
 
-(CuPy stays the backend; the plugin only moves the default device.) The terminal summary
-lists the op types whose GPU kernel failed — the ``for op 'name' (Type)`` of the runtime's
+(CuPy stays the backend; the plugin only moves the default device.) On the fake device the
+terminal summary lists, per op type, the copies to the host its GPU kernel made per call
+(where a real GPU makes the host wait). It lists the op types whose GPU kernel failed — the ``for op 'name' (Type)`` of the runtime's
 error — with counts. Failures that name no op are not kernel failures: a test that asserts
 CPU device strings or plan layouts, or compares exactly where a GPU's rounding differs; read
 them, don't count them. The tests known to assert a CPU default device are skipped, each with
@@ -112,10 +113,40 @@ def pytest_configure(config):
     elif mode == "fake":
         import fake_device
         fake_device.install()
+        _count_waits(fake_device)
     else:
         raise RuntimeError(f"TENSORVM_GPU_SWEEP must be 'fake' or 'cupy', got {mode!r}")
     config._tvm_gpu_sweep = (mode, LocalBackend.__dict__.get("default_device"))
     LocalBackend.default_device = GPU0
+
+
+_WAITS: Counter = Counter()  # op type -> copies to the host its GPU kernel made
+_CALLS: Counter = Counter()
+
+
+def _count_waits(fake_device):
+    """Count, per op type, the copies to the host (``xp.cuda.syncs``) that GPU kernels make:
+    each is a place where a real GPU makes the host wait for its queued kernels."""
+    from tensorvm import runtime
+    table = runtime._kernel_table
+
+    def counted(device_type):
+        kernels = table(device_type)
+        if device_type != "GPU":
+            return kernels
+
+        def wrap(op_type, kernel):
+            def run(*args, **kw):
+                before = fake_device.xp.cuda.syncs
+                try:
+                    return kernel(*args, **kw)
+                finally:
+                    _CALLS[op_type] += 1
+                    _WAITS[op_type] += max(fake_device.xp.cuda.syncs - before, 0)
+            return run
+        return {t: wrap(t, k) for t, k in kernels.items()}
+    runtime._kernel_table = counted
+    runtime._tvm_sweep_table = table
 
 
 def pytest_unconfigure(config):
@@ -131,6 +162,8 @@ def pytest_unconfigure(config):
     if mode == "fake":
         import fake_device
         fake_device.restore(None)
+        from tensorvm import runtime
+        runtime._kernel_table = getattr(runtime, "_tvm_sweep_table", runtime._kernel_table)
 
 
 def pytest_report_header(config):
@@ -149,6 +182,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         if not found:
             no_op.append(rep.nodeid)
     terminalreporter.section("tensorvm GPU op sweep")
+    waits = [(t, n) for t, n in _WAITS.items() if n]
+    if waits:
+        terminalreporter.write_line("GPU kernels that copied to the host (a real GPU waits "
+                                    "there), per call:")
+        for t, n in sorted(waits, key=lambda tn: -tn[1] / _CALLS[tn[0]]):
+            terminalreporter.write_line(f"  {n / _CALLS[t]:5.2f}  {t} ({_CALLS[t]} calls)")
     if not failed:
         terminalreporter.write_line("every test passed with ops on the GPU")
         return
