@@ -344,3 +344,76 @@ def test_tf_data_initializable_iterator_in_a_fresh_process(tmp_path):
     assert got["ids"] == [0, 1, 2, 3, 0, 1, 2, 3]
     assert got["names"] == list("abcdabcd")
     assert got["ended"]
+
+
+# ---- Saver.save and the meta graph -----------------------------------------------------------
+
+def test_saver_save_writes_the_meta_graph_by_default_and_tracks_collections(tmp_path):
+    g = tv.Graph()
+    with g.as_default():
+        v = tv.Variable([1.0, 2.0], name="v")
+        out = tv.identity(v * 3.0, name="out")
+        saver = tv.train.Saver()
+        with tv.Session() as sess:
+            sess.run(tv.global_variables_initializer())
+            p1 = saver.save(sess, str(tmp_path / "m"), global_step=1)
+            tv.add_to_collection("outs", out)  # no new op: the graph version is unchanged
+            p2 = saver.save(sess, str(tmp_path / "m"), global_step=2)
+    m1 = json.loads(open(p1 + ".meta").read())
+    m2 = json.loads(open(p2 + ".meta").read())
+    assert "outs" not in m1["collection_def"]
+    assert m2["collection_def"]["outs"] == [{"tensor": "out:0"}]
+    with tv.Graph().as_default():
+        saver2 = tv.train.import_meta_graph(p2 + ".meta")
+        assert [x.name for x in tv.global_variables()] == ["v:0"]
+        with tv.Session() as sess:
+            saver2.restore(sess, p2)
+            np.testing.assert_allclose(sess.run(tv.get_collection("outs")[0]), [3.0, 6.0])
+            sess.run(tv.global_variables_initializer())  # the imported initializers run
+            np.testing.assert_allclose(sess.run("v:0"), [1.0, 2.0])
+
+
+def test_saver_save_with_a_py_func_graph(tmp_path, caplog):
+    g = tv.Graph()
+    with g.as_default():
+        v = tv.Variable(1.0, name="v")
+        tv.py_func(lambda a: a, [v.value()], tv.float32, name="pyf")
+        saver = tv.train.Saver()
+        with tv.Session() as sess:
+            sess.run(tv.global_variables_initializer())
+            with caplog.at_level("WARNING", logger="tensorvm"):
+                path = saver.save(sess, str(tmp_path / "m"), global_step=1)
+            assert not os.path.exists(path + ".meta")
+            assert "pyf" in caplog.text and "no meta graph" in caplog.text
+            with pytest.raises(tv.errors.InvalidArgumentError, match="pyf"):
+                saver.save(sess, str(tmp_path / "m"), global_step=2, write_meta_graph=True)
+
+
+def test_gradients_built_after_import_go_through_the_loop():
+    g = tv.Graph()
+    with g.as_default():
+        w = tv.Variable(2.0, name="w")
+        _, y = tv.while_loop(lambda i, a: i < 3, lambda i, a: (i + 1, a * w), [0, 1.0])
+        tv.identity(y, name="y")
+        meta = tv.train.export_meta_graph()
+    with tv.Graph().as_default():
+        tv.train.import_meta_graph(json.loads(json.dumps(meta)))
+        w2 = tv.trainable_variables()[0]
+        y2 = tv.get_default_graph().get_tensor_by_name("y:0")
+        (dw,) = tv.gradients(y2, [w2])
+        with tv.Session() as sess:
+            sess.run(tv.global_variables_initializer())
+            assert float(sess.run(y2)) == 8.0
+            assert float(sess.run(dw)) == pytest.approx(3 * 2.0 ** 2)
+
+
+def test_cond_inside_a_loop_body_round_trips():
+    g = tv.Graph()
+    with g.as_default():
+        def body(i, a):
+            return i + 1, tv.cond(tv.equal(i % 2, 0), lambda: a + 10, lambda: a - 1)
+        _, r = tv.while_loop(lambda i, a: i < 5, body, [0, 0])
+        tv.identity(r, name="r")
+    g2 = graph_from_dict(json.loads(json.dumps(g.as_graph_def())))
+    with tv.Session(graph=g2) as sess:
+        assert int(sess.run(g2.get_tensor_by_name("r:0"))) == 10 - 1 + 10 - 1 + 10

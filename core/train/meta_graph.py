@@ -141,14 +141,23 @@ def export_meta_graph(filename=None, meta_info_def=None, graph_def=None, saver_d
             "graph_def": gd, "collection_def": _collections_to_plain(g, keys),
             "saver_def": saver_def}
     if filename is not None:
-        from ..storage.fsio import atomic_write_bytes, to_fs
-        data = json.dumps(meta, separators=(",", ":")).encode()
-        fs, path = to_fs(str(filename))
-        parent = path.rstrip("/").rpartition("/")[0]
-        if parent:
-            fs.makedirs(parent, exist_ok=True)
-        atomic_write_bytes(fs, path, data)
+        write_meta_graph_bytes(filename, meta_graph_bytes(meta))
     return meta
+
+
+def meta_graph_bytes(meta: dict) -> bytes:
+    """``export_meta_graph``'s dict as the file's bytes (compact JSON, UTF-8)."""
+    return json.dumps(meta, separators=(",", ":")).encode()
+
+
+def write_meta_graph_bytes(filename, data: bytes) -> None:
+    """Write a meta graph file (an fsspec URL), all or nothing."""
+    from ..storage.fsio import atomic_write_bytes, to_fs
+    fs, path = to_fs(str(filename))
+    parent = path.rstrip("/").rpartition("/")[0]
+    if parent:
+        fs.makedirs(parent, exist_ok=True)
+    atomic_write_bytes(fs, path, data)
 
 
 def read_meta_graph_file(filename) -> dict:

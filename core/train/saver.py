@@ -389,6 +389,17 @@ class Saver:
         self.last_checkpoints = []
         return self
 
+    def _write_meta_graph(self, url: str) -> None:
+        """Write the meta graph to ``url``, serialised once per graph version (a training
+        loop that saves every N steps pays for the JSON once)."""
+        from .meta_graph import meta_graph_bytes, write_meta_graph_bytes
+        g = self._commit.graph
+        key = (g.version, tuple((k, len(v)) for k, v in g._collections.items()))
+        cached = getattr(self, "_meta_cache", None)
+        if cached is None or cached[0] != key:
+            cached = self._meta_cache = (key, meta_graph_bytes(self.export_meta_graph()))
+        write_meta_graph_bytes(url, cached[1])
+
     def export_meta_graph(self, filename=None, collection_list=None, as_text=False,
                           export_scope=None, clear_devices=False, **kwargs) -> dict:
         """``tv.train.export_meta_graph`` of this Saver's graph with its ``saver_def``."""
@@ -427,7 +438,7 @@ class Saver:
         path = str(np.asarray(path).item())
         if write_meta_graph or write_meta_graph is None:  # <path>.meta (TF's layout)
             try:
-                self.export_meta_graph(f"{path}.{meta_graph_suffix or 'meta'}")
+                self._write_meta_graph(f"{path}.{meta_graph_suffix or 'meta'}")
             except errors.InvalidArgumentError as e:
                 if write_meta_graph:
                     raise
