@@ -244,7 +244,6 @@ CPU_ONLY_OPS = {
 HOST_OPS = frozenset({
     "RandomStandardNormal", "RandomUniform", "TruncatedNormal", "RandomUniformInt",
     "RandomShuffle", "Multinomial",  # the host's generator: same numbers on both devices
-    "Dropout",  # its mask comes from the host's generator (nn_ops: see the issue-15 note)
     "Eye",  # no input to take a namespace from: made on the host, uploaded (as a Const)
     "Range",  # its inputs are host memory: made on the host, uploaded
 })
@@ -281,6 +280,7 @@ HOST_MEMORY_INPUTS = {
     # embedding lookup, its sparse gradient and update, a sparse cross-entropy's labels)
     "GatherV2": (1,), "UnsortedSegmentSum": (1, 2), "SparseSoftmaxCrossEntropyWithLogits": (0,),
     "ScatterAdd": (0,), "ScatterSub": (0,), "ScatterUpdate": (0,),
+    "Dropout": (1,),  # keep_prob (its mask is drawn on the host and uploaded: nn_ops)
 }
 HOST_MEMORY_OUTPUTS = {"Shape": (0,), "Size": (0,), "Rank": (0,)}
 

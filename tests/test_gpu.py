@@ -332,6 +332,40 @@ def test_a_gpu_embedding_step_never_waits_for_the_device(fake_gpu):
     np.testing.assert_allclose(gpu.get() if hasattr(gpu, "get") else gpu, cpu, rtol=1e-6)
 
 
+def _dropout_step(seed=3):
+    g = tv.Graph()
+    with g.as_default():
+        x = tv.placeholder(tv.float32, [8, 16])
+        keep = tv.placeholder(tv.float32, [])  # fed, as TF 1.x programs feed keep_prob
+        with tv.device("/gpu:0"):
+            w = tv.Variable(np.linspace(-1, 1, 16 * 4, dtype=np.float32).reshape(16, 4))
+            h = tv.nn.dropout(tv.nn.relu(x), keep_prob=keep, seed=seed)
+            loss = tv.reduce_sum(tv.matmul(h, w) ** 2)
+            train = tv.train.GradientDescentOptimizer(0.01).minimize(loss)
+        feed = {x: np.arange(128, dtype=np.float32).reshape(8, 16) / 64 - 1, keep: 0.5}
+        with tv.Session() as s:
+            s.run(w.initializer)
+            s.run(train, feed)
+            b = kernels_gpu.device_backend()
+            if b is not None:
+                b.cuda.syncs = 0
+            for _ in range(3):
+                s.run(train, feed)
+            waits = None if b is None else b.cuda.syncs
+            return s.run(w), waits
+
+
+def test_a_gpu_dropout_step_never_waits_for_the_device(fake_gpu):
+    """Dropout's mask comes from the host's generator (a seed draws the same mask on both
+    device types), and only the mask is uploaded: it downloaded the activations, applied the
+    mask on the host and uploaded the result, waiting twice per step."""
+    gpu, waits = _dropout_step()
+    assert waits == 0
+    fake_device.restore(None)
+    cpu, _ = _dropout_step()
+    np.testing.assert_array_equal(gpu, cpu)
+
+
 def test_a_gpu_cnn_step_never_waits_for_the_device(fake_gpu):
     """Convolution, pooling and their gradients queue without a copy to the host (MaxPoolGrad
     asked whether its gradient was finite, one wait per step)."""

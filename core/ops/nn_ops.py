@@ -21,9 +21,9 @@ import numpy as np
 from .. import dtypes as _dt
 from ..errors import InvalidArgumentError
 from ..graph import Tensor
-from ..kernels_gpu import array_namespace
+from ..kernels_gpu import array_namespace, to_device
 from ..op_def_library import apply_op
-from ..registry import register_op
+from ..registry import register_kernel, register_op
 from ..tensor_conversion import convert_to_tensor
 from .array_ops import zeros_like
 from .common import asarray
@@ -270,13 +270,27 @@ def xw_plus_b(x, weights, biases, name=None):
 
 
 # ---- dropout ---------------------------------------------------------------------------------
-def _dropout_kernel(ctx, x, keep_prob, *, seed, seed2, noise_shape):
+def _dropout_scale(ctx, x, keep_prob, seed, seed2, noise_shape):
+    """The kept elements' scale (1/keep_prob or 0), drawn on the host by the op's generator:
+    a seed draws the same mask on a CPU and on a GPU."""
     keep = float(keep_prob)
     if not 0.0 < keep <= 1.0:
         raise InvalidArgumentError(f"keep_prob must be in the range (0, 1], got {keep}")
     u = _op_rng(ctx, seed, seed2).random(x.shape if noise_shape is None else noise_shape)
-    scale = (np.floor(keep + u) / keep).astype(x.dtype, copy=False)
+    return (np.floor(keep + u) / keep).astype(x.dtype, copy=False)
+
+
+def _dropout_kernel(ctx, x, keep_prob, *, seed, seed2, noise_shape):
+    scale = _dropout_scale(ctx, x, keep_prob, seed, seed2, noise_shape)
     return x * scale, np.broadcast_to(scale, np.broadcast_shapes(scale.shape, x.shape))
+
+
+def _dropout_gpu_kernel(ctx, x, keep_prob, *, seed, seed2, noise_shape):
+    """On a GPU only the mask crosses (uploaded); keep_prob is read in host memory
+    (kernels_gpu.HOST_MEMORY_INPUTS), so the step never waits for the device here."""
+    scale = to_device(_dropout_scale(ctx, x, keep_prob, seed, seed2, noise_shape))
+    xp = array_namespace(x, scale)
+    return x * scale, xp.broadcast_to(scale, np.broadcast_shapes(scale.shape, x.shape))
 
 
 def _dropout_shape(inputs, attrs):
@@ -300,6 +314,7 @@ def _dropout_shape(inputs, attrs):
 
 register_op("Dropout", _dropout_shape, _dropout_kernel, stateful=True, needs_ctx=True,
             grad=lambda op, g, g_mask=None: [None if g is None else g * op.outputs[1], None])
+register_kernel("Dropout", "GPU", _dropout_gpu_kernel)
 
 
 def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None):
