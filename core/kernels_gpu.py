@@ -281,6 +281,9 @@ HOST_MEMORY_INPUTS = {
     "GatherV2": (1,), "UnsortedSegmentSum": (1, 2), "SparseSoftmaxCrossEntropyWithLogits": (0,),
     "ScatterAdd": (0,), "ScatterSub": (0,), "ScatterUpdate": (0,),
     "Dropout": (1,),  # keep_prob (its mask is drawn on the host and uploaded: nn_ops)
+    # the host's generators (HOST_OPS) read their shape and bounds where they run
+    "RandomStandardNormal": (0,), "RandomUniform": (0,), "TruncatedNormal": (0,),
+    "RandomUniformInt": (0, 1, 2),
 }
 HOST_MEMORY_OUTPUTS = {"Shape": (0,), "Size": (0,), "Rank": (0,)}
 

@@ -366,6 +366,36 @@ def test_a_gpu_dropout_step_never_waits_for_the_device(fake_gpu):
     np.testing.assert_array_equal(gpu, cpu)
 
 
+def _random_step():
+    g = tv.Graph()
+    with g.as_default():
+        x = tv.placeholder(tv.float32, [None, 4])
+        with tv.device("/gpu:0"):
+            n = tv.random_normal(tv.shape(x), seed=1)
+            u = tv.random_uniform([3], 0, 10, dtype=tv.int32, seed=2)
+            t = tv.truncated_normal([2, 2], seed=3)
+            y = tv.reduce_sum(x * n) + tv.cast(tv.reduce_sum(u), tv.float32) + \
+                tv.reduce_sum(t)
+        with tv.Session() as s:
+            first = s.run(y, {x: np.ones((2, 4), np.float32)})
+            b = kernels_gpu.device_backend()
+            if b is not None:
+                b.cuda.syncs = 0
+            second = s.run(y, {x: np.ones((2, 4), np.float32)})
+            return [float(first), float(second)], None if b is None else b.cuda.syncs
+
+
+def test_random_ops_on_a_gpu_read_their_shapes_on_the_host(fake_gpu):
+    """The host's generators take their shape and bounds in host memory: a step copies back
+    only its fetch (it waited for each random op's shape: 6 copies), and a seed draws the
+    same numbers as on the CPU."""
+    gpu, waits = _random_step()
+    assert waits == 1
+    fake_device.restore(None)
+    cpu, _ = _random_step()
+    assert gpu == cpu and gpu[0] != gpu[1]
+
+
 def test_a_gpu_cnn_step_never_waits_for_the_device(fake_gpu):
     """Convolution, pooling and their gradients queue without a copy to the host (MaxPoolGrad
     asked whether its gradient was finite, one wait per step)."""
