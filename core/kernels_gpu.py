@@ -275,7 +275,7 @@ OVERRIDES = {
 # host-memory output, downloads it (passes.partition.insert_copies).
 HOST_MEMORY_INPUTS = {
     "Slice": (1, 2), "SliceGrad": (2,), "Fill": (0,), "Range": (0, 1, 2),
-    "BroadcastTo": (1,), "ScatterNd": (2,),
+    "BroadcastTo": (1,), "ScatterNd": (0, 2), "GatherNd": (1,),
     # ids, labels and indices, range-checked on the host and uploaded for the indexing (an
     # embedding lookup, its sparse gradient and update, a sparse cross-entropy's labels)
     "GatherV2": (1,), "UnsortedSegmentSum": (1, 2), "SparseSoftmaxCrossEntropyWithLogits": (0,),

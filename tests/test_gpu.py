@@ -396,6 +396,27 @@ def test_random_ops_on_a_gpu_read_their_shapes_on_the_host(fake_gpu):
     assert gpu == cpu and gpu[0] != gpu[1]
 
 
+def test_nd_gathers_and_scatters_check_their_indices_on_the_host(fake_gpu):
+    """GatherNd and ScatterNd read fed indices in host memory (each checked its indices on
+    the device: a copy per index column); bad indices still fail by name."""
+    g = tv.Graph()
+    with g.as_default():
+        idx = tv.placeholder(tv.int32, [None, 2])
+        with tv.device("/gpu:0"):
+            p = tv.constant(np.arange(12.0).reshape(3, 4))
+            got = tv.gather_nd(p, idx)
+            back = tv.scatter_nd(idx, got, [3, 4])
+            total = tv.reduce_sum(got) + tv.reduce_sum(back)
+        with tv.Session() as s:
+            feed = {idx: [[0, 1], [2, 3], [0, 1]]}
+            s.run(total, feed)
+            fake_gpu.cuda.syncs = 0
+            assert float(s.run(total, feed)) == 2 * (1 + 11 + 1)
+            assert fake_gpu.cuda.syncs == 1  # the fetch
+            with pytest.raises(tv.errors.InvalidArgumentError, match=r"GatherNd"):
+                s.run(total, {idx: [[0, 4]]})
+
+
 def test_a_gpu_cnn_step_never_waits_for_the_device(fake_gpu):
     """Convolution, pooling and their gradients queue without a copy to the host (MaxPoolGrad
     asked whether its gradient was finite, one wait per step)."""

@@ -270,12 +270,17 @@ register_tensor_conversion_function(IndexedSlices, _indexed_slices_to_tensor, pr
 
 
 # ---- gather_nd, scatter_nd -------------------------------------------------------------------
-def _nd_index(indices, shape_, op):
+def _nd_index(indices, shape_, op, xp=np):
+    """The index tuple of ``indices`` (``[..., k]``) into an array of ``shape_`` living in
+    ``xp``, range-checked. On a GPU the indices are read in host memory
+    (kernels_gpu.HOST_MEMORY_INPUTS): checked there, then uploaded."""
     k = indices.shape[-1]
     if k > len(shape_):
         raise InvalidArgumentError(f"{op}: index depth {k} exceeds the rank {len(shape_)}")
     for j in range(k):
         check_index_range(indices[..., j], shape_[j], op, what=f"indices[..., {j}]")
+    if xp is not np:
+        indices = xp.asarray(indices)
     return tuple(np.moveaxis(indices, -1, 0))
 
 
@@ -294,13 +299,14 @@ def _gather_nd_shape(inputs, attrs):
 
 
 def _gather_nd_kernel(params, indices):
-    idx = _nd_index(indices, params.shape, "GatherNd")
+    idx = _nd_index(indices, params.shape, "GatherNd", array_namespace(params))
     return params[idx] if idx else np.broadcast_to(params, indices.shape[:-1] + params.shape)
 
 
 def _scatter_nd_kernel(indices, updates, shape):
-    out = array_namespace(updates).zeros(tuple(int(d) for d in shape), dtype=updates.dtype)
-    add_at(out, _nd_index(indices, out.shape, "ScatterNd"), updates)
+    xp = array_namespace(updates)
+    out = xp.zeros(tuple(int(d) for d in shape), dtype=updates.dtype)
+    add_at(out, _nd_index(indices, out.shape, "ScatterNd", xp), updates)
     return out
 
 
