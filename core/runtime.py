@@ -223,6 +223,7 @@ class Instr:
     location: str
     ctl: tuple[int, ...] = ()
     tok: int = -1
+    out_bytes: int = -1  # static size of its first output, -1 where not known
 
 
 @dataclass(frozen=True)
@@ -331,6 +332,8 @@ def _donors(ins, free: tuple) -> tuple:
     """``(input position, slot)`` of the inputs whose buffer ``ins``'s kernel may write its
     output into (``OpDef.forwards``): those whose slot dies with it and that it reads once."""
     forwards = registry[ins.type].forwards
+    if not forwards or 0 <= getattr(ins, "out_bytes", -1) < FORWARD_MIN_BYTES:
+        return ()  # statically too small to be offered (donatable would refuse it anyway)
     return tuple((pos, ins.args[pos]) for pos in forwards
                  if pos < len(ins.args) and ins.args[pos] in free
                  and ins.args.count(ins.args[pos]) == 1)

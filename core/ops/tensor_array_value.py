@@ -87,10 +87,14 @@ class TensorArrayValue:
         return cls(_Store(), 0, 0, dynamic=True, grad=True, name="TensorArrayGrad")
 
     def _derive(self, store, version, size, **changes) -> TensorArrayValue:
-        kw = {k: getattr(self, k) for k in ("dynamic", "elem_shape", "infer_shape", "grad",
-                                            "name", "elem_dtype")}
-        kw.update(changes)
-        return TensorArrayValue(store, version, size, **kw)
+        new = object.__new__(TensorArrayValue)  # every slot copied, then the changes
+        new._store, new._version, new.size = store, version, size
+        new.dynamic, new.elem_shape, new.infer_shape = \
+            self.dynamic, self.elem_shape, self.infer_shape
+        new.grad, new.name, new.elem_dtype = self.grad, self.name, self.elem_dtype
+        for k, v in changes.items():
+            setattr(new, k, v)
+        return new
 
     def __repr__(self):
         return f"<TensorArrayValue {self.name} size={self.size} v{self._version}>"

@@ -34,6 +34,7 @@ from ..graph import Graph, Operation, Tensor, _user_location, get_default_graph
 from ..kernels_gpu import array_namespace, is_device_array, to_device, to_host
 from ..op_def_library import apply_op
 from ..registry import register_op, registry
+from ..runtime import execute
 from ..tensor_conversion import convert_to_tensor
 
 __all__: list[str] = []  # while_loop is exported by control_flow_ops
@@ -124,25 +125,44 @@ class Func:
         self.fetches = [(t.op.name, t.value_index) for t in outputs]
         self.frame = frame
         self.location = location
-        self._programs: dict[str, tuple] = {}
+        # Tensors of the function's own ops its gradient reads (TF's gradient stacks): the
+        # program returns them after ``fetches``, and the loop tapes them per iteration, so the
+        # gradient need not recompute them. Only grows (a later gradient appends).
+        self.taped: list[tuple[str, int]] = []
+        self._programs: dict[tuple, tuple] = {}
+        self._calls: dict[tuple, tuple] = {}  # (device, taped) -> (program, args, picks)
 
     def __getstate__(self):
-        return {k: v for k, v in self.__dict__.items() if k not in ("graph", "_programs")}
+        return {k: v for k, v in self.__dict__.items()
+                if k not in ("graph", "_programs", "_calls")}
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+        self.__dict__.setdefault("taped", [])
         self.graph = None
         self._programs = {}
+        self._calls = {}
 
     def __repr__(self):
         return f"<Func {self.frame} {len(self.nodes)} ops>"
 
+    def tape(self, refs) -> list[int]:
+        """Ask the program to also return ``refs`` (tensors of its own ops) after its
+        fetches; returns their indices among the taped values."""
+        out = []
+        for ref in refs:
+            if ref not in self.taped:
+                self.taped.append(ref)
+            out.append(self.taped.index(ref))
+        return out
+
     def program(self, device: str):
-        got = self._programs.get(device)
+        key = (device, len(self.taped))
+        got = self._programs.get(key)
         if got is None:
             from .. import passes
             step = passes.Step({**self.owners, **self.nodes}, self.nodes,
-                               tuple(self.fetches), (), tuple(self.feeds))
+                               tuple(self.fetches) + tuple(self.taped), (), tuple(self.feeds))
             # on a GPU the outputs stay device arrays: the loop's next iteration reads them
             plan = passes.run_pipeline(step, passes.pipeline(
                 device, gpu_available="GPU" in device, fetch_to_host=False)).plan
@@ -153,18 +173,33 @@ class Func:
                     f"{self.location})")
             task = plan.tasks[0] if plan.tasks else None
             got = (task, plan.fetches)
-            self._programs[device] = got
+            self._programs[key] = got
         return got
 
     def call(self, ctx, feeds: list) -> list:
-        from ..runtime import execute
-        task, fetches = self.program(ctx.device)
-        vals = None
-        if task is not None:
-            args = [feeds[a[1]] for a in task.args]
-            vals = execute(task.program, ctx.rt, ctx.step_id, args)
+        """Run the program on ``feeds`` (one value per feed); returns the fetches' values,
+        then the taped tensors'. The program's argument and result positions are resolved
+        once per compiled program (a loop calls this every iteration)."""
+        got = self._calls.get((ctx.device, len(self.taped)))
+        if got is None:
+            got = self._call_plan(ctx.device)
+        program, arg_idx, picks = got
+        if program is None:
+            return [feeds[i] for _, i in picks]
+        vals = execute(program, ctx.rt, ctx.step_id, [feeds[i] for i in arg_idx])
+        return [feeds[i] if from_feed else vals[i] for from_feed, i in picks]
+
+    def _call_plan(self, device: str):
+        task, fetches = self.program(device)
+        if task is None:
+            got = (None, (), tuple((True, f[1]) for f in fetches))
+        else:
             exports = task.program.exports
-        return [feeds[f[1]] if f[0] == "feed" else vals[exports[f[2]]] for f in fetches]
+            got = (task.program, tuple(a[1] for a in task.args),
+                   tuple((True, f[1]) if f[0] == "feed" else (False, exports[f[2]])
+                         for f in fetches))
+        self._calls[(device, len(self.taped))] = got
+        return got
 
 
 # ---- tracing ---------------------------------------------------------------------------------
@@ -411,16 +446,26 @@ def _while_kernel(ctx, *ins, cond, body, n, ncc, nbc, has_max, back_prop, parall
     # On a GPU the loop's values stay on the device; only the predicate (one element) comes
     # to the host each iteration, as TF's loop on a GPU does.
     on_device = "GPU" in ctx.device
+    checks = [(k, inv) for k, inv in enumerate(shapes) if inv is not None]
     i = 0
     while limit is None or i < limit:
         if not bool(np.asarray(to_host(cond.call(ctx, vals + ccaps)[0]))):
             break
-        if tape is not None:
-            tape.append(vals)
         new = body.call(ctx, vals + bcaps)
-        for k, (v, inv) in enumerate(zip(new, shapes)):
+        kept = ()
+        if len(new) > n:  # the taped tensors the gradient reads
+            kept = new[n:]
+            del new[n:]
+        if tape is not None:
+            tape.append((vals, kept))
+        vals = [v if v.__class__ is np.ndarray else _loop_value(v, on_device) for v in new]
+        for k, inv in checks:
+            v = vals[k]
+            if v.__class__ is np.ndarray and v.shape == inv:
+                continue  # exactly the invariant
+            if not inv and getattr(v, "_tv_loop_value", False):
+                continue  # a TensorArray's value: a scalar
             _check_shape(v, inv, k, frame)
-        vals = [_loop_value(v, on_device) for v in new]
         i += 1
     return tuple(vals) + (tape,)
 
@@ -454,23 +499,41 @@ def _while_grad(op, *grads):
     if not fv or all(grads[i] is None for i in fv):
         return nones
     with fg.as_default():
+        first_new = len(fg._ops)
         gys = [placeholder(outs[i].dtype, outs[i]._shape, name="grad_y") for i in fv]
         xs = [phs[i] for i in fv] + [phs[n + j] for j in fc]
         dxs = gradients([outs[i] for i in fv], xs, grad_ys=gys)
         dxs = [zeros_like(x) if d is None else densify(d, x) for d, x in zip(dxs, xs)]
-    gfunc = Func(fg, phs + gys, dxs, a["frame"] + "/grad", op.location)
+    # The body's own tensors the gradient ops read are taped by the forward loop (TF's
+    # gradient stacks) and fed to the gradient program, which then does not recompute them.
+    taped = _taped_reads(fg._ops[first_new:], body)
+    tape_idx = body.tape([(t.op.name, t.value_index) for t in taped])
+    gfunc = Func(fg, phs + gys + taped, dxs, a["frame"] + "/grad", op.location)
     g_in = [zeros_like(op.outputs[i]) if grads[i] is None else densify(grads[i], op.outputs[i])
             for i in fv]
     bcaps = list(op.inputs[n + ncc:n + ncc + nbc])
     gop = apply_op("WhileGrad", bcaps + [op.outputs[n]] + g_in,
                    {"grad": gfunc, "nbc": nbc, "nv": len(fv), "fc": tuple(fc),
-                    "frame": a["frame"]}, name="WhileGrad")
+                    "frame": a["frame"], "tape_idx": tuple(tape_idx)}, name="WhileGrad")
     out = list(nones)
     for k, i in enumerate(fv):
         out[i] = gop.outputs[k]
     for k, j in enumerate(fc):
         out[n + ncc + j] = gop.outputs[len(fv) + k]
     return out
+
+
+def _taped_reads(grad_ops, body: Func) -> list[Tensor]:
+    """Tensors of the body's forward ops (not its inputs, not constants) that ``grad_ops``
+    read, in first-read order."""
+    feeds = {nm for nm, _ in body.feeds}
+    out: dict[Tensor, None] = {}
+    for gop in grad_ops:
+        for t in gop.inputs:
+            name = t.op.name
+            if name in body.nodes and name not in feeds and t.op.type != "Const":
+                out[t] = None
+    return list(out)
 
 
 def _while_grad_shape(inputs, attrs):
@@ -480,17 +543,27 @@ def _while_grad_shape(inputs, attrs):
         [(inputs[j].dtype, inputs[j]._shape) for j in attrs["fc"]]
 
 
-def _while_grad_kernel(ctx, *ins, grad, nbc, nv, fc, frame):
+def _while_grad_kernel(ctx, *ins, grad, nbc, nv, fc, frame, tape_idx=()):
     bcaps = list(ins[:nbc])
     tape = ins[nbc]
     gys = list(ins[nbc + 1:])
     acc = [None] * len(fc)
     if tape is None:
         raise InvalidArgumentError(f"while_loop {frame!r} was built with back_prop=False")
-    for vals in reversed(tape):
-        out = grad.call(ctx, list(vals) + bcaps + gys)
+    owned = [False] * len(fc)  # acc[k] is an array this kernel made (summed into in place)
+    for vals, kept in reversed(tape):
+        out = grad.call(ctx, vals + bcaps + gys + [kept[i] for i in tape_idx])
         gys = out[:nv]
-        acc = [d if s is None else s + d for s, d in zip(acc, out[nv:])]
+        for k in range(len(fc)):
+            s, d = acc[k], out[nv + k]
+            if s is None:
+                acc[k] = d
+            elif owned[k] and d.__class__ is np.ndarray and s.shape == d.shape and \
+                    s.dtype == d.dtype:
+                np.add(s, d, out=s)  # the same sums as s + d, without a new array each time
+            else:
+                acc[k] = s = s + d
+                owned[k] = s.__class__ is np.ndarray
     acc = [array_namespace(bcaps[j]).zeros_like(bcaps[j]) if s is None else s
            for s, j in zip(acc, fc)]
     return tuple(gys) + tuple(acc)

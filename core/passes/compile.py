@@ -12,6 +12,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..graph_def import Node
 from ..registry import registry
 from ..runtime import Instr, StageProgram
@@ -274,7 +276,7 @@ def compile_plan(part: Partition, stages: dict[str, int], fetches: list, feeds: 
             d = registry[n.type]
             instrs.append(Instr(n.type, n.name, tuple(in_slots), dict(n.attrs),
                                 outs if n.num_outputs != 1 else outs[:1],
-                                d.needs_ctx, n.location, tuple(ctl), tok))
+                                d.needs_ctx, n.location, tuple(ctl), tok, _out_bytes(n)))
         export_slots = tuple(slot_of[("out", ref)] for ref in exports[tname])
         program = StageProgram(device, _device_type(device), nslots, tuple(arg_picks),
                                tuple(instrs), export_slots, tname,
@@ -289,6 +291,23 @@ def compile_plan(part: Partition, stages: dict[str, int], fetches: list, feeds: 
                                                  if t.name not in consumed]))
     return Plan(tuple(tasks), tuple(send_specs), tuple(fetch_src), tuple(feeds), outputs,
                 part.devices, graph_ops, tuple(fallbacks))
+
+
+def _out_bytes(n: Node) -> int:
+    """The static size in bytes of ``n``'s first output, or -1 where its shape or dtype is
+    not fully known (the runtime then never offers a statically small output a buffer)."""
+    if not n.out_shapes or not n.out_dtypes:
+        return -1
+    shape, dt = n.out_shapes[0], n.out_dtypes[0]
+    if shape is None or any(d is None for d in shape):
+        return -1
+    itemsize = getattr(getattr(dt, "np_dtype", None), "itemsize", 0)
+    if not itemsize or getattr(dt, "np_dtype", None) == np.dtype(object):
+        return -1
+    size = itemsize
+    for d in shape:
+        size *= int(d)
+    return size
 
 
 def _device_type(device: str) -> str:
