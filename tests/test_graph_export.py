@@ -417,3 +417,27 @@ def test_cond_inside_a_loop_body_round_trips():
     g2 = graph_from_dict(json.loads(json.dumps(g.as_graph_def())))
     with tv.Session(graph=g2) as sess:
         assert int(sess.run(g2.get_tensor_by_name("r:0"))) == 10 - 1 + 10 - 1 + 10
+
+
+def test_queue_runners_are_restored_and_start():
+    g = tv.Graph()
+    with g.as_default():
+        q = tv.FIFOQueue(8, tv.float32, shapes=[[]], name="q")
+        counter = tv.Variable(0.0, name="counter")
+        enq = q.enqueue(counter.assign_add(1.0))
+        tv.train.add_queue_runner(tv.train.QueueRunner(q, [enq]))
+        tv.identity(q.dequeue(), name="deq")
+        meta = json.loads(json.dumps(tv.train.export_meta_graph()))
+    assert meta["collection_def"][tv.train.QUEUE_RUNNERS][0]["queue_runner"]["queue"] == "q"
+    with tv.Graph().as_default():
+        tv.train.import_meta_graph(meta)
+        (qr,) = tv.get_collection(tv.train.QUEUE_RUNNERS)
+        assert qr.queue.name == "q" and [op.name for op in qr.enqueue_ops] == [enq.name]
+        with tv.Session() as sess:
+            sess.run(tv.global_variables_initializer())
+            coord = tv.train.Coordinator()
+            threads = tv.train.start_queue_runners(sess, coord)
+            got = [float(sess.run("deq:0")) for _ in range(5)]
+            coord.request_stop()
+            coord.join(threads)
+    assert got == [1.0, 2.0, 3.0, 4.0, 5.0]

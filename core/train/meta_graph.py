@@ -48,7 +48,51 @@ def _item_to_plain(item):
         return {"operation": item.name}
     if item is None or isinstance(item, (bool, int, float, str)):
         return {"value": item}
+    from .queue_runner import QueueRunner
+    if isinstance(item, QueueRunner):  # TF's QueueRunnerDef
+        return {"queue_runner": {
+            "queue": item.queue.name, "enqueue_ops": [op.name for op in item.enqueue_ops],
+            "close_op": item.close_op.name, "cancel_op": item.cancel_op.name,
+            "closed_types": [c.__name__ for c in item._closed_types]}}
     return None
+
+
+def _queue_from_op(graph, name: str):
+    """The queue object whose ``*QueueV2`` op is ``name`` (no op is added)."""
+    from ..ops import data_flow_ops as dfo
+    op = graph.get_operation_by_name(name)
+    kinds = {c._op_type: c for c in (dfo.FIFOQueue, dfo.PaddingFIFOQueue,
+                                      dfo.RandomShuffleQueue, dfo.PriorityQueue)}
+    cls = kinds.get(op.type)
+    if cls is None:
+        raise errors.InvalidArgumentError(f"queue runner: {name!r} is a {op.type}, not a queue")
+    q = cls.__new__(cls)
+    spec = op.attrs["queue"]
+    q._dtypes, q._names, q._shapes = tuple(spec["dtypes"]), None, spec["shapes"]
+    q._spec, q._op, q._name = spec, op, op.name
+    return q
+
+
+def _queue_runner_from_plain(graph, d: dict):
+    import threading
+
+    from .queue_runner import QueueRunner
+    qr = QueueRunner.__new__(QueueRunner)
+    qr.queue = _queue_from_op(graph, d["queue"])
+    qr.enqueue_ops = [graph.get_operation_by_name(n) for n in d["enqueue_ops"]]
+    qr.close_op = graph.get_operation_by_name(d["close_op"])
+    qr.cancel_op = graph.get_operation_by_name(d["cancel_op"])
+    types = []
+    for n in d.get("closed_types", ()):
+        cls = getattr(errors, str(n), None)
+        if not (isinstance(cls, type) and issubclass(cls, errors.OpError)):
+            raise errors.InvalidArgumentError(f"queue runner: {n!r} is not a tv.errors class")
+        types.append(cls)
+    qr._closed_types = tuple(types)
+    qr._lock = threading.Lock()
+    qr._runs = 0
+    qr.exceptions = []
+    return qr
 
 
 def _collections_to_plain(graph, keys) -> dict:
@@ -104,6 +148,9 @@ def _restore_collections(graph, coll: dict) -> None:
                     graph.add_to_collection(key, v)
                 elif "tensor" in d:
                     graph.add_to_collection(key, graph.get_tensor_by_name(d["tensor"]))
+                elif "queue_runner" in d:
+                    graph.add_to_collection(key, _queue_runner_from_plain(graph,
+                                                                          d["queue_runner"]))
                 elif "operation" in d:
                     graph.add_to_collection(key, graph.get_operation_by_name(d["operation"]))
                 elif "value" in d and (d["value"] is None or
