@@ -261,9 +261,18 @@ def _build_nodes(g, nodes, where: str = "GraphDef", clear_devices: bool = False)
                 raise InvalidArgumentError(
                     f"{where}: node {name!r} has op type {n['op']!r}, which is not registered"
                     " in tensorvm")
+            ins, attr = n.get("input", []), n.get("attr", {})
+            if not isinstance(ins, list) or not all(isinstance(x, str) for x in ins) or \
+                    not isinstance(attr, dict):
+                raise InvalidArgumentError(f"{where}: node {name!r}: 'input' must be a list of "
+                                           "tensor names and 'attr' a dict")
+            for k in ("device", "colocation", "location"):
+                if n.get(k) is not None and not isinstance(n[k], str):
+                    raise InvalidArgumentError(f"{where}: node {name!r}: {k!r} must be a "
+                                               "string")
             inputs, controls = [], []
             try:
-                for s in n.get("input", []):
+                for s in ins:
                     if s.startswith("^"):
                         controls.append(g.get_operation_by_name(s[1:]))
                     else:
@@ -271,17 +280,32 @@ def _build_nodes(g, nodes, where: str = "GraphDef", clear_devices: bool = False)
             except (NotFoundError, ValueError, KeyError, IndexError) as e:
                 raise InvalidArgumentError(f"{where}: node {name!r} reads a missing node: "
                                            f"{e}") from None
-            attrs = {k: dec(v) for k, v in n.get("attr", {}).items()}
+            attrs = {}
+            for k, v in attr.items():
+                try:
+                    attrs[k] = dec(v)
+                except InvalidArgumentError:
+                    raise
+                except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
+                    raise InvalidArgumentError(f"{where}: node {name!r}: bad attr {k!r} "
+                                               f"({type(e).__name__}: {e})") from None
             try:
                 specs = get_op_def(n["op"]).shape_fn(inputs, attrs)
             except InvalidArgumentError:
                 raise
             except Exception as e:  # a node whose attrs do not fit its op
-                raise InvalidArgumentError(f"{where}: node {name!r} ({n['op']}): {e}") \
-                    from None
-            with g.control_dependencies(controls):
-                op = g.create_op(n["op"], inputs, attrs, specs, name=name,
-                                 location=n.get("location"), colocation=n.get("colocation"))
+                raise InvalidArgumentError(f"{where}: node {name!r} ({n['op']}): "
+                                           f"{type(e).__name__}: {e}") from None
+            try:
+                with g.control_dependencies(controls):
+                    op = g.create_op(n["op"], inputs, attrs, specs, name=name,
+                                     location=n.get("location"),
+                                     colocation=n.get("colocation"))
+            except (TypeError, ValueError) as e:  # output specs that attrs made nonsense
+                if isinstance(e, InvalidArgumentError):
+                    raise
+                raise InvalidArgumentError(f"{where}: node {name!r} ({n['op']}): "
+                                           f"{type(e).__name__}: {e}") from None
             if op.name != name:
                 raise InvalidArgumentError(f"{where}: duplicate node name {name!r}")
             op.device = "" if clear_devices else (n.get("device") or "")

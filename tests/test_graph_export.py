@@ -441,3 +441,51 @@ def test_queue_runners_are_restored_and_start():
             coord.request_stop()
             coord.join(threads)
     assert got == [1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def _mutations(obj, rng, n):
+    """``n`` copies of ``obj`` with one value somewhere replaced by a wrong-typed one."""
+    paths = []
+
+    def walk(o, path):
+        paths.append(path)
+        if isinstance(o, dict):
+            for k, v in o.items():
+                walk(v, path + (k,))
+        elif isinstance(o, list):
+            for i, v in enumerate(o):
+                walk(v, path + (i,))
+    walk(obj, ())
+    junk = [None, 7, -1, "x", "zz:9", [], {}, [1, "a"], {"__ndarray__": "<f4"}, 1.5, True,
+            {"__tuple__": 3}, {"__func__": {}}, {"__stage__": "Batch", "fields": {}}]
+    for _ in range(n):
+        m = json.loads(json.dumps(obj))
+        path = paths[rng.randint(1, len(paths))]
+        parent = m
+        for k in path[:-1]:
+            parent = parent[k]
+        parent[path[-1]] = junk[rng.randint(len(junk))]
+        yield path, m
+
+
+def test_damaged_meta_graphs_fail_with_tensorvm_errors_only():
+    """Every value replaced, one at a time, by a wrong one: import either works or raises a
+    tv.errors class (never a TypeError/KeyError/AttributeError from deep inside)."""
+    g = tv.Graph()
+    with g.as_default():
+        p = tv.placeholder(tv.float32, [None], name="p")
+        w = tv.Variable(1.5, name="w")
+        _, y = tv.while_loop(lambda i, a: i < 2, lambda i, a: (i + 1, a * w), [0, p])
+        ds = tv.data.Dataset.from_tensor_slices(np.arange(4.0)).map(lambda v: v + 1.0)
+        ds.make_one_shot_iterator().get_next()
+        tv.train.GradientDescentOptimizer(0.1).minimize(tv.reduce_sum(y))
+        meta = tv.train.export_meta_graph(saver_def=tv.train.Saver().saver_def)
+    rng = np.random.RandomState(0)
+    for path, bad in _mutations(meta, rng, 300):
+        with tv.Graph().as_default():
+            try:
+                tv.train.import_meta_graph(bad)
+            except tv.errors.OpError:
+                pass
+            except Exception as e:  # pragma: no cover - the failure message
+                raise AssertionError(f"mutating {path}: {type(e).__name__}: {e}") from e

@@ -158,7 +158,10 @@ def _restore_collections(graph, coll: dict) -> None:
                     graph.add_to_collection(key, d["value"])
                 else:
                     raise errors.InvalidArgumentError(f"bad item {str(d)[:80]!r}")
-            except (errors.NotFoundError, TypeError, KeyError, ValueError) as e:
+            except errors.InvalidArgumentError:
+                raise
+            except (errors.NotFoundError, TypeError, KeyError, ValueError, AttributeError,
+                    IndexError) as e:
                 raise errors.InvalidArgumentError(
                     f"meta graph: collection {key!r} names a missing or bad node: {e}") \
                     from None

@@ -372,6 +372,8 @@ class Saver:
     def _from_saver_def(cls, graph, saver_def: dict) -> "Saver":
         """The Saver whose ops ``saver_def`` names in ``graph`` (no op is added)."""
         self = cls.__new__(cls)
+        if not isinstance(saver_def, dict):
+            raise errors.InvalidArgumentError("meta graph: its saver_def must be a dict")
         try:
             self._commit = graph.get_tensor_by_name(saver_def["save_tensor"])
             self._restores = [graph.get_operation_by_name(n)
@@ -380,7 +382,7 @@ class Saver:
             self._dir = graph.get_tensor_by_name(saver_def["dir_url"])
             self._step = graph.get_tensor_by_name(saver_def["step"])
             self._groups = [[None] * int(k) for k in saver_def.get("shards", [])]
-        except (errors.NotFoundError, KeyError, TypeError, ValueError) as e:
+        except (errors.NotFoundError, KeyError, TypeError, ValueError, AttributeError) as e:
             raise errors.InvalidArgumentError(
                 f"meta graph: its saver_def names a missing or bad node: {e}") from None
         self._empty = False
