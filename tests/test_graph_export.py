@@ -489,3 +489,16 @@ def test_damaged_meta_graphs_fail_with_tensorvm_errors_only():
                 pass
             except Exception as e:  # pragma: no cover - the failure message
                 raise AssertionError(f"mutating {path}: {type(e).__name__}: {e}") from e
+
+
+def test_pruned_checkpoints_lose_their_meta_graphs(tmp_path):
+    with tv.Graph().as_default():
+        v = tv.Variable(0.0, name="v")
+        saver = tv.train.Saver(max_to_keep=2)
+        with tv.Session() as sess:
+            sess.run(tv.global_variables_initializer())
+            for step in range(4):
+                saver.save(sess, str(tmp_path / "m"), global_step=step)
+    names = sorted(os.listdir(tmp_path))
+    assert [n for n in names if n.endswith(".meta")] == ["m-2.meta", "m-3.meta"]
+    assert "m-3" in names and "m-0" not in names

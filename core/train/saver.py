@@ -445,10 +445,28 @@ class Saver:
                 if write_meta_graph:
                     raise
                 _log.warning("Saver.save: no meta graph written next to %s: %s", path, e)
+        before = self.last_checkpoints
         self.last_checkpoints = [p for p in self.last_checkpoints if p != path] + [path]
         if self.max_to_keep:
             self.last_checkpoints = self.last_checkpoints[-self.max_to_keep:]
+        self._remove_pruned_meta_graphs(set(before) - set(self.last_checkpoints),
+                                        meta_graph_suffix)
         return path
+
+    @staticmethod
+    def _remove_pruned_meta_graphs(dropped, suffix) -> None:
+        """Delete the ``.meta`` files of checkpoints that ``max_to_keep`` pruned (TF's rule;
+        a checkpoint kept by ``keep_checkpoint_every_n_hours`` keeps its meta graph)."""
+        from ..storage.fsio import to_fs
+        for old in dropped:
+            try:
+                fs, folder = to_fs(old)
+                if not fs.exists(folder):
+                    meta = f"{folder}.{suffix or 'meta'}"
+                    if fs.exists(meta):
+                        fs.rm(meta)
+            except (OSError, ValueError) as e:  # best effort, as the pruning itself
+                _log.info("Saver.save: could not remove the meta graph of %s: %s", old, e)
 
     def restore(self, sess, save_path: str) -> None:
         """Assign every variable its value from the checkpoint at ``save_path`` (a path that
