@@ -6,7 +6,10 @@ stateful flag, number of outputs and the user's ``file:line``. ``nodes`` maps ar
 in topological order.
 
 ``graph_to_dict`` / ``graph_from_dict`` give a JSON-able GraphDef-like dict (no pickle:
-NumPy values become ``{"__ndarray__": dtype, "shape": [...], "data": [...]}``).
+NumPy values become ``{"__ndarray__": dtype, "shape": [...], "b64": ...}``; a while_loop's
+cond/body and a dataset's map/filter functions become nested graph definitions, a tv.data
+pipeline a tree of stages by class name). ``tv.train.export_meta_graph`` wraps it with the
+collections and the Saver's ops.
 """
 from __future__ import annotations
 
