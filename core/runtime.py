@@ -299,9 +299,104 @@ def _bind(program: StageProgram) -> tuple:
         # may write its output into (donors)
         bound_free = tuple(b + (f, _donors(i, f)) for b, f, i in zip(bound, frees,
                                                                       program.instrs))
-        cached = (generation(), bound, cf, bound_free)
+        straight = None
+        if STRAIGHT_LINE and not cf and not any(b[-1] for b in bound_free):
+            straight = _straight_line(program, bound_free)
+        cached = (generation(), bound, cf, bound_free, straight)
         object.__setattr__(program, "_bound", cached)
     return cached[1], cached[2]
+
+
+# Programs with no control flow and no input a kernel could write into run as one generated
+# Python function (the instructions as straight-line code over local variables): the same
+# kernels in the same order, the same cancellation, watch and error rules as execute()'s
+# loop, without its per-instruction dispatch (a while_loop runs its body's program once per
+# iteration, so that dispatch is most of a small body's time after its kernels).
+STRAIGHT_LINE = True
+
+
+def _straight_line(program: StageProgram, bound_free) -> Callable:
+    """``execute``'s loop for ``program`` as generated code: ``run(vals, rt, step_id)``
+    takes the slots list with the arguments in place and returns it with the exports set."""
+    instrs = tuple(b[5] for b in bound_free)
+    env: dict[str, Any] = {"_KC": KernelContext, "_root": _step_root, "_cancel": _cancel,
+                           "_started": _started,
+                           "_fail_at": lambda i, local, e: _fail_at(instrs, i, local, e)}
+    arg_slots = sorted({slot for slot, _ in program.arg_picks})
+    lines = ["def run(vals, rt, step_id):"]
+    lines += [f"    s{a} = vals[{a}]; vals[{a}] = None" for a in arg_slots]
+    lines += ["    c = rt._cancelled", "    w = rt._watched", "    rm = None", "    i = -1",
+              "    try:"]
+    written = set(arg_slots)
+    for k, (fn, ins_args, attrs, outs, needs_ctx, ins, stateful, free, _) in \
+            enumerate(bound_free):
+        env[f"K{k}"], env[f"I{k}"] = fn, ins
+        lines.append(f"        i = {k}")
+        lines.append(f"        if c and _root(step_id) in c: raise _cancel(step_id, I{k})")
+        if stateful:
+            lines.append(f"        if w: _started(w, step_id, I{k}.name)")
+        call_args = [f"s{a}" for a in ins_args]
+        if needs_ctx:
+            lines.append(f"        if rm is None: rm = rt.for_device({program.device!r})")
+            call_args.insert(0, f"_KC(rm, I{k}.name, step_id, {program.device!r}, rt)")
+        if attrs:
+            env[f"A{k}"] = attrs
+            call_args.append(f"**A{k}")
+        call = f"K{k}({', '.join(call_args)})"
+        if outs.__class__ is int:
+            lines.append(f"        s{outs} = {call}")
+            written.add(outs)
+        else:
+            lines.append(f"        _o = {call}")
+            for j, o in enumerate(outs):
+                lines.append(f"        s{o} = _o[{j}]")
+            written.update(outs)
+            lines.append("        _o = None")
+        for f in free:
+            if f in written:
+                lines.append(f"        s{f} = None")
+    lines.append("    except Exception as e:  # noqa: BLE001 - re-raised with the op named")
+    lines.append("        err = _fail_at(i, locals(), e)")
+    lines.append("        if err is e: raise")
+    lines.append("        raise err from e")
+    for e in program.exports:
+        if e in written:
+            lines.append(f"    vals[{e}] = s{e}")
+    lines.append("    return vals")
+    code = compile("\n".join(lines), f"<tensorvm program {program.name or '?'}>", "exec")
+    exec(code, env)  # noqa: S102 - our own generated source, no user text in it
+    return env["run"]
+
+
+def _fail_at(instrs, i: int, local: dict, exc: Exception):
+    """The error of a generated program's instruction ``i``, as :func:`_fail` makes it (its
+    inputs' shapes from the function's locals); a cancellation passes as it is."""
+    if getattr(exc, "_tv_cancel", False):
+        return exc
+    vals = _SlotView(local)
+    return _fail(instrs[i], vals, exc)
+
+
+class _SlotView:
+    """Slot ``s`` of a generated program is its local ``s<s>`` (None once freed)."""
+
+    def __init__(self, local: dict):
+        self.local = local
+
+    def __getitem__(self, s: int):
+        return self.local.get(f"s{s}")
+
+
+def _cancel(step_id, ins) -> errors.CancelledError:
+    err = _cancelled_error(step_id, ins)
+    err._tv_cancel = True  # not re-wrapped by the generated program's handler
+    return err
+
+
+def _started(watched: dict, step_id, name: str) -> None:
+    started = watched.get(_step_root(step_id))
+    if started is not None:
+        started.append(name)
 
 
 def _free_after(program: StageProgram) -> tuple[tuple[int, ...], ...]:
@@ -412,6 +507,9 @@ def execute(program: StageProgram, resources: DeviceResources, step_id, args) ->
     bound, cf = _bind(program)
     if cf or dead:
         return _execute_dead(program, resources, step_id, vals, bound)
+    straight = program._bound[4]
+    if straight is not None:
+        return straight(vals, resources, step_id)
     rm = None
     cancelled = resources._cancelled  # checked before every op: one lookup once any is set
     watched = resources._watched

@@ -4,6 +4,7 @@ recomputing the body, and statically small outputs skip the buffer-forwarding ch
 import importlib
 
 import numpy as np
+import pytest
 
 import tensorvm as tv
 from tensorvm import passes, runtime
@@ -171,3 +172,73 @@ def test_statically_small_outputs_are_never_offered_a_buffer():
     assert runtime._donors(ins, (0, 1)) == ((0, 0), (1, 1))
     ins = runtime.Instr("Mul", "m", (0, 1), {}, (2,), False, "")
     assert runtime._donors(ins, (0, 1)) == ((0, 0), (1, 1))
+
+
+CPU0 = "/job:localhost/replica:0/task:0/device:CPU:0"
+
+
+def _add_program():
+    return runtime.StageProgram(
+        CPU0, "CPU", 4, ((0, -1), (1, -1)),
+        (runtime.Instr("Add", "add", (0, 1), {}, (2,), False, "here.py:1", out_bytes=32),
+         runtime.Instr("MatMul", "mm", (2, 1), {"transpose_a": False, "transpose_b": False},
+                       (3,), False, "here.py:2")), (3,))
+
+
+def test_straight_line_program_runs_the_same_kernels_and_frees_its_slots():
+    prog = _add_program()
+    rt = runtime.DeviceResources()
+    a, b = np.arange(4.0).reshape(2, 2), np.eye(2)
+    vals = runtime.execute(prog, rt, "t.1", [a, b])
+    assert prog._bound[4] is not None  # generated, not the instruction loop
+    np.testing.assert_array_equal(vals[3], (a + b) @ b)
+    assert vals[:3] == [None, None, None]  # arguments and intermediates dropped
+
+
+def test_straight_line_program_errors_name_the_op_and_its_inputs():
+    prog = _add_program()
+    with pytest.raises(tv.errors.InvalidArgumentError,
+                       match=r"for op 'mm' \(MatMul\) with inputs \(float64\[2, 3\], "
+                             r"float64\[2, 3\]\), created at here.py:2") as e:
+        runtime.execute(prog, runtime.DeviceResources(), "t.2",
+                        [np.ones((2, 3)), np.ones((2, 3))])
+    assert isinstance(e.value.__cause__, ValueError)
+
+
+def test_straight_line_program_stops_at_a_cancelled_step():
+    prog = _add_program()
+    rt = runtime.DeviceResources()
+    rt.cancel_step("t.3")
+    with pytest.raises(tv.errors.CancelledError,
+                       match=r"step t.3 was cancelled before op 'add' \(Add\) ran; created at "
+                             r"here.py:1$"):
+        runtime.execute(prog, rt, "t.3", [np.ones(2), np.ones(2)])
+    np.testing.assert_array_equal(
+        runtime.execute(prog, rt, "t.4", [np.ones((1, 1)), np.ones((1, 1))])[3], [[2.0]])
+
+
+def _seeded_lstm(steps=7):
+    g = tv.Graph()
+    with g.as_default():
+        tv.set_random_seed(5)
+        x = tv.placeholder(tv.float32, [4, steps, 3], name="x")
+        cell = tv.nn.rnn_cell.BasicLSTMCell(8)
+        out, _ = tv.nn.dynamic_rnn(cell, x, dtype=tv.float32)
+        loss = tv.reduce_sum(out * out)
+        grads = tv.gradients(loss, tv.trainable_variables() + [x])
+        sess = tv.Session(graph=g)
+        sess.run(tv.global_variables_initializer())
+    feed = {x: np.random.default_rng(0).normal(size=(4, steps, 3)).astype(np.float32)}
+    return sess, [loss] + grads, feed
+
+
+def test_lstm_loop_bits_are_the_same_with_and_without_straight_line_programs(monkeypatch):
+    got = []
+    for straight in (False, True):
+        monkeypatch.setattr(runtime, "STRAIGHT_LINE", straight)
+        sess, fetches, feed = _seeded_lstm()
+        got.append(sess.run(fetches, feed))
+        sess.close()
+    assert len(got[1]) == 4
+    for a, b in zip(*got):
+        np.testing.assert_array_equal(a, b)
