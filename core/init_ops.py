@@ -208,13 +208,6 @@ class GlorotNormal(VarianceScaling):
         super().__init__(1.0, "fan_avg", "truncated_normal", seed, dtype)
 
 
-def _orthonormal(a: np.ndarray) -> np.ndarray:
-    """Q of ``a``'s QR with the signs fixed by R's diagonal (a uniform random orthogonal
-    matrix when ``a`` is Gaussian)."""
-    q, r = np.linalg.qr(a)
-    return (q * np.where(np.diag(r) < 0, -1, 1)).astype(a.dtype, copy=False)
-
-
 class Orthogonal(Initializer):
     """A random orthogonal matrix (rows or columns orthonormal, times ``gain``), reshaped to
     the variable's shape (all but the last dimension flattened into rows)."""
@@ -224,16 +217,19 @@ class Orthogonal(Initializer):
 
     def __call__(self, shape, dtype=None, partition_info=None):
         from .ops.array_ops import reshape
-        from .ops.manip_ops import transpose
+        from .ops.linalg_ops import matrix_diag_part, qr
+        from .ops.manip_ops import expand_dims, transpose
+        from .ops.math_ops import cast
         from .ops.random_ops import random_normal
-        from .ops.script_ops import py_func
         dims, dt = _shape(shape), self._dtype(dtype)
         if len(dims) < 2:
             raise InvalidArgumentError(f"orthogonal_initializer needs a shape of rank >= 2, "
                                        f"got {dims}")
         rows, cols = int(np.prod(dims[:-1])), dims[-1]
         a = random_normal([max(rows, cols), min(rows, cols)], dtype=dt, seed=self.seed)
-        q = py_func(_orthonormal, [a], dt, stateful=False)
+        # Q of a's QR with the signs fixed by R's diagonal: a uniform random orthogonal matrix
+        q, r = qr(a)
+        q = q * expand_dims(1 - 2 * cast(matrix_diag_part(r) < 0, dt), 0)
         if rows < cols:
             q = transpose(q)
         return reshape(q, dims) * self.gain

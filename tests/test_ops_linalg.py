@@ -246,3 +246,55 @@ def test_ridge_regression_closed_form():
     got, got2 = run([beta, beta2], {X: x, Y: y})
     np.testing.assert_allclose(got, want, rtol=1e-10)
     np.testing.assert_allclose(got2, want, rtol=1e-10)
+
+
+# ---- QR (tv.linalg.qr / tv.qr; the orthogonal initializer is built on it) ---------------------
+@pytest.mark.parametrize("shape", [(5, 3), (4, 4), (3, 5), (2, 4, 3)])
+@pytest.mark.parametrize("full", [False, True])
+def test_qr_matches_numpy_and_reconstructs(shape, full):
+    a = np.random.default_rng(1).standard_normal(shape)
+    with tv.Graph().as_default():
+        q, r = tv.linalg.qr(tv.constant(a), full_matrices=full)
+        got_q, got_r = tv.Session().run([q, r])
+    want_q, want_r = np.linalg.qr(a, mode="complete" if full else "reduced")
+    np.testing.assert_allclose(got_q, want_q, atol=1e-12)
+    np.testing.assert_allclose(got_r, want_r, atol=1e-12)
+    np.testing.assert_allclose(got_q @ got_r, a, atol=1e-12)
+    assert np.allclose(np.triu(got_r), got_r)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (4, 4), (3, 5), (2, 4, 3)])
+def test_qr_gradients(shape):
+    a = np.random.default_rng(2).standard_normal(shape)
+    check_gradients(lambda x: tv.linalg.qr(x)[0], a)
+    check_gradients(lambda x: tv.linalg.qr(x)[1], a)
+    check_gradients(lambda x: tv.reduce_sum(tv.linalg.qr(x)[0]) * tv.linalg.qr(x)[1], a)
+
+
+def test_qr_bad_input():
+    with tv.Graph().as_default():
+        with pytest.raises(tv.errors.InvalidArgumentError, match=r"Qr needs a tensor of rank "
+                                                                 r">= 2"):
+            tv.linalg.qr(tv.constant([1.0, 2.0]))
+        with pytest.raises(tv.errors.InvalidArgumentError, match=r"Qr supports float32 and "
+                                                                 r"float64"):
+            tv.linalg.qr(tv.constant([[1, 2], [3, 4]]))
+        q, _ = tv.linalg.qr(tv.constant(np.ones((5, 3))), full_matrices=True)
+        with pytest.raises(tv.errors.UnimplementedError, match=r"QrGrad not implemented when "
+                                                                r"nrows > ncols and "
+                                                                r"full_matrices is true"):
+            tv.gradients(q, [q.op.inputs[0]])
+
+
+def test_orthogonal_initializer_is_graph_ops_not_a_py_func():
+    """It ran numpy's QR in a py_func: such a graph could not be exported (meta graphs) nor
+    run on a GPU; now it is random_normal -> Qr -> signs of R's diagonal."""
+    with tv.Graph().as_default() as g:
+        v = tv.get_variable("w", [6, 4], initializer=tv.orthogonal_initializer(gain=2.0,
+                                                                               seed=3))
+        types = {op.type for op in g.get_operations()}
+        with tv.Session() as s:
+            s.run(v.initializer)
+            w = s.run(v)
+    assert "Qr" in types and not any("PyFunc" in t for t in types)
+    np.testing.assert_allclose(w.T @ w, 4.0 * np.eye(4), atol=1e-5)

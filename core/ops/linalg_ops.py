@@ -28,7 +28,7 @@ from .math_ops import matmul, reduce_sum
 
 __all__ = ["matrix_inverse", "matrix_determinant", "matrix_solve", "cholesky",
            "matrix_transpose", "trace", "matrix_diag", "matrix_diag_part", "matrix_set_diag",
-           "matrix_band_part", "diag", "diag_part", "linalg"]
+           "matrix_band_part", "diag", "diag_part", "linalg", "qr"]
 
 _LINALG_DTYPES = (_dt.float32, _dt.float64)
 
@@ -357,9 +357,80 @@ def diag_part(input, name=None):
     return apply_op("DiagPart", [input], name=name).outputs[0]
 
 
+# ---- QR ---------------------------------------------------------------------------------------
+def _qr_shape(inputs, attrs):
+    x = inputs[0]
+    s = _matrix_shape(x, "Qr", square=False)
+    if s is None:
+        return [(x.dtype, None), (x.dtype, None)]
+    m, n = s[-2], s[-1]
+    k = m if attrs["full_matrices"] else (None if m is None or n is None else min(m, n))
+    return [(x.dtype, s[:-2] + (m, k)), (x.dtype, s[:-2] + (k, n))]
+
+
+def _qr_kernel(x, full_matrices):
+    q, r = np.linalg.qr(x, mode="complete" if full_matrices else "reduced")
+    return q, r
+
+
+def _adjoint(x):
+    return matrix_transpose(x)
+
+
+def _times_inverse_transpose(x, r):
+    """``x @ inv(r)^T`` for an invertible square ``r`` (TF's ``_TriangularSolve``)."""
+    return _adjoint(matrix_solve(r, _adjoint(x)))
+
+
+def _qr_grad_deep(q, r, dq, dr):
+    """TF's ``_QrGradSquareAndDeepMatrices`` (rows >= columns; Walter and Lehmann 2018)."""
+    qdq = matmul(q, dq, transpose_a=True)
+    qdq_ = qdq - _adjoint(qdq)
+    rdr = matmul(r, dr, transpose_b=True)
+    rdr_ = rdr - _adjoint(rdr)
+    tril = matrix_band_part(qdq_ + rdr_, -1, 0)
+    grad_a = matmul(q, dr + _times_inverse_transpose(tril, r))
+    grad_b = _times_inverse_transpose(dq - matmul(q, qdq), r)
+    return grad_a + grad_b
+
+
+def _qr_grad(op, dq, dr):
+    from ..errors import UnimplementedError
+    from .manip_ops import concat
+    a = op.inputs[0]
+    q, r = op.outputs
+    qs, rs = q._shape, r._shape
+    if rs is None or qs is None or None in rs[-2:] or None in qs[-2:]:
+        raise UnimplementedError("QrGrad not implemented with dynamic shapes.")
+    if rs[-2] > rs[-1] and qs[-2] == qs[-1]:
+        raise UnimplementedError("QrGrad not implemented when nrows > ncols and "
+                                 "full_matrices is true.")
+    dq = zeros_like(q) if dq is None else dq
+    dr = zeros_like(r) if dr is None else dr
+    m, n = qs[-2], rs[-1]
+    if m >= n:
+        return [_qr_grad_deep(q, r, dq, dr)]
+    # a wide matrix: A = [X | Y] with X square, R = [U | V], as TF does
+    y, u, du, dv = a[..., m:], r[..., :m], dr[..., :m], dr[..., m:]
+    dy = matmul(q, dv)
+    dx = _qr_grad_deep(q, u, dq + matmul(y, dv, transpose_b=True), du)
+    return [concat([dx, dy], axis=-1)]
+
+
+register_op("Qr", _qr_shape, _qr_kernel, grad=_qr_grad)
+
+
+def qr(input, full_matrices=False, name=None):
+    """``(q, r)`` with ``input = q @ r``: ``q`` with orthonormal columns, ``r`` upper
+    triangular, for each matrix of ``input[..., M, N]`` (``full_matrices``: ``q`` is
+    ``[M, M]`` and ``r`` ``[M, N]``; else ``K = min(M, N)`` columns and rows)."""
+    op = apply_op("Qr", [input], {"full_matrices": bool(full_matrices)}, name=name)
+    return op.outputs[0], op.outputs[1]
+
+
 linalg = SimpleNamespace(
     inv=matrix_inverse, det=matrix_determinant, solve=matrix_solve, cholesky=cholesky,
     matrix_transpose=matrix_transpose, transpose=matrix_transpose, trace=trace,
     diag=matrix_diag, diag_part=matrix_diag_part, set_diag=matrix_set_diag,
-    band_part=matrix_band_part)
+    band_part=matrix_band_part, qr=qr)
 linalg.__doc__ = "``tv.linalg``: TF's linalg names for the matrix ops (``tv.linalg.inv`` …)."
