@@ -556,6 +556,21 @@ def execute(program: StageProgram, resources: DeviceResources, step_id, args) ->
     return vals
 
 
+def execute_local(program: StageProgram, resources: DeviceResources, step_id, args) -> list:
+    """:func:`execute` for arguments this process's kernels made in this step (a while_loop's
+    values between iterations, its captures): the same run, without the unaligned-buffer
+    check that values delivered by Dask need."""
+    cached = program.__dict__.get("_bound")
+    if cached is None or cached[0] != generation() or cached[4] is None:
+        return execute(program, resources, step_id, args)
+    vals: list = [None] * program.nslots
+    for (slot, index), a in zip(program.arg_picks, args):
+        if a is DEAD or index >= 0:
+            return execute(program, resources, step_id, args)
+        vals[slot] = a
+    return cached[4](vals, resources, step_id)
+
+
 def _execute_dead(program: StageProgram, resources: DeviceResources, step_id, vals: list,
                   bound) -> list:
     """:func:`execute`'s loop for a stage that holds control flow or received a dead value

@@ -217,8 +217,8 @@ def _grad_scatter_kernel(*ins, mode):
     """A gradient array holding ``g`` at ``index`` ("one"), ``g[k]`` at ``indices[k]``
     ("many"), ``g[k]`` at ``k`` ("all") or ``g`` split by ``lengths`` ("split")."""
     if mode == "one":
-        pairs = [(int(to_host(ins[0])), ins[1])]
-    elif mode == "many":
+        return TensorArrayValue.grad_one(int(to_host(ins[0])), ins[1])
+    if mode == "many":
         pairs = [(i, ins[1][k]) for k, i in enumerate(_ints(ins[0]))]
     elif mode == "all":
         pairs = [(k, ins[0][k]) for k in range(ins[0].shape[0])]

@@ -86,6 +86,14 @@ class TensorArrayValue:
         """A gradient array with no element (every index reads as zeros)."""
         return cls(_Store(), 0, 0, dynamic=True, grad=True, name="TensorArrayGrad")
 
+    @classmethod
+    def grad_one(cls, i: int, x) -> TensorArrayValue:
+        """``empty_grad().updated([(i, x)])`` made directly (a while_loop's gradient makes one
+        per iteration)."""
+        st = _Store({i: [(1, x)]})
+        st.latest = 1
+        return cls(st, 1, 0, dynamic=True, grad=True, name="TensorArrayGrad")
+
     def _derive(self, store, version, size, **changes) -> TensorArrayValue:
         new = object.__new__(TensorArrayValue)  # every slot copied, then the changes
         new._store, new._version, new.size = store, version, size
@@ -184,6 +192,11 @@ class TensorArrayValue:
             return other
         big, small = (self, other) if len(self._store.items) >= len(other._store.items) \
             else (other, self)
+        items = small._store.items
+        if len(items) == 1:  # one element (a loop iteration's gradient): no sort
+            i = next(iter(items))
+            x = small.get(i)
+            return big if x is MISSING else big.updated([(i, x)])
         return big.updated([(i, small.get(i)) for i in small.indices()])
 
     __radd__ = __add__

@@ -34,7 +34,7 @@ from ..graph import Graph, Operation, Tensor, _user_location, get_default_graph
 from ..kernels_gpu import array_namespace, is_device_array, to_device, to_host
 from ..op_def_library import apply_op
 from ..registry import register_op, registry
-from ..runtime import execute
+from ..runtime import execute, execute_local
 from ..tensor_conversion import convert_to_tensor
 
 __all__: list[str] = []  # while_loop is exported by control_flow_ops
@@ -176,17 +176,19 @@ class Func:
             self._programs[key] = got
         return got
 
-    def call(self, ctx, feeds: list) -> list:
+    def call(self, ctx, feeds: list, local: bool = False) -> list:
         """Run the program on ``feeds`` (one value per feed); returns the fetches' values,
         then the taped tensors'. The program's argument and result positions are resolved
-        once per compiled program (a loop calls this every iteration)."""
+        once per compiled program (a loop calls this every iteration). ``local``: the feeds
+        are values the step's own kernels made in this process (runtime.execute_local)."""
         got = self._calls.get((ctx.device, len(self.taped)))
         if got is None:
             got = self._call_plan(ctx.device)
         program, arg_idx, picks = got
         if program is None:
             return [feeds[i] for _, i in picks]
-        vals = execute(program, ctx.rt, ctx.step_id, [feeds[i] for i in arg_idx])
+        vals = (execute_local if local else execute)(program, ctx.rt, ctx.step_id,
+                                                     [feeds[i] for i in arg_idx])
         return [feeds[i] if from_feed else vals[i] for from_feed, i in picks]
 
     def _call_plan(self, device: str):
@@ -449,9 +451,9 @@ def _while_kernel(ctx, *ins, cond, body, n, ncc, nbc, has_max, back_prop, parall
     checks = [(k, inv) for k, inv in enumerate(shapes) if inv is not None]
     i = 0
     while limit is None or i < limit:
-        if not bool(np.asarray(to_host(cond.call(ctx, vals + ccaps)[0]))):
+        if not bool(np.asarray(to_host(cond.call(ctx, vals + ccaps, True)[0]))):
             break
-        new = body.call(ctx, vals + bcaps)
+        new = body.call(ctx, vals + bcaps, True)
         kept = ()
         if len(new) > n:  # the taped tensors the gradient reads
             kept = new[n:]
@@ -552,7 +554,7 @@ def _while_grad_kernel(ctx, *ins, grad, nbc, nv, fc, frame, tape_idx=()):
         raise InvalidArgumentError(f"while_loop {frame!r} was built with back_prop=False")
     owned = [False] * len(fc)  # acc[k] is an array this kernel made (summed into in place)
     for vals, kept in reversed(tape):
-        out = grad.call(ctx, vals + bcaps + gys + [kept[i] for i in tape_idx])
+        out = grad.call(ctx, vals + bcaps + gys + [kept[i] for i in tape_idx], True)
         gys = out[:nv]
         for k in range(len(fc)):
             s, d = acc[k], out[nv + k]
