@@ -408,11 +408,25 @@ class Graph:
     def add_to_collection(self, name: str, value) -> None:
         self._collections.setdefault(name, []).append(value)
 
-    def get_collection(self, name: str) -> list:
-        return list(self._collections.get(name, []))
+    def get_collection(self, name: str, scope: str | None = None) -> list:
+        """The items of collection ``name`` (a copy); with ``scope``, only those whose
+        ``name`` matches it from the start (TF's ``re.match``)."""
+        items = list(self._collections.get(name, []))
+        if scope is None:
+            return items
+        import re
+        pat = re.compile(scope)
+        return [x for x in items if hasattr(x, "name") and pat.match(x.name)]
 
     def get_collection_ref(self, name: str) -> list:
         return self._collections.setdefault(name, [])
+
+    def get_all_collection_keys(self) -> list:
+        """The names of the collections holding something (TF's, as a list)."""
+        return [k for k, v in self._collections.items() if v]
+
+    def clear_collection(self, name: str) -> None:
+        self._collections.pop(name, None)
 
     # ---- contexts -------------------------------------------------------------------------
     def as_default(self):

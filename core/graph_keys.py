@@ -63,12 +63,7 @@ def add_to_collections(names, value) -> None:
 def get_collection(key, scope: str | None = None) -> list:
     """The items of collection ``key`` of the default graph (a copy); with ``scope``, only
     those whose ``name`` starts with it (TF's ``re.match``)."""
-    items = get_default_graph().get_collection(key)
-    if scope is None:
-        return items
-    import re
-    pat = re.compile(scope)
-    return [x for x in items if hasattr(x, "name") and pat.match(x.name)]
+    return get_default_graph().get_collection(key, scope)
 
 
 def get_collection_ref(key) -> list:

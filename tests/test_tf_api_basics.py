@@ -152,3 +152,21 @@ def test_initialize_all_variables_and_compat():
     assert tf.executing_eagerly() is False
     with pytest.raises(tf.errors.UnimplementedError, match="graphs only"):
         tf.enable_eager_execution()
+
+
+def test_graph_collections_by_scope_keys_and_clear():
+    """TF 1.x's ``graph.get_collection(key, scope=...)`` (GANs pick each network's variables
+    so), ``get_all_collection_keys`` and ``clear_collection`` were missing on the Graph."""
+    g = tf.Graph()
+    with g.as_default():
+        with tf.variable_scope("gen"):
+            a = tf.get_variable("w", [1])
+        with tf.variable_scope("disc"):
+            b = tf.get_variable("w", [1])
+        tf.add_to_collection("extra", 3)
+    assert g.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES, scope="disc") == [b]
+    with g.as_default():
+        assert tf.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES, scope="gen") == [a]
+    assert {"extra", tf.GraphKeys.TRAINABLE_VARIABLES} <= set(g.get_all_collection_keys())
+    g.clear_collection("extra")
+    assert g.get_collection("extra") == [] and "extra" not in g.get_all_collection_keys()
