@@ -315,16 +315,38 @@ def _bind(program: StageProgram) -> tuple:
 STRAIGHT_LINE = True
 
 
-def _straight_line(program: StageProgram, bound_free) -> Callable:
+def local_caller(program: StageProgram, arg_idx: tuple, picks: tuple):
+    """``program`` as one generated function for a caller that holds its arguments in a list
+    (a while_loop's cond, body and gradient, every iteration): ``call(feeds, rt, step_id)``
+    runs it with argument ``j`` = ``feeds[arg_idx[j]]`` and returns, per ``(from_feed, i)``
+    of ``picks``, ``feeds[i]`` or slot ``i``; or None where an argument is dead (the caller
+    then runs :func:`execute`). Returns ``(generation, call)``, or None where the program
+    does not run as straight-line code."""
+    _bind(program)
+    cached = program._bound
+    if cached[4] is None or any(index >= 0 for _, index in program.arg_picks):
+        return None
+    return cached[0], _straight_line(program, cached[3], (arg_idx, picks))
+
+
+def _straight_line(program: StageProgram, bound_free, call_spec=None) -> Callable:
     """``execute``'s loop for ``program`` as generated code: ``run(vals, rt, step_id)``
-    takes the slots list with the arguments in place and returns it with the exports set."""
+    takes the slots list with the arguments in place and returns it with the exports set
+    (with ``call_spec``: :func:`local_caller`'s function)."""
     instrs = tuple(b[5] for b in bound_free)
+    const_kernel = registry["Const"].kernels.get("CPU") if "Const" in registry else None
     env: dict[str, Any] = {"_KC": KernelContext, "_root": _step_root, "_cancel": _cancel,
-                           "_started": _started,
+                           "_started": _started, "_DEAD": DEAD,
                            "_fail_at": lambda i, local, e: _fail_at(instrs, i, local, e)}
     arg_slots = sorted({slot for slot, _ in program.arg_picks})
-    lines = ["def run(vals, rt, step_id):"]
-    lines += [f"    s{a} = vals[{a}]; vals[{a}] = None" for a in arg_slots]
+    if call_spec is None:
+        lines = ["def run(vals, rt, step_id):"]
+        lines += [f"    s{a} = vals[{a}]; vals[{a}] = None" for a in arg_slots]
+    else:
+        lines = ["def run(feeds, rt, step_id):"]
+        for (slot, _), pos in zip(program.arg_picks, call_spec[0]):
+            lines.append(f"    s{slot} = feeds[{pos}]")
+            lines.append(f"    if s{slot} is _DEAD: return None")
     lines += ["    c = rt._cancelled", "    w = rt._watched", "    rm = None", "    i = -1",
               "    try:"]
     written = set(arg_slots)
@@ -343,6 +365,9 @@ def _straight_line(program: StageProgram, bound_free) -> Callable:
             env[f"A{k}"] = attrs
             call_args.append(f"**A{k}")
         call = f"K{k}({', '.join(call_args)})"
+        if fn is const_kernel and not ins_args and not needs_ctx:
+            env[f"V{k}"] = attrs["value"]  # what the kernel returns, as it is
+            call = f"V{k}"
         if outs.__class__ is int:
             lines.append(f"        s{outs} = {call}")
             written.add(outs)
@@ -359,10 +384,15 @@ def _straight_line(program: StageProgram, bound_free) -> Callable:
     lines.append("        err = _fail_at(i, locals(), e)")
     lines.append("        if err is e: raise")
     lines.append("        raise err from e")
-    for e in program.exports:
-        if e in written:
-            lines.append(f"    vals[{e}] = s{e}")
-    lines.append("    return vals")
+    if call_spec is None:
+        for e in program.exports:
+            if e in written:
+                lines.append(f"    vals[{e}] = s{e}")
+        lines.append("    return vals")
+    else:
+        res = [f"feeds[{i}]" if from_feed else (f"s{i}" if i in written else "None")
+               for from_feed, i in call_spec[1]]
+        lines.append(f"    return [{', '.join(res)}]")
     code = compile("\n".join(lines), f"<tensorvm program {program.name or '?'}>", "exec")
     exec(code, env)  # noqa: S102 - our own generated source, no user text in it
     return env["run"]

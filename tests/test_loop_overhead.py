@@ -240,5 +240,20 @@ def test_lstm_loop_bits_are_the_same_with_and_without_straight_line_programs(mon
         got.append(sess.run(fetches, feed))
         sess.close()
     assert len(got[1]) == 4
+    g = sess.graph
+    (fwd,), (bwd,) = _loop_ops(g, "StatelessWhile"), _loop_ops(g, "WhileGrad")
+    for func in (fwd.attrs["cond"], fwd.attrs["body"], bwd.attrs["grad"]):
+        (plan,) = func._calls.values()
+        assert plan[3] is not None  # each iteration calls one generated function
     for a, b in zip(*got):
         np.testing.assert_array_equal(a, b)
+
+
+def test_straight_line_program_hands_out_a_constant_as_its_kernel_does():
+    value = np.arange(3.0)
+    prog = runtime.StageProgram(
+        CPU0, "CPU", 1, (), (runtime.Instr("Const", "c", (), {"value": value,
+                                                                "dtype": tv.float64},
+                                           (0,), False, "here.py:3", out_bytes=24),), (0,))
+    vals = runtime.execute(prog, runtime.DeviceResources(), "t.5", [])
+    assert prog._bound[4] is not None and vals[0] is value

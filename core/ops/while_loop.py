@@ -33,8 +33,8 @@ from ..errors import InvalidArgumentError, NotFoundError
 from ..graph import Graph, Operation, Tensor, _user_location, get_default_graph
 from ..kernels_gpu import array_namespace, is_device_array, to_device, to_host
 from ..op_def_library import apply_op
-from ..registry import register_op, registry
-from ..runtime import execute, execute_local
+from ..registry import generation, register_op, registry
+from ..runtime import execute, execute_local, local_caller
 from ..tensor_conversion import convert_to_tensor
 
 __all__: list[str] = []  # while_loop is exported by control_flow_ops
@@ -184,7 +184,14 @@ class Func:
         got = self._calls.get((ctx.device, len(self.taped)))
         if got is None:
             got = self._call_plan(ctx.device)
-        program, arg_idx, picks = got
+        program, arg_idx, picks, fast = got
+        if local and fast is not None:
+            if fast[0] == generation():
+                out = fast[1](feeds, ctx.rt, ctx.step_id)
+                if out is not None:
+                    return out
+            else:  # a kernel was registered since: generated again
+                got = self._call_plan(ctx.device)
         if program is None:
             return [feeds[i] for _, i in picks]
         vals = (execute_local if local else execute)(program, ctx.rt, ctx.step_id,
@@ -194,12 +201,13 @@ class Func:
     def _call_plan(self, device: str):
         task, fetches = self.program(device)
         if task is None:
-            got = (None, (), tuple((True, f[1]) for f in fetches))
+            got = (None, (), tuple((True, f[1]) for f in fetches), None)
         else:
             exports = task.program.exports
-            got = (task.program, tuple(a[1] for a in task.args),
-                   tuple((True, f[1]) if f[0] == "feed" else (False, exports[f[2]])
-                         for f in fetches))
+            arg_idx = tuple(a[1] for a in task.args)
+            picks = tuple((True, f[1]) if f[0] == "feed" else (False, exports[f[2]])
+                          for f in fetches)
+            got = (task.program, arg_idx, picks, local_caller(task.program, arg_idx, picks))
         self._calls[(device, len(self.taped))] = got
         return got
 
