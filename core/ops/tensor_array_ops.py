@@ -144,6 +144,8 @@ def _write_pairs(v: TensorArrayValue, pairs):
         if v.infer_shape:
             shape = tuple(x.shape)
         size = max(size, i + 1)
+    if len(pairs) == 1:
+        return v.written(pairs[0][0], pairs[0][1], size, shape)
     return v.updated(pairs, size=size, elem_shape=shape)
 
 

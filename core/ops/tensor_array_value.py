@@ -142,6 +142,20 @@ class TensorArrayValue:
         with st.lock:
             return self._write(st, pairs, size, elem_shape)
 
+    def written(self, i: int, x, size: int, elem_shape) -> TensorArrayValue:
+        """``updated([(i, x)], size=size, elem_shape=elem_shape)`` for a value array (a
+        loop's write each iteration): in place when this is its store's newest version and
+        its lineage never wrote ``i``, else by :meth:`updated` (its checks and errors)."""
+        st = self._store
+        if not self.grad:
+            with st.lock:
+                if st.latest == self._version and i not in st.items:
+                    v = st.latest + 1
+                    st.items[i] = [(v, x)]
+                    st.latest = v
+                    return self._derive(st, v, size, elem_shape=elem_shape)
+        return self.updated([(i, x)], size=size, elem_shape=elem_shape)
+
     def _write(self, st, pairs, size, elem_shape):
         v = st.latest + 1
         if self.grad:

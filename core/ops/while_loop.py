@@ -459,7 +459,8 @@ def _while_kernel(ctx, *ins, cond, body, n, ncc, nbc, has_max, back_prop, parall
     checks = [(k, inv) for k, inv in enumerate(shapes) if inv is not None]
     i = 0
     while limit is None or i < limit:
-        if not bool(np.asarray(to_host(cond.call(ctx, vals + ccaps, True)[0]))):
+        p = cond.call(ctx, vals + ccaps, True)[0]
+        if not (bool(p) if p.__class__ in _HOST_PREDICATES else bool(np.asarray(to_host(p)))):
             break
         new = body.call(ctx, vals + bcaps, True)
         kept = ()
@@ -478,6 +479,9 @@ def _while_kernel(ctx, *ins, cond, body, n, ncc, nbc, has_max, back_prop, parall
             _check_shape(v, inv, k, frame)
         i += 1
     return tuple(vals) + (tape,)
+
+
+_HOST_PREDICATES = (np.bool_, np.ndarray, bool)  # a predicate bool() reads as it is
 
 
 def _loop_value(v, on_device: bool):
