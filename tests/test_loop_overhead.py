@@ -5,7 +5,6 @@ import importlib
 
 import numpy as np
 import pytest
-
 import tensorvm as tv
 from tensorvm import passes, runtime
 from tensorvm.graph_def import snapshot
@@ -95,7 +94,7 @@ def test_a_random_draw_in_the_body_is_not_redrawn_by_the_gradient():
 def test_body_is_compiled_once_and_reused_across_iterations_and_steps(monkeypatch):
     g = tv.Graph()
     with g.as_default():
-        w, x, loss, w0, x0 = _rnn(steps=40)
+        w, x, loss, _, x0 = _rnn(steps=40)
         grads = tv.gradients(loss, [w, x])
         compiles = []
         real = passes.run_pipeline
