@@ -256,3 +256,15 @@ def test_straight_line_program_hands_out_a_constant_as_its_kernel_does():
                                            (0,), False, "here.py:3", out_bytes=24),), (0,))
     vals = runtime.execute(prog, runtime.DeviceResources(), "t.5", [])
     assert prog._bound[4] is not None and vals[0] is value
+
+
+def test_nested_loop_gradient_tapes_the_inner_loops_tape():
+    from opcheck import check_gradients
+
+    def nested(a):  # three outer steps, each running x <- sin(x) * a twice
+        def outer_body(k, x):
+            return k + 1, tv.while_loop(lambda j, y: j < 2,
+                                        lambda j, y: (j + 1, tv.sin(y) * a), [0, x])[1]
+        return tv.while_loop(lambda k, x: k < 3, outer_body, [0, a + 0.1])[1]
+    check_gradients(nested, np.array([0.7, 1.3]))
+    check_gradients(nested, np.array([-0.4, 2.0]))
