@@ -60,6 +60,7 @@ from .replicas import (ReplicaContext, TrainResult, cycling_batch, run_replicas,
                        split_batches)
 
 __all__ += ["ReplicaContext", "TrainResult", "cycling_batch", "run_replicas", "split_batches"]
-from .meta_graph import export_meta_graph, import_meta_graph  # noqa: E402
+from .meta_graph import export_meta_graph  # noqa: E402
+from .saver import import_meta_graph  # noqa: E402
 
 __all__ += ["export_meta_graph", "import_meta_graph"]

@@ -29,7 +29,7 @@ from ..graph import Operation, Tensor, get_default_graph
 from ..graph_def import graph_from_dict, graph_to_dict
 from ..variables import Variable
 
-__all__ = ["export_meta_graph", "import_meta_graph"]
+__all__ = ["export_meta_graph", "load_meta_graph"]
 
 _log = logging.getLogger("tensorvm")
 FORMAT = "tensorvm.MetaGraphDef"
@@ -169,6 +169,16 @@ def _restore_collections(graph, coll: dict) -> None:
 
 # ---- export / import --------------------------------------------------------------------------
 
+def _version() -> str:
+    """The installed tensorvm's version (from its metadata: importing the package from here
+    would close an import circle through tensorvm.train)."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("tensorvm")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def export_meta_graph(filename=None, meta_info_def=None, graph_def=None, saver_def=None,
                       collection_list=None, as_text=False, graph=None, export_scope=None,
                       clear_devices=False, clear_extraneous_savers=False,
@@ -185,9 +195,8 @@ def export_meta_graph(filename=None, meta_info_def=None, graph_def=None, saver_d
     if clear_devices:
         gd = dict(gd, node=[dict(n, device="") for n in gd["node"]])
     keys = list(g._collections) if collection_list is None else collection_list
-    from .. import __version__
     meta = {"format": FORMAT, "version": 1,
-            "meta_info_def": {"tensorvm_version": __version__, **(meta_info_def or {})},
+            "meta_info_def": {"tensorvm_version": _version(), **(meta_info_def or {})},
             "graph_def": gd, "collection_def": _collections_to_plain(g, keys),
             "saver_def": saver_def}
     if filename is not None:
@@ -228,14 +237,13 @@ def read_meta_graph_file(filename) -> dict:
             f"or corrupt JSON: {e})") from None
 
 
-def import_meta_graph(meta_graph_or_file, clear_devices=False, import_scope=None,
-                      **_ignored):
+def load_meta_graph(meta_graph_or_file, clear_devices=False, import_scope=None):
     """Add the graph of a meta graph (a file URL or ``export_meta_graph``'s dict) to the
-    default graph, restore its collections and return its :class:`~tensorvm.train.Saver`
-    (``None`` where it has no variables). Bad input raises ``InvalidArgumentError``
-    (``DataLossError`` for a corrupt file, ``NotFoundError`` for a missing one); nothing from
-    the file is executed or unpickled."""
-    from .saver import Saver
+    default graph and restore its collections; returns the graph and the meta graph's
+    ``saver_def`` (None without one). ``tv.train.import_meta_graph`` (in
+    :mod:`tensorvm.train.saver`, which builds the Saver) calls it. Bad input raises
+    ``InvalidArgumentError`` (``DataLossError`` for a corrupt file, ``NotFoundError`` for a
+    missing one); nothing from the file is executed or unpickled."""
     if import_scope:
         raise errors.InvalidArgumentError("import_meta_graph: import_scope is not supported; "
                                           "import into a fresh graph")
@@ -250,8 +258,4 @@ def import_meta_graph(meta_graph_or_file, clear_devices=False, import_scope=None
         g.seed = gd["seed"]
     graph_from_dict(gd, graph=g, clear_devices=clear_devices)
     _restore_collections(g, meta.get("collection_def") or {})
-    sd = meta.get("saver_def")
-    if sd:
-        return Saver._from_saver_def(g, sd)
-    from ..variables import global_variables
-    return Saver() if global_variables(g) else None
+    return g, meta.get("saver_def") or None

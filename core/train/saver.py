@@ -487,6 +487,20 @@ class Saver:
         return f"<tv.train.Saver {n} tensors in {shards} shards>"
 
 
+def import_meta_graph(meta_graph_or_file, clear_devices=False, import_scope=None,
+                      **_ignored):
+    """Add the graph of a meta graph (a file URL or ``export_meta_graph``'s dict) to the
+    default graph, restore its collections and return its :class:`Saver` (``None`` where it
+    has no variables). Bad input raises ``InvalidArgumentError`` (``DataLossError`` for a
+    corrupt file, ``NotFoundError`` for a missing one); nothing from the file is executed or
+    unpickled."""
+    from .meta_graph import load_meta_graph
+    g, saver_def = load_meta_graph(meta_graph_or_file, clear_devices, import_scope)
+    if saver_def:
+        return Saver._from_saver_def(g, saver_def)
+    return Saver() if global_variables(g) else None
+
+
 def latest_checkpoint(checkpoint_dir: str, latest_filename=None) -> str | None:
     """The path of the newest committed checkpoint in ``checkpoint_dir``, or ``None``."""
     return storage.latest_checkpoint(checkpoint_dir)
