@@ -299,12 +299,25 @@ def _bind(program: StageProgram) -> tuple:
         # may write its output into (donors)
         bound_free = tuple(b + (f, _donors(i, f)) for b, f, i in zip(bound, frees,
                                                                       program.instrs))
-        straight = None
-        if STRAIGHT_LINE and not cf and not any(b[-1] for b in bound_free):
-            straight = _straight_line(program, bound_free)
-        cached = (generation(), bound, cf, bound_free, straight)
+        # straight-line code is generated on the program's STRAIGHT_LINE_AFTER-th run
+        # (_straighten): a program run once (a first step, a one-off plan) does not pay for
+        # generating and compiling it (~40 us an instruction)
+        eligible = STRAIGHT_LINE and not cf and not any(b[-1] for b in bound_free)
+        cached = (generation(), bound, cf, bound_free, None, [0] if eligible else None)
         object.__setattr__(program, "_bound", cached)
     return cached[1], cached[2]
+
+
+def _straighten(program: StageProgram, cached: tuple):
+    """Count a run of an eligible program; on its STRAIGHT_LINE_AFTER-th, generate its
+    straight-line function (kept in its ``_bound``). Returns the function or None."""
+    runs = cached[5]
+    runs[0] += 1
+    if runs[0] < STRAIGHT_LINE_AFTER:
+        return None
+    straight = _straight_line(program, cached[3])
+    object.__setattr__(program, "_bound", cached[:4] + (straight, None))
+    return straight
 
 
 # Programs with no control flow and no input a kernel could write into run as one generated
@@ -313,6 +326,7 @@ def _bind(program: StageProgram) -> tuple:
 # loop, without its per-instruction dispatch (a while_loop runs its body's program once per
 # iteration, so that dispatch is most of a small body's time after its kernels).
 STRAIGHT_LINE = True
+STRAIGHT_LINE_AFTER = 3  # runs of a program before its code is generated
 
 
 def local_caller(program: StageProgram, arg_idx: tuple, picks: tuple):
@@ -324,7 +338,8 @@ def local_caller(program: StageProgram, arg_idx: tuple, picks: tuple):
     does not run as straight-line code."""
     _bind(program)
     cached = program._bound
-    if cached[4] is None or any(index >= 0 for _, index in program.arg_picks):
+    if (cached[4] is None and cached[5] is None) or \
+            any(index >= 0 for _, index in program.arg_picks):
         return None
     return cached[0], _straight_line(program, cached[3], (arg_idx, picks))
 
@@ -537,7 +552,10 @@ def execute(program: StageProgram, resources: DeviceResources, step_id, args) ->
     bound, cf = _bind(program)
     if cf or dead:
         return _execute_dead(program, resources, step_id, vals, bound)
-    straight = program._bound[4]
+    cached = program._bound
+    straight = cached[4]
+    if straight is None and cached[5] is not None:
+        straight = _straighten(program, cached)
     if straight is not None:
         return straight(vals, resources, step_id)
     rm = None
@@ -592,7 +610,7 @@ def execute_local(program: StageProgram, resources: DeviceResources, step_id, ar
     check that values delivered by Dask need."""
     cached = program.__dict__.get("_bound")
     if cached is None or cached[0] != generation() or cached[4] is None:
-        return execute(program, resources, step_id, args)
+        return execute(program, resources, step_id, args)  # counts toward straight-line
     vals: list = [None] * program.nslots
     for (slot, index), a in zip(program.arg_picks, args):
         if a is DEAD or index >= 0:

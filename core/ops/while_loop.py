@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dt
+from .. import runtime as _runtime
 from ..device_spec import DeviceSpec
 from ..errors import InvalidArgumentError, NotFoundError
 from ..graph import Graph, Operation, Tensor, _user_location, get_default_graph
@@ -185,13 +186,18 @@ class Func:
         if got is None:
             got = self._call_plan(ctx.device)
         program, arg_idx, picks, fast = got
-        if local and fast is not None:
-            if fast[0] == generation():
-                out = fast[1](feeds, ctx.rt, ctx.step_id)
+        if local and program is not None:
+            gen = fast[0]  # [(generation, function) or None, calls so far]
+            if gen is not None and gen[0] == generation():
+                out = gen[1](feeds, ctx.rt, ctx.step_id)
                 if out is not None:
                     return out
-            else:  # a kernel was registered since: generated again
-                got = self._call_plan(ctx.device)
+            else:
+                if gen is not None:  # a kernel was registered since: generated again
+                    fast[0], fast[1] = None, 0
+                fast[1] += 1
+                if fast[1] == _runtime.STRAIGHT_LINE_AFTER:  # called often: generated
+                    fast[0] = local_caller(program, arg_idx, picks)
         if program is None:
             return [feeds[i] for _, i in picks]
         vals = (execute_local if local else execute)(program, ctx.rt, ctx.step_id,
@@ -207,7 +213,7 @@ class Func:
             arg_idx = tuple(a[1] for a in task.args)
             picks = tuple((True, f[1]) if f[0] == "feed" else (False, exports[f[2]])
                           for f in fetches)
-            got = (task.program, arg_idx, picks, local_caller(task.program, arg_idx, picks))
+            got = (task.program, arg_idx, picks, [None, 0])
         self._calls[(device, len(self.taped))] = got
         return got
 
