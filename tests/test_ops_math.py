@@ -590,3 +590,30 @@ def test_python_comparison_and_logic_operators():
     t = tv.constant([1.0])
     assert (t == t) is True and (t != t) is False  # identity semantics, tensors stay hashable
     assert len({t, tv.identity(t)}) == 2
+
+
+@pytest.mark.parametrize("fn, grad_type, formula", [
+    (tv.sigmoid, "SigmoidGrad", lambda y, g: (g * y) * (1 - y)),
+    (tv.tanh, "TanhGrad", lambda y, g: g * (1 - y * y)),
+])
+def test_sigmoid_and_tanh_gradients_are_one_op_with_the_unfused_bits(fn, grad_type, formula):
+    """TF's SigmoidGrad/TanhGrad: one op where the gradient took three (an LSTM runs ~20 of
+    them a step), the same float operations in the same order: the same bits."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((6, 7)).astype(np.float32) * 3
+    gy = rng.standard_normal((6, 7)).astype(np.float32)
+    with tv.Graph().as_default() as g:
+        xt = tv.constant(x)
+        y = fn(xt)
+        (dx,) = tv.gradients(y, [xt], grad_ys=[tv.constant(gy)])
+        assert [op.type for op in g.get_operations()].count(grad_type) == 1
+        got_y, got = tv.Session().run([y, dx])
+    np.testing.assert_array_equal(got, formula(got_y, gy))
+
+
+@pytest.mark.parametrize("fn", [tv.sigmoid, tv.tanh])
+def test_second_order_gradients_of_sigmoid_and_tanh(fn):
+    x = np.random.default_rng(6).standard_normal((3, 4))
+    w = np.random.default_rng(7).uniform(0.5, 1.5, (3, 4))
+    check_gradients(lambda t: tv.gradients(fn(t) * w, [t])[0], x)
+    check_gradients(lambda t: tv.gradients(fn(t) * t, [t])[0], x)

@@ -68,7 +68,7 @@ sin = def_unary("Sin", np.sin, lambda op, g: [g * cos(op.inputs[0])], allowed=_i
 cos = def_unary("Cos", np.cos, lambda op, g: [-g * sin(op.inputs[0])], allowed=_is_float)
 tan = def_unary("Tan", np.tan, lambda op, g: [g * (1 + op.outputs[0] * op.outputs[0])],
                 allowed=_is_float)
-tanh = def_unary("Tanh", np.tanh, lambda op, g: [g * (1 - op.outputs[0] * op.outputs[0])],
+tanh = def_unary("Tanh", np.tanh, lambda op, g: [tanh_grad(op.outputs[0], g)],
                  allowed=_is_float)
 
 
@@ -84,7 +84,57 @@ def _sigmoid_kernel(x):
 
 
 sigmoid = def_unary("Sigmoid", _sigmoid_kernel,
-                    lambda op, g: [g * op.outputs[0] * (1 - op.outputs[0])], allowed=_is_float)
+                    lambda op, g: [sigmoid_grad(op.outputs[0], g)], allowed=_is_float)
+
+
+# ---- TF's SigmoidGrad / TanhGrad: one op each where the gradient took three ----------------
+# Each kernel does the unfused graph's float operations in its order (the same bits): for
+# sigmoid (dy * y) * (1 - y), for tanh dy * (1 - y * y).
+def _sigmoid_grad_kernel(y, dy):
+    out = dy * y
+    out *= 1 - y
+    return out
+
+
+def _tanh_grad_kernel(y, dy):
+    t = y * y
+    t = 1 - t if t.ndim == 0 else np.subtract(1, t, out=t)
+    t *= dy
+    return t
+
+
+def _grad_shape(op_type):
+    def shape_fn(inputs, attrs):
+        y, dy = inputs
+        check_same_dtype(inputs, op_type)
+        return [(y.dtype, broadcast_shapes(y._shape, dy._shape))]
+    return shape_fn
+
+
+def _sigmoid_grad_grad(op, g):  # TF's _SigmoidGradGrad
+    y, dy = op.inputs
+    gb = g * dy
+    return [gb - 2.0 * gb * y, sigmoid_grad(y, g)]
+
+
+def _tanh_grad_grad(op, g):  # TF's _TanhGradGrad
+    y, dy = op.inputs
+    return [g * -2.0 * dy * y, tanh_grad(y, g)]
+
+
+register_op("SigmoidGrad", _grad_shape("SigmoidGrad"), _sigmoid_grad_kernel,
+            grad=_sigmoid_grad_grad)
+register_op("TanhGrad", _grad_shape("TanhGrad"), _tanh_grad_kernel, grad=_tanh_grad_grad)
+
+
+def sigmoid_grad(y, dy, name=None):
+    """``dy * y * (1 - y)``: the gradient of ``y = sigmoid(x)`` given ``dy``."""
+    return apply_op("SigmoidGrad", [y, dy], name=name).outputs[0]
+
+
+def tanh_grad(y, dy, name=None):
+    """``dy * (1 - y * y)``: the gradient of ``y = tanh(x)`` given ``dy``."""
+    return apply_op("TanhGrad", [y, dy], name=name).outputs[0]
 floor = def_unary("Floor", np.floor, allowed=_is_float, differentiable=False)
 ceil = def_unary("Ceil", np.ceil, allowed=_is_float, differentiable=False)
 round = def_unary("Round", np.round, allowed=_is_real, differentiable=False)  # half to even
