@@ -163,11 +163,16 @@ _SCALARS = (np.generic, bool, int, float, complex)
 
 def _add_n_kernel(*xs):
     x0 = xs[0]
-    # a copy (the output never aliases an input), on x0's device: arrays of both kinds
-    # have .copy(); a scalar becomes a host 0-d array
-    out = np.array(x0) if isinstance(x0, _SCALARS) else x0.copy()
-    for x in xs[1:]:
-        out = out + x
+    if len(xs) == 1:
+        # a copy (the output never aliases an input), on x0's device: arrays of both kinds
+        # have .copy(); a scalar becomes a host 0-d array
+        return np.array(x0) if isinstance(x0, _SCALARS) else x0.copy()
+    out = x0 + xs[1]  # fresh: ((x0 + x1) + x2) ..., the rest added into it in place
+    for x in xs[2:]:
+        if getattr(out, "shape", None) == getattr(x, "shape", ()) and out.ndim:
+            out += x
+        else:  # a scalar or a broadcast: a new array
+            out = out + x
     return out
 
 
