@@ -284,6 +284,10 @@ HOST_MEMORY_INPUTS = {
     # the host's generators (HOST_OPS) read their shape and bounds where they run
     "RandomStandardNormal": (0,), "RandomUniform": (0,), "TruncatedNormal": (0,),
     "RandomUniformInt": (0, 1, 2),
+    # a TensorArray's size, indices and lengths; a sequence reversal's lengths
+    "TensorArrayV3": (0,), "TensorArrayWriteV3": (1,), "TensorArrayReadV3": (1,),
+    "TensorArrayGatherV3": (1,), "TensorArrayScatterV3": (1,), "TensorArraySplitV3": (2,),
+    "ReverseSequence": (1,),
 }
 HOST_MEMORY_OUTPUTS = {"Shape": (0,), "Size": (0,), "Rank": (0,)}
 
