@@ -292,16 +292,24 @@ HOST_MEMORY_INPUTS = {
 HOST_MEMORY_OUTPUTS = {"Shape": (0,), "Size": (0,), "Rank": (0,)}
 
 
-def host_memory_input(op_type: str, i: int) -> bool:
-    """Whether input ``i`` of an ``op_type`` op on a GPU is read in host memory."""
+LOOP_OPS = frozenset({"While", "StatelessWhile"})
+
+
+def host_memory_input(op_type: str, i: int, in_dtypes=()) -> bool:
+    """Whether input ``i`` of an ``op_type`` op on a GPU (with ``in_dtypes``) is read in host
+    memory: a loop's int32 values (its counters) stay on the host, as TF keeps int32."""
+    if op_type in LOOP_OPS:
+        return i < len(in_dtypes) and in_dtypes[i] == _dt.int32
     return i in HOST_MEMORY_INPUTS.get(op_type, ())
 
 
-def host_memory_output(op_type: str, i: int, attrs=None) -> bool:
-    """Whether output ``i`` of an ``op_type`` op (with ``attrs``) on a GPU is made in host
-    memory: shapes and sizes, and small integer constants."""
+def host_memory_output(op_type: str, i: int, attrs=None, out_dtypes=()) -> bool:
+    """Whether output ``i`` of an ``op_type`` op (with ``attrs``, ``out_dtypes``) on a GPU is
+    made in host memory: shapes and sizes, small integer constants, a loop's int32 values."""
     if op_type == "Const":
         return _host_const((attrs or {}).get("value"))
+    if op_type in LOOP_OPS:
+        return i < len(out_dtypes) and out_dtypes[i] == _dt.int32
     return i in HOST_MEMORY_OUTPUTS.get(op_type, ())
 
 

@@ -417,6 +417,38 @@ def test_nd_gathers_and_scatters_check_their_indices_on_the_host(fake_gpu):
                 s.run(total, {idx: [[0, 4]]})
 
 
+def _counted_loop():
+    g = tv.Graph()
+    with g.as_default():
+        x = tv.placeholder(tv.float32, [4])
+        with tv.device("/gpu:0"):
+            ta = tv.TensorArray(tv.float32, size=6)
+
+            def body(i, h, ta):
+                h = tv.tanh(h) * 2.0 + tv.cast(i, tv.float32)
+                return i + 1, h, ta.write(i, h)
+            _, h, ta = tv.while_loop(lambda i, h, ta: i < 6, body, [0, x, ta])
+            total = tv.reduce_sum(ta.stack()) + tv.reduce_sum(h)
+        with tv.Session() as s:
+            s.run(total, {x: np.ones(4, np.float32)})
+            b = kernels_gpu.device_backend()
+            if b is not None:
+                b.cuda.syncs = 0
+            got = s.run(total, {x: np.linspace(-1, 1, 4, dtype=np.float32)})
+            return float(got), None if b is None else b.cuda.syncs
+
+
+def test_a_gpu_loop_keeps_its_counter_on_the_host(fake_gpu):
+    """TF's int32 rule in loops: a loop's int32 values stay on the host, so its counter's
+    arithmetic and compare and a TensorArray's index need no copy; the step copies back its
+    fetch only (it waited 2 times per iteration: the predicate and the write's index)."""
+    gpu, waits = _counted_loop()
+    assert waits == 1
+    fake_device.restore(None)
+    cpu, _ = _counted_loop()
+    assert gpu == pytest.approx(cpu, rel=1e-6)
+
+
 def test_a_gpu_cnn_step_never_waits_for_the_device(fake_gpu):
     """Convolution, pooling and their gradients queue without a copy to the host (MaxPoolGrad
     asked whether its gradient was finite, one wait per step)."""

@@ -105,9 +105,13 @@ class Func:
     shipped: a pickled Func keeps the nodes only)."""
 
     def __init__(self, graph: FuncGraph, inputs: list[Tensor], outputs: list[Tensor],
-                 frame: str, location: str):
+                 frame: str, location: str, host_ints: bool = False):
         from ..graph_def import Node, snapshot
         self.graph = graph
+        # A loop's cond and body: their int32 feeds (counters, indices) are host values on a
+        # GPU too (_while_kernel keeps them there), so their int32 arithmetic and compares
+        # run on the host and the predicate needs no copy (TF's int32 rule).
+        self.host_ints = host_ints
         self.nodes = snapshot(graph)
         # Outside ops the function's ops colocate with (a Variable its body updates), as
         # stubs with their devices: placement puts the colocated ops where their state is.
@@ -140,6 +144,7 @@ class Func:
     def __setstate__(self, state):
         self.__dict__.update(state)
         self.__dict__.setdefault("taped", [])
+        self.__dict__.setdefault("host_ints", False)
         self.graph = None
         self._programs = {}
         self._calls = {}
@@ -157,6 +162,12 @@ class Func:
             out.append(self.taped.index(ref))
         return out
 
+    def int_feeds(self) -> tuple[int, ...]:
+        """Positions of the int32 feeds (a loop keeps them on the host: ``host_ints``)."""
+        return tuple(i for i, (nm, k) in enumerate(self.feeds)
+                     if k < len(self.nodes[nm].out_dtypes)
+                     and self.nodes[nm].out_dtypes[k] == _dt.int32)
+
     def program(self, device: str):
         key = (device, len(self.taped))
         got = self._programs.get(key)
@@ -164,9 +175,11 @@ class Func:
             from .. import passes
             step = passes.Step({**self.owners, **self.nodes}, self.nodes,
                                tuple(self.fetches) + tuple(self.taped), (), tuple(self.feeds))
+            host_feeds = [self.feeds[i] for i in self.int_feeds()] if self.host_ints else ()
             # on a GPU the outputs stay device arrays: the loop's next iteration reads them
             plan = passes.run_pipeline(step, passes.pipeline(
-                device, gpu_available="GPU" in device, fetch_to_host=False)).plan
+                device, gpu_available="GPU" in device, fetch_to_host=False,
+                host_feeds=host_feeds)).plan
             if len(plan.devices) > 1:
                 raise InvalidArgumentError(
                     f"while_loop frame {self.frame!r} spans devices {list(plan.devices)}: a "
@@ -336,8 +349,10 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
                 f"while_loop frame {frame!r} spans devices {sorted(devices)}: a loop's cond "
                 f"and body must run on one device (while_loop at {where})")
         c_caps, b_caps = list(cfg.captures), list(bfg.captures)
-        cfunc = Func(cfg, c_phs + list(cfg.captures.values()), [c_out], frame, where)
-        bfunc = Func(bfg, b_phs + list(bfg.captures.values()), b_out, frame, where)
+        cfunc = Func(cfg, c_phs + list(cfg.captures.values()), [c_out], frame, where,
+                     host_ints=True)
+        bfunc = Func(bfg, b_phs + list(bfg.captures.values()), b_out, frame, where,
+                     host_ints=True)
         inputs = flat + c_caps + b_caps
         if maximum_iterations is not None:
             inputs.append(convert_to_tensor(maximum_iterations, dtype=_dt.int64)
@@ -459,9 +474,17 @@ def _while_kernel(ctx, *ins, cond, body, n, ncc, nbc, has_max, back_prop, parall
     bcaps = list(ins[n + ncc:n + ncc + nbc])
     limit = int(to_host(ins[-1])) if has_max else None
     tape = [] if back_prop else None
-    # On a GPU the loop's values stay on the device; only the predicate (one element) comes
-    # to the host each iteration, as TF's loop on a GPU does.
+    # On a GPU the loop's values stay on the device, except its int32 values (counters,
+    # indices), kept on the host as TF keeps int32: the cond and body were compiled so
+    # (Func.host_ints), and the predicate of a counter's compare is then a host value.
     on_device = "GPU" in ctx.device
+    host_ints = [k for k in body.int_feeds() if k < n] if on_device else ()
+    if on_device:  # (the inputs are in host memory already: partition)
+        for k in host_ints:
+            vals[k] = to_host(vals[k])
+        c_ints, b_ints = cond.int_feeds(), body.int_feeds()
+        ccaps = [to_host(v) if n + j in c_ints else v for j, v in enumerate(ccaps)]
+        bcaps = [to_host(v) if n + j in b_ints else v for j, v in enumerate(bcaps)]
     checks = [(k, inv) for k, inv in enumerate(shapes) if inv is not None]
     i = 0
     while limit is None or i < limit:
@@ -475,6 +498,9 @@ def _while_kernel(ctx, *ins, cond, body, n, ncc, nbc, has_max, back_prop, parall
             del new[n:]
         if tape is not None:
             tape.append((vals, kept))
+        for k in host_ints:  # a host scalar stays a host array; a body that made its
+            if new[k].__class__ is not np.ndarray:  # counter on the device: back to the host
+                new[k] = np.asarray(to_host(new[k]))
         vals = [v if v.__class__ is np.ndarray else _loop_value(v, on_device) for v in new]
         for k, inv in checks:
             v = vals[k]
@@ -608,7 +634,8 @@ def func_to_plain(func: Func, node_dict) -> dict:
             "frame": func.frame, "location": func.location,
             "feeds": [[p, i] for p, i in func.feeds],
             "fetches": [[p, i] for p, i in func.fetches], "graph": {"node": nodes},
-            "taped": [[p, i] for p, i in getattr(func, "taped", ())]}
+            "taped": [[p, i] for p, i in getattr(func, "taped", ())],
+            "host_ints": bool(getattr(func, "host_ints", False))}
 
 
 def func_from_plain(d: dict, outer: Graph, build_nodes) -> Func:
@@ -632,7 +659,8 @@ def func_from_plain(d: dict, outer: Graph, build_nodes) -> Func:
         return out
     feeds = tensors(d.get("feeds"), "is fed")
     fetches = tensors(d.get("fetches"), "returns")
-    func = Func(fg, feeds, fetches, str(d.get("frame", name)), str(d.get("location", "")))
+    func = Func(fg, feeds, fetches, str(d.get("frame", name)), str(d.get("location", "")),
+                host_ints=d.get("host_ints") is True)
     taped = tensors(d.get("taped"), "tapes")  # the body's tensors its gradient reads
     if taped:
         func.taped = [(t.op.name, t.value_index) for t in taped]

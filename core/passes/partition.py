@@ -85,8 +85,9 @@ def _host_int_op(node: Node, on_device) -> bool:
     kernel (``on_device(ref)``: whether an input is a device array)."""
     if not node.inputs or not node.out_dtypes or node.stateful:
         return False
-    if any(d != _dt.int32 for d in (*node.in_dtypes, *node.out_dtypes)):
-        return False
+    if any(d != _dt.int32 for d in node.in_dtypes) or \
+            any(d != _dt.int32 and d != _dt.bool_ for d in node.out_dtypes):
+        return False  # int32 in; int32 out, or a comparison's bool (a loop's predicate)
     d = registry.get(node.type)
     if d is None or d.kernels.get("GPU") is not d.kernels.get("CPU"):
         return False
@@ -94,11 +95,12 @@ def _host_int_op(node: Node, on_device) -> bool:
 
 
 def insert_copies(nodes: dict[str, Node], devices: dict[str, str], feeds, fetches=(),
-                  fetch_to_host: bool = True):
+                  fetch_to_host: bool = True, host_feeds=frozenset()):
     """Return ``(nodes, devices, fetches, copies)`` with the host<->device copies added (see
     the module docstring); unchanged when no node is on a GPU. ``fetch_to_host=False`` leaves
     fetched GPU tensors on their device (a loop body's outputs, read by the loop's next
-    iteration on that device).
+    iteration on that device); its feeds may then be device arrays, except ``host_feeds``
+    (a loop's int32 variables, which its kernel keeps on the host).
 
     >>> from tensorvm.graph_def import Node
     >>> nodes = {"a": Node("a", "Const"), "b": Node("b", "Neg", (("a", 0),))}
@@ -138,21 +140,22 @@ def insert_copies(nodes: dict[str, Node], devices: dict[str, str], feeds, fetche
     def on_device(ref) -> bool:  # the value of ``ref`` is a device array
         return ref not in feeds and _is_gpu(devices[ref[0]]) and ref[0] not in host_ops and \
             not (ref[0] in nodes and host_memory_output(nodes[ref[0]].type, ref[1],
-                                                        nodes[ref[0]].attrs))
+                                                        nodes[ref[0]].attrs,
+                                                        nodes[ref[0]].out_dtypes))
 
     for name, node in nodes.items():
         dev = devices[name]
         gpu = _is_gpu(dev)
         # a function's arguments (a loop's variables, fetch_to_host=False) may be device arrays
-        if gpu and _host_int_op(node, lambda r: on_device(r) or (r in feeds and
-                                                                not fetch_to_host)):
+        if gpu and _host_int_op(node, lambda r: on_device(r) or (
+                r in feeds and not fetch_to_host and r not in host_feeds)):
             host_ops.add(name)
             out[name] = node  # its inputs are host values, read as they are
             continue
         inputs = []
         for i, ref in enumerate(node.inputs):
             src_gpu = on_device(ref)
-            if gpu and host_memory_input(node.type, i):  # read in host memory (HostMemory)
+            if gpu and host_memory_input(node.type, i, node.in_dtypes):  # (HostMemory)
                 inputs.append((host_copy(ref), 0) if src_gpu else ref)
             elif gpu == src_gpu or _on_host_only(node, i):
                 inputs.append(ref)
@@ -170,12 +173,12 @@ def insert_copies(nodes: dict[str, Node], devices: dict[str, str], feeds, fetche
 
 
 def partition(nodes: dict[str, Node], devices: dict[str, str], feeds: set,
-              fetches=(), fetch_to_host: bool = True) -> Partition:
+              fetches=(), fetch_to_host: bool = True, host_feeds=frozenset()) -> Partition:
     """Split ``nodes`` by ``devices`` (name -> device), add host<->device copies and
     Send/Recv pairs; ``fetches`` come back in :attr:`Partition.fetches` (a GPU tensor's
     fetch reads its host copy, unless not ``fetch_to_host``)."""
     nodes, devices, fetches, copies = insert_copies(nodes, devices, feeds, fetches,
-                                                    fetch_to_host)
+                                                    fetch_to_host, host_feeds)
     out: dict[str, Node] = {}
     pairs: dict[tuple, SendRecv] = {}
 

@@ -155,10 +155,12 @@ def unroll_step(step: Step, steps: int) -> Step:
                         targets=tuple(targets))
 
 
-def partition_step(step: Step, fetch_to_host: bool = True) -> Step:
+def partition_step(step: Step, fetch_to_host: bool = True, host_feeds=frozenset()) -> Step:
     """Cut by device; a fetched GPU tensor is then fetched through its host copy (unless not
-    ``fetch_to_host``: a loop body's outputs stay on its device)."""
-    part = partition(step.nodes, step.devices, step.feed_set, step.fetches, fetch_to_host)
+    ``fetch_to_host``: a loop body's outputs stay on its device; ``host_feeds``: its feeds
+    that are host values all the same)."""
+    part = partition(step.nodes, step.devices, step.feed_set, step.fetches, fetch_to_host,
+                     host_feeds)
     return step.replace("partition", partition=part, fetches=part.fetches)
 
 
@@ -176,9 +178,11 @@ def compile_step(step: Step, graph_tag: str = "g") -> Step:
 def pipeline(default_device: str = "", *, gpu_available: bool = False, gpus=None,
              allow_soft_placement: bool = True, known_tasks: set | None = None,
              steps: int = 1, graph_tag: str = "g", fold: bool = True,
-             cse: bool = True, fetch_to_host: bool = True) -> list[Callable[[Step], Step]]:
+             cse: bool = True, fetch_to_host: bool = True,
+             host_feeds=frozenset()) -> list[Callable[[Step], Step]]:
     """The session's passes, in order, with its options bound (``fetch_to_host=False``: a
-    function's, whose outputs stay on its device)."""
+    function's, whose outputs stay on its device; ``host_feeds``: its feeds that are host
+    values)."""
     passes = [prune_step,
               functools.partial(optimize_step, fold=fold, cse=cse),
               functools.partial(place_step, default_device=default_device,
@@ -187,7 +191,8 @@ def pipeline(default_device: str = "", *, gpu_available: bool = False, gpus=None
                                 known_tasks=known_tasks)]
     if steps > 1:
         passes.append(functools.partial(unroll_step, steps=steps))
-    passes += [functools.partial(partition_step, fetch_to_host=fetch_to_host), stage_step,
+    passes += [functools.partial(partition_step, fetch_to_host=fetch_to_host,
+                                 host_feeds=frozenset(host_feeds)), stage_step,
                functools.partial(compile_step, graph_tag=graph_tag)]
     return passes
 
