@@ -293,6 +293,8 @@ HOST_MEMORY_OUTPUTS = {"Shape": (0,), "Size": (0,), "Rank": (0,)}
 
 
 LOOP_OPS = frozenset({"While", "StatelessWhile"})
+# Ops whose integer inputs, wherever they sit (their layout varies with a mode), are indices
+INT_HOST_INPUTS = frozenset({"TensorArrayGradGather", "TensorArrayGradScatter"})
 
 
 def host_memory_input(op_type: str, i: int, in_dtypes=()) -> bool:
@@ -300,6 +302,8 @@ def host_memory_input(op_type: str, i: int, in_dtypes=()) -> bool:
     memory: a loop's int32 values (its counters) stay on the host, as TF keeps int32."""
     if op_type in LOOP_OPS:
         return i < len(in_dtypes) and in_dtypes[i] == _dt.int32
+    if op_type in INT_HOST_INPUTS:
+        return i < len(in_dtypes) and in_dtypes[i] is not None and in_dtypes[i].is_integer
     return i in HOST_MEMORY_INPUTS.get(op_type, ())
 
 

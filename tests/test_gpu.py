@@ -449,6 +449,42 @@ def test_a_gpu_loop_keeps_its_counter_on_the_host(fake_gpu):
     assert gpu == pytest.approx(cpu, rel=1e-6)
 
 
+def _loop_training(steps=2):
+    g = tv.Graph()
+    with g.as_default():
+        x = tv.placeholder(tv.float32, [4])
+        with tv.device("/gpu:0"):
+            w = tv.Variable(np.linspace(0.5, 1.0, 4, dtype=np.float32))
+            ta = tv.TensorArray(tv.float32, size=6)
+
+            def body(i, h, ta):
+                h = tv.tanh(h * w) * 2.0
+                return i + 1, h, ta.write(i, h)
+            _, _, ta = tv.while_loop(lambda i, h, ta: i < 6, body, [0, x, ta])
+            loss = tv.reduce_sum(ta.stack())
+            train = tv.train.GradientDescentOptimizer(0.1).minimize(loss)
+        with tv.Session() as s:
+            s.run(w.initializer)
+            s.run(train, {x: np.ones(4, np.float32)})
+            b = kernels_gpu.device_backend()
+            if b is not None:
+                b.cuda.syncs = 0
+            for _ in range(steps):
+                s.run(train, {x: np.ones(4, np.float32)})
+            waits = None if b is None else b.cuda.syncs
+            return s.run(w), waits
+
+
+def test_a_gpu_loop_training_step_never_waits_for_the_device(fake_gpu):
+    """The loop's gradient reads the TensorArray gradients' indices in host memory too (it
+    waited once per iteration: 6 per step)."""
+    gpu, waits = _loop_training()
+    assert waits == 0
+    fake_device.restore(None)
+    cpu, _ = _loop_training()
+    np.testing.assert_allclose(gpu, cpu, rtol=1e-6)
+
+
 def test_a_gpu_cnn_step_never_waits_for_the_device(fake_gpu):
     """Convolution, pooling and their gradients queue without a copy to the host (MaxPoolGrad
     asked whether its gradient was finite, one wait per step)."""
