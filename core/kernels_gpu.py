@@ -279,6 +279,7 @@ HOST_MEMORY_INPUTS = {
     # ids, labels and indices, range-checked on the host and uploaded for the indexing (an
     # embedding lookup, its sparse gradient and update, a sparse cross-entropy's labels)
     "GatherV2": (1,), "UnsortedSegmentSum": (1, 2), "SparseSoftmaxCrossEntropyWithLogits": (0,),
+    "GatherDropNegatives": (1,),
     "ScatterAdd": (0,), "ScatterSub": (0,), "ScatterUpdate": (0,),
     "Dropout": (1,),  # keep_prob (its mask is drawn on the host and uploaded: nn_ops)
     # the host's generators (HOST_OPS) read their shape and bounds where they run

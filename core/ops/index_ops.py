@@ -148,11 +148,14 @@ def _segment_sum(values, ids, out_shape, op):
 
 
 def _gather_drop_negatives_kernel(params, ids):
-    out = np.take(params, np.maximum(ids, 0), axis=0)
+    # on a GPU the ids are read in host memory (kernels_gpu.HOST_MEMORY_INPUTS): "any
+    # negative?" is asked there, and the ids and mask uploaded
+    xp = array_namespace(params)
     neg = ids < 0
+    out = np.take(params, xp.asarray(np.maximum(ids, 0)), axis=0)
     if neg.any():
-        out = np.where(neg.reshape(neg.shape + (1,) * (out.ndim - neg.ndim)),
-                       out.dtype.type(0), out)
+        mask = xp.asarray(neg).reshape(neg.shape + (1,) * (out.ndim - neg.ndim))
+        out = np.where(mask, out.dtype.type(0), out)
     return out
 
 
