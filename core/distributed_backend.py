@@ -627,19 +627,27 @@ def connect(target: str, security=None):
     """A Dask client of the scheduler at ``target``; a malformed address is
     InvalidArgumentError, a scheduler not reached within :data:`CONNECT_TIMEOUT_S` is
     UnavailableError naming the address (not Dask's bare OSError)."""
+    import gc
+
     from distributed import Client
     try:
         return Client(target, set_as_default=False, timeout=f"{CONNECT_TIMEOUT_S}s",
                       security=security)
     except ValueError as exc:  # distributed's address parsing
-        raise InvalidArgumentError(
+        err = InvalidArgumentError(
             f"{target!r} is not a Dask scheduler address ({exc}): give 'tcp://host:port' "
-            "(or tls://…), 'local' for a LocalCluster, or a tv.train.Server's target") from None
+            "(or tls://…), 'local' for a LocalCluster, or a tv.train.Server's target")
     except (OSError, TimeoutError) as exc:
-        raise UnavailableError(
+        err = UnavailableError(
             f"could not reach the Dask scheduler at {target} within {CONNECT_TIMEOUT_S:g} s "
             f"({type(exc).__name__}: {exc}); is `dask scheduler` running there, and is the "
-            "address (host, port, tcp:// or tls://) right?") from None
+            "address (host, port, tcp:// or tls://) right?")
+    # The Client that failed to start is garbage in a reference cycle, its loop runner
+    # started. Collected at an arbitrary later point, its __del__ may close it inside another
+    # Client's start (a thread's creation can trigger the collection), where it deadlocks on
+    # distributed's loop-runner lock: a later Session hung. Collected here, it closes safely.
+    gc.collect()
+    raise err
 
 
 def reset_workers(target, containers=None, security=None) -> int:

@@ -130,3 +130,24 @@ def test_step_timeout_bounds_the_wait_for_a_lost_workers_return(tmp_path):
     finally:
         for p in reversed(procs):
             _stop(p)
+
+
+def test_a_failed_connection_leaves_no_client_for_the_garbage_collector(monkeypatch):
+    """A Client that failed to reach its scheduler stayed as cyclic garbage; collected later
+    inside another Client's start (a thread's creation), its __del__ deadlocked on
+    distributed's loop-runner lock and a later Session hung (seen in CI). connect() collects
+    it at once."""
+    import gc
+    import socket
+
+    from distributed import Client
+    from tensorvm import distributed_backend as db
+    monkeypatch.setattr(db, "CONNECT_TIMEOUT_S", 1.0)
+    with socket.socket() as s:  # a port where nothing listens
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    gc.collect()
+    before = sum(isinstance(o, Client) for o in gc.get_objects())
+    with pytest.raises(tv.errors.UnavailableError, match=f"127.0.0.1:{port}"):
+        db.connect(f"tcp://127.0.0.1:{port}")
+    assert sum(isinstance(o, Client) for o in gc.get_objects()) == before
