@@ -256,9 +256,21 @@ def wait_for_workers(address: str, names: list[str], timeout: float) -> None:
     still waiting for response from worker"), or raise UnavailableError naming the missing."""
     import time
 
+    import gc
+
     from distributed import Client
     deadline = time.monotonic() + timeout
-    with Client(address, set_as_default=False, timeout=f"{max(timeout, 1):.0f}s") as c:
+    try:
+        client = Client(address, set_as_default=False, timeout=f"{max(timeout, 1):.0f}s")
+    except (OSError, TimeoutError) as exc:
+        err = UnavailableError(f"could not reach the Dask scheduler at {address} within "
+                               f"{max(timeout, 1):.0f} s ({type(exc).__name__}: {exc})")
+    else:
+        err = None
+    if err is not None:  # the half-made Client collected now (distributed_backend.connect)
+        gc.collect()
+        raise err
+    with client as c:
         delay = 0.05
         while True:
             have = {str(w.get("name")) for w in c.scheduler_info(n_workers=-1)["workers"].values()} \

@@ -79,13 +79,19 @@ class JobRun:
         return self
 
     def _connect(self):
+        import gc
+
         from distributed import Client
         try:
             return Client(self.scheduler, timeout=f"{self.connect_timeout}s",
                           set_as_default=False)
-        except (OSError, TimeoutError) as exc:
-            raise ConnectError(f"cannot reach the Dask scheduler at {self.scheduler} "
-                               f"within {self.connect_timeout:g} s") from exc
+        except (OSError, TimeoutError):
+            pass
+        # the Client that failed to start is collected now, not inside a later Client's start
+        # (where its __del__ deadlocks: tensorvm.distributed_backend.connect)
+        gc.collect()
+        raise ConnectError(f"cannot reach the Dask scheduler at {self.scheduler} "
+                           f"within {self.connect_timeout:g} s")
 
     def __exit__(self, *exc):
         try:
