@@ -254,9 +254,8 @@ def resolve_target(target, cluster=None, device_filters=None, timeout: float = 1
 def wait_for_workers(address: str, names: list[str], timeout: float) -> None:
     """Wait until the scheduler at ``address`` has a worker of each name (TF's "CreateSession
     still waiting for response from worker"), or raise UnavailableError naming the missing."""
-    import time
-
     import gc
+    import time
 
     from distributed import Client
     deadline = time.monotonic() + timeout
