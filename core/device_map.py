@@ -198,6 +198,8 @@ class DeviceMap:
             res = resource_name(job, task)
             for attempt in range(3):  # a worker that leaves while chosen: choose again
                 info = info or self.scheduler_info()
+                if not info["workers"]:  # none at this instant (restarting): wait a little
+                    info = self._await_any_worker()
                 prefer = None
                 if not any(w.get("resources", {}).get(res) for w in info["workers"].values()):
                     prefer, info = self._await_replacement(res, info)
@@ -262,6 +264,20 @@ class DeviceMap:
             time.sleep(0.1)
             info = self.scheduler_info()
         return name, info
+
+    def _await_any_worker(self) -> dict:
+        """The scheduler's info once it lists a worker, polled for up to
+        :data:`REPLACEMENT_WAIT_S` (a cluster whose workers are restarting, their Nannies
+        bringing them back); still none then: the caller says the cluster has none."""
+        deadline = time.monotonic() + REPLACEMENT_WAIT_S
+        step_deadline = getattr(self._step, "deadline", None)
+        if step_deadline is not None:
+            deadline = min(deadline, step_deadline)
+        info = self.scheduler_info()
+        while not info["workers"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+            info = self.scheduler_info()
+        return info
 
     def scheduler_info(self) -> dict:
         """The scheduler's info with every worker listed."""
