@@ -336,3 +336,104 @@ def test_dynamic_rnn_step_never_copies_an_array(monkeypatch):
             s.run(tv.global_variables_initializer())
             gx = s.run(grads, {x: np.ones((4, 30, 3), np.float32)})[0]
     assert gx.shape == (4, 30, 3) and np.all(gx[:, 0] != 0) and copies == []
+
+
+# ---- TensorArrays through tv.cond -----------------------------------------------------------------
+def test_cond_returns_tensor_arrays_from_both_branches(graph):
+    p = tv.placeholder(tv.bool, [])
+    x = tv.placeholder(tv.float32, [3, 2])
+    base = tv.TensorArray(tv.float32, size=3).unstack(x)
+    out = tv.cond(p, lambda: {"ta": tv.TensorArray(tv.float32, 3).unstack(x * 2.0), "n": 1},
+                  lambda: {"ta": base, "n": 2})
+    assert isinstance(out["ta"], tv.TensorArray) and out["ta"].dtype == tv.float32
+    assert out["ta"].element_shape.as_list() == [2]  # both branches' (2,)
+    xv = np.arange(6, dtype=np.float32).reshape(3, 2)
+    for pv, want, n in ((True, xv * 2, 1), (False, xv, 2)):
+        got, r2, k = run([out["ta"].stack(), out["ta"].read(2), out["n"]], {p: pv, x: xv})
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(r2, want[2])
+        assert int(k) == n
+    # the returned array is written on like any other (TF's build_ta_with_new_flow)
+    empty = tv.cond(p, lambda: tv.TensorArray(tv.float32, 2),
+                    lambda: tv.TensorArray(tv.float32, 2, dynamic_size=True))
+    assert empty.dynamic_size and empty.element_shape == tv.TensorShape(None)
+    more = empty.write(0, [9.0, 8.0]).write(1, x[0])
+    assert more.element_shape.as_list() == [2]
+    for pv in (True, False):
+        assert run(more.stack(), {p: pv, x: xv}).tolist() == [[9, 8], [0, 1]]
+
+
+def test_cond_arrays_of_different_element_shapes_give_the_common_shape(graph):
+    p = tv.placeholder(tv.bool, [])
+    a = tv.TensorArray(tv.float32, 2).write(0, [1.0, 2.0]).write(1, [3.0, 4.0])
+    b = tv.TensorArray(tv.float32, 2).write(0, [1.0, 2.0, 3.0]).write(1, [4.0, 5.0, 6.0])
+    out = tv.cond(p, lambda: a, lambda: b)
+    assert out.element_shape.as_list() == [None] and out.stack().shape.as_list() == [2, None]
+    assert run(out.stack(), {p: False}).tolist() == [[1, 2, 3], [4, 5, 6]]
+    assert run(out.stack(), {p: True}).tolist() == [[1, 2], [3, 4]]
+
+
+def test_cond_of_tensor_arrays_gradients_against_finite_differences():
+    def build(x, y):
+        ta = tv.TensorArray(tv.float64, 3).unstack(x)
+        out = tv.cond(tv.reduce_sum(y) > 0,
+                      lambda: tv.TensorArray(tv.float64, 3).unstack(ta.stack() * y),
+                      lambda: tv.TensorArray(tv.float64, 3).unstack(ta.stack() + y * y))
+        return out.stack() * out.read(1)
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(3, 2))
+    check_gradients(build, x, np.abs(rng.normal(size=(3, 2))))  # the true branch
+    check_gradients(build, x, -np.abs(rng.normal(size=(3, 2))))  # the false branch
+
+
+def test_cond_writing_a_loop_array_in_each_branch_value_and_gradient(graph):
+    # the TF 1.x pattern: ta = tf.cond(c, lambda: ta.write(i, f(x)), lambda: ta.write(i, g(x)))
+    x = tv.placeholder(tv.float32, [4])
+
+    def body(i, ta):
+        return i + 1, tv.cond(tv.equal(i % 2, 0), lambda: ta.write(i, x[i] * x[i]),
+                              lambda: ta.write(i, 3.0 * x[i]))
+    _, ta = tv.while_loop(lambda i, ta: i < 4, body, [0, tv.TensorArray(tv.float32, size=4)])
+    assert isinstance(ta, tv.TensorArray)
+    w = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    (g,) = tv.gradients(tv.reduce_sum(ta.stack() * w), [x])
+    xv = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    y, gv = run([ta.stack(), g], {x: xv})
+    even = np.arange(4) % 2 == 0
+    np.testing.assert_allclose(y, np.where(even, xv * xv, 3 * xv))
+    np.testing.assert_allclose(gv, w * np.where(even, 2 * xv, 3.0))
+
+
+def test_cond_reads_an_outer_tensor_array_and_its_gradient(graph):
+    p = tv.placeholder(tv.bool, [])
+    x = tv.placeholder(tv.float32, [4])
+    ta = tv.TensorArray(tv.float32, size=4).unstack(x)
+    r = tv.cond(p, lambda: ta.read(1) * 5.0, lambda: ta.read(2))
+    (g,) = tv.gradients(r, [x])
+    xv = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    rv, gv = run([r, g], {p: True, x: xv})
+    assert float(rv) == 10.0 and gv.tolist() == [0, 5, 0, 0]
+    rv, gv = run([r, g], {p: False, x: xv})
+    assert float(rv) == 3.0 and gv.tolist() == [0, 0, 1, 0]
+
+
+def test_case_returns_a_tensor_array(graph):
+    k = tv.placeholder(tv.int32, [])
+    arrs = [tv.TensorArray(tv.int32, 2).unstack(tv.constant([j, 10 * j])) for j in range(3)]
+    out = tv.case([(tv.equal(k, 0), lambda: arrs[0]), (tv.equal(k, 1), lambda: arrs[1])],
+                  default=lambda: arrs[2])
+    assert [run(out.stack(), {k: v}).tolist() for v in (0, 1, 2)] == \
+        [[0, 0], [1, 10], [2, 20]]
+
+
+def test_cond_tensor_array_mismatches_fail_when_built(graph):
+    p = tv.placeholder(tv.bool, [])
+    fa = tv.TensorArray(tv.float32, 1).write(0, 1.0)
+    ia = tv.TensorArray(tv.int32, 1).write(0, 1)
+    with pytest.raises(tv.errors.InvalidArgumentError,
+                       match="cond: output 0 is a TensorArray of float in true_fn but of int32 "
+                             "in false_fn"):
+        tv.cond(p, lambda: fa, lambda: ia)
+    with pytest.raises(tv.errors.InvalidArgumentError,
+                       match=r"true_fn returned TensorArray of float32, false_fn float32 tensor"):
+        tv.cond(p, lambda: fa, lambda: tv.constant(1.0))

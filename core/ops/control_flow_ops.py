@@ -13,6 +13,11 @@ data input (a constant, a variable read, a ``py_func`` of nothing) waits on the 
 only as dead: through Send/Recv it arrives dead, so a branch spread over devices stays lazy;
 fetching one is TF's error ``Retval[0] does not have value``.
 
+A ``TensorArray`` a branch returns is carried through the Merge as its flow and comes back a
+``TensorArray`` (TF 1.x's ``_convert_tensorarray_to_flow``): its dtype must match the other
+branch's, its element shape and size are what both agree on. One read or written inside a
+branch comes in through a Switch like any tensor; gradients flow through both.
+
 Gradients: a Switch's gradient is the Merge of its outputs' gradients (a branch that does not
 use the input contributes zeros gated by the same predicate); a Merge's gradient is a Switch of
 its gradient on the cond's predicate.
@@ -258,6 +263,8 @@ def _build_branch(g, pred, branch: int, fn, outer):
                 with g.control_dependencies([x]):
                     x = identity(ctx.pivot.outputs[0])
                 flat.append(("op", x))
+            elif hasattr(x, "_with_flow"):  # a TensorArray: carried as its flow (TF's rule)
+                flat.append(("ta", ctx.gate(x.flow)))
             else:
                 if isinstance(x, IndexedSlices):
                     from ..gradients import densify
@@ -266,12 +273,33 @@ def _build_branch(g, pred, branch: int, fn, outer):
     return res, flat
 
 
+def _merged_array(ta_t, ta_f, flow, i, where):
+    """The TensorArray a cond gives back for output ``i``: ``flow`` (the Merge of the two
+    branches' flows) with what both branches' arrays agree on (dtype; the element shape and
+    size where they match, else unknown)."""
+    from .tensor_array import _Meta
+    from .tensor_array_ops import _tf_dtype_name
+    if ta_t.dtype != ta_f.dtype:
+        raise InvalidArgumentError(
+            f"cond: output {i} is a TensorArray of {_tf_dtype_name(ta_t.dtype)} in true_fn but "
+            f"of {_tf_dtype_name(ta_f.dtype)} in false_fn (cond at {where})")
+    mt, mf = ta_t._meta, ta_f._meta
+    et, ef = mt.element_shape, mf.element_shape
+    shape = _common_shape(et, ef) if et is not None and ef is not None else None
+    meta = mt if mt is mf else _Meta(shape, mt.size if mt.size == mf.size else None,
+                                     mt.dynamic_size or mf.dynamic_size,
+                                     mt.infer_shape and mf.infer_shape, mt.name)
+    out = ta_t._with_flow(flow)
+    out._meta = meta
+    return out
+
+
 def cond(pred, true_fn=None, false_fn=None, strict: bool = False, name=None, fn1=None,
          fn2=None):
     """``true_fn()`` if ``pred`` else ``false_fn()``, as one value per output (TF 1.x's
     ``tf.cond``): only the taken branch's ops run. Both functions must return the same
-    structure of tensors (or operations) with the same dtypes. A single-element list is
-    unpacked unless ``strict=True``.
+    structure of tensors, TensorArrays (or operations) with the same dtypes. A
+    single-element list is unpacked unless ``strict=True``.
 
     >>> import tensorvm as tv
     >>> p = tv.placeholder(tv.bool, [])
@@ -310,6 +338,9 @@ def cond(pred, true_fn=None, false_fn=None, strict: bool = False, name=None, fn1
                     f"false_fn has dtype {f.dtype.name} (cond at {where})")
             m = merge([f, t], name="Merge", pred=pred)[0]
             merged.append(m.op if kind == "op" else m)
+        arrays_t, arrays_f = flatten(res_t), flatten(res_f)
+        merged = [_merged_array(arrays_t[i], arrays_f[i], m, i, where) if kind == "ta" else m
+                  for i, ((kind, _), m) in enumerate(zip(flat_t, merged))]
     out = pack_as(res_t, merged)
     if not strict and isinstance(out, (list, tuple)) and len(out) == 1 \
             and not hasattr(out, "_fields"):
@@ -325,6 +356,8 @@ def _describe(res) -> str:
             return "{" + ", ".join(f"{k}: {one(v)}" for k, v in sorted(x.items())) + "}"
         if isinstance(x, Operation):
             return f"op {x.name}"
+        if hasattr(x, "_with_flow"):
+            return f"TensorArray of {x.dtype.name}"
         t = x if isinstance(x, Tensor) else None
         return f"{t.dtype.name} tensor" if t is not None else type(x).__name__
     return one(res)
