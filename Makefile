@@ -1,4 +1,4 @@
-# Two commands on a fresh machine: `make run` and `make test`.
+# Two commands on a fresh machine: `make run` and `make test`. `make bench BENCH="step planning"` runs some benchmarks.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -31,7 +31,7 @@ chromium:
 	fi; true
 
 bench: $(STAMP)
-	$(PY) -m bench
+	$(PY) -m bench $(BENCH)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -40,3 +40,21 @@ def test_docstring_examples(name):
     result = doctest.testmod(mod, optionflags=_FLAGS, verbose=False, report=True)
     assert result.attempted > 0, f"{name} has no examples"
     assert result.failed == 0, f"{result.failed} example(s) of {name} failed (see output)"
+
+
+def test_make_bench_runs_the_benchmarks_it_is_given():
+    """``make bench`` is ``python -m bench``: it must start, and run only the modules named."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    bad = subprocess.run([sys.executable, "-m", "bench", "bench_no_such"], cwd=root,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2, bad.stderr
+    assert "unknown benchmark 'bench_no_such'" in bad.stderr
+    assert "bench_step" in bad.stderr  # the list of those there are
+    listed = subprocess.run([sys.executable, "-m", "bench", "--list"], cwd=root,
+                            capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert {"bench_planning", "bench_step", "bench_wordcount"} <= set(listed.stdout.split())
