@@ -605,6 +605,17 @@ def name_scope(name: str | None, default_name: str | None = None, values=None):
 
 
 def control_dependencies(control_inputs):
+    """``with tv.control_dependencies([op, ...]):`` — ops built inside run only after those ops
+    (and tensors' ops) have run; ``None`` clears the enclosing ones.
+
+    >>> import tensorvm as tv
+    >>> with tv.Graph().as_default():
+    ...     a = tv.constant(1.0, name="a")
+    ...     with tv.control_dependencies([a]):
+    ...         b = tv.constant(2.0, name="b")
+    ...     [op.name for op in b.op.control_inputs]
+    ['a']
+    """
     return get_default_graph().control_dependencies(control_inputs)
 
 
@@ -615,8 +626,14 @@ def device(spec):
 
 
 def colocate_with(op, ignore_existing: bool = False):
+    """``with tv.colocate_with(op_or_tensor):`` — ops built inside are placed on the same device
+    as ``op`` (one colocation group); as in TF, the enclosing ``tv.device`` scopes are ignored
+    inside, and a conflicting device is an error unless soft placement is on."""
     return get_default_graph().colocate_with(op, ignore_existing)
 
 
 def set_random_seed(seed: int) -> None:
+    """Set the default graph's random seed (TF's graph-level seed): random ops built afterwards
+    without a seed of their own derive one from it, so a program draws the same values each
+    time it runs (successive runs of one op still draw fresh values)."""
     get_default_graph().seed = int(seed)
