@@ -279,7 +279,7 @@ HOST_MEMORY_INPUTS = {
     # ids, labels and indices, range-checked on the host and uploaded for the indexing (an
     # embedding lookup, its sparse gradient and update, a sparse cross-entropy's labels)
     "GatherV2": (1,), "UnsortedSegmentSum": (1, 2), "SparseSoftmaxCrossEntropyWithLogits": (0,),
-    "GatherDropNegatives": (1,),
+    "GatherDropNegatives": (1,), "ScatterRowsInto": (1,),
     "ScatterAdd": (0,), "ScatterSub": (0,), "ScatterUpdate": (0,),
     "Dropout": (1,),  # keep_prob (its mask is drawn on the host and uploaded: nn_ops)
     # the host's generators (HOST_OPS) read their shape and bounds where they run
@@ -289,8 +289,24 @@ HOST_MEMORY_INPUTS = {
     "TensorArrayV3": (0,), "TensorArrayWriteV3": (1,), "TensorArrayReadV3": (1,),
     "TensorArrayGatherV3": (1,), "TensorArrayScatterV3": (1,), "TensorArraySplitV3": (2,),
     "ReverseSequence": (1,),
+    # a cond's predicate, read by the host to pick a branch (TF's Switch: HostMemory("pred"));
+    # one computed on the device is copied there, as in TF
+    "Switch": (1,),
 }
-HOST_MEMORY_OUTPUTS = {"Shape": (0,), "Size": (0,), "Rank": (0,)}
+HOST_MEMORY_OUTPUTS = {"Shape": (0,), "Size": (0,), "Rank": (0,),
+                       "Merge": (1,)}  # which input it forwarded (TF: HostMemory("value_index"))
+
+# Ops whose first half of inputs are indices read in host memory: DynamicStitch sizes its
+# output by their max and resolves duplicates there, the last one winning (TF's GPU kernel:
+# HostMemory("indices"); CuPy's scatter would leave which duplicate lands undefined).
+HALF_HOST_INPUTS = frozenset({"DynamicStitch"})
+
+# TF's int32 integer division on a GPU is its CPU kernel with every input and output in host
+# memory (cwise_op_floor_div.cc, _floor_mod, _div: ``HostMemory("x").HostMemory("y")
+# .HostMemory("z")``), which checks the divisor; other integer types run on the device
+# unchecked (their GPU functors divide by zero as CUDA does, undefined), where tensorvm's
+# give CuPy's value, 0 (math_ops._check_int_divisor).
+INT32_HOST_OPS = frozenset({"FloorDiv", "FloorMod", "TruncateDiv", "TruncateMod", "RealDiv"})
 
 
 LOOP_OPS = frozenset({"While", "StatelessWhile"})
@@ -301,8 +317,10 @@ INT_HOST_INPUTS = frozenset({"TensorArrayGradGather", "TensorArrayGradScatter"})
 def host_memory_input(op_type: str, i: int, in_dtypes=()) -> bool:
     """Whether input ``i`` of an ``op_type`` op on a GPU (with ``in_dtypes``) is read in host
     memory: a loop's int32 values (its counters) stay on the host, as TF keeps int32."""
-    if op_type in LOOP_OPS:
+    if op_type in LOOP_OPS or op_type in INT32_HOST_OPS:
         return i < len(in_dtypes) and in_dtypes[i] == _dt.int32
+    if op_type in HALF_HOST_INPUTS:
+        return i < len(in_dtypes) // 2
     if op_type in INT_HOST_INPUTS:
         return i < len(in_dtypes) and in_dtypes[i] is not None and in_dtypes[i].is_integer
     return i in HOST_MEMORY_INPUTS.get(op_type, ())
@@ -310,10 +328,11 @@ def host_memory_input(op_type: str, i: int, in_dtypes=()) -> bool:
 
 def host_memory_output(op_type: str, i: int, attrs=None, out_dtypes=()) -> bool:
     """Whether output ``i`` of an ``op_type`` op (with ``attrs``, ``out_dtypes``) on a GPU is
-    made in host memory: shapes and sizes, small integer constants, a loop's int32 values."""
+    made in host memory: shapes and sizes, small integer constants, a loop's int32 values,
+    an int32 division's quotient or remainder, a Merge's value index."""
     if op_type == "Const":
         return _host_const((attrs or {}).get("value"))
-    if op_type in LOOP_OPS:
+    if op_type in LOOP_OPS or op_type in INT32_HOST_OPS:
         return i < len(out_dtypes) and out_dtypes[i] == _dt.int32
     return i in HOST_MEMORY_OUTPUTS.get(op_type, ())
 

@@ -7,6 +7,7 @@ from .. import dtypes as _dt
 from .. import threads
 from ..errors import InvalidArgumentError
 from ..graph import overload_operator
+from ..kernels_gpu import is_device_array
 from ..op_def_library import apply_op
 from ..registry import register_op
 from ..tensor_conversion import convert_to_tensor
@@ -35,8 +36,16 @@ multiply = def_binary("Mul", np.multiply, lambda op, g: [
 
 
 def _check_int_divisor(y) -> None:
-    """TF raises on an integer division by zero (NumPy would return 0 and warn)."""
-    if y.dtype.kind in "iu" and not np.all(y):
+    """TF raises on an integer division by zero (NumPy would return 0 and warn).
+
+    Not on a GPU: a divisor in device memory is not checked, as TF's GPU kernels of integer
+    division do not check theirs (int64, int16, uint8...: a CUDA division by zero, undefined);
+    CuPy gives 0 there (``x // 0 == x % 0 == 0``), as NumPy's ufuncs do. Checking would copy a
+    flag to the host each call (the host waits for the GPU). TF's int32 division runs on the
+    host on a GPU too, and checks: tensorvm's int32 division reads its inputs in host memory
+    (``kernels_gpu.INT32_HOST_OPS``), so it still raises here.
+    """
+    if y.dtype.kind in "iu" and not is_device_array(y) and not np.all(y):
         raise InvalidArgumentError("Integer division by zero")
 
 
@@ -64,7 +73,9 @@ def _truncatediv_kernel(x, y):
         # floor rounds down; truncation rounds toward zero: one more where the signs differ
         # and the division is inexact
         fix = (np.mod(x, y) != 0) & ((x < 0) != (y < 0))
-        return (q + fix.astype(q.dtype)) if np.any(fix) else q
+        if not is_device_array(fix) and not np.any(fix):  # (on a GPU: no 'any?' to wait for)
+            return q
+        return q + fix.astype(q.dtype)
     return np.trunc(np.true_divide(x, y)).astype(x.dtype, copy=False)
 
 

@@ -14,7 +14,7 @@ from .. import dtypes as _dt
 from ..errors import InvalidArgumentError
 from ..graph import Tensor
 from ..op_def_library import apply_op
-from ..kernels_gpu import array_namespace
+from ..kernels_gpu import array_namespace, to_host
 from ..registry import register_op
 from ..tensor_conversion import convert_to_tensor
 from .array_ops import dense_or_zeros
@@ -45,10 +45,25 @@ def _partition_kernel(data, partitions, num_partitions):
                                    f"{list(partitions.shape)} is not a prefix of the data shape "
                                    f"{list(data.shape)}")
     p = partitions.reshape(-1)
-    check_index_range(p, num_partitions, "DynamicPartition", "partitions")
     flat = data.reshape((p.size,) + data.shape[partitions.ndim:])
-    order = np.argsort(p, kind="stable")
-    counts = np.bincount(p, minlength=num_partitions)
+    xp = array_namespace(p)
+    if xp is np:  # host ids (a CPU's, or fed to a GPU op): checked and counted on the host
+        check_index_range(p, num_partitions, "DynamicPartition", "partitions")
+        counts = np.bincount(p, minlength=num_partitions)
+    else:
+        # Device ids: the outputs' sizes are their counts, which the host must read; TF's GPU
+        # kernel copies them too (one copy, dynamic_partition_op_gpu.cu.cc). Ids out of range
+        # are counted in a spare last bin, so the range check rides on that one copy (TF's GPU
+        # kernel drops such rows silently: this fails as the CPU's does).
+        bad = (p < 0) | (p >= num_partitions)
+        counts = to_host(xp.bincount(xp.where(bad, num_partitions, p),
+                                     minlength=num_partitions + 1))
+        if counts[num_partitions]:
+            check_index_range(to_host(p), num_partitions, "DynamicPartition", "partitions")
+        counts = counts[:num_partitions]
+    order = np.argsort(p, kind="stable")  # (CuPy's argsort is always stable)
+    if array_namespace(flat) is not np and xp is np:
+        order = array_namespace(flat).asarray(order)
     return outs(np.split(flat[order], np.cumsum(counts)[:-1].tolist()))
 
 
@@ -101,15 +116,26 @@ def _stitch_shape(inputs, attrs):
 
 
 def _stitch_kernel(*args, n):
-    idx, data = args[:n], args[n:]
+    # the indices are host values (on a GPU too: kernels_gpu.HALF_HOST_INPUTS, TF's
+    # HostMemory("indices")): the output's size and the range check wait for nothing
+    idx, data = [to_host(i) for i in args[:n]], args[n:]
     tail = data[0].shape[idx[0].ndim:]
     flat_i = np.concatenate([i.reshape(-1) for i in idx])
     flat_d = np.concatenate([d.reshape((i.size,) + tail) for i, d in zip(idx, data)])
     if flat_i.size and flat_i.min() < 0:
         raise InvalidArgumentError(f"DynamicStitch: negative index {flat_i.min()}")
-    out = array_namespace(data[0]).zeros((int(flat_i.max()) + 1 if flat_i.size else 0,) + tail,
-                                         dtype=data[0].dtype)
-    out[flat_i] = flat_d
+    size = int(flat_i.max()) + 1 if flat_i.size else 0
+    xp = array_namespace(flat_d)
+    out = xp.zeros((size,) + tail, dtype=data[0].dtype)
+    if xp is np:
+        out[flat_i] = flat_d  # NumPy: of duplicate indices, the last one lands
+        return out
+    # CuPy's scatter leaves which of duplicate indices lands undefined: pick the last of each
+    # on the host (as TF's GPU kernel does) and gather those rows
+    src = np.full(size, -1, np.int64)
+    src[flat_i] = np.arange(flat_i.size)
+    rows = np.flatnonzero(src >= 0)
+    out[xp.asarray(rows)] = flat_d[xp.asarray(src[rows])]
     return out
 
 

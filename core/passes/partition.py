@@ -79,13 +79,19 @@ def _on_host_only(node: Node, i: int) -> bool:
     return i < len(dts) and dts[i] is not None and getattr(dts[i], "is_string", False)
 
 
+_PRED_OPS = frozenset({"Switch", "RefSwitch"})  # (data, pred): int32 data with a bool pred
+
+
 def _host_int_op(node: Node, on_device) -> bool:
     """TF's int32 rule on GPUs: an op that only does int32 arithmetic on host values (a
     shape's element, a size times two) runs on the host, its kernel being the one-source
     kernel (``on_device(ref)``: whether an input is a device array)."""
     if not node.inputs or not node.out_dtypes or node.stateful:
         return False
-    if any(d != _dt.int32 for d in node.in_dtypes) or \
+    ins = node.in_dtypes
+    if node.type in _PRED_OPS and len(ins) == 2 and ins[1] == _dt.bool_:
+        ins = ins[:1]  # TF's int32 Switch: data, pred and both outputs in host memory
+    if any(d != _dt.int32 for d in ins) or \
             any(d != _dt.int32 and d != _dt.bool_ for d in node.out_dtypes):
         return False  # int32 in; int32 out, or a comparison's bool (a loop's predicate)
     d = registry.get(node.type)
