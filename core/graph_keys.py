@@ -56,6 +56,8 @@ def add_to_collection(name, value) -> None:
 
 
 def add_to_collections(names, value) -> None:
+    """Append ``value`` to each collection of ``names`` (one name or a list) of the default
+    graph."""
     for n in ([names] if isinstance(names, str) else names):
         add_to_collection(n, value)
 
@@ -72,14 +74,20 @@ def get_collection_ref(key) -> list:
 
 
 def local_variables(scope: str | None = None) -> list:
+    """The variables of ``GraphKeys.LOCAL_VARIABLES`` (per-worker state such as metric
+    accumulators, left out of checkpoints); with ``scope``, those whose name starts with it."""
     return get_collection(GraphKeys.LOCAL_VARIABLES, scope)
 
 
 def model_variables(scope: str | None = None) -> list:
+    """The variables of ``GraphKeys.MODEL_VARIABLES`` (those layers mark as the model's, e.g.
+    batch normalisation's moving statistics); with ``scope``, filtered by name prefix."""
     return get_collection(GraphKeys.MODEL_VARIABLES, scope)
 
 
 def moving_average_variables(scope: str | None = None) -> list:
+    """The variables of ``GraphKeys.MOVING_AVERAGE_VARIABLES``; with ``scope``, filtered by
+    name prefix."""
     return get_collection(GraphKeys.MOVING_AVERAGE_VARIABLES, scope)
 
 
