@@ -74,6 +74,7 @@ def enable_eager_execution(*args, **kwargs):
 
 
 def executing_eagerly() -> bool:
+    """Always ``False``: tensorvm builds graphs and runs them in sessions (TF 1.x's mode)."""
     return False
 
 
