@@ -80,14 +80,14 @@ def local_variables(scope: str | None = None) -> list:
 
 
 def model_variables(scope: str | None = None) -> list:
-    """The variables of ``GraphKeys.MODEL_VARIABLES`` (those layers mark as the model's, e.g.
-    batch normalisation's moving statistics); with ``scope``, filtered by name prefix."""
+    """The variables of ``GraphKeys.MODEL_VARIABLES`` (those a program adds there; tensorvm's
+    layers add none); with ``scope``, filtered by name prefix."""
     return get_collection(GraphKeys.MODEL_VARIABLES, scope)
 
 
 def moving_average_variables(scope: str | None = None) -> list:
-    """The variables of ``GraphKeys.MOVING_AVERAGE_VARIABLES``; with ``scope``, filtered by
-    name prefix."""
+    """The variables of ``GraphKeys.MOVING_AVERAGE_VARIABLES`` (those a program adds there);
+    with ``scope``, filtered by name prefix."""
     return get_collection(GraphKeys.MOVING_AVERAGE_VARIABLES, scope)
 
 
