@@ -62,6 +62,14 @@ class Initializer(abc.ABC):
 
 
 class Zeros(Initializer):
+    """All zeros (``tv.zeros_initializer()``).
+
+    >>> import tensorvm as tv
+    >>> with tv.Graph().as_default(), tv.Session() as s:
+    ...     s.run(tv.zeros_initializer()([2, 3])).tolist()
+    [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+    """
+
     def __init__(self, dtype=_dt.float32):
         self.dtype = _dt.as_dtype(dtype)
 
@@ -71,6 +79,8 @@ class Zeros(Initializer):
 
 
 class Ones(Initializer):
+    """All ones (``tv.ones_initializer()``)."""
+
     def __init__(self, dtype=_dt.float32):
         self.dtype = _dt.as_dtype(dtype)
 
@@ -108,6 +118,9 @@ class Constant(Initializer):
 
 
 class RandomUniform(Initializer):
+    """Uniform samples in ``[minval, maxval)`` (``maxval`` defaults to 1 for floats; integer
+    dtypes need it); ``tv.random_uniform_initializer``."""
+
     def __init__(self, minval=0.0, maxval=None, seed=None, dtype=_dt.float32):
         self.minval, self.maxval, self.seed = minval, maxval, seed
         self.dtype = _dt.as_dtype(dtype)
@@ -123,6 +136,9 @@ class RandomUniform(Initializer):
 
 
 class RandomNormal(Initializer):
+    """Normal samples of ``mean`` and ``stddev`` (floating dtypes only);
+    ``tv.random_normal_initializer``."""
+
     _draw = "random_normal"
 
     def __init__(self, mean=0.0, stddev=1.0, seed=None, dtype=_dt.float32):
@@ -257,16 +273,20 @@ def uniform_unit_scaling_initializer(factor=1.0, seed=None, dtype=_dt.float32):
 
 
 def he_normal(seed=None):
+    """He et al.'s normal initializer: truncated normal of variance ``2 / fan_in``."""
     return VarianceScaling(2.0, "fan_in", "truncated_normal", seed)
 
 
 def he_uniform(seed=None):
+    """He et al.'s uniform initializer: variance ``2 / fan_in``."""
     return VarianceScaling(2.0, "fan_in", "uniform", seed)
 
 
 def lecun_normal(seed=None):
+    """LeCun's normal initializer: truncated normal of variance ``1 / fan_in``."""
     return VarianceScaling(1.0, "fan_in", "truncated_normal", seed)
 
 
 def lecun_uniform(seed=None):
+    """LeCun's uniform initializer: variance ``1 / fan_in``."""
     return VarianceScaling(1.0, "fan_in", "uniform", seed)
