@@ -103,6 +103,14 @@ register_op("PlaceholderWithDefault", lambda inputs, attrs: [(inputs[0].dtype, a
 
 
 def placeholder_with_default(input, shape, name=None):
+    """A tensor that is ``input`` unless the step feeds it a value of ``shape``.
+
+    >>> import tensorvm as tv
+    >>> with tv.Graph().as_default(), tv.Session() as s:
+    ...     p = tv.placeholder_with_default(tv.constant([1.0, 2.0]), [None])
+    ...     s.run(p).tolist(), s.run(p, {p: [5.0]}).tolist()
+    ([1.0, 2.0], [5.0])
+    """
     x = convert_to_tensor(input)
     return apply_op("PlaceholderWithDefault", [x], {"shape": tuple(shape)}, name=name).outputs[0]
 
@@ -113,6 +121,8 @@ register_op("Identity", lambda inputs, attrs: [(inputs[0].dtype, inputs[0]._shap
 
 
 def identity(input, name=None):
+    """A tensor of the same value as ``input`` (an op of its own: a name, a device, a place for
+    control dependencies)."""
     return apply_op("Identity", [input], name=name).outputs[0]
 
 
@@ -130,6 +140,7 @@ register_op("NoOp", lambda inputs, attrs: [], lambda: (), differentiable=False, 
 
 
 def no_op(name=None):
+    """An op that does nothing; run it for its control inputs."""
     return apply_op("NoOp", [], name=name or "NoOp")
 
 
@@ -153,6 +164,8 @@ def group(*inputs, name=None):
 
 
 def tuple_(tensors, name=None):
+    """``tv.tuple``: identities of ``tensors`` that each wait until all of ``tensors`` are
+    computed (``None`` entries stay ``None``)."""
     from ..graph import get_default_graph
     g = get_default_graph()
     with g.control_dependencies([t for t in tensors if t is not None]):
@@ -168,6 +181,8 @@ register_op("Shape", lambda inputs, attrs: [(attrs.get("out_type", _dt.int32),
 
 
 def shape(input, name=None, out_type=_dt.int32):
+    """The shape of ``input`` at run time, a 1-D ``out_type`` tensor (``tensor.shape`` is the
+    static shape known when the graph is built)."""
     return apply_op("Shape", [input], {"out_type": _dt.as_dtype(out_type)}, name=name).outputs[0]
 
 
@@ -261,6 +276,8 @@ register_op("BroadcastLike",
 
 
 def broadcast_like(x, like, name=None):
+    """``x`` broadcast to the shape ``x`` and ``like`` broadcast to together (NumPy's rules);
+    its gradient sums back to ``x``'s shape."""
     return apply_op("BroadcastLike", [x, like], name=name).outputs[0]
 
 
@@ -271,11 +288,13 @@ register_op("OnesLike", lambda inputs, attrs: [(inputs[0].dtype, inputs[0]._shap
 
 
 def zeros_like(tensor, dtype=None, name=None):
+    """Zeros of ``tensor``'s shape, of its dtype or ``dtype``."""
     out = apply_op("ZerosLike", [tensor], name=name).outputs[0]
     return out if dtype is None else _cast(out, dtype)
 
 
 def ones_like(tensor, dtype=None, name=None):
+    """Ones of ``tensor``'s shape, of its dtype or ``dtype``."""
     out = apply_op("OnesLike", [tensor], name=name).outputs[0]
     return out if dtype is None else _cast(out, dtype)
 
