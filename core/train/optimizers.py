@@ -31,11 +31,14 @@ GLOBAL_STEP = "global_step"
 
 
 def get_global_step(graph=None):
+    """The graph's global step variable (``GraphKeys.GLOBAL_STEP``), or ``None``."""
     coll = (graph or get_default_graph()).get_collection(GLOBAL_STEP)
     return coll[0] if coll else None
 
 
 def create_global_step(graph=None):
+    """Create the graph's int64 ``global_step`` variable (0, not trainable); ``ValueError`` if
+    it exists. ``minimize(loss, global_step=...)`` increments it once per step."""
     g = graph or get_default_graph()
     if get_global_step(g) is not None:
         raise ValueError("global_step already exists")
@@ -47,6 +50,14 @@ def create_global_step(graph=None):
 
 
 def get_or_create_global_step(graph=None):
+    """The graph's global step, created if it has none.
+
+    >>> import tensorvm as tv
+    >>> with tv.Graph().as_default():
+    ...     step = tv.train.get_or_create_global_step()
+    ...     step is tv.train.get_or_create_global_step(), step.dtype.name
+    (True, 'int64')
+    """
     return get_global_step(graph) or create_global_step(graph)
 
 
@@ -230,6 +241,16 @@ def _dedupe_where_computed(grad: IndexedSlices):
 
 
 class GradientDescentOptimizer(Optimizer):
+    """``var -= learning_rate * grad`` (sparse gradients update only their rows).
+
+    >>> import tensorvm as tv
+    >>> with tv.Graph().as_default(), tv.Session() as s:
+    ...     w = tv.Variable(1.0)
+    ...     train = tv.train.GradientDescentOptimizer(0.25).minimize(w * w)
+    ...     _ = s.run(w.initializer); _ = s.run(train); float(s.run(w))
+    0.5
+    """
+
     def __init__(self, learning_rate, use_locking=False, name="GradientDescent"):
         super().__init__(learning_rate, use_locking, name)
 
@@ -245,6 +266,9 @@ class GradientDescentOptimizer(Optimizer):
 
 
 class MomentumOptimizer(Optimizer):
+    """TF's momentum: ``accum = momentum * accum + grad; var -= learning_rate * accum``
+    (``use_nesterov=True``: Nesterov's variant), one ``accum`` slot per variable."""
+
     def __init__(self, learning_rate, momentum, use_locking=False, name="Momentum",
                  use_nesterov=False):
         super().__init__(learning_rate, use_locking, name)
@@ -259,6 +283,9 @@ class MomentumOptimizer(Optimizer):
 
 
 class AdagradOptimizer(Optimizer):
+    """Adagrad: ``accum += grad**2; var -= learning_rate * grad / sqrt(accum)``, the slot
+    starting at ``initial_accumulator_value``; sparse gradients update only their rows."""
+
     def __init__(self, learning_rate, initial_accumulator_value=0.1, use_locking=False,
                  name="Adagrad"):
         super().__init__(learning_rate, use_locking, name)
@@ -281,6 +308,9 @@ class AdagradOptimizer(Optimizer):
 
 
 class AdamOptimizer(Optimizer):
+    """Adam (Kingma and Ba) with TF 1.x's update and defaults: ``m`` and ``v`` slots per
+    variable, the bias correction folded into the step size as TF does."""
+
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
                  use_locking=False, name="Adam"):
         super().__init__(learning_rate, use_locking, name)
