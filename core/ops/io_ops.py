@@ -410,6 +410,9 @@ class IdentityReader(ReaderBase):
 
 
 class TFRecordCompressionType:
+    """TF's compression codes for TFRecord files: ``NONE``, ``ZLIB``, ``GZIP`` (for
+    ``TFRecordOptions`` and the TFRecord readers)."""
+
     NONE, ZLIB, GZIP = 0, 1, 2
 
 
