@@ -160,6 +160,8 @@ class QueueRunner:
 
 
 def add_queue_runner(qr: QueueRunner, collection: str = QUEUE_RUNNERS) -> None:
+    """Add ``qr`` to the default graph's queue runners, which ``start_queue_runners`` (and a
+    ``MonitoredSession``) start."""
     get_default_graph().add_to_collection(collection, qr)
 
 
