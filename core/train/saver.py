@@ -512,6 +512,8 @@ def list_checkpoints(checkpoint_dir: str) -> list[dict]:
 
 
 def checkpoint_exists(checkpoint_path: str) -> bool:
+    """Whether a committed tensorvm checkpoint is at ``checkpoint_path`` (a URL or path, as
+    ``Saver.save`` returned it); a missing or damaged index counts as none."""
     try:
         storage.read_index(checkpoint_path)
         return True
