@@ -35,6 +35,7 @@ import sys
 from collections import Counter
 
 GPU0 = "/job:localhost/replica:0/task:0/device:GPU:0"
+COPY_TO_HOST = "_CopyDeviceToHost"
 _OP = re.compile(r"for op '[^']*' \(([A-Za-z0-9_]+)\)")
 
 
@@ -188,6 +189,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                                     "there), per call:")
         for t, n in sorted(waits, key=lambda tn: -tn[1] / _CALLS[tn[0]]):
             terminalreporter.write_line(f"  {n / _CALLS[t]:5.2f}  {t} ({_CALLS[t]} calls)")
+    if _CALLS:
+        # the explicit copies (a fetch, a CPU op's input, a HostMemory input made on the
+        # device) apart from the waits hidden inside kernels
+        copies = _WAITS[COPY_TO_HOST]
+        terminalreporter.write_line(
+            f"total: {sum(_WAITS.values()) - copies} waits inside kernels, {copies} "
+            f"{COPY_TO_HOST} copies, in {sum(_CALLS.values())} GPU kernel calls")
     if not failed:
         terminalreporter.write_line("every test passed with ops on the GPU")
         return
