@@ -182,26 +182,41 @@ def _var_of(ref) -> Variable:
 
 
 def assign(ref, value, validate_shape=True, use_locking=None, name=None):
+    """An op that sets variable ``ref`` to ``value``; its output is the new value
+    (``validate_shape=False`` lets the shape change)."""
     return _var_of(ref)._update("Assign", value, name or "Assign", validate_shape)
 
 
 def assign_add(ref, value, use_locking=None, name=None):
+    """An op that adds ``value`` to variable ``ref``; its output is the new value."""
     return _var_of(ref).assign_add(value, name=name)
 
 
 def assign_sub(ref, value, use_locking=None, name=None):
+    """An op that subtracts ``value`` from variable ``ref``; its output is the new value."""
     return _var_of(ref).assign_sub(value, name=name)
 
 
 def scatter_add(ref, indices, updates, use_locking=False, name=None):
+    """Add ``updates`` to rows ``indices`` of variable ``ref`` (repeated indices add up).
+
+    >>> import tensorvm as tv
+    >>> with tv.Graph().as_default(), tv.Session() as s:
+    ...     v = tv.Variable([0.0, 0.0, 0.0])
+    ...     _ = s.run(v.initializer)
+    ...     s.run(tv.scatter_add(v, [0, 2, 0], [1.0, 2.0, 3.0])).tolist()
+    [4.0, 0.0, 2.0]
+    """
     return _var_of(ref)._scatter("ScatterAdd", indices, updates, name)
 
 
 def scatter_sub(ref, indices, updates, use_locking=False, name=None):
+    """Subtract ``updates`` from rows ``indices`` of variable ``ref``."""
     return _var_of(ref)._scatter("ScatterSub", indices, updates, name)
 
 
 def scatter_update(ref, indices, updates, use_locking=False, name=None):
+    """Set rows ``indices`` of variable ``ref`` to ``updates``."""
     return _var_of(ref)._scatter("ScatterUpdate", indices, updates, name)
 
 
@@ -226,6 +241,8 @@ def trainable_variables(graph=None, scope: str | None = None) -> list[Variable]:
 
 
 def variables_initializer(var_list, name="init"):
+    """One op that runs the initializers of ``var_list`` (a ``no_op`` if it is empty);
+    ``initialize_variables`` is its deprecated name."""
     from .ops.array_ops import group, no_op
     if not var_list:
         return no_op(name=name)
