@@ -85,6 +85,38 @@ class experimental:
         return lambda ds: ds.interleave(map_func, cycle_length, block_length)
 
     @staticmethod
+    def scan(initial_state, scan_func):
+        """``dataset.scan(initial_state, scan_func)``: ``scan_func(state, element)`` returns
+        ``(new_state, output)``."""
+        return lambda ds: ds.scan(initial_state, scan_func)
+
+    @staticmethod
+    def take_while(predicate):
+        """``dataset.take_while(predicate)``."""
+        return lambda ds: ds.take_while(predicate)
+
+    @staticmethod
+    def ignore_errors():
+        """``dataset.ignore_errors()``."""
+        return lambda ds: ds.ignore_errors()
+
+    @staticmethod
+    def unique():
+        """``dataset.unique()``."""
+        return lambda ds: ds.unique()
+
+    @staticmethod
+    def enumerate_dataset(start=0):
+        """``dataset.enumerate(start)``: ``(index, element)`` pairs."""
+        return lambda ds: ds.enumerate(start)
+
+    @staticmethod
+    def get_single_element(dataset):
+        """The one element of ``dataset``, as tensors (``InvalidArgumentError`` when it has
+        none or more than one)."""
+        return dataset.get_single_element()
+
+    @staticmethod
     def batch_and_drop_remainder(batch_size):
         """``batch(batch_size, drop_remainder=True)`` (``tf.contrib.data``'s spelling)."""
         return lambda ds: ds.batch(batch_size, drop_remainder=True)

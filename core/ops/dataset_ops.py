@@ -123,7 +123,16 @@ class _Transforms:
         return getattr(dataset_transforms, name)
 
 
+class _Windows:
+    """The window/scan module, imported on first use (it subclasses :class:`Dataset`)."""
+
+    def __getattr__(self, name):
+        from . import dataset_windows
+        return getattr(dataset_windows, name)
+
+
 T = _Transforms()
+W = _Windows()
 
 
 # ---- the base class --------------------------------------------------------------------------
@@ -135,6 +144,8 @@ class Dataset:
     ``zip``, ``TextLineDataset``, ``TFRecordDataset``), chain transformations, and read it
     with ``make_one_shot_iterator()`` or ``make_initializable_iterator()``.
     """
+
+    _nested = False  # True where each element is a structure of datasets (window())
 
     def __init__(self, structure, dtypes, shapes):
         self._structure = structure
@@ -249,6 +260,7 @@ class Dataset:
 
     def unbatch(self) -> Dataset:
         """The rows of every element (the inverse of :meth:`batch`)."""
+        W.refuse_nested(self, "unbatch")
         return T._Unary(self, P.Unbatch, self._dtypes, [None if s is None else s[1:]
                                                       for s in self._shapes])
 
@@ -291,6 +303,49 @@ class Dataset:
     def apply(self, transformation_func) -> Dataset:
         """``transformation_func(self)``."""
         return transformation_func(self)
+
+    def window(self, size, shift=None, stride=1, drop_remainder=False) -> Dataset:
+        """Windows of ``size`` consecutive elements (every ``stride``-th), a new one starting
+        every ``shift`` elements (default ``size``); the last windows are shorter unless
+        ``drop_remainder``. Each element is a dataset (per component, in the element's
+        structure): read it with ``flat_map``, e.g. ``.flat_map(lambda w: w.batch(size))``."""
+        return W._Window(self, size, shift, stride, drop_remainder)
+
+    def reduce(self, initial_state, reduce_func):
+        """The state after ``reduce_func(state, element)`` over every element, from
+        ``initial_state`` (a structure of tensors); tensors of that structure, computed
+        when they are run. The state's dtypes and structure must not change; its static
+        shape is relaxed where the function changes it."""
+        from .iterator_ops import reduce_dataset
+        return reduce_dataset(self, initial_state, reduce_func)
+
+    def scan(self, initial_state, scan_func) -> Dataset:
+        """``tf.data.experimental.scan``: ``scan_func(state, element)`` returns
+        ``(new_state, output)``; the elements are the outputs, the state carried on."""
+        return W._Scan(self, initial_state, scan_func)
+
+    def take_while(self, predicate) -> Dataset:
+        """The elements before the first one for which ``predicate`` is false."""
+        return W._TakeWhile(self, predicate)
+
+    def ignore_errors(self) -> Dataset:
+        """The elements, less those whose computation (a ``map``/``filter`` function, a
+        generator's element conversion) failed; an error that ends an input ends it."""
+        return W._IgnoreErrors(self)
+
+    def unique(self) -> Dataset:
+        """Each element (int32, int64 or string scalars) once, at its first occurrence."""
+        return W._Unique(self)
+
+    def enumerate(self, start=0) -> Dataset:
+        """``(index, element)`` pairs, the index an int64 counting from ``start``."""
+        return Dataset.zip((Dataset.range(start, np.iinfo(np.int64).max), self))
+
+    def get_single_element(self):
+        """The one element of this dataset, as tensors (``InvalidArgumentError`` when it has
+        none or more than one)."""
+        from .iterator_ops import get_single_element
+        return get_single_element(self)
 
     # ---- iterators -------------------------------------------------------------------------
     def make_one_shot_iterator(self):
@@ -371,6 +426,11 @@ class _Zip(Dataset):
         structure = _normalize(s, lambda d: d._structure)
         super().__init__(structure, [t for d in self._children for t in d._dtypes],
                          [x for d in self._children for x in d._shapes])
+        nested = {d._nested for d in self._children}
+        if len(nested) > 1:
+            raise TypeError("zip: the datasets must all be windows (datasets of datasets) or "
+                            "none; zip the windows' components inside flat_map instead")
+        self._nested = nested.pop() if nested else False
 
     def _compile(self, b):
         return S.Zip(tuple(d._compile(b) for d in self._children),
@@ -382,11 +442,15 @@ class _Concatenate(Dataset):
         if a._dtypes != c._dtypes or flatten_structure(a) != flatten_structure(c):
             raise TypeError(f"Two datasets to concatenate have different types "
                             f"{a.output_types} and {c.output_types}")
+        if a._nested != c._nested:
+            raise TypeError("concatenate: a window dataset (of datasets) and a dataset of "
+                            "tensors cannot be concatenated")
         self._a, self._c = a, c
         shapes = [None if x is None or y is None or len(x) != len(y) else
                   tuple(p if p == q else None for p, q in zip(x, y))
                   for x, y in zip(a._shapes, c._shapes)]
         super().__init__(a._structure, a._dtypes, shapes)
+        self._nested = a._nested
 
     def _compile(self, b):
         return S.Concatenate(self._a._compile(b), self._c._compile(b))

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, OpError
 
 CHUNK = 1 << 16  # rows per source block
 
@@ -54,6 +54,7 @@ class Env:
     ctx: Any = None
     rngs: dict = field(default_factory=dict)
     caches: dict = field(default_factory=dict)
+    skip_errors: int = 0  # > 0 while an ``ignore_errors`` stage pulls from its input
 
 
 def _obj(a) -> np.ndarray:
@@ -126,7 +127,12 @@ class Map(Stage):
             run: list = []
             shape = None
             for i in range(len(block[0])):
-                out = self.func.call(env.ctx, [c[i] for c in block] + caps)
+                try:
+                    out = self.func.call(env.ctx, [c[i] for c in block] + caps)
+                except OpError:
+                    if env.skip_errors:
+                        continue  # ignore_errors: the element is dropped
+                    raise
                 out = [as_component(_host(v), d) for v, d in zip(out, self.dtypes)]
                 s = tuple(o.shape for o in out)
                 if run and s != shape:
@@ -165,13 +171,20 @@ class Filter(Stage):
     def blocks(self, env):
         caps = [r.get(env) for r in self.captures]
         for block in self.child.blocks(env):
-            keep = np.fromiter((bool(np.asarray(_host(
-                self.func.call(env.ctx, [c[i] for c in block] + caps)[0])))
-                for i in range(len(block[0]))), bool, len(block[0]))
+            keep = np.fromiter((self._keep(env, [c[i] for c in block] + caps)
+                                for i in range(len(block[0]))), bool, len(block[0]))
             if keep.all():
                 yield block
             elif keep.any():
                 yield tuple(c[keep] for c in block)
+
+    def _keep(self, env, args) -> bool:
+        try:
+            return bool(np.asarray(_host(self.func.call(env.ctx, args)[0])))
+        except OpError:
+            if env.skip_errors:
+                return False  # ignore_errors: the element is dropped
+            raise
 
 
 def _batch_size(ref: Ref, env: Env) -> int:
@@ -499,7 +512,7 @@ class FlatMap(Stage):
 def _follow(env: Env, sub: Env, gen):
     """An inner pipeline's blocks, its traced functions run with the outer step's context."""
     while True:
-        sub.ctx = env.ctx
+        sub.ctx, sub.skip_errors = env.ctx, env.skip_errors
         try:
             block = next(gen)
         except StopIteration:

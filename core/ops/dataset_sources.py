@@ -174,23 +174,34 @@ class Generator(Stage):
             except (TypeError, KeyError, IndexError):
                 flat = None
             if flat is None or len(flat) != len(self.dtypes):
+                if env.skip_errors:
+                    continue  # ignore_errors: the element is dropped, the generator goes on
                 raise InvalidArgumentError(
                     "`generator` yielded an element that did not match the expected "
                     f"structure. The expected structure was {self.structure}, but the "
                     f"yielded element was {elem!r}.")
-            comps = []
-            for v, d, s in zip(flat, self.dtypes, self.shapes):
-                try:
-                    a = as_component(v, d)
-                except (TypeError, ValueError) as e:
-                    raise InvalidArgumentError(
-                        "`generator` yielded an element that could not be converted to the "
-                        f"expected type. The expected type was {d}, but the yielded element "
-                        f"was {v!r}.") from e
-                if s is not None and (a.ndim != len(s) or any(
-                        w is not None and g != w for g, w in zip(a.shape, s))):
-                    raise InvalidArgumentError(
-                        f"`generator` yielded an element of shape {a.shape} where an element "
-                        f"of shape {tuple(s)} was expected.")
-                comps.append(a[None])
+            try:
+                comps = [self._component(v, d, s) for v, d, s in
+                         zip(flat, self.dtypes, self.shapes)]
+            except InvalidArgumentError:
+                if env.skip_errors:
+                    continue  # ignore_errors: the element is dropped, the generator goes on
+                raise
             yield tuple(comps)
+
+    @staticmethod
+    def _component(v, d, s):
+        try:
+            a = as_component(v, d)
+        except (TypeError, ValueError) as e:
+            name = "string" if d.kind == "O" else d.name
+            raise InvalidArgumentError(
+                "`generator` yielded an element that could not be converted to the "
+                f"expected type. The expected type was {name}, but the yielded element "
+                f"was {v!r}.") from e
+        if s is not None and (a.ndim != len(s) or any(
+                w is not None and g != w for g, w in zip(a.shape, s))):
+            raise InvalidArgumentError(
+                f"`generator` yielded an element of shape {a.shape} where an element "
+                f"of shape {tuple(s)} was expected.")
+        return a[None]

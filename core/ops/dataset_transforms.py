@@ -30,6 +30,7 @@ class _Unary(Dataset):
     def __init__(self, child, stage, dtypes, shapes, keyed=False):
         self._child, self._stage, self._keyed = child, stage, keyed
         super().__init__(child._structure, dtypes, shapes)
+        self._nested = child._nested
 
     def _compile(self, b):
         child = self._child._compile(b)
@@ -41,6 +42,7 @@ class _Counted(Dataset):
         self._child, self._stage = child, stage
         self._count = _scalar(count, _dt.int64, stage.__name__.lower() + " count")
         super().__init__(child._structure, child._dtypes, child._shapes)
+        self._nested = child._nested
 
     def _compile(self, b):
         return self._stage(self._child._compile(b), b.ref(self._count))
@@ -57,6 +59,7 @@ class _Shard(Dataset):
         if n is not None and i is not None and not 0 <= i < n:
             raise InvalidArgumentError(f"index must be in [0, num_shards), got {i}")
         super().__init__(child._structure, child._dtypes, child._shapes)
+        self._nested = child._nested
 
     def _compile(self, b):
         return P.Shard(self._child._compile(b), b.ref(self._n), b.ref(self._i))
@@ -73,6 +76,7 @@ class _Shuffle(Dataset):
         self._seeds = get_seed(None if seed is None else _static_int(seed))
         self._reshuffle = True if reshuffle is None else bool(reshuffle)
         super().__init__(child._structure, child._dtypes, child._shapes)
+        self._nested = child._nested
 
     def _compile(self, b):
         s1, s2 = self._seeds
@@ -90,6 +94,7 @@ def _batch_size(batch_size):
 
 class _Batch(Dataset):
     def __init__(self, child, batch_size, drop_remainder):
+        _refuse_nested(child, "batch")
         self._child = child
         self._size, n = _batch_size(batch_size)
         self._drop = bool(drop_remainder)
@@ -103,6 +108,7 @@ class _Batch(Dataset):
 
 class _PaddedBatch(Dataset):
     def __init__(self, child, batch_size, padded_shapes, padding_values, drop_remainder):
+        _refuse_nested(child, "padded_batch")
         self._child = child
         self._size, n = _batch_size(batch_size)
         self._drop = bool(drop_remainder)
@@ -137,6 +143,11 @@ class _PaddedBatch(Dataset):
                                    for d in self._dtypes))
 
 
+def _refuse_nested(ds, what):
+    from .dataset_windows import refuse_nested
+    refuse_nested(ds, what)
+
+
 # ---- traced functions ------------------------------------------------------------------------
 
 def _trace(ds: Dataset, fn, what: str):
@@ -148,8 +159,13 @@ def _trace(ds: Dataset, fn, what: str):
     g = ds._graph
     fg = FuncGraph(g, f"Dataset.{what}")
     with fg.as_default():
-        phs = [placeholder(d, s, name="arg") for d, s in zip(ds._dtypes, ds._shapes)]
-        elem = pack_as(ds._structure, phs)
+        if ds._nested:  # a window: each component is the dataset of the window's rows
+            phs = [placeholder(d, None if s is None else (None,) + tuple(s), name="window")
+                   for d, s in zip(ds._dtypes, ds._shapes)]
+            elem = pack_as(ds._structure, [Dataset.from_tensor_slices(p) for p in phs])
+        else:
+            phs = [placeholder(d, s, name="arg") for d, s in zip(ds._dtypes, ds._shapes)]
+            elem = pack_as(ds._structure, phs)
         res = fn(*elem) if type(elem) is tuple else fn(elem)
     return fg, phs, res
 
@@ -194,9 +210,9 @@ class _Map(Dataset):
 
 
 class _Filter(Dataset):
-    def __init__(self, child, predicate):
+    def __init__(self, child, predicate, what="filter"):
         from .while_loop import Func
-        fg, phs, res = _trace(child, predicate, "filter")
+        fg, phs, res = _trace(child, predicate, what)
         with fg.as_default():
             out = convert_to_tensor(res) if isinstance(res, (Tensor, bool, np.bool_)) else res
         if not isinstance(out, Tensor) or out.dtype != _dt.bool_ or \
@@ -207,9 +223,10 @@ class _Filter(Dataset):
                              f"tensor, but its return type is {kind}.")
         self._child = child
         self._captures = list(fg.captures)
-        self._func = Func(fg, phs + list(fg.captures.values()), [out], "Dataset.filter",
+        self._func = Func(fg, phs + list(fg.captures.values()), [out], f"Dataset.{what}",
                           _user_location())
         super().__init__(child._structure, child._dtypes, child._shapes)
+        self._nested = child._nested
 
     def _compile(self, b):
         return P.Filter(self._child._compile(b), self._func,

@@ -163,6 +163,74 @@ register_op("IteratorGetNext", _get_next_shape, _get_next_kernel, stateful=True,
             needs_ctx=True, differentiable=False)
 
 
+# ---- ops that read a whole dataset: reduce, get_single_element ------------------------------
+
+def _reduce_kernel(ctx, *inputs, stage, func, n_inputs, n_state, dtypes, shapes):
+    from .dataset_windows import _np_dtypes, fold
+    env = P.Env(list(inputs[:n_inputs]), ctx)
+    state = list(inputs[n_inputs:n_inputs + n_state])
+    out = fold(stage, env, func, state, list(inputs[n_inputs + n_state:]), _np_dtypes(dtypes))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def _single_kernel(ctx, *inputs, stage, dtypes, shapes):
+    env = P.Env(list(inputs), ctx)
+    stage.check(env)
+    got = None
+    for block in stage.blocks(env):
+        if got is not None or len(block[0]) > 1:
+            raise InvalidArgumentError("Dataset had more than one element.")
+        got = block
+        env.ctx = ctx
+    if got is None:
+        raise InvalidArgumentError("Dataset was empty.")
+    out = tuple(P.as_component(c[0], c.dtype) for c in got)
+    return out[0] if len(out) == 1 else out
+
+
+def _outputs_shape(inputs, attrs):
+    return list(zip(attrs["dtypes"], attrs["shapes"]))
+
+
+register_op("ReduceDataset", _outputs_shape, _reduce_kernel, stateful=True, needs_ctx=True,
+            differentiable=False)
+register_op("DatasetToSingleElement", _outputs_shape, _single_kernel, stateful=True,
+            needs_ctx=True, differentiable=False)
+
+
+def reduce_dataset(ds, initial_state, reduce_func):
+    """``ds.reduce(initial_state, reduce_func)``: one op that runs the whole pipeline when it
+    runs (each time), folding the elements into the state."""
+    from .dataset_ops import _Builder
+    from .dataset_windows import refuse_nested, trace_with_state
+    refuse_nested(ds, "reduce")
+    func, caps, init, state, shapes, _ = trace_with_state(ds, reduce_func, initial_state,
+                                                          "reduce", pair=False)
+    b = _Builder(one_shot=False)
+    stage = ds._compile(b)
+    g = ds._graph
+    with g.as_default():
+        op = apply_op("ReduceDataset", list(b.inputs) + init + caps,
+                      {"stage": stage, "func": func, "n_inputs": len(b.inputs),
+                       "n_state": len(init), "dtypes": tuple(t.dtype for t in init),
+                       "shapes": tuple(shapes)}, name="ReduceDataset")
+    return pack_as(state, list(op.outputs))
+
+
+def get_single_element(ds):
+    """``tf.data.experimental.get_single_element(ds)``: the dataset's one element."""
+    from .dataset_ops import _Builder
+    from .dataset_windows import refuse_nested
+    refuse_nested(ds, "get_single_element")
+    b = _Builder(one_shot=False)
+    stage = ds._compile(b)
+    with ds._graph.as_default():
+        op = apply_op("DatasetToSingleElement", list(b.inputs),
+                      {"stage": stage, "dtypes": ds._dtypes, "shapes": ds._shapes},
+                      name="DatasetToSingleElement")
+    return pack_as(ds._structure, list(op.outputs))
+
+
 # ---- the Python class ------------------------------------------------------------------------
 
 def _shapes_compatible(a, b) -> bool:
@@ -207,6 +275,8 @@ class Iterator:
     @classmethod
     def _one_shot(cls, ds):
         from .dataset_ops import _Builder
+        from .dataset_windows import refuse_nested
+        refuse_nested(ds, "make_one_shot_iterator")
         b = _Builder(one_shot=True)
         stage = ds._compile(b)
         return cls(ds._structure, ds._dtypes, ds._shapes, name="OneShotIterator",
@@ -252,6 +322,8 @@ class Iterator:
         """The op that (re)starts this iterator on ``dataset`` (same types, compatible
         shapes)."""
         from .dataset_ops import _Builder
+        from .dataset_windows import refuse_nested
+        refuse_nested(dataset, "an iterator")
         if structure(dataset._structure) != structure(self._structure) or \
                 dataset._dtypes != self._dtypes:
             raise TypeError(f"Expected output types {self.output_types} but got dataset with "
