@@ -43,6 +43,9 @@ __all__ += ["CheckpointSaverHook", "LoggingTensorHook", "NanLossDuringTrainingEr
             "NanTensorHook", "SessionRunArgs", "SessionRunContext", "SessionRunHook",
             "SessionRunValues", "StepCounterHook", "StopAtStepHook", "SummarySaverHook",
             "MonitoredSession", "MonitoredTrainingSession", "Scaffold"]
+from .hooks import CheckpointSaverListener  # noqa: E402
+
+__all__ += ["CheckpointSaverListener"]
 from .tf_input import (EpochQueue, batch_join, input_producer, match_filenames_once,  # noqa
                        range_input_producer, shuffle_batch_join, slice_input_producer)
 from ..storage.tf_protos import (BytesList, Example, Feature, FeatureList,  # noqa: E402

@@ -133,9 +133,30 @@ class StopAtStepHook(SessionRunHook):
             run_context.request_stop()
 
 
+class CheckpointSaverListener:
+    """Called around the saves of a :class:`CheckpointSaverHook` (TF 1.x's
+    ``tf.train.CheckpointSaverListener``): ``begin()``, ``before_save(session, step)``,
+    ``after_save(session, step)`` (a true result asks training to stop) and
+    ``end(session, step)``; each a documented no-op."""
+
+    def begin(self) -> None:
+        pass
+
+    def before_save(self, session, global_step_value) -> None:
+        pass
+
+    def after_save(self, session, global_step_value):
+        pass
+
+    def end(self, session, global_step_value) -> None:
+        pass
+
+
 class CheckpointSaverHook(SessionRunHook):
     """Save a checkpoint every ``save_steps`` global steps or ``save_secs`` seconds, at the
-    start (when the folder has none) and at the end."""
+    start (when the folder has none) and at the end. ``listeners`` are
+    :class:`CheckpointSaverListener` objects, or callables ``(session, step, path)`` called
+    after each save."""
 
     def __init__(self, checkpoint_dir: str, save_secs=None, save_steps=None, saver=None,
                  checkpoint_basename: str = "model.ckpt", scaffold=None, listeners=None):
@@ -148,6 +169,9 @@ class CheckpointSaverHook(SessionRunHook):
 
     def begin(self):
         self._gs = _global_step_tensor()
+        for listener in self._listeners:
+            if isinstance(listener, CheckpointSaverListener):
+                listener.begin()
         if self._saver is None:
             self._saver = self._scaffold.saver if self._scaffold is not None else None
         if self._saver is None:
@@ -168,20 +192,33 @@ class CheckpointSaverHook(SessionRunHook):
         if self._every.due(int(run_values.results) + 1):  # fetched before the increment
             step = int(run_context.session.run(self._gs))
             if self._every.due(step):
-                self._save(run_context.session, step)
+                self._save(run_context.session, step, run_context)
                 self._every.mark(step)
 
     def end(self, session):
         step = int(session.run(self._gs))
         if not self.saved or self.saved[-1] != step:
             self._save(session, step)
+        for listener in self._listeners:
+            if isinstance(listener, CheckpointSaverListener):
+                listener.end(session, step)
 
-    def _save(self, session, step: int) -> None:
+    def _save(self, session, step: int, run_context=None) -> None:
+        for listener in self._listeners:
+            if isinstance(listener, CheckpointSaverListener):
+                listener.before_save(session, step)
         path = self._saver.save(session, f"{self._dir}/{self._base}", global_step=step)
         self.saved.append(step)
         _log.info("saved checkpoint %s", path)
+        stop = False
         for listener in self._listeners:
-            listener(session, step, path)
+            if isinstance(listener, CheckpointSaverListener):
+                stop = bool(listener.after_save(session, step)) or stop
+            else:
+                listener(session, step, path)
+        if stop and run_context is not None:
+            _log.info("a CheckpointSaverListener asked to stop training")
+            run_context.request_stop()
 
 
 class LoggingTensorHook(SessionRunHook):
@@ -234,32 +271,61 @@ class NanTensorHook(SessionRunHook):
 
 
 class SummarySaverHook(SessionRunHook):
-    """Write scalar summaries (``scalars``: name -> scalar tensor) as TensorBoard event files
-    in ``output_dir`` every ``save_steps`` global steps or ``save_secs`` seconds
-    (tensorboardX's writer). tensorvm has no summary ops: the tensors are the summaries."""
+    """Write summaries as TensorBoard event files in ``output_dir`` every ``save_steps``
+    global steps or ``save_secs`` seconds (TF 1.x's signature). ``summary_op`` is a summary
+    op (or a list of them, ``tv.summary.merge_all()``, or ``scaffold.summary_op``) whose
+    serialized ``Summary`` is written with ``summary_writer`` (default: a
+    ``tv.summary.FileWriter`` on ``output_dir``); ``scalars`` (name -> scalar tensor,
+    tensorvm's shortcut) writes those values with tensorboardX's ``SummaryWriter``."""
 
     def __init__(self, save_steps=None, save_secs=None, output_dir=None, summary_writer=None,
-                 scalars=None):
-        if not scalars:
-            raise InvalidArgumentError("SummarySaverHook needs scalars={name: tensor}")
+                 scaffold=None, summary_op=None, scalars=None):
+        if scaffold is not None and summary_op is None:
+            summary_op = getattr(scaffold, "summary_op", None)
+        if not scalars and summary_op is None:
+            raise InvalidArgumentError("SummarySaverHook needs summary_op (or scaffold with a "
+                                       "summary_op, or scalars={name: tensor})")
+        if output_dir is None and summary_writer is None:
+            raise InvalidArgumentError("SummarySaverHook: pass output_dir or summary_writer")
         self._every = _EveryN(save_steps, save_secs)
-        self._dir, self._writer, self._scalars = output_dir, summary_writer, dict(scalars)
+        self._dir, self._writer = output_dir, summary_writer
+        self._scalars = dict(scalars or {})
+        self._op = summary_op
 
     def begin(self):
         self._gs = _global_step_tensor()
         if self._writer is None:
-            from tensorboardX import SummaryWriter
-            self._writer = SummaryWriter(self._dir)
+            if self._op is not None:
+                from ..summary import FileWriter
+                self._writer = FileWriter(self._dir)
+            else:
+                from tensorboardX import SummaryWriter
+                self._writer = SummaryWriter(self._dir)
+        self._next_step = None
 
     def before_run(self, run_context):
-        return SessionRunArgs({"step": self._gs, "values": self._scalars})
+        # TF's rule: ask for the summary only when the step this run makes is due
+        self._request = self._next_step is None or self._every.due(self._next_step)
+        fetch = {"step": self._gs}
+        if self._request:
+            fetch["values"] = self._scalars
+            if self._op is not None:
+                fetch["summary"] = self._op
+        return SessionRunArgs(fetch)
 
     def after_run(self, run_context, run_values):
-        step = int(run_values.results["step"])
-        if self._every.due(step):
+        step = int(run_values.results["step"]) + 1  # fetched before the increment, or not
+        if self._request or self._next_step is None:
+            step = int(run_context.session.run(self._gs))
+        if self._request:
             for k, v in run_values.results["values"].items():
                 self._writer.add_scalar(k, float(v), step)
+            summary = run_values.results.get("summary")
+            if summary is not None:
+                for s in summary if isinstance(summary, (list, tuple)) else [summary]:
+                    self._writer.add_summary(s, step)
             self._every.mark(step)
+        self._next_step = step + 1
 
     def end(self, session):
         self._writer.flush()

@@ -81,12 +81,16 @@ class _Coordinator:
 
 
 class MonitoredSession:
-    """See the module docstring; made by :func:`MonitoredTrainingSession`."""
+    """See the module docstring; made by :func:`MonitoredTrainingSession`.
+    ``checkpoint_filename_with_path`` restores that checkpoint instead of the latest of
+    ``checkpoint_dir`` (TF's ``ChiefSessionCreator`` argument)."""
 
     def __init__(self, session, is_chief: bool = True, checkpoint_dir: str | None = None,
                  scaffold: Scaffold | None = None, hooks=(), own_session: bool = False,
-                 max_wait_secs: float = 7200.0, max_recoveries: int = 10, stop_event=None):
+                 max_wait_secs: float = 7200.0, max_recoveries: int = 10, stop_event=None,
+                 checkpoint_filename_with_path: str | None = None):
         self._sess = session
+        self._ckpt_path = checkpoint_filename_with_path
         self.graph = session.graph
         self.is_chief = is_chief
         self._dir = checkpoint_dir.rstrip("/") if checkpoint_dir else None
@@ -125,7 +129,7 @@ class MonitoredSession:
         from .saver import latest_checkpoint
         sc = self._scaffold
         if self.is_chief:
-            latest = latest_checkpoint(self._dir) if self._dir else None
+            latest = self._ckpt_path or (latest_checkpoint(self._dir) if self._dir else None)
             self._sess.run(sc.init_op)
             if latest is not None and sc.saver is not None:
                 sc.saver.restore(self._sess, latest)

@@ -1,0 +1,21 @@
+"""``tv.estimator``: TF 1.x's ``tf.estimator`` — ``Estimator`` around a ``model_fn``
+returning an ``EstimatorSpec``, ``RunConfig``, ``TrainSpec``/``EvalSpec``/
+``train_and_evaluate`` and ``inputs.numpy_input_fn``. Modules: :mod:`.model_fn` (the spec and
+its checks), :mod:`.run_config`, :mod:`.estimator` (the class and its design),
+:mod:`.training_loop` (the three loops), :mod:`.training` (train and evaluate),
+:mod:`.inputs`, :mod:`.warm_start`, :mod:`.checkpoint_utils`, :mod:`.summary_io`,
+:mod:`.run_hooks`.
+
+>>> import tensorvm as tv
+>>> tv.estimator.ModeKeys.PREDICT
+'infer'
+"""
+from . import inputs
+from .estimator import Estimator
+from .model_fn import EstimatorSpec, ModeKeys
+from .run_config import RunConfig
+from .training import EvalSpec, TrainSpec, train_and_evaluate
+from .warm_start import WarmStartSettings
+
+__all__ = ["Estimator", "EstimatorSpec", "EvalSpec", "ModeKeys", "RunConfig", "TrainSpec",
+           "WarmStartSettings", "inputs", "train_and_evaluate"]
