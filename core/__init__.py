@@ -54,6 +54,7 @@ from . import metrics  # noqa: E402  (tv.metrics.accuracy, tv.metrics.mean)
 from . import tf_logging as logging  # noqa: E402  (tv.logging: TF 1.x's tf.logging)
 from .summary import Event, Summary  # noqa: E402  (tf.Summary(value=[...]) protos)
 from . import data  # noqa: E402  (tv.data: TF 1.x's tf.data)
+from . import estimator  # noqa: E402  (tv.estimator: TF 1.x's tf.estimator)
 from .ops.tensor_array import TensorArray  # noqa: E402,F401  (tf.TensorArray)
 from . import kernels_gpu as _kernels_gpu  # noqa: E402
 _kernels_gpu.install()  # every op registered above: its GPU kernel or its CPU-only mark
