@@ -70,10 +70,24 @@ def csv(urls, columns: dict, split_size: int = storage.DEFAULT_SPLIT_SIZE, **opt
 
 
 def jsonl(urls, columns: dict, split_size: int = storage.DEFAULT_SPLIT_SIZE) -> Input:
+    """JSON lines: the map gets a dict of ``columns`` (``{name: dtype}``), one 1-D tensor each;
+    a line that does not parse, or lacks a field or has one of the wrong type, is a bad record.
+
+    >>> import fsspec, tensorvm.mapreduce as mr
+    >>> lines = b'{"w": "a", "n": 2}\\n{"w": "b", "n": 5}\\n{"w": "a", "n": 1}\\n'
+    >>> fsspec.filesystem("memory").pipe("/tvm-doc-jsonl/a.jsonl", lines)
+    >>> job = mr.Job(input=mr.jsonl("memory://tvm-doc-jsonl/a.jsonl",
+    ...                             {"w": "string", "n": "int64"}),
+    ...              map=lambda cols: mr.emit(cols["w"], cols["n"]), reduce="sum", num_reducers=1)
+    >>> sorted(job.run().to_dict().items())
+    [('a', 3), ('b', 5)]
+    """
     return _tabular("jsonl", urls, columns, split_size)
 
 
 def parquet(urls, columns: dict, split_size: int = storage.DEFAULT_SPLIT_SIZE) -> Input:
+    """Parquet files, split by row group: the map gets a dict of ``columns``
+    (``{name: dtype}``), one 1-D tensor each."""
     return _tabular("parquet", urls, columns, split_size)
 
 
@@ -163,6 +177,8 @@ hash_partition = HashPartition()
 
 
 def range_partition(sample: int = 10000, boundaries=None) -> RangePartition:
+    """A :class:`RangePartition` (a total order over the reducers' outputs, as TeraSort's):
+    the given ``boundaries``, else quantiles of ``sample`` sampled keys."""
     return RangePartition(int(sample), None if boundaries is None else tuple(boundaries))
 
 
@@ -182,10 +198,12 @@ def text_output(url: str, sep: str = "\t", overwrite: bool = False) -> Output:
 
 
 def jsonl_output(url: str, overwrite: bool = False) -> Output:
+    """One JSON object per output record, ``{"key": ..., "value": ...}``."""
     return Output(url, "jsonl", overwrite=overwrite)
 
 
 def parquet_output(url: str, overwrite: bool = False) -> Output:
+    """Parquet files with ``key`` and ``value`` columns, one per reducer."""
     return Output(url, "parquet", overwrite=overwrite)
 
 
