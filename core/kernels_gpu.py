@@ -314,9 +314,17 @@ LOOP_OPS = frozenset({"While", "StatelessWhile"})
 INT_HOST_INPUTS = frozenset({"TensorArrayGradGather", "TensorArrayGradScatter"})
 
 
-def host_memory_input(op_type: str, i: int, in_dtypes=()) -> bool:
-    """Whether input ``i`` of an ``op_type`` op on a GPU (with ``in_dtypes``) is read in host
-    memory: a loop's int32 values (its counters) stay on the host, as TF keeps int32."""
+# Inputs read in host memory when an attribute says the input is a shape
+SHAPE_ATTR_INPUTS = {"ScatterRowsInto": (2, "like_is_shape")}
+
+
+def host_memory_input(op_type: str, i: int, in_dtypes=(), attrs=None) -> bool:
+    """Whether input ``i`` of an ``op_type`` op on a GPU (with ``in_dtypes`` and ``attrs``) is
+    read in host memory: a loop's int32 values (its counters) stay on the host, as TF keeps
+    int32; shapes, offsets, indices (:data:`HOST_MEMORY_INPUTS`)."""
+    shape_in = SHAPE_ATTR_INPUTS.get(op_type)
+    if shape_in is not None and i == shape_in[0]:
+        return bool((attrs or {}).get(shape_in[1]))
     if op_type in LOOP_OPS or op_type in INT32_HOST_OPS:
         return i < len(in_dtypes) and in_dtypes[i] == _dt.int32
     if op_type in HALF_HOST_INPUTS:

@@ -161,7 +161,7 @@ def insert_copies(nodes: dict[str, Node], devices: dict[str, str], feeds, fetche
         inputs = []
         for i, ref in enumerate(node.inputs):
             src_gpu = on_device(ref)
-            if gpu and host_memory_input(node.type, i, node.in_dtypes):  # (HostMemory)
+            if gpu and host_memory_input(node.type, i, node.in_dtypes, node.attrs):  # (HostMemory)
                 inputs.append((host_copy(ref), 0) if src_gpu else ref)
             elif gpu == src_gpu or _on_host_only(node, i):
                 inputs.append(ref)
