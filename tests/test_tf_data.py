@@ -486,3 +486,232 @@ def test_tf_contrib_data_spelling_of_tf_1_4_to_1_12():
                 s.run(nxt)
     assert got == [[0, 1, 2], [3, 4, 5]]
     assert tf.contrib.data.Dataset is tf.data.Dataset
+
+
+# ---- window, scan, reduce and the other TF 1.15 transformations ------------------------------
+
+def ref_windows(items, size, shift, stride, drop):
+    """TF's window(): windows start every ``shift`` items while one starts inside the input."""
+    out, start = [], 0
+    while start < len(items):
+        w = items[start:start + (size - 1) * stride + 1:stride]
+        if len(w) < size and drop:
+            break
+        out.append(w)
+        start += shift
+    return out
+
+
+@pytest.mark.parametrize("size,shift,stride,drop", [
+    (3, 2, 1, False), (3, 1, 2, False), (3, 4, 1, True), (2, 3, 1, False), (1, 1, 1, False),
+    (4, None, 1, False), (4, None, 1, True), (5, 2, 3, False), (2, 7, 2, True)])
+def test_window_flat_map_batch_matches_the_reference(size, shift, stride, drop, monkeypatch):
+    import tensorvm.ops.dataset_sources as sources
+    monkeypatch.setattr(sources, "CHUNK", 4)  # windows that span the source's blocks
+    n = 23
+    ds = tf.data.Dataset.range(n).window(size, shift, stride, drop) \
+        .flat_map(lambda w: w.batch(size))
+    want = ref_windows(list(range(n)), size, size if shift is None else shift, stride, drop)
+    assert as_lists(elements(ds)) == want
+    assert elements(tf.data.Dataset.range(0).window(2).flat_map(lambda w: w.batch(2))) == []
+
+
+def test_window_of_tuples_dicts_and_strings_keeps_the_structure():
+    ds = tf.data.Dataset.from_tensor_slices(([1, 2, 3, 4, 5], [6, 7, 8, 9, 10])).window(2)
+    assert ds.output_types == (tf.int32, tf.int32)
+    assert ds.output_classes == (tf.data.Dataset, tf.data.Dataset)
+    got = elements(ds.flat_map(lambda a, b: tf.data.Dataset.zip((a.batch(2), b.batch(2)))))
+    assert [(a.tolist(), b.tolist()) for a, b in got] == \
+        [([1, 2], [6, 7]), ([3, 4], [8, 9]), ([5], [10])]
+    dd = tf.data.Dataset.from_tensor_slices({"a": ["x", "y", "z"]}).window(2, 1, 1, True)
+    got = elements(dd.flat_map(lambda d: d["a"].batch(2)))
+    assert [g.tolist() for g in got] == [["x", "y"], ["y", "z"]]
+    # rows of a matrix, and the sliding-window pattern with shapes (TF 1.15's time series)
+    x = np.arange(12.0).reshape(6, 2)
+    ds = tf.data.Dataset.from_tensor_slices(x).window(3, 1, 1, True) \
+        .flat_map(lambda w: w.batch(3, drop_remainder=True)).batch(2)
+    assert ds.output_shapes.as_list() == [None, 3, 2]
+    got = np.concatenate(elements(ds))
+    np.testing.assert_array_equal(got, np.stack([x[i:i + 3] for i in range(4)]))
+
+
+def test_windows_read_by_interleave_map_and_filter():
+    ds = tf.data.Dataset.range(6).window(3).interleave(lambda w: w, cycle_length=2)
+    assert as_lists(elements(ds)) == [0, 3, 1, 4, 2, 5]
+    sums = tf.data.Dataset.range(7).window(3).map(
+        lambda w: w.reduce(tf.constant(0, tf.int64), lambda s, v: s + v))
+    assert as_lists(elements(sums)) == [3, 12, 6]
+    kept = tf.data.Dataset.range(7).window(3).filter(
+        lambda w: w.reduce(tf.constant(0, tf.int64), lambda s, v: s + v) > 5) \
+        .flat_map(lambda w: w.batch(3))
+    assert as_lists(elements(kept)) == [[3, 4, 5], [6]]
+
+
+def test_window_bad_inputs_fail_like_tf():
+    with pytest.raises(errors.InvalidArgumentError, match="Window size must be greater than "
+                                                          "zero."):
+        tf.data.Dataset.range(5).window(0)
+    with pytest.raises(errors.InvalidArgumentError, match="Window shift must be greater"):
+        tf.data.Dataset.range(5).window(2, 0)
+    with pytest.raises(errors.InvalidArgumentError, match="Window stride must be greater"):
+        tf.data.Dataset.range(5).window(2, 1, -1)
+    n = tf.placeholder(tf.int64, [])
+    it = tf.data.Dataset.range(5).window(n).flat_map(lambda w: w.batch(2)) \
+        .make_initializable_iterator()
+    with tf.Session() as sess, pytest.raises(errors.InvalidArgumentError,
+                                             match="Window size must be greater than zero."):
+        sess.run(it.initializer, {n: 0})
+    w = tf.data.Dataset.range(5).window(2)
+    for what, build in (("batch", lambda: w.batch(2)), ("unbatch", w.unbatch),
+                        ("make_one_shot_iterator", w.make_one_shot_iterator),
+                        ("reduce", lambda: w.reduce(0, lambda s, v: s))):
+        with pytest.raises(TypeError, match=f"{what}: the elements of this dataset are "
+                                            "datasets"):
+            build()
+
+
+def test_scan_carries_its_state_and_restarts_each_epoch():
+    ds = tf.data.Dataset.range(5).apply(tf.data.experimental.scan(
+        tf.constant(0, tf.int64), lambda s, x: (s + x, s * 10)))
+    assert as_lists(elements(ds)) == [0, 0, 10, 30, 60]  # as TF 2.21 gives it
+    xs = np.random.default_rng(1).normal(size=(9, 2))
+    ds = tf.data.Dataset.from_tensor_slices(xs).scan(
+        (tf.zeros([2], tf.float64), tf.constant(0)),
+        lambda st, x: ((st[0] + x, st[1] + 1), {"mean": (st[0] + x) / tf.cast(st[1] + 1,
+                                                                              tf.float64)}))
+    assert ds.output_shapes["mean"].as_list() == [2]
+    got = np.stack([e["mean"] for e in elements(ds)])
+    np.testing.assert_allclose(got, np.cumsum(xs, 0) / np.arange(1, 10)[:, None])
+    again = tf.data.Dataset.range(3).scan(tf.constant(0, tf.int64),
+                                          lambda s, x: (s + x, s + x)).repeat(2)
+    assert as_lists(elements(again)) == [0, 1, 3, 0, 1, 3]
+    # a state whose shape grows: its static shape is relaxed, as TF's
+    grow = tf.data.Dataset.range(4).scan(tf.zeros([0], tf.int64),
+                                         lambda s, x: (tf.concat([s, [x]], 0), tf.size(s)))
+    assert as_lists(elements(grow)) == [0, 1, 2, 3]
+
+
+def test_scan_bad_functions_fail_when_built():
+    r = tf.data.Dataset.range(5)
+    with pytest.raises(TypeError, match="`scan_func` should return a pair consisting of new "
+                                        "state and the output value"):
+        r.scan(tf.constant(0, tf.int64), lambda s, x: s + x)
+    with pytest.raises(TypeError, match=r"Invalid `scan_func`. The element types for the new "
+                                        r"state must match the initial state. Expected "
+                                        r"<dtype: 'int64'>, got <dtype: 'float32'>."):
+        r.scan(tf.constant(0, tf.int64), lambda s, x: (tf.cast(s, tf.float32), x))
+    with pytest.raises(TypeError, match="The structure of the new state must match the "
+                                        "initial state"):
+        r.scan((tf.constant(0, tf.int64), tf.constant(0, tf.int64)),
+               lambda s, x: (s[0] + x, x))
+
+
+def test_reduce_folds_every_element_into_the_state():
+    xs = np.random.default_rng(2).normal(size=(50, 3)).astype(np.float32)
+    p = tf.placeholder(tf.float32, [])
+    ds = tf.data.Dataset.from_tensor_slices(xs).map(lambda r: r * p)
+    total, count = ds.reduce((tf.zeros([3]), tf.constant(0, tf.int64)),
+                             lambda st, r: (st[0] + r, st[1] + 1))
+    grow = tf.data.Dataset.range(4).reduce(tf.zeros([0], tf.int64),
+                                           lambda s, x: tf.concat([s, [x * x]], 0))
+    assert grow.shape.as_list() == [None] and total.shape.as_list() == [3]
+    pairs = tf.data.Dataset.from_tensor_slices(([1, 2], [3, 4])).reduce(
+        tf.constant(0), lambda s, e: s + e[0] * e[1])  # the element comes whole
+    empty = tf.data.Dataset.range(0).reduce(tf.constant(7, tf.int64), lambda s, x: s + x)
+    with tf.Session() as sess:
+        t, c, g, pr, e = sess.run([total, count, grow, pairs, empty], {p: 2.0})
+        np.testing.assert_allclose(t, 2 * xs.sum(0), rtol=1e-5)
+        assert int(c) == 50 and g.tolist() == [0, 1, 4, 9] and int(pr) == 11 and int(e) == 7
+        np.testing.assert_allclose(sess.run(total, {p: -1.0}), -xs.sum(0), rtol=1e-5)
+    with pytest.raises(TypeError, match=r"The element types for the new state must match the "
+                                        r"initial state. Expected <dtype: 'int64'> but got "
+                                        r"<dtype: 'float32'>."):
+        tf.data.Dataset.range(5).reduce(tf.constant(0, tf.int64),
+                                        lambda s, x: tf.cast(s, tf.float32))
+    with pytest.raises(TypeError, match="structure of the new state must match"):
+        tf.data.Dataset.range(5).reduce((tf.constant(0, tf.int64), tf.constant(0, tf.int64)),
+                                        lambda s, x: s[0] + x)
+
+
+def test_take_while_enumerate_unique_get_single_element_match_tf():
+    x = tf.data.experimental
+    assert as_lists(elements(tf.data.Dataset.range(10).apply(x.take_while(
+        lambda v: v < 4)))) == [0, 1, 2, 3]
+    assert elements(tf.data.Dataset.range(10).take_while(lambda v: v > 4)) == []
+    with pytest.raises(ValueError, match="`predicate` must return a `tf.bool` scalar"):
+        tf.data.Dataset.range(5).take_while(lambda v: v)
+    got = elements(tf.data.Dataset.range(3, 6).enumerate(start=5))
+    assert [(int(i), int(v)) for i, v in got] == [(5, 3), (6, 4), (7, 5)]
+    got = elements(tf.data.Dataset.range(2).apply(x.enumerate_dataset()))
+    assert [(int(i), int(v)) for i, v in got] == [(0, 0), (1, 1)]
+    vals = [3, 1, 3, 2, 1, 5, 2, 8]
+    assert as_lists(elements(tf.data.Dataset.from_tensor_slices(vals).apply(x.unique()))) == \
+        list(dict.fromkeys(vals))
+    ds = tf.data.Dataset.from_tensor_slices(["b", "a", "b", "c"]).concatenate(
+        tf.data.Dataset.from_tensor_slices(["a", "d"])).unique()
+    assert [str(v) for v in elements(ds)] == ["b", "a", "c", "d"]
+    with pytest.raises(TypeError, match=r"`tf.data.Dataset.unique` does not support type "
+                                        r"tv.float32 -- only `tf.int32`, `tf.int64`, and "
+                                        r"`tf.string` are supported."):
+        tf.data.Dataset.from_tensor_slices([1.0]).unique()
+    one = x.get_single_element(tf.data.Dataset.from_tensors(([1, 2], "s")))
+    with tf.Session() as sess:
+        a, b = sess.run(one)
+        assert a.tolist() == [1, 2] and b == "s"
+        for n, msg in ((0, "Dataset was empty."), (2, "Dataset had more than one element.")):
+            with pytest.raises(errors.InvalidArgumentError, match=msg):
+                sess.run(tf.data.Dataset.range(n).get_single_element())
+
+
+def test_ignore_errors_drops_failing_elements_and_ends_a_failed_input():
+    ds = tf.data.Dataset.from_tensor_slices(["1", "2", "x", "4"]).map(
+        lambda s: tf.strings.to_number(s)).apply(tf.data.experimental.ignore_errors())
+    assert as_lists(elements(ds)) == [1.0, 2.0, 4.0]  # as TF 2.21 gives it
+
+    def gen():
+        yield 1
+        yield "x"  # not an int64: dropped, the generator goes on (TF)
+        yield 3
+        raise ValueError("boom")  # ends the generator: ends the input
+    ds = tf.data.Dataset.from_generator(gen, tf.int64).ignore_errors()
+    assert as_lists(elements(ds)) == [1, 3]
+    # without ignore_errors the same map fails the step, naming the bad value
+    nxt = tf.data.Dataset.from_tensor_slices(["x"]).map(
+        lambda s: tf.strings.to_number(s)).make_one_shot_iterator().get_next()
+    with tf.Session() as sess, pytest.raises(errors.InvalidArgumentError):
+        sess.run(nxt)
+
+
+def test_from_generator_errors_surface_with_their_messages():
+    def raises():
+        yield 1
+        raise ValueError("boom from the generator")
+
+    def wrong_type():
+        yield "abc"
+
+    def wrong_shape():
+        yield [1, 2]
+
+    def wrong_structure():
+        yield 1
+    cases = [
+        (raises, tf.int64, None, 1, "ValueError: boom from the generator"),
+        (wrong_type, tf.int64, None, 0, (r"`generator` yielded an element that could "
+         r"not be converted to the expected type. The expected type was int64, but the "
+         r"yielded element was 'abc'.")),
+        (wrong_shape, tf.int64, [3], 0, (r"`generator` yielded an element of shape "
+         r"\(2,\) where an element of shape \(3,\) was expected.")),
+        (wrong_structure, (tf.int64, tf.int64), None, 0, (r"`generator` yielded an element "
+         r"that did not match the expected structure. The expected structure was "
+         r"\(tf.int64, tf.int64\), but the yielded element was 1.")),
+    ]
+    for gen, types, shape, good, msg in cases:
+        nxt = tf.data.Dataset.from_generator(gen, types, shape) \
+            .make_one_shot_iterator().get_next()
+        with tf.Session() as sess:
+            assert [int(sess.run(nxt)) for _ in range(good)] == [1] * good
+            with pytest.raises(errors.InvalidArgumentError, match=msg):
+                sess.run(nxt)
+            with pytest.raises(errors.OutOfRangeError):  # a failed pipeline has ended
+                sess.run(nxt)

@@ -153,6 +153,23 @@ class TFRecords(Stage):
                 yield (_obj(recs),)
 
 
+def _calls(fn, args):
+    """The elements ``fn(*args)`` yields; an exception the generator raises becomes TF's
+    ``InvalidArgumentError`` with its type and message (and ends the input)."""
+    try:
+        it = iter(fn(*args))
+    except Exception as e:
+        raise InvalidArgumentError(f"{type(e).__name__}: {e}") from e
+    while True:
+        try:
+            elem = next(it)
+        except StopIteration:
+            return
+        except Exception as e:
+            raise InvalidArgumentError(f"{type(e).__name__}: {e}") from e
+        yield elem
+
+
 @dataclass
 class Generator(Stage):
     """``Dataset.from_generator``: each element the Python generator yields, checked against
@@ -168,7 +185,7 @@ class Generator(Stage):
     def blocks(self, env):
         from .dataset_ops import _flatten_like
         args = [r.get(env) for r in self.args]
-        for elem in self.fn(*args):
+        for elem in _calls(self.fn, args):
             try:
                 flat = _flatten_like(self.structure, elem)
             except (TypeError, KeyError, IndexError):
@@ -178,7 +195,7 @@ class Generator(Stage):
                     continue  # ignore_errors: the element is dropped, the generator goes on
                 raise InvalidArgumentError(
                     "`generator` yielded an element that did not match the expected "
-                    f"structure. The expected structure was {self.structure}, but the "
+                    f"structure. The expected structure was {self._expected()}, but the "
                     f"yielded element was {elem!r}.")
             try:
                 comps = [self._component(v, d, s) for v, d, s in
@@ -188,6 +205,15 @@ class Generator(Stage):
                     continue  # ignore_errors: the element is dropped, the generator goes on
                 raise
             yield tuple(comps)
+
+    def _expected(self) -> str:
+        """The declared element as its dtypes, nested: ``(tf.int64, tf.string)``."""
+        from .control_flow_ops import pack_as
+
+        class _Name(str):
+            __repr__ = str.__str__
+        names = [_Name("tf.string" if d.kind == "O" else f"tf.{d.name}") for d in self.dtypes]
+        return repr(pack_as(self.structure, names))
 
     @staticmethod
     def _component(v, d, s):
