@@ -289,6 +289,7 @@ HOST_MEMORY_INPUTS = {
     "TensorArrayV3": (0,), "TensorArrayWriteV3": (1,), "TensorArrayReadV3": (1,),
     "TensorArrayGatherV3": (1,), "TensorArrayScatterV3": (1,), "TensorArraySplitV3": (2,),
     "ReverseSequence": (1,),
+    "DynamicReshape": (1,),  # the shape (TF's Reshape: HostMemory("shape"))
     # a cond's predicate, read by the host to pick a branch (TF's Switch: HostMemory("pred"));
     # one computed on the device is copied there, as in TF
     "Switch": (1,),
@@ -314,6 +315,10 @@ LOOP_OPS = frozenset({"While", "StatelessWhile"})
 INT_HOST_INPUTS = frozenset({"TensorArrayGradGather", "TensorArrayGradScatter"})
 
 
+# Ops whose inputs from this one on are slice bounds (scalar ints, one per dynamic bound), read
+# in host memory (TF's StridedSlice: HostMemory("begin"), ("end"), ("strides"))
+HOST_MEMORY_FROM = {"StridedSlice": 1, "StridedSliceGrad": 2}
+
 # Inputs read in host memory when an attribute says the input is a shape
 SHAPE_ATTR_INPUTS = {"ScatterRowsInto": (2, "like_is_shape")}
 
@@ -327,6 +332,9 @@ def host_memory_input(op_type: str, i: int, in_dtypes=(), attrs=None) -> bool:
         return bool((attrs or {}).get(shape_in[1]))
     if op_type in LOOP_OPS or op_type in INT32_HOST_OPS:
         return i < len(in_dtypes) and in_dtypes[i] == _dt.int32
+    start = HOST_MEMORY_FROM.get(op_type)
+    if start is not None:
+        return i >= start
     if op_type in HALF_HOST_INPUTS:
         return i < len(in_dtypes) // 2
     if op_type in INT_HOST_INPUTS:

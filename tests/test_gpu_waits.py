@@ -178,3 +178,26 @@ def test_dynamic_partition_on_a_gpu_refuses_out_of_range_ids(fake_gpu):
     with pytest.raises(tv.errors.InvalidArgumentError,
                        match=r"DynamicPartition: partitions\[2\] = 3 is not in \[0, 3\)"):
         _partition(data, np.array([0, 1, 3, -1], np.float32), 3)
+
+
+# ---- slice bounds and shapes given as tensors --------------------------------------------------
+def test_dynamic_slice_bounds_and_reshape_shapes_are_read_in_host_memory(fake_gpu):
+    """A slice whose bounds are tensors (``x[i:i + 2]``) and its gradient, and a reshape to a
+    shape tensor, read those in host memory (TF's StridedSlice ``HostMemory("begin")``
+    ``("end")`` ``("strides")``, Reshape ``HostMemory("shape")``): a fed bound was uploaded,
+    then read back by the kernel, a wait per bound."""
+    g = tv.Graph()
+    with g.as_default():
+        i = tv.placeholder(tv.int32, [])
+        shape = tv.placeholder(tv.int32, [2])
+        x = tv.placeholder(tv.float32, [6])
+        with tv.device("/gpu:0"):
+            y = x * 1.0
+            part = y[i:i + 2]
+            grad = tv.gradients(tv.reduce_sum(part * part), y)[0]
+            flat = tv.reshape(y, shape)
+            total = tv.reduce_sum(grad) + tv.reduce_sum(flat[1])
+        feed = {i: 3, shape: [3, 2], x: np.arange(6, dtype=np.float32)}
+        got, waits = _run_twice(total, feed)
+    assert float(got) == 2 * (3 + 4) + (2 + 3)
+    assert waits == 1  # the fetch
