@@ -38,6 +38,7 @@ from ..graph import Graph
 from ..train.hooks import SessionRunHook
 from .model_fn import EstimatorSpec
 from .run_config import RunConfig
+from .training_loop import evaluate_model, predict_model, train_model
 
 _log = logging.getLogger("tensorvm")
 
@@ -101,22 +102,6 @@ def _config_with_model_dir(config, model_dir) -> RunConfig:
         _log.warning("Using temporary folder as model directory: %s", model_dir)
         return config.replace(model_dir=model_dir)
     return config
-
-
-def _parse_input_fn_result(result):
-    """``(features, labels, hooks)`` from what an ``input_fn`` returned."""
-    from ..ops.dataset_ops import Dataset
-    from .run_hooks import DatasetInitializerHook
-    hooks = []
-    if isinstance(result, Dataset):
-        iterator = result.make_initializable_iterator()
-        hooks.append(DatasetInitializerHook(iterator))
-        result = iterator.get_next()
-    if isinstance(result, (list, tuple)):
-        if len(result) != 2:
-            raise ValueError("input_fn should return (features, labels) as a len 2 tuple.")
-        return result[0], result[1], hooks
-    return result, None, hooks
 
 
 class Estimator:
@@ -278,7 +263,6 @@ class Estimator:
         """Train on ``input_fn``'s batches for ``steps`` more steps, up to global step
         ``max_steps``, or until the input ends; returns ``self``."""
         from .checkpoint_utils import global_step_of
-        from .training_loop import train_model
         if steps is not None and max_steps is not None:
             raise ValueError("Can not provide both steps and max_steps.")
         if steps is not None and steps <= 0:
@@ -301,7 +285,6 @@ class Estimator:
         """The metrics of ``model_fn``'s ``eval_metric_ops``, with ``loss`` and
         ``global_step``, over the whole input (or ``steps`` batches), on the latest
         checkpoint (or ``checkpoint_path``); written as summaries to :meth:`eval_dir`."""
-        from .training_loop import evaluate_model
         hooks = _check_hooks(hooks)
         if steps is not None:
             if steps <= 0:
@@ -321,7 +304,6 @@ class Estimator:
         """Yield the predictions for ``input_fn``'s features until the input ends: one
         example at a time (a dict per example for dict predictions, filtered to
         ``predict_keys``), or whole batches with ``yield_single_examples=False``."""
-        from .training_loop import predict_model
         hooks = _check_hooks(hooks)
         if not checkpoint_path:
             checkpoint_path = self.latest_checkpoint()
@@ -333,29 +315,3 @@ class Estimator:
 
     def __repr__(self):
         return f"<tv.estimator.Estimator model_dir={self._model_dir!r}>"
-
-
-def extract_keys(predictions, predict_keys):
-    """``predictions`` filtered to ``predict_keys`` (TF's errors for a bad request)."""
-    if not predict_keys:
-        return predictions
-    if not isinstance(predictions, dict):
-        raise ValueError("predict_keys argument is not valid in case of non-dict predictions.")  # noqa: TRY004 (TF's class)
-    existing = list(predictions)
-    out = {k: v for k, v in predictions.items() if k in predict_keys}
-    if not out:
-        raise ValueError(f"Expected to run at least one output from {existing}, provided "
-                         f"{predict_keys}.")
-    return out
-
-
-def extract_batch_length(values: dict) -> int:
-    """The common first dimension of the evaluated predictions."""
-    length = None
-    for key, value in values.items():
-        length = length or value.shape[0]
-        if value.shape[0] != length:
-            raise ValueError(f"Batch length of predictions should be same. {key} has "
-                             "different batch length than others.")
-    return length
-

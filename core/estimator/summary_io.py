@@ -12,13 +12,16 @@ when closed.
 """
 from __future__ import annotations
 
+import itertools
 import logging
+import os
 import socket
 import time
 
 import numpy as np
 
 _log = logging.getLogger("tensorvm")
+_SERIAL = itertools.count()
 
 __all__ = ["EventFileWriter", "read_scalars", "summary_writer", "write_dict_to_summary"]
 
@@ -39,7 +42,8 @@ class EventFileWriter:
         from ..storage.tfrecord import TFRecordWriter
         from ..summary import Event
         self._logdir = logdir.rstrip("/")
-        name = f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}"
+        name = (f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}."
+                f"{os.getpid()}.{next(_SERIAL):06d}")  # two writers in one second: 2 files
         self._out = TFRecordWriter(f"{self._logdir}/{name}")
         self.add_event(Event(wall_time=time.time(), file_version="brain.Event:2"))
 

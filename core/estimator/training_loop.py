@@ -12,8 +12,23 @@ _log = logging.getLogger("tensorvm")
 __all__ = ["evaluate_model", "predict_model", "train_model"]
 
 
+def _parse_input_fn_result(result):
+    """``(features, labels, hooks)`` from what an ``input_fn`` returned."""
+    from ..ops.dataset_ops import Dataset
+    from .run_hooks import DatasetInitializerHook
+    hooks = []
+    if isinstance(result, Dataset):
+        iterator = result.make_initializable_iterator()
+        hooks.append(DatasetInitializerHook(iterator))
+        result = iterator.get_next()
+    if isinstance(result, (list, tuple)):
+        if len(result) != 2:
+            raise ValueError("input_fn should return (features, labels) as a len 2 tuple.")
+        return result[0], result[1], hooks
+    return result, None, hooks
+
+
 def _inputs(est, input_fn, mode):
-    from .estimator import _parse_input_fn_result
     return _parse_input_fn_result(est._call_input_fn(input_fn, mode))
 
 
@@ -132,7 +147,6 @@ def evaluate_model(est, input_fn, hooks, checkpoint_path, name):
 
 def predict_model(est, input_fn, predict_keys, hooks, checkpoint_path, single):
     """A generator of predictions (see ``Estimator.predict``)."""
-    from .estimator import extract_batch_length, extract_keys
     with Graph().as_default() as g:
         est._new_graph(g)
         features, _, input_hooks = _inputs(est, input_fn, ModeKeys.PREDICT)
@@ -150,3 +164,29 @@ def predict_model(est, input_fn, predict_keys, hooks, checkpoint_path, single):
                 else:
                     for i in range(extract_batch_length(values)):
                         yield {k: v[i] for k, v in values.items()}
+
+
+def extract_keys(predictions, predict_keys):
+    """``predictions`` filtered to ``predict_keys`` (TF's errors for a bad request)."""
+    if not predict_keys:
+        return predictions
+    if not isinstance(predictions, dict):
+        raise ValueError("predict_keys argument is not valid in case of non-dict predictions.")  # noqa: TRY004 (TF's class)
+    existing = list(predictions)
+    out = {k: v for k, v in predictions.items() if k in predict_keys}
+    if not out:
+        raise ValueError(f"Expected to run at least one output from {existing}, provided "
+                         f"{predict_keys}.")
+    return out
+
+
+def extract_batch_length(values: dict) -> int:
+    """The common first dimension of the evaluated predictions."""
+    length = None
+    for key, value in values.items():
+        length = length or value.shape[0]
+        if value.shape[0] != length:
+            raise ValueError(f"Batch length of predictions should be same. {key} has "
+                             "different batch length than others.")
+    return length
+
