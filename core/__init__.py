@@ -56,5 +56,7 @@ from .summary import Event, Summary  # noqa: E402  (tf.Summary(value=[...]) prot
 from . import data  # noqa: E402  (tv.data: TF 1.x's tf.data)
 from . import estimator  # noqa: E402  (tv.estimator: TF 1.x's tf.estimator)
 from .ops.tensor_array import TensorArray  # noqa: E402,F401  (tf.TensorArray)
+from . import image  # noqa: E402  (tv.image: TF 1.x's tf.image)
+from .image import random_crop  # noqa: E402,F401  (tf.random_crop)
 from . import kernels_gpu as _kernels_gpu  # noqa: E402
 _kernels_gpu.install()  # every op registered above: its GPU kernel or its CPU-only mark

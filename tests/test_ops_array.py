@@ -298,8 +298,8 @@ def test_pad():
     check_gradients(lambda t: tv.pad(t, p), x)
     np.testing.assert_allclose(grad_unknown(lambda t: tv.pad(t, p), x), np.full_like(x, 1.5))
     with tv.Graph().as_default():
-        with pytest.raises(IAE, match="Pad: only mode='CONSTANT'"):
-            tv.pad(tv.zeros([2]), [[1, 1]], mode="REFLECT")
+        with pytest.raises(IAE, match="Pad: mode must be CONSTANT, REFLECT or SYMMETRIC"):
+            tv.pad(tv.zeros([2]), [[1, 1]], mode="EDGE")
         with pytest.raises(IAE, match="Pad.*rank 2"):
             tv.pad(tv.zeros([2, 2]), [[1, 1]])
 
@@ -651,3 +651,68 @@ def test_graph_def_round_trip():
     g2 = graph_from_dict(d)
     for t in outs:
         assert g2.get_tensor_by_name(t.name).shape == t.shape
+
+
+# ---- shapes and paddings computed in the graph; mirrored padding --------------------------------
+def test_reshape_to_a_shape_computed_in_the_graph():
+    x = tv.placeholder(tv.float64, [None, 2, 3])
+    flat = tv.reshape(x, [tv.shape(x)[0], -1])
+    twice = tv.reshape(x, tv.stack([tv.shape(x)[0] * 2, 3]))
+    a = r(4, 2, 3)
+    got = run([flat, twice], {x: a})
+    np.testing.assert_array_equal(got[0], a.reshape(4, -1))
+    np.testing.assert_array_equal(got[1], a.reshape(8, 3))
+    assert flat.shape.as_list() == [None, None] and twice.shape.as_list() == [None, 3]
+    check_gradients(lambda t: tv.reshape(t, [tv.shape(t)[0], -1]) * 2.0, a)
+    # a list of ints only stays the static op
+    assert tv.reshape(x, tv.constant([-1, 6])).op.type == "Reshape"
+
+
+def test_reshape_to_a_bad_computed_shape_names_the_sizes():
+    x = tv.placeholder(tv.float32, [None, 2, 3])
+    bad = tv.reshape(x, tv.stack([tv.shape(x)[0], 5]))
+    with pytest.raises(tv.errors.InvalidArgumentError,
+                       match=r"Input to reshape is a tensor with 12 values, but the requested "
+                             r"shape \[2, 5\] does not fit them"):
+        run(bad, {x: np.zeros((2, 2, 3), np.float32)})
+    with pytest.raises(tv.errors.InvalidArgumentError, match="shape must be int32 or int64"):
+        tv.reshape(x, tv.cast(tv.stack([tv.shape(x)[0], 6]), tv.float32))
+
+
+@pytest.mark.parametrize("mode", ["REFLECT", "SYMMETRIC", "reflect"])
+@pytest.mark.parametrize("paddings", [[[1, 2], [3, 0]], [[0, 0], [2, 2]], [[2, 1], [1, 1]]])
+def test_mirror_pad_equals_numpy_and_its_gradient(mode, paddings):
+    x = r(3, 4)
+    check_forward(lambda t: tv.pad(t, paddings, mode=mode),
+                  lambda a: np.pad(a, paddings, mode=mode.lower()), x)
+    check_gradients(lambda t: tv.pad(t, paddings, mode=mode), x)
+
+
+def test_mirror_pad_limits_and_modes():
+    x = tv.constant(r(3, 4))
+    assert run(tv.pad(x, [[3, 3], [0, 0]], mode="SYMMETRIC")).shape == (9, 4)
+    with pytest.raises(tv.errors.InvalidArgumentError,
+                       match="less than the dimension size in REFLECT mode: 3, 0 not less than 3"):
+        tv.pad(x, [[3, 0], [0, 0]], mode="REFLECT")
+    with pytest.raises(tv.errors.InvalidArgumentError,
+                       match="at most the dimension size in SYMMETRIC mode: 0, 4 exceeds 3"):
+        tv.pad(x, [[0, 4], [0, 0]], mode="SYMMETRIC")
+    with pytest.raises(tv.errors.InvalidArgumentError,
+                       match="mode must be CONSTANT, REFLECT or SYMMETRIC, got 'WRAP'"):
+        tv.pad(x, [[0, 0], [0, 0]], mode="wrap")
+
+
+def test_pad_with_paddings_computed_in_the_graph():
+    n = tv.placeholder(tv.int32, [])
+    x = tv.placeholder(tv.float64, [3, 4])
+    y = tv.pad(x, [[n, 1], [0, n]], constant_values=2.0)
+    whole = tv.pad(x, tv.reshape(tv.stack([n, 0, 1, n]), [2, 2]))
+    a = r(3, 4)
+    got = run([y, whole], {x: a, n: 2})
+    np.testing.assert_array_equal(got[0], np.pad(a, [[2, 1], [0, 2]], constant_values=2.0))
+    np.testing.assert_array_equal(got[1], np.pad(a, [[2, 0], [1, 2]]))
+    g = tv.gradients(tv.reduce_sum(y * y), x)[0]
+    np.testing.assert_allclose(run(g, {x: a, n: 1}), 2 * a)
+    with pytest.raises(tv.errors.InvalidArgumentError, match=r"paddings must be >= 0, got "
+                                                             r"\[\[-1, 1\], \[0, -1\]\]"):
+        run(y, {x: a, n: -1})

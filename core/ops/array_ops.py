@@ -6,6 +6,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..errors import InvalidArgumentError
 from ..graph import Tensor, TensorShape
+from ..kernels_gpu import to_host
 from ..op_def_library import apply_op
 from ..registry import register_op
 from ..tensor_conversion import (
@@ -215,11 +216,62 @@ register_op("ReshapeLike", lambda inputs, attrs: [(inputs[0].dtype, inputs[1]._s
             grad=lambda op, g: [reshape_like(g, op.inputs[0]), None], shape_only=(1,))
 
 
+def _dynamic_reshape_shape(inputs, attrs):
+    from .common import static_shape_of
+    x, shape = inputs
+    if not shape.dtype.is_integer:
+        raise InvalidArgumentError(f"Reshape: shape must be int32 or int64, got "
+                                   f"{shape.dtype.name}")
+    if shape._shape is not None and len(shape._shape) != 1:
+        raise InvalidArgumentError(f"Reshape: shape must be a vector, got shape "
+                                   f"{list(shape._shape)}")
+    dims = static_shape_of(shape)
+    if dims is None:
+        return [(x.dtype, None)]
+    dims = tuple(None if d is None or d < 0 else d for d in dims)
+    if x._shape is not None and None not in x._shape and dims.count(None) == 1:
+        known = int(np.prod([d for d in dims if d is not None]))
+        n = int(np.prod(x._shape))
+        if known and n % known == 0:
+            dims = tuple(n // known if d is None else d for d in dims)
+    return [(x.dtype, dims)]
+
+
+def _dynamic_reshape_kernel(x, shape):
+    dims = [int(d) for d in to_host(shape).reshape(-1)]
+    known = int(np.prod([d for d in dims if d != -1]))
+    if dims.count(-1) > 1 or any(d < -1 for d in dims):
+        raise InvalidArgumentError(f"Reshape: only one dimension may be -1 and none may be "
+                                   f"negative otherwise, got {dims}")
+    if (-1 in dims and (known == 0 or x.size % known)) or (-1 not in dims and known != x.size):
+        raise InvalidArgumentError(f"Input to reshape is a tensor with {x.size} values, but "
+                                   f"the requested shape {dims} does not fit them")
+    return x.reshape(dims)
+
+
+# Reshape to a shape computed in the graph (``tv.reshape(x, [tv.shape(x)[0], -1])``); the shape
+# is read on the host (HostMemory on a GPU), as TF's Reshape reads its shape input.
+register_op("DynamicReshape", _dynamic_reshape_shape, _dynamic_reshape_kernel,
+            grad=lambda op, g: [reshape_like(g, op.inputs[0]), None], shape_only=(1,))
+
+
 def reshape(tensor, shape, name=None):
-    """``tv.reshape(x, [-1, 10])``; the new shape is a static list of ints (one may be -1)."""
-    from ..graph import Tensor
-    if isinstance(shape, Tensor):
-        raise InvalidArgumentError("reshape takes a static shape (a list of ints) here")
+    """``tv.reshape(x, [-1, 10])``. The new shape is a list of ints (one may be -1) or a
+    tensor computed in the graph, or a list mixing ints and scalar tensors
+    (``tv.reshape(x, [tv.shape(x)[0], -1])``)."""
+    from .common import static_value
+
+    def is_graph(v):
+        return isinstance(v, Tensor) or hasattr(v, "_as_graph_element")
+    if is_graph(shape) or (isinstance(shape, (list, tuple)) and any(is_graph(d) for d in shape)):
+        static = static_value(shape)
+        if static is None:
+            if isinstance(shape, (list, tuple)):
+                shape = stack([convert_to_tensor(d, dtype=_dt.int32) if not is_graph(d) else d
+                               for d in shape])
+            return apply_op("DynamicReshape", [tensor, convert_to_tensor(shape)],
+                            name=name).outputs[0]
+        shape = np.asarray(static).reshape(-1).tolist()
     return apply_op("Reshape", [tensor], {"shape": tuple(int(d) for d in shape)},
                     name=name).outputs[0]
 

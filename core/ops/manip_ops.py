@@ -27,7 +27,8 @@ import numpy as np
 from ..errors import InvalidArgumentError
 from ..graph import Tensor
 from ..op_def_library import apply_op
-from ..kernels_gpu import to_host
+from .. import dtypes as _dt
+from ..kernels_gpu import array_namespace, to_host
 from ..registry import register_op
 from ..tensor_conversion import convert_to_tensor
 from .array_ops import dense_or_zeros, identity, reshape_like, shape_tensor, stack
@@ -471,19 +472,118 @@ def _pad_grad(op, g):
 register_op("Pad", _pad_shape, _pad_kernel, grad=_pad_grad)
 
 
+def _mirror_pad_shape(inputs, attrs):
+    x, p, mode = inputs[0], attrs["paddings"], attrs["mode"]
+    out = _pad_shape(inputs, attrs)
+    if x._shape is not None:
+        extra = 0 if mode == "SYMMETRIC" else 1
+        for d, (a, b) in zip(x._shape, p):
+            if d is not None and max(a, b) > d - extra:
+                raise InvalidArgumentError(
+                    f"MirrorPad: paddings must be {'at most' if extra == 0 else 'less than'} "
+                    f"the dimension size in {mode} mode: {a}, {b} "
+                    f"{'exceeds' if extra == 0 else 'not less than'} {d}")
+    return out
+
+
+def _mirror_pad_kernel(x, *, paddings, mode):
+    # REFLECT mirrors without the edge element (NumPy's 'reflect'), SYMMETRIC with it
+    return array_namespace(x).pad(x, [list(q) for q in paddings], mode=mode.lower())
+
+
+def _mirror_pad_grad_kernel(g, *, paddings, mode):
+    """Fold each mirrored border back onto the elements it copies, one axis at a time."""
+    xp = array_namespace(g)
+    off = 0 if mode == "SYMMETRIC" else 1
+    for ax, (a, b) in enumerate(paddings):
+        n = g.shape[ax] - a - b
+        core = xp.take(g, xp.arange(a, a + n), axis=ax).copy()
+        idx = [builtins.slice(None)] * g.ndim
+        if a:
+            left = xp.flip(xp.take(g, xp.arange(0, a), axis=ax), axis=ax)
+            idx[ax] = builtins.slice(off, off + a)
+            core[tuple(idx)] += left
+        if b:
+            right = xp.flip(xp.take(g, xp.arange(a + n, a + n + b), axis=ax), axis=ax)
+            idx[ax] = builtins.slice(n - off - b, n - off)
+            core[tuple(idx)] += right
+        g = core
+    return g
+
+
+register_op("MirrorPad", _mirror_pad_shape, _mirror_pad_kernel,
+            grad=lambda op, g: [apply_op("MirrorPadGrad", [g], dict(op.attrs)).outputs[0]])
+register_op("MirrorPadGrad", lambda inputs, attrs: [(inputs[0].dtype, None if inputs[0]._shape
+                                                     is None else tuple(
+    None if d is None else d - a - b for d, (a, b) in zip(inputs[0]._shape,
+                                                          attrs["paddings"])))],
+            _mirror_pad_grad_kernel,
+            grad=lambda op, g: [apply_op("MirrorPad", [g], dict(op.attrs)).outputs[0]])
+
+
+def _pad_to_shape(inputs, attrs):
+    x, p = inputs
+    if not p.dtype.is_integer:
+        raise InvalidArgumentError(f"Pad: paddings must be int32 or int64, got {p.dtype.name}")
+    if p._shape is not None and (len(p._shape) != 2 or p._shape[1] not in (2, None)):
+        raise InvalidArgumentError(f"Pad: paddings must be a [rank, 2] matrix, got shape "
+                                   f"{list(p._shape)}")
+    if x._shape is not None and p._shape is not None and p._shape[0] not in (None,
+                                                                              len(x._shape)):
+        raise InvalidArgumentError(f"Pad: paddings has {p._shape[0]} rows for a tensor of rank "
+                                   f"{len(x._shape)}; expected shape [{len(x._shape)}, 2]")
+    return [(x.dtype, None if x._shape is None else (None,) * len(x._shape))]
+
+
+def _pad_to_kernel(x, paddings, *, constant_values):
+    pads = np.asarray(to_host(paddings)).astype(np.int64)
+    if pads.shape != (x.ndim, 2):
+        raise InvalidArgumentError(f"Pad: paddings must be [{x.ndim}, 2] for a tensor of rank "
+                                   f"{x.ndim}, got shape {list(pads.shape)}")
+    if (pads < 0).any():
+        raise InvalidArgumentError(f"Pad: paddings must be >= 0, got {pads.tolist()}")
+    return array_namespace(x).pad(x, pads.tolist(), mode="constant",
+                                  constant_values=x.dtype.type(constant_values))
+
+
+def _pad_to_grad(op, g):
+    from .array_ops import shape as _shape
+    from .slice_ops import slice as _slice
+    return [_slice(g, op.inputs[1][:, 0], _shape(op.inputs[0], out_type=op.inputs[1].dtype)),
+            None]
+
+
+# Pad with paddings computed in the graph; they are read on the host (HostMemory on a GPU)
+register_op("PadDynamic", _pad_to_shape, _pad_to_kernel, grad=_pad_to_grad, shape_only=())
+
+
 def pad(tensor, paddings, mode: str = "CONSTANT", name=None, constant_values=0) -> Tensor:
-    """``tv.pad(x, [[1, 1], [0, 2]])``: pad with ``constant_values`` (mode ``CONSTANT``)."""
-    if str(mode).upper() != "CONSTANT":
-        raise InvalidArgumentError(f"Pad: only mode='CONSTANT' is supported, got {mode!r}")
-    v = static_value(paddings)
-    if v is None or np.ndim(v) != 2 or np.shape(v)[1] != 2 or \
-            (np.size(v) and np.asarray(v).dtype.kind not in "iu"):
-        raise InvalidArgumentError(f"Pad: paddings must be a static [rank, 2] list of ints, got "
-                                   f"{paddings!r}")
+    """``tv.pad(x, [[1, 1], [0, 2]])``: pad with ``constant_values`` (mode ``CONSTANT``), or
+    mirror the borders (``REFLECT`` without the edge element, ``SYMMETRIC`` with it).
+    ``paddings`` may be a tensor computed in the graph (CONSTANT mode)."""
+    mode = str(mode).upper()
+    if mode not in ("CONSTANT", "REFLECT", "SYMMETRIC"):
+        raise InvalidArgumentError(f"Pad: mode must be CONSTANT, REFLECT or SYMMETRIC, got "
+                                   f"{mode!r}")
     cv = static_value(constant_values)
     if cv is None or np.ndim(cv) != 0:
         raise InvalidArgumentError(f"Pad: constant_values must be a static scalar, got "
                                    f"{constant_values!r}")
+    v = static_value(paddings)
+    if v is None and mode == "CONSTANT":
+        p = paddings
+        if isinstance(p, (list, tuple)):
+            p = stack([stack([convert_to_tensor(e, dtype=_dt.int32)
+                              if not isinstance(e, Tensor) else e for e in row]) for row in p])
+        return apply_op("PadDynamic", [tensor, convert_to_tensor(p)],
+                        {"constant_values": cv.item()}, name=name).outputs[0]
+    if v is None or np.ndim(v) != 2 or np.shape(v)[1] != 2 or \
+            (np.size(v) and np.asarray(v).dtype.kind not in "iu"):
+        raise InvalidArgumentError(f"Pad: paddings must be a [rank, 2] list of ints (or, in "
+                                   f"CONSTANT mode, an int tensor), got {paddings!r}")
     p = tuple((int(a), int(b)) for a, b in np.asarray(v))
+    if mode != "CONSTANT":
+        return apply_op("MirrorPad", [tensor], {"paddings": p, "mode": mode},
+                        name=name).outputs[0]
     return apply_op("Pad", [tensor], {"paddings": p, "constant_values": cv.item()},
                     name=name).outputs[0]
