@@ -715,3 +715,56 @@ def test_from_generator_errors_surface_with_their_messages():
                 sess.run(nxt)
             with pytest.raises(errors.OutOfRangeError):  # a failed pipeline has ended
                 sess.run(nxt)
+
+
+def test_file_cache_is_written_by_a_full_pass_and_read_by_later_programs(tmp_path):
+    import fsspec
+    calls = []
+
+    def counted(ds):
+        return ds.map(lambda x: tf.py_func(lambda v: calls.append(1) or v, [x], tf.int64))
+
+    def pipeline(url):
+        def gen():  # one element a block; bytes that end in NUL bytes survive the files
+            for i in range(6):
+                yield i, b"r\x00%d\x00" % i, [i] * 3
+        src = tf.data.Dataset.from_generator(gen, (tf.int64, tf.string, tf.int32),
+                                             ([], [], [3]))
+        return src.map(lambda i, s, v: (i, s, v, tf.as_string(i))).apply(
+            lambda d: d.zip((counted(d.map(lambda i, *_: i)), d))).cache(url)
+    want = [(i, (i, b"r\x00%d\x00" % i, [i] * 3, str(i))) for i in range(6)]
+
+    def flat(got):
+        return [(int(a), (int(b[0]), b[1], b[2].tolist(), b[3])) for a, b in got]
+    url = "memory://tvm-cache-test/run"
+    assert flat(elements(pipeline(url).take(2))) == want[:2]
+    fs = fsspec.filesystem("memory")
+    assert not fs.exists("/tvm-cache-test/run.index")  # a partial pass commits nothing
+    assert not fs.exists("/tvm-cache-test/run.lockfile")
+    assert flat(elements(pipeline(url).repeat(2))) == want * 2
+    assert len(calls) == 2 + 6  # the second epoch came from the files
+    with tf.Graph().as_default():  # a later program: the input is not read at all
+        assert flat(elements(pipeline(url))) == want and len(calls) == 8
+    local = str(tmp_path / "cache")
+    assert as_lists(elements(tf.data.Dataset.range(3).cache(local))) == [0, 1, 2]
+    assert as_lists(elements(tf.data.Dataset.range(9).cache(local))) == [0, 1, 2]  # as TF
+
+
+def test_file_cache_refuses_a_concurrent_writer_and_a_corrupt_file():
+    import fsspec
+    fs = fsspec.filesystem("memory")
+    a = tf.data.Dataset.range(5).cache("memory://tvm-cache-lock/c").make_one_shot_iterator()
+    b = tf.data.Dataset.range(5).cache("memory://tvm-cache-lock/c").make_one_shot_iterator()
+    na, nb = a.get_next(), b.get_next()
+    with tf.Session() as sess:
+        assert int(sess.run(na)) == 0  # a is writing
+        with pytest.raises(errors.AlreadyExistsError, match="There appears to be a concurrent "
+                           "caching iterator running - cache lockfile already exists"):
+            sess.run(nb)
+        assert [int(sess.run(na)) for _ in range(4)] == [1, 2, 3, 4]
+        with pytest.raises(errors.OutOfRangeError):
+            sess.run(na)
+    data = [p for p in fs.ls("/tvm-cache-lock", detail=False) if p.endswith(".data")]
+    fs.pipe(data[0], b"not an npy file")
+    with pytest.raises(errors.DataLossError, match="cache file .* is corrupt"):
+        elements(tf.data.Dataset.range(5).cache("memory://tvm-cache-lock/c"))

@@ -287,10 +287,14 @@ class Dataset:
         return T._Shard(self, num_shards, index)
 
     def cache(self, filename="") -> Dataset:
-        """Keep the elements in memory after the first complete pass; later passes (the
-        epochs of a ``repeat``) replay them. A ``filename`` is accepted and ignored (the
-        cache is in memory, per iterator initialisation)."""
-        return T._Unary(self, P.Cache, self._dtypes, self._shapes, keyed=True)
+        """Keep the elements after the first complete pass; later passes replay them.
+        Without ``filename``: in memory, per iterator initialisation (the epochs of a
+        ``repeat``). With one (a path or fsspec URL): in files, read back by every later
+        iterator, session or program (see :mod:`tensorvm.ops.dataset_cache`)."""
+        if isinstance(filename, str) and not filename:
+            return T._Unary(self, P.Cache, self._dtypes, self._shapes, keyed=True)
+        from .dataset_cache import cached
+        return cached(self, filename)
 
     def prefetch(self, buffer_size) -> Dataset:
         """Accepted for TF programs; elements are made when ``get_next`` asks for them."""

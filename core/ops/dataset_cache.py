@@ -1,0 +1,143 @@
+"""``Dataset.cache(filename)``: the elements kept in files (any fsspec URL), read back by every
+later pass, iterator, session or program, as TF 1.x's file cache.
+
+Design
+------
+The first pass that reads its input to the end writes its blocks (gathered into files of up
+to :data:`ROWS_PER_FILE` rows of one shape), component by component, next to ``filename``: a numeric component as a ``.npy`` file (``allow_pickle=False``), a
+string component as an Arrow IPC stream of one ``large_string`` or ``large_binary`` column
+plus its shape. ``{filename}.index`` (JSON: the components' dtypes and every block's files and
+shapes) is written *last* and is the commit: a pass that stopped early (a ``take`` after the
+cache, a failed step) leaves no index, so nothing partial is ever read back (TF discards a
+partial cache the same way). While a pass writes, ``{filename}.lockfile`` exists; a second
+writer at the same time fails with ``AlreadyExistsError`` (TF's message). Once the index
+exists the input is not read at all, even if it changed (TF's rule). Nothing is unpickled.
+"""
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import AlreadyExistsError, DataLossError
+from . import dataset_pipeline as P
+
+__all__: list[str] = []  # reached through Dataset.cache(filename)
+
+ROWS_PER_FILE = 4096  # small blocks (a generator's, one element each) are written together
+
+
+def cached(child, filename):
+    """The graph side of ``child.cache(filename)`` (``filename`` a string or string tensor)."""
+    from .. import dtypes as _dt
+    from .dataset_ops import Dataset, _scalar
+
+    class _FileCached(Dataset):
+        def __init__(self):
+            self._child = child
+            self._file = _scalar(filename, _dt.string, "filename")
+            super().__init__(child._structure, child._dtypes, child._shapes)
+            self._nested = child._nested
+
+        def _compile(self, b):
+            return FileCache(self._child._compile(b), b.ref(self._file))
+    return _FileCached()
+
+
+def _fs(url: str):
+    from fsspec.core import url_to_fs
+    return url_to_fs(url)
+
+
+def _write_component(fs, path: str, c: np.ndarray) -> dict:
+    buf = io.BytesIO()
+    if c.dtype.kind != "O":
+        np.save(buf, np.ascontiguousarray(c), allow_pickle=False)
+        kind = "npy"
+    else:
+        import pyarrow as pa
+        flat = c.reshape(-1).tolist()
+        binary = any(isinstance(v, bytes) for v in flat)
+        arr = pa.array(flat, type=pa.large_binary() if binary else pa.large_string())
+        batch = pa.record_batch([arr], names=["v"])
+        with pa.ipc.new_stream(buf, batch.schema) as w:
+            w.write_batch(batch)
+        kind = "binary" if binary else "string"
+    with fs.open(path, "wb") as f:
+        f.write(buf.getvalue())
+    return {"file": path.rsplit("/", 1)[-1], "kind": kind, "shape": list(c.shape)}
+
+
+def _read_component(fs, folder: str, meta: dict, url: str) -> np.ndarray:
+    path = f"{folder}/{meta['file']}" if folder else meta["file"]
+    with fs.open(path, "rb") as f:
+        data = f.read()
+    try:
+        if meta["kind"] == "npy":
+            a = np.load(io.BytesIO(data), allow_pickle=False)
+        else:
+            import pyarrow as pa
+            col = pa.ipc.open_stream(data).read_all().column("v").to_pylist()
+            a = np.empty(len(col), dtype=object)
+            a[:] = col
+            a = a.reshape(meta["shape"])
+    except (ValueError, OSError) as e:
+        raise DataLossError(f"cache file {path} of {url} is corrupt: {e}") from e
+    if list(a.shape) != list(meta["shape"]):
+        raise DataLossError(f"cache file {path} of {url} holds shape {list(a.shape)}, its "
+                            f"index says {meta['shape']}")
+    return a
+
+
+@dataclass
+class FileCache(P.Stage):
+    """The elements of ``child``, written to ``filename`` by the first complete pass and read
+    from it afterwards (see the module docstring)."""
+    child: P.Stage
+    filename: P.Ref
+
+    def blocks(self, env):
+        url = str(np.asarray(self.filename.get(env), dtype=object)[()])
+        url = url.decode() if isinstance(url, bytes) else url
+        fs, path = _fs(url)
+        folder = path.rsplit("/", 1)[0] if "/" in path else ""
+        index = path + ".index"
+        if fs.exists(index):
+            with fs.open(index, "rb") as f:
+                meta = json.loads(f.read().decode())
+            for block in meta["blocks"]:
+                yield tuple(_read_component(fs, folder, m, url) for m in block)
+            return
+        lock = path + ".lockfile"
+        if fs.exists(lock):
+            raise AlreadyExistsError(
+                f"There appears to be a concurrent caching iterator running - cache lockfile "
+                f"already exists ('{url}.lockfile'). If you are sure no other running TF "
+                f"computations are using this cache prefix, delete the lockfile and "
+                f"re-initialize the iterator.")
+        with fs.open(lock, "wb") as f:
+            f.write(b"tensorvm cache writer\n")
+        try:
+            written, pending = [], []
+
+            def flush():
+                if pending:
+                    rows, i = P._concat(pending), len(written)
+                    written.append([_write_component(fs, f"{path}_{i:05d}-{j:02d}.data", c)
+                                    for j, c in enumerate(rows)])
+                    pending.clear()
+            for block in self.child.blocks(env):
+                if pending and any(a.shape[1:] != b.shape[1:] for a, b in zip(pending[0],
+                                                                              block)):
+                    flush()  # a file holds rows of one shape
+                pending.append(block)
+                if sum(len(b[0]) for b in pending) >= ROWS_PER_FILE:
+                    flush()
+                yield block
+            flush()
+            with fs.open(index, "wb") as f:  # the commit
+                f.write(json.dumps({"format": "tensorvm-cache-1", "blocks": written}).encode())
+        finally:
+            fs.rm(lock)
