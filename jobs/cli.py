@@ -7,6 +7,7 @@
     tensorvm jobs                      # the bundled jobs, one line each
     tensorvm plan JOB [JOB OPTIONS] [--dot FILE] [--svg FILE]
     tensorvm ckpt ls|show|verify URL
+    tensorvm tf PROGRAM.py [ARGS...]   # a TF 1.x program, unchanged (import tensorflow = tensorvm)
     tensorvm --version                 # also: python -m tensorvm
 
 ``JOB`` is a bundled job's name or a file ``job.py`` defining one ``@tensorvm.job`` function
@@ -467,6 +468,29 @@ def demo(in_process: bool, steps: int):
     from .demo import main
     argv = ["--steps", str(steps)] + (["--in-process"] if in_process else [])
     sys.exit(main(argv))
+
+
+@cli.command("tf", context_settings=_PASS_THROUGH)
+@click.argument("program", required=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def tf_program(program, args):
+    """Run a TensorFlow 1.x PROGRAM.py unchanged: its "import tensorflow" gives tensorvm.
+
+    PROGRAM.py runs as __main__ with ARGS as its sys.argv[1:] (its flags, --help
+    included); its exit status is the command's."""
+    if program is None or program in ("-h", "--help"):
+        click.echo(click.get_current_context().get_help())
+        sys.exit(EXIT_OK if program else EXIT_USAGE)
+    from tensorvm.tf_shim import UsageError, run_program
+    try:
+        run_program(program, list(args))
+    except UsageError as exc:
+        raise Failure(str(exc), EXIT_USAGE) from exc
+    except SystemExit as exc:  # the program's own exit (tf.app.run ends with sys.exit)
+        if exc.code is None or isinstance(exc.code, int):
+            sys.exit(exc.code or EXIT_OK)
+        click.echo(str(exc.code), err=True)  # as Python prints sys.exit("message")
+        sys.exit(EXIT_FAILED)
 
 
 @cli.command()
