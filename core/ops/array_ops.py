@@ -92,6 +92,8 @@ register_op("Placeholder", lambda inputs, attrs: [(attrs["dtype"], attrs["shape"
 def placeholder(dtype, shape=None, name: str | None = None):
     """A tensor whose value must be fed: ``x = tv.placeholder(tv.float32, [None, 784])``."""
     dt = _dt.as_dtype(dtype)
+    if isinstance(shape, (int, np.integer)):  # TF's shape=(batch_size) (an int): [batch_size]
+        shape = [shape]
     shp = None if shape is None else tuple(None if d is None or d == -1 else int(d)
                                            for d in shape)
     op = apply_op("Placeholder", [], {"dtype": dt, "shape": shp}, name=name or "Placeholder")
