@@ -179,6 +179,23 @@ def test_train_and_evaluate_with_datasets_and_input_fn_params():
     np.testing.assert_allclose(metrics["mae"], np.mean(np.abs(X @ w + b - Y)), rtol=1e-5)
 
 
+def test_a_summary_of_exactly_zero_is_written_whole():
+    # a serialized Summary of 0.0 ends in \0 bytes, which a NumPy 'S' array drops
+    def model_fn(features, labels, mode):
+        w = tv.get_variable("w", [], initializer=tv.zeros_initializer())
+        loss = tv.reduce_mean(tv.square(features * w - labels))
+        train_op = tv.train.GradientDescentOptimizer(0.1).minimize(
+            loss, global_step=tv.train.get_global_step())
+        return tv.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+    d = _mem_dir("zero")
+    est = tv.estimator.Estimator(model_fn, model_dir=d,
+                                 config=tv.estimator.RunConfig(save_summary_steps=1))
+    zeros = np.zeros(4, np.float32)
+    est.train(tv.estimator.inputs.numpy_input_fn(zeros, zeros, 4, None, False), steps=2)
+    assert [(s, v) for s, tag, v in read_scalars(d) if tag == "loss"] == [(1, 0.0), (2, 0.0)]
+
+
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the overflow to NaN
 def test_training_hooks_summaries_and_nan_loss():
     calls = []

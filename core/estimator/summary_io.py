@@ -55,8 +55,10 @@ class EventFileWriter:
 
     def add_summary(self, summary, global_step=None) -> None:
         from ..summary import Event, Summary
-        if isinstance(summary, (bytes, np.bytes_, np.ndarray)):
-            summary = Summary.FromString(bytes(np.asarray(summary).item()))
+        if isinstance(summary, np.ndarray):  # a string scalar fetched as an object array
+            summary = summary.item()
+        if isinstance(summary, bytes):  # never through a NumPy 'S' array: it drops \0 bytes
+            summary = Summary.FromString(summary)
         ev = Event(wall_time=time.time(), summary=summary)
         if global_step is not None:
             ev.step = int(global_step)
