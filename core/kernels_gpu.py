@@ -290,6 +290,7 @@ HOST_MEMORY_INPUTS = {
     "TensorArrayGatherV3": (1,), "TensorArrayScatterV3": (1,), "TensorArraySplitV3": (2,),
     "ReverseSequence": (1,),
     "DynamicReshape": (1,),  # the shape (TF's Reshape: HostMemory("shape"))
+    "PadDynamic": (1,),  # paddings computed in the graph (TF's Pad: HostMemory("paddings"))
     # a cond's predicate, read by the host to pick a branch (TF's Switch: HostMemory("pred"));
     # one computed on the device is copied there, as in TF
     "Switch": (1,),

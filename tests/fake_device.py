@@ -14,12 +14,21 @@ the host but behave as CuPy's do where it matters to tensorvm's one-source kerne
 * every copy to the host (``.get()``, ``bool()``, ``int()``, ``.item()``...) is counted in
   ``xp.cuda.syncs``: on a GPU the host waits there for the kernels queued before it;
 * ``xp.cuda.Device(n)`` records the devices entered (``xp.cuda.entered``); ``install(count)``
-  says how many GPUs ``xp.device_count()`` reports.
+  says how many GPUs ``xp.device_count()`` reports;
+* results differ from NumPy's where CuPy's do (docs.cupy.dev, "Differences between CuPy and
+  NumPy"), so a kernel that leans on NumPy's behaviour there fails here too: integer-array
+  indices out of bounds wrap around (``x[idx]``, ``x[idx] = v``, ``take``,
+  ``take_along_axis``, ``ufunc.at``; NumPy raises IndexError); of duplicate indices in a
+  scatter the *first* value lands (CuPy leaves it undefined, NumPy's last one wins); a float
+  cast to a 32/64-bit integer saturates and NaN gives 0 (CUDA's conversion; NumPy's x86 one
+  gives the minimum integer); ufuncs never warn (``x // 0`` is 0 for integers). (float16 sums
+  accumulate in float32 in both: nothing to model.)
 
 ``install()`` makes it tensorvm's device backend (``kernels_gpu.set_device_backend``).
 """
 from __future__ import annotations
 
+import functools
 import types
 
 import numpy as np
@@ -112,6 +121,65 @@ def _wrap(x):
     return x
 
 
+# ---- where CuPy's results differ from NumPy's -------------------------------------------------
+def _wrap_index(shape, key):
+    """``key`` with its integer-array indices taken modulo their axis' size: CuPy wraps
+    out-of-bounds integer-array indices around, NumPy raises IndexError."""
+    parts = key if isinstance(key, tuple) else (key,)
+    parts = tuple(np.asarray(k) if isinstance(k, list) else k for k in parts)
+
+    def width(k):  # axes of ``shape`` that ``k`` indexes
+        if k is None or k is Ellipsis:
+            return 0
+        if isinstance(k, np.ndarray) and k.dtype.kind == "b":
+            return k.ndim
+        return 1
+    rest = len(shape) - sum(width(k) for k in parts)
+    out, axis = [], 0
+    for k in parts:
+        if k is Ellipsis:
+            axis += rest
+        elif isinstance(k, np.ndarray) and k.dtype.kind in "iu" and k.ndim and \
+                axis < len(shape) and shape[axis]:
+            k = np.mod(k, shape[axis])
+        out.append(k)
+        axis += width(k)
+    return tuple(out) if isinstance(key, tuple) or len(out) != 1 else out[0]
+
+
+def _first_wins(a, key, value):
+    """``a[key] = value`` where the first of duplicate indices lands (CuPy leaves which one
+    undefined; NumPy's last one wins), for a 1-D integer-array key and a value per index."""
+    k = key[0] if isinstance(key, tuple) and len(key) == 1 else key
+    v = np.asarray(value)
+    if not (isinstance(k, np.ndarray) and k.dtype.kind in "iu" and k.ndim == 1 and v.ndim
+            and v.shape[0] == k.size and v.ndim == a.ndim):
+        return False
+    _, first = np.unique(k, return_index=True)
+    if first.size == k.size:
+        return False  # no duplicates: NumPy's own write
+    a[k[first]] = v[first]
+    return True
+
+
+def _cupy_astype(a, dtype, *args, **kw):
+    """``a.astype(dtype)`` with CUDA's float-to-integer conversion (32/64-bit targets): it
+    saturates at the target's bounds and gives 0 for NaN, where NumPy's x86 conversion gives
+    the minimum integer (8/16-bit targets: NumPy's result, CUDA's is not documented)."""
+    dt = np.dtype(dtype)
+    if a.dtype.kind not in "fc" or dt.kind not in "iu" or dt.itemsize < 4:
+        return a.astype(dtype, *args, **kw)
+    info = np.iinfo(dt)
+    x = np.nan_to_num(np.real(a).astype(np.float64), nan=0.0, posinf=float(info.max),
+                      neginf=float(info.min))
+    with np.errstate(invalid="ignore"):
+        out = np.asarray(np.clip(np.trunc(x), float(info.min), float(info.max))).astype(dt)
+        big = np.asarray(x >= float(info.max))  # (float(max) of 64 bits rounds past the max)
+    out[big] = info.max
+    return out
+
+
+
 def _synced():
     """Count a device-to-host copy: on a GPU the host waits there for the queued kernels
     (``xp.cuda.syncs``; a step's kernels should queue without one)."""
@@ -172,12 +240,21 @@ class FakeDeviceArray(NDArrayOperatorsMixin):
         args = _unwrap(inputs)
         if "out" in kw:
             kw["out"] = _unwrap(kw["out"])
+        if method == "at":  # (a scatter: out-of-bounds indices wrap, as CuPy's)
+            args = (args[0], _wrap_index(np.shape(args[0]), args[1])) + tuple(args[2:])
         with np.errstate(all="ignore"):  # CuPy never warns (x // 0 is 0, 1.0 / 0 is inf)
             return _wrap(getattr(ufunc, method)(*args, **kw))
 
     def __array_function__(self, func, types_, args, kwargs):
         _check_params(func.__name__, _cupy_function(func), args, kwargs)
-        return _wrap(func(*_unwrap(args), **_unwrap(kwargs)))
+        args, kwargs = _unwrap(args), _unwrap(kwargs)
+        if func is np.take or func is np.take_along_axis:  # out-of-bounds indices wrap
+            a, idx = args[0], args[1]
+            axis = args[2] if len(args) > 2 else kwargs.get("axis")
+            n = np.size(a) if axis is None else np.shape(a)[axis]
+            if n:
+                args = (a, np.mod(idx, n)) + tuple(args[2:])
+        return _wrap(func(*args, **kwargs))
 
     # -- ndarray surface
     shape = property(lambda self: self._a.shape)
@@ -206,16 +283,22 @@ class FakeDeviceArray(NDArrayOperatorsMixin):
             _synced()
             return attr
 
+        if name == "astype":
+            attr = functools.partial(_cupy_astype, self._a)
+
         def method(*args, **kw):
             _check_params(f"ndarray.{name}", methods[name], args, kw)
             return _wrap(attr(*_unwrap(args), **_unwrap(kw)))
         return method
 
     def __getitem__(self, key):
-        return _wrap(self._a[_unwrap(key, strict=False)])
+        return _wrap(self._a[_wrap_index(self._a.shape, _unwrap(key, strict=False))])
 
     def __setitem__(self, key, value):
-        self._a[_unwrap(key, strict=False)] = _unwrap(value)
+        key = _wrap_index(self._a.shape, _unwrap(key, strict=False))
+        value = _unwrap(value)
+        if not _first_wins(self._a, key, value):
+            self._a[key] = value
 
     def __len__(self):
         return len(self._a)

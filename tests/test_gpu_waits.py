@@ -182,22 +182,40 @@ def test_dynamic_partition_on_a_gpu_refuses_out_of_range_ids(fake_gpu):
 
 # ---- slice bounds and shapes given as tensors --------------------------------------------------
 def test_dynamic_slice_bounds_and_reshape_shapes_are_read_in_host_memory(fake_gpu):
-    """A slice whose bounds are tensors (``x[i:i + 2]``) and its gradient, and a reshape to a
-    shape tensor, read those in host memory (TF's StridedSlice ``HostMemory("begin")``
-    ``("end")`` ``("strides")``, Reshape ``HostMemory("shape")``): a fed bound was uploaded,
-    then read back by the kernel, a wait per bound."""
+    """A slice whose bounds are tensors (``x[i:i + 2]``) and its gradient, a reshape to a
+    shape tensor and a pad by a paddings tensor read those in host memory (TF's StridedSlice
+    ``HostMemory("begin")`` ``("end")`` ``("strides")``, Reshape ``HostMemory("shape")``, Pad
+    ``HostMemory("paddings")``): a fed bound was uploaded, then read back by the kernel."""
     g = tv.Graph()
     with g.as_default():
         i = tv.placeholder(tv.int32, [])
         shape = tv.placeholder(tv.int32, [2])
+        pads = tv.placeholder(tv.int32, [1, 2])
         x = tv.placeholder(tv.float32, [6])
         with tv.device("/gpu:0"):
             y = x * 1.0
             part = y[i:i + 2]
             grad = tv.gradients(tv.reduce_sum(part * part), y)[0]
             flat = tv.reshape(y, shape)
-            total = tv.reduce_sum(grad) + tv.reduce_sum(flat[1])
-        feed = {i: 3, shape: [3, 2], x: np.arange(6, dtype=np.float32)}
+            padded = tv.pad(y, pads, constant_values=1.0)
+            total = tv.reduce_sum(grad) + tv.reduce_sum(flat[1]) + tv.reduce_sum(padded)
+        feed = {i: 3, shape: [3, 2], pads: [[2, 1]], x: np.arange(6, dtype=np.float32)}
         got, waits = _run_twice(total, feed)
-    assert float(got) == 2 * (3 + 4) + (2 + 3)
+    assert float(got) == 2 * (3 + 4) + (2 + 3) + (15 + 3)
     assert waits == 1  # the fetch
+
+
+# ---- what stays: a predicate computed on the device --------------------------------------------
+def test_a_loop_on_a_device_predicate_waits_once_per_iteration_as_tfs(fake_gpu):
+    """A loop whose predicate reads device values (``sum(x) < 100``) copies the predicate to
+    the host once per iteration, and nothing else: TF's GPU ``LoopCond`` (and ``Switch``'s
+    ``pred``) is in host memory too, so TF copies it as well. Such a loop is the floor the
+    runtime cannot go under; a counted loop (an int32 predicate) waits for nothing."""
+    g = tv.Graph()
+    with g.as_default(), tv.device("/gpu:0"):
+        x = tv.placeholder(tv.float32, [3])
+        k, y = tv.while_loop(lambda k, x: tv.reduce_sum(x) < 100.0,
+                             lambda k, x: (k + 1, x * 2.0), [0, x])
+        got, waits = _run_twice(tv.reduce_sum(y), {x: np.ones(3, np.float32)})
+    assert float(got) == 3 * 64.0  # 3, 6, ..., 96 (< 100): six doublings
+    assert waits == 7 + 1  # seven predicates (the last one false), the fetch
