@@ -239,3 +239,15 @@ def test_partitioned_variable_over_ps_tasks_and_mod_lookup():
     # "mod": id i is row i // 2 of part i % 2 (of the parts as they are)
     want = [parts[i % 2][i // 2] for i in (10, 3, 4, 0)]
     np.testing.assert_array_equal(got_mod, want)
+
+
+@pytest.mark.xfail(strict=True, reason="a Variable's read is one op made with the variable, so "
+                   "a read under control_dependencies does not wait for the update (TF: "
+                   "read_value() makes a new read in the context); found by the docs audit")
+def test_a_read_under_control_dependencies_sees_the_update():
+    v = tf.Variable(1.0)
+    with tf.control_dependencies([v.assign_add(1.0)]):
+        after = v.read_value()  # TF 1.x: "can be different from value() ... with control deps"
+    with tf.Session() as s:
+        s.run(v.initializer)
+        assert s.run(after) == 2.0
