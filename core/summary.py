@@ -18,7 +18,6 @@ from __future__ import annotations
 import atexit
 import logging
 import time
-import weakref
 
 import numpy as np
 
@@ -316,7 +315,10 @@ def _run_metadata_bytes(run_metadata) -> bytes:
     return RunMetadata(step_stats=stats).SerializeToString()
 
 
-_OPEN_WRITERS: "weakref.WeakSet[FileWriter]" = weakref.WeakSet()
+# Held strongly until closed: a writer the program dropped unclosed (a local of its training
+# function, as in TF's fully_connected_feed.py) still has queued events and a live event
+# thread, and must be closed at exit like the rest (TF's writers are flushed at exit too).
+_OPEN_WRITERS: set[FileWriter] = set()
 _AT_EXIT: list = []
 
 
