@@ -117,6 +117,26 @@ class experimental:
         return dataset.get_single_element()
 
     @staticmethod
+    def group_by_window(key_func, reduce_func, window_size=None, window_size_func=None):
+        """Elements grouped by ``key_func`` (an int64 scalar); each group of
+        ``window_size`` (or ``window_size_func(key)``) elements, and at the end each
+        remaining group in key order, becomes the dataset ``reduce_func(key, window)``."""
+        from .ops.dataset_groups import group_by_window
+        return group_by_window(key_func, reduce_func, window_size, window_size_func)
+
+    @staticmethod
+    def bucket_by_sequence_length(element_length_func, bucket_boundaries, bucket_batch_sizes,
+                                  padded_shapes=None, padding_values=None,
+                                  pad_to_bucket_boundary=False, no_padding=False,
+                                  drop_remainder=False):
+        """Elements padded-batched with others of similar length (by
+        ``bucket_boundaries``, ``bucket_batch_sizes[i]`` per batch of bucket ``i``)."""
+        from .ops.dataset_groups import bucket_by_sequence_length
+        return bucket_by_sequence_length(element_length_func, bucket_boundaries,
+                                         bucket_batch_sizes, padded_shapes, padding_values,
+                                         pad_to_bucket_boundary, no_padding, drop_remainder)
+
+    @staticmethod
     def batch_and_drop_remainder(batch_size):
         """``batch(batch_size, drop_remainder=True)`` (``tf.contrib.data``'s spelling)."""
         return lambda ds: ds.batch(batch_size, drop_remainder=True)

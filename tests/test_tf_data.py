@@ -768,3 +768,107 @@ def test_file_cache_refuses_a_concurrent_writer_and_a_corrupt_file():
     fs.pipe(data[0], b"not an npy file")
     with pytest.raises(errors.DataLossError, match="cache file .* is corrupt"):
         elements(tf.data.Dataset.range(5).cache("memory://tvm-cache-lock/c"))
+
+
+def ref_group_by_window(items, key, size):
+    """TF's group_by_window with reduce_func = batch(all): full groups when they fill, then
+    what is left in increasing key order."""
+    out, groups = [], {}
+    for v in items:
+        g = groups.setdefault(key(v), [])
+        g.append(v)
+        if len(g) == size(key(v)):
+            out.append((key(v), groups.pop(key(v))))
+    return out + [(k, groups[k]) for k in sorted(groups)]
+
+
+def test_group_by_window_matches_the_reference():
+    x = tf.data.experimental
+    rng = np.random.default_rng(4)
+    for _ in range(6):
+        items = rng.integers(0, 50, size=int(rng.integers(0, 30))).tolist()
+        mod, size = int(rng.integers(1, 5)), int(rng.integers(1, 5))
+        ds = tf.data.Dataset.from_tensor_slices(np.array(items, np.int64)).apply(
+            x.group_by_window(lambda v, m=mod: v % m,
+                              lambda k, w: w.batch(100).map(lambda g: (k, g)),
+                              window_size=size))
+        got = [(int(kk), gg.tolist()) for kk, gg in elements(ds)] if items else []
+        assert got == ref_group_by_window(items, lambda v, m=mod: v % m, lambda k, s=size: s)
+    ds = tf.data.Dataset.range(10).apply(x.group_by_window(
+        lambda v: 5 - v % 3, lambda k, w: w.batch(10), window_size_func=lambda k: k - 2))
+    assert as_lists(elements(ds)) == [b for _, b in ref_group_by_window(
+        list(range(10)), lambda v: 5 - v % 3, lambda k: k - 2)]  # as TF 2.21 gives it
+    pairs = tf.data.Dataset.from_tensor_slices((["a", "b", "c", "d"], [1, 2, 1, 2])).apply(
+        x.group_by_window(lambda s, k: tf.cast(k, tf.int64), lambda k, w: w.batch(2), 2))
+    assert [(a.tolist(), b.tolist()) for a, b in elements(pairs)] == \
+        [(["a", "c"], [1, 1]), (["b", "d"], [2, 2])]
+
+
+def test_group_by_window_bad_inputs():
+    x = tf.data.experimental
+    r = tf.data.Dataset.range(10)
+    with pytest.raises(ValueError, match="`key_func` must return a single tf.int64 scalar "
+                                         "tensor. Got type=int32"):
+        r.apply(x.group_by_window(lambda v: tf.cast(v, tf.int32), lambda k, w: w, 2))
+    with pytest.raises(ValueError, match="Either the `window_size` argument or the "
+                                         "`window_size_func` argument must be specified."):
+        r.apply(x.group_by_window(lambda v: v, lambda k, w: w, 2, lambda k: k))
+    with pytest.raises(TypeError, match="`reduce_func` must return a `Dataset` object"):
+        r.apply(x.group_by_window(lambda v: v, lambda k, w: k, 2))
+    with pytest.raises(errors.InvalidArgumentError, match="Window size must be greater than "
+                                                          "zero, but got 0."):
+        r.apply(x.group_by_window(lambda v: v, lambda k, w: w, 0))
+    ds = r.apply(x.group_by_window(lambda v: v % 2, lambda k, w: w, window_size_func=lambda k:
+                                   k - 1))
+    nxt = ds.make_one_shot_iterator().get_next()
+    with tf.Session() as sess, pytest.raises(errors.InvalidArgumentError,
+                                             match="Window size must be greater than zero, "
+                                                   "but got -1."):
+        sess.run(nxt)
+
+
+def test_bucket_by_sequence_length_pads_each_bucket_like_tf():
+    lengths = [3, 1, 5, 2, 7, 4, 6, 2, 1, 8]
+
+    def gen():
+        for n in lengths:
+            yield [1] * n
+    ds = tf.data.Dataset.from_generator(gen, tf.int64, [None])
+    bucket = tf.data.experimental.bucket_by_sequence_length
+
+    def run(**kw):
+        return [b.tolist() for b in elements(ds.apply(bucket(
+            lambda s: tf.shape(s)[0], [3, 6], [2, 2, 3], **kw)))]
+
+    def padded(ns, width):
+        return [[1] * n + [0] * (width - n) for n in ns]
+    # each sequence as TF 2.21 gives it: buckets [-inf,3) [3,6) [6,inf) of 2, 2, 3
+    want = [padded([3, 5], 5), padded([1, 2], 2), padded([2, 1], 2), padded([7, 6, 8], 8),
+            padded([4], 4)]
+    assert run() == want
+    assert run(drop_remainder=True) == want[:-1]
+    bounded = ds.apply(bucket(lambda s: tf.shape(s)[0], [3, 6, 9], [2, 2, 3, 1],
+                              pad_to_bucket_boundary=True))
+    assert [b.tolist() for b in elements(bounded)] == want[:-1] + [padded([4], 5)]
+    with pytest.raises(errors.InvalidArgumentError, match="When pad_to_bucket_boundary=True, "
+                       r"elements must have length < max\(bucket_boundaries\)."):
+        run(pad_to_bucket_boundary=True)
+    same = tf.data.Dataset.range(7).map(lambda v: tf.fill([2], v)).apply(bucket(
+        lambda s: s[0], [4], [2, 3], no_padding=True))
+    assert as_lists(elements(same)) == [[[0, 0], [1, 1]], [[2, 2], [3, 3]], [[4, 4], [5, 5],
+                                                                             [6, 6]]]
+
+
+def test_functions_returning_outer_tensors_and_inner_sizes_from_the_element():
+    """A map returning an outer tensor as is, and a flat_map whose inner batch size is the
+    element: both failed (the first named a node of the outer graph, the second checked the
+    inner pipeline against the outer one's inputs)."""
+    c = tf.placeholder(tf.int64, [])
+    it = tf.data.Dataset.range(3).map(lambda v: (c, v)).make_initializable_iterator()
+    nxt = it.get_next()
+    with tf.Session() as sess:
+        sess.run(it.initializer, {c: 7})
+        assert [tuple(int(a) for a in sess.run(nxt)) for _ in range(3)] == \
+            [(7, 0), (7, 1), (7, 2)]
+    ds = tf.data.Dataset.range(1, 4).flat_map(lambda n: tf.data.Dataset.range(4).batch(n))
+    assert as_lists(elements(ds)) == [[0], [1], [2], [3], [0, 1], [2, 3], [0, 1, 2], [3]]

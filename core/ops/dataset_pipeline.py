@@ -106,6 +106,8 @@ class Stage:
 
     def check(self, env: Env) -> None:
         for f in fields(self):
+            if f.name == "inner":  # a per-element pipeline: checked with its own Env
+                continue
             v = getattr(self, f.name)
             for s in (v if isinstance(v, tuple) else (v,)):
                 if isinstance(s, Stage):
@@ -246,19 +248,21 @@ class PaddedBatch(Stage):
     def blocks(self, env):
         n = _batch_size(self.size, env)
         pads = [r.get(env) for r in self.pads]
+        shapes = [tuple(_count(d.get(env), "padded_shapes") if isinstance(d, Ref) else d
+                        for d in s) for s in self.shapes]
         buf = []
         for block in self.child.blocks(env):
             for i in range(len(block[0])):
                 buf.append([c[i] for c in block])
                 if len(buf) == n:
-                    yield self._pad(buf, pads)
+                    yield self._pad(buf, pads, shapes)
                     buf = []
         if buf and not self.drop_remainder:
-            yield self._pad(buf, pads)
+            yield self._pad(buf, pads, shapes)
 
-    def _pad(self, elems, pads):
+    def _pad(self, elems, pads, shapes):
         out = []
-        for j, (shape, dt) in enumerate(zip(self.shapes, self.dtypes)):
+        for j, (shape, dt) in enumerate(zip(shapes, self.dtypes)):
             comps = [e[j] for e in elems]
             want = tuple(max(c.shape[d] for c in comps) if s is None else s
                          for d, s in enumerate(shape))

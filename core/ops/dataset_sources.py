@@ -18,13 +18,29 @@ from ..errors import DataLossError, InvalidArgumentError, NotFoundError
 from .dataset_pipeline import CHUNK, Env, Ref, Stage, _count, _obj, _rows, as_component
 
 
+class Rows(tuple):
+    """Elements of different shapes handed to a traced function as one component (a group of
+    ``group_by_window``, whose function slices it again): one array per element."""
+
+
+def _ragged_slices(vals, dtypes):
+    comps = [v if isinstance(v, Rows) else as_component(v, d) for v, d in zip(vals, dtypes)]
+    for i in range(len(comps[0])):
+        yield tuple(as_component(c[i], d)[None] if isinstance(c, Rows) else c[i:i + 1]
+                    for c, d in zip(comps, dtypes))
+
+
 @dataclass
 class TensorSlices(Stage):
     comps: tuple  # Refs
     dtypes: tuple
 
     def blocks(self, env):
-        arrs = [as_component(r.get(env), d) for r, d in zip(self.comps, self.dtypes)]
+        vals = [r.get(env) for r in self.comps]
+        if any(isinstance(v, Rows) for v in vals):
+            yield from _ragged_slices(vals, self.dtypes)
+            return
+        arrs = [as_component(v, d) for v, d in zip(vals, self.dtypes)]
         n = {a.shape[0] if a.ndim else None for a in arrs}
         if None in n:
             raise InvalidArgumentError("Unbatching a tensor is only supported for rank >= 1")

@@ -118,9 +118,10 @@ class _PaddedBatch(Dataset):
                 raise ValueError("padded_batch: padded_shapes is required for components of "
                                  "unknown rank")
         else:
-            shapes = [None if s is None else tuple(None if d is None or d == -1 else int(d)
-                                                   for d in _as_shape(s))
-                      for s in _flatten_like(child._structure, padded_shapes)]
+            shapes = [_pad_dims(s) for s in _flatten_like(child._structure, padded_shapes)]
+        self._dims = tuple(shapes)  # a dim may be a scalar tensor (known when run)
+        shapes = [None if s is None else tuple(None if isinstance(d, Tensor) else d for d in s)
+                  for s in shapes]
         for got, want in zip(child._shapes, shapes):
             if got is not None and (want is None or len(got) != len(want) or
                                     any(w is not None and g is not None and g > w
@@ -137,10 +138,30 @@ class _PaddedBatch(Dataset):
         super().__init__(child._structure, child._dtypes, [(lead,) + s for s in shapes])
 
     def _compile(self, b):
-        return P.PaddedBatch(self._child._compile(b), b.ref(self._size), self._padded,
+        dims = tuple(None if s is None else tuple(b.ref(d) if isinstance(d, Tensor) else d
+                                                  for d in s) for s in self._dims)
+        return P.PaddedBatch(self._child._compile(b), b.ref(self._size), dims,
                              tuple(b.ref(p) for p in self._pads), self._drop,
                              tuple(d.np_dtype if not d.is_string else np.dtype(object)
                                    for d in self._dtypes))
+
+
+def _pad_dims(s):
+    """A padded shape as dims: ints, None (the batch's largest) or scalar tensors (a dim
+    computed when the pipeline runs; static ones are read now)."""
+    if s is None:
+        return None
+    if isinstance(s, (list, tuple)) and any(isinstance(d, Tensor) for d in s):
+        out = []
+        for d in s:
+            v = _static_int(d) if isinstance(d, Tensor) else d
+            if isinstance(d, Tensor) and v is None:
+                out.append(convert_to_tensor(d, dtype=_dt.int64) if d.dtype != _dt.int64
+                           else d)
+            else:
+                out.append(None if v is None or v == -1 else int(v))
+        return tuple(out)
+    return tuple(None if d is None or d == -1 else int(d) for d in _as_shape(s))
 
 
 def _refuse_nested(ds, what):
@@ -170,6 +191,14 @@ def _trace(ds: Dataset, fn, what: str):
     return fg, phs, res
 
 
+def own(t: Tensor) -> Tensor:
+    """``t`` as a tensor of the function being traced (the default graph): a tensor of an
+    outer graph it returns as is becomes a capture (an input of the function)."""
+    from ..graph import get_default_graph
+    g = get_default_graph()
+    return g.capture(t) if t.graph is not g and hasattr(g, "capture") else t
+
+
 def _result(value, what: str):
     def conv(x):
         if x is None or isinstance(x, (Operation, Dataset)) or callable(x) and \
@@ -177,7 +206,7 @@ def _result(value, what: str):
             raise TypeError(f"Unsupported return value from function passed to "
                             f"Dataset.{what}(): {x}.")
         try:
-            return convert_to_tensor(x)
+            return own(convert_to_tensor(x))
         except (TypeError, ValueError, OpError) as e:
             raise TypeError(f"Unsupported return value from function passed to "
                             f"Dataset.{what}(): {x}.") from e
@@ -214,7 +243,8 @@ class _Filter(Dataset):
         from .while_loop import Func
         fg, phs, res = _trace(child, predicate, what)
         with fg.as_default():
-            out = convert_to_tensor(res) if isinstance(res, (Tensor, bool, np.bool_)) else res
+            out = own(convert_to_tensor(res)) if isinstance(res, (Tensor, bool, np.bool_)) \
+                else res
         if not isinstance(out, Tensor) or out.dtype != _dt.bool_ or \
                 out._shape not in (None, ()):
             kind = (f"TensorSpec(shape={_shape_of(out)}, dtype=tf.{out.dtype.name}, name=None)"
