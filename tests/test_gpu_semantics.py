@@ -32,28 +32,59 @@ import fake_device
 import numpy as np
 import pytest
 import tensorvm as tv
-
-xp = fake_device.xp
-
-
-@pytest.fixture
-def fake_gpu():
-    prev = fake_device.install()
-    yield fake_device.xp
-    fake_device.restore(prev)
+from tensorvm import kernels_gpu
 
 
-# ---- the fake device models CuPy's differences -------------------------------------------------
-def test_fake_integer_array_indices_wrap_around_as_cupys():
+def _cupy_reason():
+    try:
+        import cupy
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:  # noqa: BLE001 - ImportError or a CUDA library error
+        return f"CuPy finds no GPU ({type(e).__name__}: {e})"
+    return None if n > 0 else "CuPy finds no GPU (0 devices)"
+
+
+_NO_GPU = _cupy_reason()
+BACKENDS = ["fake", pytest.param("cupy", marks=pytest.mark.skipif(
+    _NO_GPU is not None, reason=f"the real device: {_NO_GPU}"))]
+
+
+@pytest.fixture(params=BACKENDS)
+def xp(request):
+    """The device module: the fake (always), and CuPy on a machine with a GPU, so the fake's
+    claims about CuPy are checked against CuPy itself where there is one."""
+    if request.param == "fake":
+        return fake_device.xp
+    import cupy
+    return cupy
+
+
+@pytest.fixture(params=BACKENDS)
+def gpu(request):
+    """tensorvm's device backend for the test: the fake, or CuPy on a real GPU."""
+    if request.param == "fake":
+        prev = fake_device.install()
+        yield "fake"
+        fake_device.restore(prev)
+    else:
+        import cupy
+        prev = kernels_gpu.device_backend()
+        kernels_gpu.set_device_backend(cupy)
+        yield "cupy"
+        kernels_gpu.set_device_backend(prev)
+
+
+# ---- the fake device models CuPy's differences (checked against CuPy where there is a GPU) -----
+def test_integer_array_indices_wrap_around_on_the_device(xp):
     a = xp.asarray(np.arange(5) * 10)
-    assert a[np.array([1, 5, -6])].get().tolist() == [10, 0, 40]
+    assert a[xp.asarray(np.array([1, 5, -6]))].get().tolist() == [10, 0, 40]
     assert np.take(a, xp.asarray(np.array([7]))).get().tolist() == [20]
     m = xp.asarray(np.arange(6).reshape(2, 3))
-    assert m[:, np.array([3])].get().tolist() == [[0], [3]]
+    assert m[:, xp.asarray(np.array([3]))].get().tolist() == [[0], [3]]
     assert np.take_along_axis(m, xp.asarray(np.array([[4], [5]])), 1).get().tolist() == [[1],
                                                                                       [5]]
     b = xp.asarray(np.zeros(3))
-    b[np.array([4])] = 7.0
+    b[xp.asarray(np.array([4]))] = 7.0
     np.add.at(b, xp.asarray(np.array([3, 5])), 1.0)
     assert b.get().tolist() == [1.0, 7.0, 1.0]
     with pytest.raises(IndexError):  # NumPy raises where CuPy wraps
@@ -61,17 +92,32 @@ def test_fake_integer_array_indices_wrap_around_as_cupys():
 
 
 def test_fake_scatter_with_duplicate_indices_keeps_the_first_value():
+    """(CuPy leaves it undefined: the fake picks the value NumPy would not.)"""
+    xp = fake_device.xp
     a = xp.asarray(np.zeros(3))
-    a[np.array([1, 1, 2])] = xp.asarray(np.array([5.0, 6.0, 7.0]))
+    a[xp.asarray(np.array([1, 1, 2]))] = xp.asarray(np.array([5.0, 6.0, 7.0]))
     assert a.get().tolist() == [0.0, 5.0, 7.0]  # NumPy: 6.0 (the last) at 1
 
 
-def test_fake_float_to_int_casts_saturate_as_cudas():
+def test_float_to_int_casts_saturate_on_the_device(xp):
     x = xp.asarray(np.array([np.inf, -np.inf, np.nan, 3e9, -3e9, -1.7, 2.9], np.float32))
     assert x.astype(np.int32).get().tolist() == [2**31 - 1, -2**31, 0, 2**31 - 1, -2**31, -1, 2]
     assert x.astype(np.uint32).get().tolist() == [2**32 - 1, 0, 0, 3000000000, 0, 0, 2]
     assert x.astype(np.int64).get().tolist()[:3] == [2**63 - 1, -2**63, 0]
     assert x.astype(np.float64).get()[3] == 3e9  # float targets: NumPy's
+
+
+def test_integer_division_by_zero_gives_0_on_the_device(xp):
+    x, y = xp.asarray(np.array([7, -7, 0], np.int64)), xp.asarray(np.zeros(3, np.int64))
+    assert np.floor_divide(x, y).get().tolist() == [0, 0, 0]
+    assert np.mod(x, y).get().tolist() == [0, 0, 0]
+    assert np.fmod(x, y).get().tolist() == [0, 0, 0]
+
+
+def test_argsort_on_the_device_is_stable(xp):
+    v = np.array([2, 1, 2, 1, 0, 2] * 50)
+    np.testing.assert_array_equal(np.argsort(xp.asarray(v), kind="stable").get(),
+                                  np.argsort(v, kind="stable"))
 
 
 # ---- tensorvm's GPU kernels where they differ --------------------------------------------------
@@ -84,7 +130,7 @@ def _gpu_run(build, feed_fn):
             return s.run(out, feed_fn(phs))
 
 
-def test_gathers_and_scatters_still_refuse_out_of_bounds_indices_on_a_gpu(fake_gpu):
+def test_gathers_and_scatters_still_refuse_out_of_bounds_indices_on_a_gpu(gpu):
     """Where CuPy would wrap, the GPU kernels check their indices on the host and fail by
     TF's messages (their indices are host memory)."""
     def build():
@@ -105,7 +151,7 @@ def test_gathers_and_scatters_still_refuse_out_of_bounds_indices_on_a_gpu(fake_g
                 s.run(outs[name], {i: [3, 4]})
 
 
-def test_a_float_to_int_cast_on_a_gpu_saturates_as_tfs_gpu_kernel(fake_gpu):
+def test_a_float_to_int_cast_on_a_gpu_saturates_as_tfs_gpu_kernel(gpu):
     """TF's GPU Cast converts with CUDA's float-to-integer instruction, which saturates and
     maps NaN to 0 (TF's CPU kernel on x86 gives INT_MIN: the C++ conversion is undefined out
     of range); tensorvm's GPU Cast is CuPy's, the same conversion. In range, both devices
