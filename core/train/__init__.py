@@ -67,3 +67,6 @@ from .meta_graph import export_meta_graph  # noqa: E402
 from .saver import import_meta_graph  # noqa: E402
 
 __all__ += ["export_meta_graph", "import_meta_graph"]
+from .moving_averages import ExponentialMovingAverage  # noqa: E402
+
+__all__ += ["ExponentialMovingAverage"]
