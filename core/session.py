@@ -83,6 +83,8 @@ class RunOptions:
 
     @property
     def tracing(self) -> bool:
+        """Whether this run records a trace into ``RunMetadata`` (``trace`` or a
+        ``trace_level``)."""
         return bool(self.trace) or self.trace_level > RunOptions.NO_TRACE
 
 
@@ -96,6 +98,7 @@ class RunMetadata:
     transfers: dict = field(default_factory=dict)  # direct data plane: bytes moved, by kind
 
     def devices(self) -> set:
+        """The devices the traced run ran tasks on."""
         return {r["device"] for r in self.step_stats}
 
 
@@ -326,6 +329,8 @@ class Session:
         self.close()
 
     def as_default(self):
+        """A context manager making this session the default (for ``Tensor.eval`` and
+        ``Operation.run``); unlike ``with sess:``, it does not close the session."""
         sess = self
 
         class _Ctx:
@@ -338,6 +343,9 @@ class Session:
         return _Ctx()
 
     def close(self) -> None:
+        """Close the session: steps still running in other threads end with ``CancelledError``;
+        a client and a cluster the session made are closed (state on a shared cluster stays: see
+        ``reset``)."""
         if not self._closed:
             self._closed = True
             self._finalizer()
@@ -349,10 +357,13 @@ class Session:
 
     @property
     def dashboard_link(self) -> str | None:
+        """The Dask dashboard's address for a distributed session (tensorvm's page is
+        ``/tensorvm`` there); ``None`` in process."""
         return getattr(self._backend, "dashboard_link", None)
 
     @property
     def client(self):
+        """The ``distributed.Client`` of a distributed session; ``None`` in process."""
         return getattr(self._backend, "client", None)
 
     @property
@@ -490,6 +501,8 @@ class Session:
                 self._backend.set_step_deadline(None)
 
     def make_callable(self, fetches, feed_list=None):
+        """A function ``f(*feed_values)`` that runs ``fetches`` with ``feed_list`` fed those
+        values, in order."""
         feed_list = list(feed_list or [])
 
         def call(*args):
@@ -557,6 +570,7 @@ class InteractiveSession(Session):
         _default_session_stack.stack.append(self)
 
     def close(self):
+        """Close the session and stop being the default session."""
         if self in _default_session_stack.stack:
             _default_session_stack.stack.remove(self)
         super().close()
