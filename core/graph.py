@@ -64,19 +64,23 @@ class TensorShape:
 
     @property
     def ndims(self):
+        """The number of dimensions, or ``None`` for an unknown rank (also ``rank``)."""
         return None if self.dims is None else len(self.dims)
 
     rank = ndims
 
     def as_list(self):
+        """The dims as a list (``None`` for an unknown one); ``ValueError`` for an unknown rank."""
         if self.dims is None:
             raise ValueError("as_list() is not defined on an unknown TensorShape")
         return list(self.dims)
 
     def is_fully_defined(self) -> bool:
+        """Whether the rank and every dim are known."""
         return self.dims is not None and all(d is not None for d in self.dims)
 
     def num_elements(self):
+        """The number of elements, or ``None`` unless fully defined."""
         return int(np.prod(self.dims)) if self.is_fully_defined() else None
 
     def __iter__(self):
@@ -126,24 +130,31 @@ class Tensor:
 
     @property
     def name(self) -> str:
+        """``"<op name>:<output index>"``."""
         return f"{self.op.name}:{self.value_index}"
 
     @property
     def graph(self) -> "Graph":
+        """The graph of the op that makes this tensor."""
         return self.op.graph
 
     @property
     def device(self) -> str:
+        """The device its op asked for (``""``: placement decides)."""
         return self.op.device
 
     @property
     def shape(self) -> TensorShape:
+        """The static shape, known when the graph is built (``tv.shape(t)`` is the shape at run
+        time)."""
         return TensorShape(self._shape)
 
     def get_shape(self) -> TensorShape:
+        """The static shape (as ``shape``)."""
         return self.shape
 
     def consumers(self) -> list["Operation"]:
+        """The ops of the graph that take this tensor as an input."""
         return [op for op in self.graph.get_operations() if self in op.inputs]
 
     def eval(self, feed_dict=None, session=None):
@@ -198,14 +209,18 @@ class Operation:
         self._id = -1
 
     def get_attr(self, name: str):
+        """The value of attribute ``name`` (as in the op's ``NodeDef``)."""
         return self.attrs[name]
 
     @property
     def op_def(self):
+        """The registered definition of this op's type (shape rule, kernels, gradient,
+        statefulness)."""
         return get_op_def(self.type)
 
     @property
     def stateful(self) -> bool:
+        """Whether the op has state or side effects (never folded, merged or run twice)."""
         return self.op_def.stateful
 
     @property
@@ -294,6 +309,8 @@ class Graph:
 
     # ---- building -------------------------------------------------------------------------
     def unique_name(self, name: str, mark_as_used: bool = True) -> str:
+        """``name`` under the current name scope, made unique in this graph (``"x"``, ``"x_1"``,
+        ...); ``mark_as_used=False`` only asks."""
         if self._name_stack:
             name = f"{self._name_stack}/{name}"
         key = name.lower()
@@ -363,9 +380,11 @@ class Graph:
 
     # ---- lookups ---------------------------------------------------------------------------
     def get_operations(self) -> list[Operation]:
+        """The graph's ops, in the order they were made."""
         return list(self._ops)
 
     def get_operation_by_name(self, name: str) -> Operation:
+        """The op named ``name``; ``NotFoundError`` if there is none."""
         from .errors import NotFoundError
         try:
             return self._by_name[name]
@@ -373,6 +392,7 @@ class Graph:
             raise NotFoundError(f"no operation named {name!r} in the graph") from None
 
     def get_tensor_by_name(self, name: str) -> Tensor:
+        """The tensor ``"op_name:index"``; ``NotFoundError`` if there is none."""
         from .errors import NotFoundError
         op_name, _, idx = name.rpartition(":")
         if not op_name or not idx.isdigit():
@@ -385,6 +405,8 @@ class Graph:
         return op.outputs[int(idx)]
 
     def as_graph_element(self, obj):
+        """``obj`` as a Tensor or Operation: either as is, a Variable's value, or the tensor
+        (``"op:0"``) or op (``"op"``) of that name."""
         if isinstance(obj, (Tensor, Operation)):
             return obj
         if hasattr(obj, "_as_graph_element"):
@@ -398,14 +420,18 @@ class Graph:
         return len(self._ops)
 
     def finalize(self):
+        """Make the graph read-only: adding an op afterwards raises (as ``MonitoredSession``
+        does to catch ops built in a training loop)."""
         self._finalized = True
 
     @property
     def finalized(self):
+        """Whether ``finalize()`` was called."""
         return self._finalized
 
     # ---- collections --------------------------------------------------------------------
     def add_to_collection(self, name: str, value) -> None:
+        """Append ``value`` to collection ``name``."""
         self._collections.setdefault(name, []).append(value)
 
     def get_collection(self, name: str, scope: str | None = None) -> list:
@@ -419,6 +445,7 @@ class Graph:
         return [x for x in items if hasattr(x, "name") and pat.match(x.name)]
 
     def get_collection_ref(self, name: str) -> list:
+        """Collection ``name`` itself (appending to it adds to the collection)."""
         return self._collections.setdefault(name, [])
 
     def get_all_collection_keys(self) -> list:
@@ -426,6 +453,7 @@ class Graph:
         return [k for k, v in self._collections.items() if v]
 
     def clear_collection(self, name: str) -> None:
+        """Empty collection ``name``."""
         self._collections.pop(name, None)
 
     # ---- contexts -------------------------------------------------------------------------
@@ -435,6 +463,8 @@ class Graph:
 
     @contextlib.contextmanager
     def name_scope(self, name: str | None):
+        """``with g.name_scope("layer1"):`` prefixes the names of ops made inside; ``None`` or
+        ``""`` resets to the root, a name ending in ``/`` re-enters that scope."""
         old = self._name_stack
         if name is None or name == "":
             self._name_stack = ""
@@ -449,6 +479,8 @@ class Graph:
 
     @contextlib.contextmanager
     def control_dependencies(self, control_inputs: Iterable | None):
+        """``with g.control_dependencies([ops]):`` ops made inside run after those; ``None``
+        clears the enclosing ones."""
         if control_inputs is None:
             saved, self._control_stack = self._control_stack, []
             try:
@@ -468,6 +500,8 @@ class Graph:
 
     @contextlib.contextmanager
     def device(self, spec):
+        """``with g.device(spec):`` ops made inside ask for device ``spec`` (a string, a
+        function of the op, or ``None`` to clear)."""
         if spec is not None and not callable(spec):
             spec = DeviceSpec.parse(spec)
         self._device_stack.append(spec)
@@ -478,6 +512,8 @@ class Graph:
 
     @contextlib.contextmanager
     def colocate_with(self, target, ignore_existing: bool = False):
+        """``with g.colocate_with(op):`` ops made inside are placed with ``op``, whatever the
+        enclosing device scopes say."""
         depth = len(self._device_stack)
         if target is None:
             self._colocation_stack.append((None, 0))
