@@ -1,6 +1,7 @@
-"""``tv.layers``: TF 1.x's functional layers (``dense``, ``conv2d``, ``max_pooling2d``,
-``average_pooling2d``, ``dropout``, ``batch_normalization``, ``flatten``, ``conv2d_transpose``)
-and their classes.
+"""``tv.layers``: TF 1.x's functional layers (``dense``, ``conv1d``, ``conv2d``,
+``separable_conv1d``/``2d``, ``conv2d_transpose``, ``max_pooling1d``/``2d``,
+``average_pooling1d``/``2d``, ``dropout``, ``batch_normalization``, ``flatten``) and their
+classes.
 
 Each layer with weights opens ``variable_scope(name, default_name=<layer>)`` and makes its
 variables with ``get_variable`` ("dense/kernel", "dense_1/kernel" …), so ``reuse=True`` or a
@@ -28,7 +29,9 @@ from .variable_scope import get_variable, variable_scope
 __all__ = ["dense", "conv2d", "max_pooling2d", "average_pooling2d", "dropout",
            "batch_normalization", "flatten", "Dense", "Conv2D", "MaxPooling2D",
            "AveragePooling2D", "Dropout", "BatchNormalization", "Flatten",
-           "conv2d_transpose", "Conv2DTranspose"]
+           "conv2d_transpose", "Conv2DTranspose", "conv1d", "Conv1D", "separable_conv2d",
+           "SeparableConv2D", "separable_conv1d", "SeparableConv1D", "max_pooling1d",
+           "MaxPooling1D", "average_pooling1d", "AveragePooling1D"]
 
 
 def _pair(v, what):
@@ -300,6 +303,130 @@ def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=1e-3, center=Tru
                      None if gamma is None else reshape(gamma, bshape), epsilon)
 
 
+# ---- 1-D and separable convolutions, 1-D pooling ---------------------------------------------
+def _nwc(data_format):
+    return "NWC" if _nhwc(data_format) == "NHWC" else "NCW"
+
+
+def _one(v, what):
+    t = (v,) if isinstance(v, (int, np.integer)) else tuple(v)
+    if len(t) != 1 or int(t[0]) < 1:
+        raise InvalidArgumentError(f"{what} must be an int or a 1-tuple of a positive int, got "
+                                   f"{v!r}")
+    return int(t[0])
+
+
+def conv1d(inputs, filters, kernel_size, strides=1, padding="valid",
+           data_format="channels_last", dilation_rate=1, activation=None, use_bias=True,
+           kernel_initializer=None, bias_initializer=Zeros(), kernel_regularizer=None,
+           bias_regularizer=None, activity_regularizer=None, kernel_constraint=None,
+           bias_constraint=None, trainable=True, name=None, reuse=None):
+    """1-D convolution of ``[batch, width, channels]`` with a ``[k, in_channels, filters]``
+    kernel, plus bias."""
+    from .ops.nn_conv_ext import conv1d as nn_conv1d
+    from .ops.nn_ops import bias_add
+    x = convert_to_tensor(inputs)
+    df = _nwc(data_format)
+    if x._shape is None or len(x._shape) != 3:
+        raise InvalidArgumentError(f"conv1d: inputs must be 3-D, got shape {x._shape}")
+    c_in = _known(x._shape[2 if df == "NWC" else 1], "channel", "conv1d")
+    k, s, d = (_one(kernel_size, "kernel_size"), _one(strides, "strides"),
+               _one(dilation_rate, "dilation_rate"))
+    with variable_scope(name, default_name="conv1d", values=[x], reuse=reuse):
+        kernel = get_variable("kernel", [k, c_in, int(filters)], x.dtype, kernel_initializer,
+                              kernel_regularizer, trainable)
+        y = nn_conv1d(x, kernel, s, _padding(padding), data_format=df, dilations=d)
+        if use_bias:
+            bias = get_variable("bias", [int(filters)], x.dtype, bias_initializer,
+                                bias_regularizer, trainable)
+            y = bias_add(y, bias, data_format="NHWC" if df == "NWC" else "NCHW")
+        return _regularize(_activate(y, activation), activity_regularizer)
+
+
+def separable_conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid",
+                     data_format="channels_last", dilation_rate=(1, 1), depth_multiplier=1,
+                     activation=None, use_bias=True, depthwise_initializer=None,
+                     pointwise_initializer=None, bias_initializer=Zeros(),
+                     depthwise_regularizer=None, pointwise_regularizer=None,
+                     bias_regularizer=None, activity_regularizer=None,
+                     depthwise_constraint=None, pointwise_constraint=None,
+                     bias_constraint=None, trainable=True, name=None, reuse=None):
+    """A depthwise convolution (``depthwise_kernel`` ``[kh, kw, in, depth_multiplier]``), then
+    a 1x1 convolution (``pointwise_kernel`` ``[1, 1, in * depth_multiplier, filters]``), plus
+    bias."""
+    from .ops.nn_conv_ext import separable_conv2d as nn_separable
+    from .ops.nn_ops import bias_add
+    x = convert_to_tensor(inputs)
+    df = _nhwc(data_format)
+    if x._shape is None or len(x._shape) != 4:
+        raise InvalidArgumentError(f"separable_conv2d: inputs must be 4-D, got shape "
+                                   f"{x._shape}")
+    c_in = _known(x._shape[3 if df == "NHWC" else 1], "channel", "separable_conv2d")
+    (kh, kw), (sh, sw) = _pair(kernel_size, "kernel_size"), _pair(strides, "strides")
+    rate = _pair(dilation_rate, "dilation_rate")
+    m = int(depth_multiplier)
+    with variable_scope(name, default_name="separable_conv2d", values=[x], reuse=reuse):
+        dk = get_variable("depthwise_kernel", [kh, kw, c_in, m], x.dtype,
+                          depthwise_initializer, depthwise_regularizer, trainable)
+        pk = get_variable("pointwise_kernel", [1, 1, c_in * m, int(filters)], x.dtype,
+                          pointwise_initializer, pointwise_regularizer, trainable)
+        spec = [1, sh, sw, 1] if df == "NHWC" else [1, 1, sh, sw]
+        y = nn_separable(x, dk, pk, spec, _padding(padding), rate=rate, data_format=df)
+        if use_bias:
+            bias = get_variable("bias", [int(filters)], x.dtype, bias_initializer,
+                                bias_regularizer, trainable)
+            y = bias_add(y, bias, data_format=df)
+        return _regularize(_activate(y, activation), activity_regularizer)
+
+
+def separable_conv1d(inputs, filters, kernel_size, strides=1, padding="valid",
+                     data_format="channels_last", dilation_rate=1, depth_multiplier=1,
+                     activation=None, use_bias=True, depthwise_initializer=None,
+                     pointwise_initializer=None, bias_initializer=Zeros(),
+                     depthwise_regularizer=None, pointwise_regularizer=None,
+                     bias_regularizer=None, activity_regularizer=None,
+                     depthwise_constraint=None, pointwise_constraint=None,
+                     bias_constraint=None, trainable=True, name=None, reuse=None):
+    """:func:`separable_conv2d` over ``[batch, width, channels]`` (a height of 1, as TF
+    computes it); its kernels are ``[1, k, in, depth_multiplier]`` and ``[1, 1, in * m,
+    filters]``."""
+    from .ops.manip_ops import expand_dims, squeeze
+    x = convert_to_tensor(inputs)
+    if x._shape is None or len(x._shape) != 3:
+        raise InvalidArgumentError(f"separable_conv1d: inputs must be 3-D, got shape "
+                                   f"{x._shape}")
+    axis = 1 if _nwc(data_format) == "NWC" else 2
+    with variable_scope(name, default_name="separable_conv1d", values=[x],
+                        reuse=reuse) as scope:
+        y = separable_conv2d(
+            expand_dims(x, axis), filters, (1, _one(kernel_size, "kernel_size")),
+            (1, _one(strides, "strides")), padding, data_format,
+            (1, _one(dilation_rate, "dilation_rate")), depth_multiplier, activation, use_bias,
+            depthwise_initializer, pointwise_initializer, bias_initializer,
+            depthwise_regularizer, pointwise_regularizer, bias_regularizer,
+            activity_regularizer, trainable=trainable, name=scope, reuse=reuse)
+    return squeeze(y, [axis])
+
+
+def _pool1d(kind, inputs, pool_size, strides, padding, data_format, name):
+    from .ops.nn_conv_ext import avg_pool1d, max_pool1d
+    fn = max_pool1d if kind == "max" else avg_pool1d
+    return fn(inputs, _one(pool_size, "pool_size"), _one(strides, "strides"),
+              _padding(padding), data_format=_nwc(data_format), name=name)
+
+
+def max_pooling1d(inputs, pool_size, strides, padding="valid", data_format="channels_last",
+                  name=None):
+    """The maximum of each ``pool_size`` window of ``[batch, width, channels]``."""
+    return _pool1d("max", inputs, pool_size, strides, padding, data_format, name)
+
+
+def average_pooling1d(inputs, pool_size, strides, padding="valid",
+                      data_format="channels_last", name=None):
+    """The mean of each ``pool_size`` window of ``[batch, width, channels]``."""
+    return _pool1d("avg", inputs, pool_size, strides, padding, data_format, name)
+
+
 # ---- classes ----------------------------------------------------------------------------------
 class _Layer:
     """A layer object: the first call makes its variables in a new variable scope (the layer's
@@ -365,3 +492,9 @@ AveragePooling2D = _layer_class("AveragePooling2D", average_pooling2d, "average_
 Dropout = _layer_class("Dropout", dropout, "dropout", False)
 Flatten = _layer_class("Flatten", flatten, "flatten", False)
 
+Conv1D = _layer_class("Conv1D", conv1d, "conv1d")
+SeparableConv2D = _layer_class("SeparableConv2D", separable_conv2d, "separable_conv2d")
+SeparableConv1D = _layer_class("SeparableConv1D", separable_conv1d, "separable_conv1d")
+MaxPooling1D = _layer_class("MaxPooling1D", max_pooling1d, "max_pooling1d", False)
+AveragePooling1D = _layer_class("AveragePooling1D", average_pooling1d, "average_pooling1d",
+                                False)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tensorvm as tf
+import tensorvm as tv
 from tests.opcheck import check_forward, check_gradients
 
 RNG = np.random.default_rng(14)
@@ -305,3 +306,56 @@ def test_nn_helpers_against_numpy():
     assert init_and_run(tf.nn.zero_fraction(v)) == pytest.approx(0.5)
     with pytest.raises(tf.errors.InvalidArgumentError, match="pos_weight are required"):
         tf.nn.weighted_cross_entropy_with_logits(z, lg)
+
+
+# ---- conv1d, separable convolutions, 1-D pooling -------------------------------------------------
+def test_conv1d_and_separable_layers_equal_numpy_with_their_variables():
+    from tests.test_ops_nn_ext import ref_depthwise
+    rs = np.random.RandomState(0)
+    x1, x2 = rs.rand(2, 9, 3), rs.rand(2, 6, 5, 3)
+    p1 = tv.placeholder(tv.float64, [None, 9, 3])
+    p2 = tv.placeholder(tv.float64, [None, 6, 5, 3])
+    binit = tv.constant_initializer(0.25)
+    c1 = tv.layers.conv1d(p1, 4, 3, padding="same", bias_initializer=binit)
+    s2 = tv.layers.separable_conv2d(p2, 5, 3, padding="same", depth_multiplier=2,
+                                    bias_initializer=binit)
+    s1 = tv.layers.separable_conv1d(p1, 2, 2, bias_initializer=binit)
+    mp, ap = tv.layers.max_pooling1d(p1, 2, 2), tv.layers.average_pooling1d(p1, 3, 3)
+    names = [v.op.name for v in tv.global_variables()]
+    assert names == ["conv1d/kernel", "conv1d/bias", "separable_conv2d/depthwise_kernel",
+                     "separable_conv2d/pointwise_kernel", "separable_conv2d/bias",
+                     "separable_conv1d/depthwise_kernel", "separable_conv1d/pointwise_kernel",
+                     "separable_conv1d/bias"]
+    with tv.Session() as s:
+        s.run(tv.global_variables_initializer())
+        k1, dk, pk, dk1, pk1 = s.run([tv.global_variables()[i] for i in (0, 2, 3, 5, 6)])
+        g1, g2, g3, g4, g5 = s.run([c1, s2, s1, mp, ap], {p1: x1, p2: x2})
+    xp = np.pad(x1, ((0, 0), (1, 1), (0, 0)))
+    want = np.stack([sum(xp[:, i + k] @ k1[k] for k in range(3)) for i in range(9)], 1) + 0.25
+    np.testing.assert_allclose(g1, want, rtol=1e-10)
+    assert dk.shape == (3, 3, 3, 2) and pk.shape == (1, 1, 6, 5)
+    np.testing.assert_allclose(g2, ref_depthwise(x2, dk) @ pk[0, 0] + 0.25, rtol=1e-10)
+    assert dk1.shape == (1, 2, 3, 1) and pk1.shape == (1, 1, 3, 2)
+    want = ref_depthwise(x1[:, None], dk1, padding="VALID")[:, 0] @ pk1[0, 0] + 0.25
+    np.testing.assert_allclose(g3, want, rtol=1e-10)
+    np.testing.assert_array_equal(g4, x1[:, :8].reshape(2, 4, 2, 3).max(2))
+    np.testing.assert_allclose(g5, x1.reshape(2, 3, 3, 3).mean(2))
+
+
+def test_layer_objects_reuse_their_variables_and_check_ranks():
+    x = tv.placeholder(tv.float32, [None, 8, 3])
+    layer = tv.layers.Conv1D(4, 3, name="c")
+    layer(x)
+    layer(x)
+    assert [v.op.name for v in tv.global_variables()] == ["c/kernel", "c/bias"]
+    assert layer.kernel.shape.as_list() == [3, 3, 4]
+    assert tv.layers.MaxPooling1D(2, 2)(x).shape.as_list() == [None, 4, 3]
+    with pytest.raises(tv.errors.InvalidArgumentError, match="conv1d: inputs must be 3-D"):
+        tv.layers.conv1d(tv.placeholder(tv.float32, [None, 3]), 2, 2)
+    with pytest.raises(tv.errors.InvalidArgumentError,
+                       match="separable_conv2d: the channel dimension of the inputs should be "
+                             "defined"):
+        tv.layers.separable_conv2d(tv.placeholder(tv.float32, [None, 4, 4, None]), 2, 2)
+    with pytest.raises(tv.errors.InvalidArgumentError, match="kernel_size must be an int or a "
+                                                             "1-tuple"):
+        tv.layers.conv1d(x, 2, (2, 2))
