@@ -71,41 +71,52 @@ class Variable:
     # ---- identity -----------------------------------------------------------------------
     @property
     def name(self) -> str:
+        """``"<op name>:0"``, as TF names a variable."""
         return self._value.name
 
     @property
     def op(self) -> Operation:
+        """The ``VariableV2`` op that holds the variable."""
         return self._op
 
     @property
     def dtype(self):
+        """The variable's dtype."""
         return self._value.dtype
 
     @property
     def shape(self):
+        """The variable's static shape."""
         return self._value.shape
 
     def get_shape(self):
+        """The variable's static shape (as ``shape``)."""
         return self.shape
 
     @property
     def device(self) -> str:
+        """The device the variable's op asked for (its PS task, typically)."""
         return self._op.device
 
     @property
     def initializer(self) -> Operation:
+        """The op that assigns the initial value."""
         return self._initializer
 
     def value(self) -> Tensor:
+        """The tensor of the variable's value in a step."""
         return self._value
 
     def read_value(self) -> Tensor:
+        """The tensor of the variable's value in a step (here the same tensor as ``value()``: a
+        read under ``control_dependencies`` does not wait for them)."""
         return self._value
 
     def _as_graph_element(self) -> Tensor:
         return self._value
 
     def eval(self, session=None):
+        """The variable's current value, run in ``session`` or the default session."""
         return self._value.eval(session=session)
 
     def __repr__(self):
@@ -129,12 +140,15 @@ class Variable:
                             colocation=self._op.colocation).outputs[0]
 
     def assign(self, value, use_locking=False, name=None, read_value=True):
+        """An op that sets the variable to ``value``; its output is the new value."""
         return self._update("Assign", value, name or "Assign")
 
     def assign_add(self, delta, use_locking=False, name=None, read_value=True):
+        """An op that adds ``delta`` to the variable; its output is the new value."""
         return self._update("AssignAdd", delta, name or "AssignAdd")
 
     def assign_sub(self, delta, use_locking=False, name=None, read_value=True):
+        """An op that subtracts ``delta`` from the variable; its output is the new value."""
         return self._update("AssignSub", delta, name or "AssignSub")
 
     def _scatter(self, op_type, indices, updates, name):
@@ -145,15 +159,19 @@ class Variable:
         return self._update(op_type, upd, name or op_type, extra=(idx,))
 
     def scatter_add(self, sparse_delta, use_locking=False, name=None):
+        """Add ``sparse_delta`` (an ``IndexedSlices``) to the rows it names."""
         return self._scatter("ScatterAdd", sparse_delta.indices, sparse_delta.values, name)
 
     def scatter_sub(self, sparse_delta, use_locking=False, name=None):
+        """Subtract ``sparse_delta`` (an ``IndexedSlices``) from the rows it names."""
         return self._scatter("ScatterSub", sparse_delta.indices, sparse_delta.values, name)
 
     def scatter_update(self, sparse_delta, use_locking=False, name=None):
+        """Set the rows ``sparse_delta`` (an ``IndexedSlices``) names to its values."""
         return self._scatter("ScatterUpdate", sparse_delta.indices, sparse_delta.values, name)
 
     def is_initialized(self):
+        """A boolean tensor: whether the variable holds a value on its device."""
         with self.graph.as_default():
             return apply_op("IsVariableInitialized", [], dict(self._attrs),
                             colocation=self._op.colocation).outputs[0]
