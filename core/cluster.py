@@ -75,17 +75,22 @@ class ClusterSpec:
 
     @property
     def jobs(self) -> list[str]:
+        """The job names, in the order given."""
         return list(self._jobs)
 
     def num_tasks(self, job: str) -> int:
+        """How many tasks ``job`` has."""
         return len(self.task_indices(job))
 
     def task_indices(self, job: str) -> list[int]:
+        """The task indices of ``job`` (``0 .. n-1``, or those a dict gave);
+        ``InvalidArgumentError`` for an unknown job."""
         if job not in self._jobs:
             raise InvalidArgumentError(f"ClusterSpec: no job {job!r} in {self.jobs}")
         return list(self._sparse.get(job, range(len(self._jobs[job]))))
 
     def tasks(self) -> list[tuple[str, int]]:
+        """Every task as ``(job, index)``, job by job."""
         return [(j, i) for j in self._jobs for i in self.task_indices(j)]
 
     def task_address(self, job: str, task: int):
@@ -95,6 +100,8 @@ class ClusterSpec:
         return self._jobs[job][task]
 
     def has_tf_addresses(self) -> bool:
+        """Whether any task is given as a TF-style ``host:port`` (as opposed to a Dask worker
+        name or address)."""
         return any(is_tf_address(self._jobs[j][i]) for j, i in self.tasks())
 
     def by_task_name(self) -> ClusterSpec:
@@ -142,12 +149,16 @@ class ClusterSpec:
         return f"tcp://{entry}"
 
     def task_names(self) -> list[str]:
+        """The Dask worker names of the tasks: ``"<job>-<index>"`` (``ps-0``, ``worker-1``, ...)."""
         return [f"{j}-{i}" for j, i in self.tasks()]
 
     def worker_for(self, job: str, task: int):
+        """The entry given for task ``task`` of ``job`` (a worker name or address), or ``None``
+        for a counted job."""
         return self._jobs[job][task]
 
     def as_dict(self) -> dict:
+        """The spec as the dict it was made from: a count, a list or a dict of entries per job."""
         out = {}
         for j, ws in self._jobs.items():
             if j in self._sparse:
