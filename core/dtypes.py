@@ -26,26 +26,32 @@ class DType:
 
     @property
     def is_floating(self) -> bool:
+        """Whether this is a floating-point type (float16/32/64)."""
         return self.np_dtype.kind == "f"
 
     @property
     def is_complex(self) -> bool:
+        """Whether this is a complex type."""
         return self.np_dtype.kind == "c"
 
     @property
     def is_integer(self) -> bool:
+        """Whether this is a signed or unsigned integer type."""
         return self.np_dtype.kind in "iu"
 
     @property
     def is_bool(self) -> bool:
+        """Whether this is ``bool``."""
         return self.np_dtype.kind == "b"
 
     @property
     def is_string(self) -> bool:
+        """Whether this is ``string`` (held as NumPy object arrays of bytes)."""
         return self.np_dtype.kind == "O"
 
     @property
     def is_differentiable(self) -> bool:
+        """Whether gradients flow through values of this type (floating or complex)."""
         return self.is_floating or self.is_complex
 
 
