@@ -19,18 +19,22 @@ class IndexedSlices:
 
     @property
     def dtype(self):
+        """The dtype of ``values``."""
         return self.values.dtype
 
     @property
     def graph(self):
+        """The graph of ``values``."""
         return self.values.graph
 
     @property
     def name(self):
+        """The name of ``values``."""
         return self.values.name
 
     @property
     def op(self):
+        """The op that makes ``values``."""
         return self.values.op
 
 
