@@ -85,6 +85,8 @@ class DeviceSpec:
             (outer.job, outer.replica, outer.task, outer.device_type, outer.device_index))))
 
     def conflicts_with(self, other: DeviceSpec) -> bool:
+        """Whether the two specs give different values for a field both set (job, replica, task,
+        device type or index)."""
         pairs = zip((self.job, self.replica, self.task, self.device_type, self.device_index),
                     (other.job, other.replica, other.task, other.device_type, other.device_index))
         return any(a is not None and b is not None and a != b for a, b in pairs)
@@ -103,6 +105,8 @@ class DeviceSpec:
             device_index=self.device_index if self.device_index is not None else index)
 
     def to_string(self) -> str:
+        """The canonical string, ``/job:<job>/replica:<r>/task:<t>/device:<TYPE>:<i>`` with the
+        fields that are set."""
         out = self.__dict__.get("_string")
         if out is None:  # memoised: frozen, and planning prints every node's device
             out = self._to_string()
