@@ -1,0 +1,327 @@
+"""tensorvm.tf_shim: ``import tensorflow`` resolved to tensorvm (finder semantics, errors), the
+runners (``tensorvm tf``, ``python -m tensorvm.tf_shim``) and their exit codes,
+``input_data`` (TF's MNIST reader and ``next_batch``), and the TF API gaps that TensorFlow's
+tutorial programs hit (``tf.gfile``/``tf.io.gfile``, ``tf.random``, ``placeholder(shape=n)``).
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorvm as tv
+from tensorvm import tf_shim
+from tensorvm.tutorials.mnist import input_data
+
+TENSORVM = Path(sys.executable).parent / "tensorvm"
+
+
+@pytest.fixture
+def shim():
+    """The finder installed for one test; removed (with every module it made) afterwards."""
+    assert not tf_shim.installed()
+    tf_shim.install()
+    try:
+        yield
+    finally:
+        tf_shim.uninstall()
+    assert not any(n == "tensorflow" or n.startswith("tensorflow.") for n in sys.modules)
+
+
+# ---- finder semantics -------------------------------------------------------------------------
+def test_nothing_is_installed_by_importing_tensorvm():
+    code = "import tensorvm, sys; print(any(type(f).__name__ == 'TensorFlowFinder' " \
+           "for f in sys.meta_path), 'tensorflow' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False", "False"]
+
+
+def test_tensorflow_names_resolve_to_tensorvm(shim):
+    import tensorflow as tf
+    import tensorflow.compat.v1 as tf1
+    from tensorflow.contrib import rnn
+    from tensorflow.examples.tutorials.mnist import input_data as idata
+    assert tf.placeholder is tv.placeholder and tf.Session is tv.Session
+    assert tf1.placeholder is tv.placeholder and tf1.disable_v2_behavior is tv.disable_v2_behavior
+    assert tf.compat.v1.train.Saver is tv.train.Saver
+    assert rnn.BasicLSTMCell is tv.contrib.rnn.BasicLSTMCell
+    assert idata.read_data_sets is input_data.read_data_sets
+    import tensorflow.compat.v1.nn as nn1
+    from tensorflow import nn
+    assert nn.relu is nn1.relu is tv.nn.relu
+    assert tf_shim.resolve("tensorflow.compat.v1.contrib.rnn") is tv.contrib.rnn
+
+
+def test_generic_mapping_reaches_lazily_imported_submodules(shim):
+    # tensorflow.X -> tensorvm.X also where tensorvm imports X only on demand
+    import tensorflow.tutorials.mnist.mnist as m
+    import tensorvm.tutorials.mnist.mnist as real
+    assert m.inference is real.inference
+
+
+def test_the_import_system_never_writes_into_tensorvm(shim):
+    before = set(vars(tv))
+    import tensorflow.compat.v1.nn
+    import tensorflow.examples.tutorials.mnist.input_data  # noqa: F401
+    assert set(vars(tv)) == before  # no 'examples' or 'compat' attributes added to tensorvm
+
+
+def test_unknown_names_fail_with_what_tensorvm_lacks(shim):
+    with pytest.raises(ModuleNotFoundError, match=r"No module named 'tensorflow.lite'.*"
+                       r"tensorvm.lite") as e:
+        import tensorflow.lite
+    assert e.value.name == "tensorvm.lite"  # what is missing
+    with pytest.raises(ModuleNotFoundError, match=r"tensorflow.contrib.slim'.*"
+                       r"tensorvm.contrib.slim"):
+        from tensorflow.contrib import slim  # noqa: F401
+    with pytest.raises(ModuleNotFoundError, match="TensorFlow 1.x's graph API"):
+        import tensorflow.compat.v2
+    with pytest.raises(ModuleNotFoundError, match="has no tensorvm.keras_nothing"):
+        from tensorflow import keras_nothing  # noqa: F401
+    import tensorflow as tf
+    with pytest.raises(AttributeError, match=r"tensorvm.*has no tensorvm.no_such_op"):
+        tf.no_such_op  # noqa: B018
+
+
+def test_install_refuses_over_an_imported_real_tensorflow(monkeypatch):
+    monkeypatch.setitem(sys.modules, "tensorflow", type(sys)("tensorflow"))
+    with pytest.raises(RuntimeError, match="already imported"):
+        tf_shim.install()
+    assert not tf_shim.installed()
+
+
+def test_uninstall_restores_a_missing_tensorflow(shim):
+    import tensorflow
+    tf_shim.uninstall()
+    with pytest.raises(ModuleNotFoundError):
+        import tensorflow  # noqa: F401
+    tf_shim.install()  # for the fixture's teardown
+
+
+# ---- runners and exit codes -------------------------------------------------------------------
+PROGRAM = textwrap.dedent("""\
+    import sys
+    import tensorflow as tf
+    flags = tf.app.flags
+    flags.DEFINE_integer("steps", 3, "steps")
+    FLAGS = flags.FLAGS
+
+    def main(argv):
+        x = tf.placeholder(tf.float32, shape=(2))
+        with tf.Session() as sess:
+            total = sess.run(tf.reduce_sum(x * FLAGS.steps), {x: [1.0, 2.0]})
+        print("total", total, "rest", argv[1:], "name", __name__)
+        return int(total) if FLAGS.steps == 7 else 0
+
+    if __name__ == "__main__":
+        tf.app.run()
+    """)
+
+
+@pytest.fixture
+def prog(tmp_path):
+    p = tmp_path / "prog.py"
+    p.write_text(PROGRAM)
+    return p
+
+
+@pytest.mark.parametrize("runner", ["cli", "module"])
+def test_runners_pass_args_to_the_programs_flags_and_exit_with_its_status(prog, runner):
+    cmd = [str(TENSORVM), "tf"] if runner == "cli" else [sys.executable, "-m",
+                                                        "tensorvm.tf_shim"]
+    ok = subprocess.run(cmd + [str(prog), "--steps=2", "extra"], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.split() == ["total", "6.0", "rest", "['extra']", "name", "__main__"]
+    seven = subprocess.run(cmd + [str(prog), "--steps", "7"], capture_output=True, text=True)
+    assert seven.returncode == 21 and "total 21.0" in seven.stdout
+
+
+@pytest.mark.parametrize("runner", ["cli", "module"])
+def test_runners_refuse_a_missing_program_in_one_line(tmp_path, runner):
+    cmd = [str(TENSORVM), "tf"] if runner == "cli" else [sys.executable, "-m",
+                                                        "tensorvm.tf_shim"]
+    r = subprocess.run(cmd + [str(tmp_path / "nope.py"), "--x"], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "no such program file" in r.stderr
+    assert "nope.py" in r.stderr
+    bare = subprocess.run(cmd, capture_output=True, text=True)
+    assert bare.returncode == 2
+
+
+def test_cli_reports_a_failing_program_like_python(tmp_path):
+    p = tmp_path / "bad.py"
+    p.write_text("import tensorflow as tf\nimport sys\nsys.exit('bad flags')\n")
+    r = subprocess.run([str(TENSORVM), "tf", str(p)], capture_output=True, text=True)
+    assert r.returncode == 1 and r.stderr.strip() == "bad flags"
+    p.write_text("import tensorflow.lite\n")
+    r = subprocess.run([str(TENSORVM), "tf", str(p)], capture_output=True, text=True)
+    assert r.returncode == 1
+    assert "ModuleNotFoundError: No module named 'tensorflow.lite'" in r.stderr
+
+
+def test_range_knob_limits_the_programs_own_loops(tmp_path):
+    p = tmp_path / "loop.py"
+    p.write_text("import tensorflow as tf\nprint(len([i for i in range(20000)]), "
+                 "len(range(3)))\n")
+    r = subprocess.run([sys.executable, "-m", "tensorvm.tf_shim", str(p)], capture_output=True,
+                       text=True, env={**os.environ, tf_shim.RANGE_LIMIT_ENV: "50"})
+    assert r.returncode == 0 and r.stdout.split() == ["50", "3"], r.stderr
+
+
+def test_the_programs_sibling_mnist_module_wins(tmp_path):
+    (tmp_path / "mnist.py").write_text("IMAGE_PIXELS = 'sibling'\n")
+    p = tmp_path / "main.py"
+    p.write_text("from tensorflow.examples.tutorials.mnist import mnist\n"
+                 "print(mnist.IMAGE_PIXELS)\n")
+    r = subprocess.run([str(TENSORVM), "tf", str(p)], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "sibling", r.stderr
+    (tmp_path / "mnist.py").unlink()
+    r = subprocess.run([str(TENSORVM), "tf", str(p)], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "784", r.stderr
+
+
+# ---- input_data -------------------------------------------------------------------------------
+def _write_mnist(d, n_train=12, n_test=4):
+    images = np.arange(n_train * 28 * 28, dtype=np.int64).reshape(n_train, 28, 28) % 256
+    input_data.write_idx(str(d / "train-images-idx3-ubyte.gz"), images)
+    input_data.write_idx(str(d / "train-labels-idx1-ubyte.gz"), np.arange(n_train) % 10)
+    input_data.write_idx(str(d / "t10k-images-idx3-ubyte.gz"), images[:n_test])
+    input_data.write_idx(str(d / "t10k-labels-idx1-ubyte.gz"), np.arange(n_test) % 10)
+    return images
+
+
+def test_read_data_sets_splits_scales_and_encodes_as_tf(tmp_path):
+    images = _write_mnist(tmp_path)
+    ds = input_data.read_data_sets(str(tmp_path), one_hot=True, validation_size=2)
+    assert (ds.train.num_examples, ds.validation.num_examples, ds.test.num_examples) == (10, 2, 4)
+    np.testing.assert_allclose(ds.validation.images,
+                               images[:2].reshape(2, 784).astype(np.float32) / 255, rtol=1e-6)
+    assert ds.train.images.dtype == np.float32 and ds.train.labels.shape == (10, 10)
+    np.testing.assert_array_equal(ds.train.labels.argmax(1), np.arange(2, 12) % 10)
+    raw = input_data.read_data_sets(str(tmp_path), dtype=tv.uint8, reshape=False,
+                                    validation_size=0)
+    assert raw.train.images.shape == (12, 28, 28, 1) and raw.train.images.dtype == np.uint8
+    np.testing.assert_array_equal(raw.train.labels, np.arange(12) % 10)
+    with pytest.raises(ValueError, match="Validation size should be between 0 and 12"):
+        input_data.read_data_sets(str(tmp_path))  # TF's default validation_size is 5000
+    with pytest.raises(TypeError, match="Invalid image dtype"):
+        input_data.read_data_sets(str(tmp_path), dtype=tv.int32, validation_size=2)
+
+
+def test_next_batch_shuffles_each_epoch_and_wraps_as_tf(tmp_path):
+    _write_mnist(tmp_path)
+    train = input_data.read_data_sets(str(tmp_path), validation_size=2, seed=5).train
+    labels = train.labels.copy()
+    perm = np.arange(10)  # TF: np.random.shuffle(arange(n)) on the state seeded by the DataSet
+    np.random.RandomState(5).shuffle(perm)
+    _, y1 = train.next_batch(4)
+    np.testing.assert_array_equal(y1, labels[perm][:4])
+    _, y2 = train.next_batch(4)
+    _, y3 = train.next_batch(4)  # crosses the epoch: the 2 left, then 2 of a new shuffle
+    assert train.epochs_completed == 1 and len(y3) == 4
+    np.testing.assert_array_equal(y3[:2], labels[perm][8:])
+    seen = np.concatenate([y1, y2, y3[:2]])
+    assert sorted(seen.tolist()) == sorted(labels.tolist())  # each example once an epoch
+    x, y = train.next_batch(3, shuffle=False)
+    assert len(x) == len(y) == 3
+    fx, fy = input_data.read_data_sets("", fake_data=True, one_hot=True).train.next_batch(2, True)
+    assert len(fx) == 2 and len(fx[0]) == 784 and fy == [[1] + [0] * 9] * 2
+
+
+def test_missing_files_name_every_file_needed_and_nothing_is_downloaded(tmp_path):
+    input_data.write_idx(str(tmp_path / "train-labels-idx1-ubyte.gz"), np.arange(3))
+    with pytest.raises(FileNotFoundError) as e:
+        input_data.read_data_sets(str(tmp_path / "nowhere"))
+    for name in input_data.FILES:
+        assert name in str(e.value)
+    with pytest.raises(FileNotFoundError) as e:
+        input_data.read_data_sets(str(tmp_path))
+    assert "train-labels" not in str(e.value) and "t10k-images-idx3-ubyte.gz" in str(e.value)
+
+
+def test_plain_idx_files_and_bad_magic(tmp_path):
+    _write_mnist(tmp_path)
+    for name in input_data.FILES:  # un-gzipped copies only
+        data = gzip.decompress((tmp_path / name).read_bytes())
+        (tmp_path / name).unlink()
+        (tmp_path / name[:-3]).write_bytes(data)
+    assert input_data.read_data_sets(str(tmp_path), validation_size=0).train.num_examples == 12
+    (tmp_path / "t10k-labels-idx1-ubyte").write_bytes(gzip.decompress(gzip.compress(
+        np.array([2051, 4], ">u4").tobytes() + bytes(4))))
+    with pytest.raises(ValueError, match="Invalid magic number 2051 in MNIST label file"):
+        input_data.read_data_sets(str(tmp_path), validation_size=0)
+
+
+# ---- API gaps the tutorials hit ---------------------------------------------------------------
+def test_placeholder_accepts_an_int_shape():
+    with tv.Graph().as_default():
+        x = tv.placeholder(tv.int32, shape=(3))  # (3) is 3: TF reads it as [3]
+        assert x.shape.as_list() == [3]
+        with tv.Session() as sess:
+            np.testing.assert_array_equal(sess.run(x * 2, {x: [1, 2, 3]}), [2, 4, 6])
+
+
+def test_gfile_on_local_and_memory_paths(tmp_path):
+    for root in (str(tmp_path / "g"), "memory://tfshim-gfile"):
+        sub = root + "/a/b"
+        assert not tv.gfile.Exists(sub)
+        tv.io.gfile.makedirs(sub)
+        assert tv.gfile.IsDirectory(sub) and tv.io.gfile.isdir(root + "/a")
+        with tv.gfile.GFile(sub + "/x.txt", "w") as f:
+            f.write("one\ntwo\n")
+        with tv.io.gfile.GFile(sub + "/x.txt", "rb") as f:
+            assert f.read() == b"one\ntwo\n"
+        assert tv.gfile.ListDirectory(root + "/a") == ["b"]
+        assert tv.io.gfile.glob(sub + "/*.txt")[0].endswith("a/b/x.txt")
+        assert tv.gfile.Stat(sub + "/x.txt").length == 8
+        tv.gfile.Copy(sub + "/x.txt", sub + "/y.txt")
+        with pytest.raises(tv.errors.AlreadyExistsError):
+            tv.gfile.Copy(sub + "/x.txt", sub + "/y.txt")
+        tv.io.gfile.rename(sub + "/y.txt", sub + "/z.txt")
+        walked = [(Path(d).name, dirs, files) for d, dirs, files in tv.gfile.Walk(root)]
+        assert walked == [("tfshim-gfile" if root.startswith("memory:") else "g", ["a"], []),
+                          ("a", ["b"], []), ("b", [], ["x.txt", "z.txt"])]
+        tv.io.gfile.remove(sub + "/z.txt")
+        tv.gfile.DeleteRecursively(root)
+        assert not tv.io.gfile.exists(root)
+        with pytest.raises(tv.errors.NotFoundError, match="x.txt"):
+            tv.gfile.GFile(sub + "/x.txt")
+        with pytest.raises(tv.errors.NotFoundError):
+            tv.io.gfile.rmtree(root)
+
+
+def test_random_namespace():
+    assert tv.random.normal is tv.random_normal and tv.random.uniform is tv.random_uniform
+    with tv.Graph().as_default():
+        tv.random.set_random_seed(3)
+        x = tv.random.truncated_normal([1000], stddev=0.5)
+        with tv.Session() as sess:
+            v = sess.run(x)
+    assert np.abs(v).max() <= 1.0 and 0.3 < v.std() < 0.5
+
+
+def test_a_writer_dropped_unclosed_still_writes_everything_at_exit(tmp_path):
+    # fully_connected_feed.py's writer is a local of run_training() and is never closed: its
+    # last events were lost and the event thread died at exit with 'handle is closed'
+    code = textwrap.dedent(f"""\
+        import tensorvm as tv
+        def run():
+            w = tv.summary.FileWriter({str(tmp_path)!r})
+            for step in range(50):
+                w.add_summary(tv.Summary(value=[tv.Summary.Value(tag="x",
+                                                                 simple_value=step)]), step)
+        run()
+        import gc; gc.collect()
+        """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    (path,) = tmp_path.glob("events.out.tfevents.*")
+    steps = [e.step for e in EventFileLoader(str(path)).Load() if e.HasField("summary")]
+    assert steps == list(range(50))
