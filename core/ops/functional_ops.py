@@ -13,9 +13,10 @@ rules; dict keys in sorted order). ``parallel_iterations`` and ``swap_memory`` a
 >>> import tensorvm as tv
 >>> x = tv.constant([1.0, 2.0, 3.0])
 >>> with tv.Session() as s:
-...     s.run([tv.map_fn(lambda v: v * v, x), tv.foldl(lambda a, v: a + v, x),
-...            tv.scan(lambda a, v: a + v, x)])
-[array([1., 4., 9.], dtype=float32), 6.0, array([1., 3., 6.], dtype=float32)]
+...     [v.tolist() for v in s.run([tv.map_fn(lambda v: v * v, x),
+...                                 tv.foldl(lambda a, v: a + v, x),
+...                                 tv.scan(lambda a, v: a + v, x)])]
+[[1.0, 4.0, 9.0], 6.0, [1.0, 3.0, 6.0]]
 """
 from __future__ import annotations
 
