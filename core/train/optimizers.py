@@ -157,12 +157,16 @@ class Optimizer:
         return self._slots[key]
 
     def get_slot(self, var, name):
+        """The slot variable ``name`` (``"Momentum"``, ``"Adam"``, ...) made for ``var``, or
+        ``None``."""
         return self._slots.get((var.op.name, name))
 
     def get_slot_names(self):
+        """The names of the slots this optimizer has made, sorted."""
         return sorted({n for _, n in self._slots})
 
     def variables(self):
+        """The slot variables this optimizer has made."""
         return list(self._slots.values())
 
     def _prepare(self, var_list):
