@@ -479,6 +479,8 @@ class Saver:
         sess.run(self._restores, {self._ckpt: str(save_path)})
 
     def recover_last_checkpoints(self, checkpoint_paths) -> None:
+        """Set ``last_checkpoints`` (what ``max_to_keep`` prunes from) to ``checkpoint_paths``,
+        e.g. after a restart."""
         self.last_checkpoints = list(checkpoint_paths)
 
     def __repr__(self):
