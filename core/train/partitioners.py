@@ -73,6 +73,7 @@ class PartitionedVariable(list):
         self.name, self.shape, self.dtype, self.axis = name, tuple(shape), dtype, axis
 
     def as_tensor(self):
+        """The whole variable: its parts concatenated along the partitioned axis."""
         from ..ops.manip_ops import concat
         return concat([p.value() for p in self], self.axis)
 
