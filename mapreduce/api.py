@@ -37,6 +37,7 @@ class Input:
     shape: tuple | None = (None,)
 
     def splits(self) -> list:
+        """The input cut into splits (``tensorvm.storage.Split``), as a job reads them."""
         return storage.splits(list(self.urls), format=self.format, split_size=self.split_size,
                               **dict(self.options))
 
