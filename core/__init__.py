@@ -61,5 +61,9 @@ from . import estimator  # noqa: E402  (tv.estimator: TF 1.x's tf.estimator)
 from .ops.tensor_array import TensorArray  # noqa: E402,F401  (tf.TensorArray)
 from . import image  # noqa: E402  (tv.image: TF 1.x's tf.image)
 from .image import random_crop  # noqa: E402,F401  (tf.random_crop)
+for _name in ("decode_image", "decode_png", "decode_jpeg", "decode_bmp", "decode_gif",  # tf.io
+              "encode_png", "encode_jpeg", "extract_jpeg_shape"):
+    setattr(io, _name, getattr(image, _name))  # noqa: F405
+io.read_file, io.write_file, io.matching_files = read_file, write_file, matching_files  # noqa
 from . import kernels_gpu as _kernels_gpu  # noqa: E402
 _kernels_gpu.install()  # every op registered above: its GPU kernel or its CPU-only mark
