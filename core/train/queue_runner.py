@@ -41,23 +41,30 @@ class Coordinator:
         self._threads: list[threading.Thread] = []
 
     def request_stop(self, ex: BaseException | None = None) -> None:
+        """Ask every thread to stop; ``ex`` (unless a clean-stop type such as
+        ``OutOfRangeError``) is kept and raised by ``join``."""
         with self._lock:
             if ex is not None and self._exc is None and not isinstance(ex, self._clean):
                 self._exc = ex
             self._stop.set()
 
     def should_stop(self) -> bool:
+        """Whether a stop was requested (threads poll this in their loops)."""
         return self._stop.is_set()
 
     def wait_for_stop(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds (``None``: forever) for a stop request; whether there
+        was one."""
         return self._stop.wait(timeout)
 
     def clear_stop(self) -> None:
+        """Forget the stop request and its error, so the coordinator can be used again."""
         with self._lock:
             self._stop.clear()
             self._exc = None
 
     def register_thread(self, thread: threading.Thread) -> None:
+        """Add ``thread`` to those ``join`` waits for."""
         with self._lock:
             self._threads.append(thread)
 
@@ -90,6 +97,8 @@ class Coordinator:
             return typ is not None and issubclass(typ, self.coord._clean)
 
     def stop_on_exception(self):
+        """``with coord.stop_on_exception():`` — an exception inside requests a stop with it (a
+        clean-stop type is swallowed)."""
         return Coordinator._StopOnException(self)
 
 
@@ -142,6 +151,8 @@ class QueueRunner:
             pass
 
     def create_threads(self, sess, coord=None, daemon=False, start=False) -> list:
+        """One thread per enqueue op running it in a loop with ``sess`` (plus one that closes
+        the queue when ``coord`` stops), registered with ``coord``; started if ``start``."""
         with self._lock:
             self._runs = len(self.enqueue_ops)
         threads = [threading.Thread(target=self._run, args=(sess, op, coord), daemon=daemon,
