@@ -13,12 +13,14 @@ Datasets are in :mod:`tensorvm.ops.dataset_ops`, iterators in :mod:`tensorvm.ops
 """
 from __future__ import annotations
 
+from .ops.dataset_misc import Options
 from .ops.dataset_ops import Dataset, TextLineDataset, TFRecordDataset
 from .ops.iterator_ops import Iterator
 
 __all__ = [
     "Dataset",
     "Iterator",
+    "Options",
     "TFRecordDataset",
     "TextLineDataset",
     "experimental",
@@ -60,6 +62,43 @@ class experimental:
     ``apply``."""
 
     AUTOTUNE = -1
+    INFINITE_CARDINALITY = -1
+    UNKNOWN_CARDINALITY = -2
+    Options = Options
+
+    @staticmethod
+    def cardinality(dataset):
+        """The number of elements as an int64 scalar tensor (-1: endless, -2: unknown)."""
+        from .ops.dataset_misc import cardinality
+        return cardinality(dataset)
+
+    @staticmethod
+    def Counter(start=0, step=1, dtype=None):
+        """``start, start + step, ...`` without end."""
+        from .ops.dataset_misc import counter
+        return counter(start, step, dtype or "int64")
+
+    @staticmethod
+    def choose_from_datasets(datasets, choice_dataset):
+        """The element of ``datasets[c]`` for each ``c`` of ``choice_dataset``."""
+        from .ops.dataset_misc import choose_from_datasets
+        return choose_from_datasets(datasets, choice_dataset)
+
+    @staticmethod
+    def sample_from_datasets(datasets, weights=None, seed=None):
+        """Elements of ``datasets`` drawn at random with probabilities ``weights``."""
+        from .ops.dataset_misc import sample_from_datasets
+        return sample_from_datasets(datasets, weights, seed)
+
+    @staticmethod
+    def copy_to_device(target_device, source_device="/cpu:0"):
+        """The dataset unchanged: its iterator's ops are placed where they are built."""
+        return lambda ds: ds
+
+    @staticmethod
+    def prefetch_to_device(device, buffer_size=None):
+        """The dataset unchanged: its iterator's ops are placed where they are built."""
+        return lambda ds: ds
 
     @staticmethod
     def unbatch():

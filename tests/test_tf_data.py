@@ -872,3 +872,59 @@ def test_functions_returning_outer_tensors_and_inner_sizes_from_the_element():
             [(7, 0), (7, 1), (7, 2)]
     ds = tf.data.Dataset.range(1, 4).flat_map(lambda n: tf.data.Dataset.range(4).batch(n))
     assert as_lists(elements(ds)) == [[0], [1], [2], [3], [0, 1], [2, 3], [0, 1, 2], [3]]
+
+
+def test_choose_and_sample_from_datasets():
+    x = tf.data.experimental
+    r = tf.data.Dataset.range
+    choice = tf.data.Dataset.from_tensor_slices(tf.constant([0, 1, 1, 0, 1, 1, 0], tf.int64))
+    # as TF 2.21 gives it: the choices of an ended input are skipped
+    assert as_lists(elements(x.choose_from_datasets([r(0, 5), r(100, 103)], choice))) == \
+        [0, 100, 101, 1, 102, 2]
+    bad = tf.data.Dataset.from_tensor_slices(tf.constant([0, 2], tf.int64))
+    with pytest.raises(errors.InvalidArgumentError, match="Selector index out of range: 2"):
+        elements(x.choose_from_datasets([r(3), r(3)], bad))
+    with pytest.raises(TypeError, match="`choice_dataset` must be a dataset of scalar "
+                                        "`tf.int64` tensors"):
+        x.choose_from_datasets([r(3)], tf.data.Dataset.from_tensor_slices([0]))
+    with pytest.raises(TypeError, match="All datasets must have the same type and structure"):
+        x.sample_from_datasets([r(3), tf.data.Dataset.from_tensor_slices([1.0])])
+    a, b = np.arange(0, 3000), np.arange(10_000, 11_000)
+    ds = x.sample_from_datasets([tf.data.Dataset.from_tensor_slices(a),
+                                 tf.data.Dataset.from_tensor_slices(b)], [0.75, 0.25], seed=7)
+    got = np.array(as_lists(elements(ds)))
+    assert sorted(got.tolist()) == a.tolist() + b.tolist()  # every element once
+    np.testing.assert_array_equal(got[got < 10_000], a)  # each input in its order
+    assert abs((got[:2000] >= 10_000).mean() - 0.25) < 0.04  # the weights, while both last
+    assert as_lists(elements(ds)) == got.tolist()  # a seed: the same draws
+    only = x.sample_from_datasets([r(3), r(10, 12)], [1.0, 0.0], seed=1)
+    assert as_lists(elements(only)) == [0, 1, 2]  # ends when no weighted input is left
+
+
+def test_counter_cardinality_options():
+    x = tf.data.experimental
+    r = tf.data.Dataset.range
+    assert as_lists(elements(x.Counter(3, 2).take(3))) == [3, 5, 7]
+    assert as_lists(elements(x.Counter(0, -1, tf.int32).take(2))) == [0, -1]
+    cases = [(r(10).batch(3), 4), (r(10).batch(3, drop_remainder=True), 3),
+             (r(10).repeat(), x.INFINITE_CARDINALITY), (r(10).repeat(3).skip(4), 26),
+             (r(10).filter(lambda v: v > 1), x.UNKNOWN_CARDINALITY),
+             (r(10).filter(lambda v: v > 1).repeat(), x.INFINITE_CARDINALITY),
+             (r(10).repeat().take(4), 4), (r(10).shard(3, 1), 3),
+             (tf.data.Dataset.zip((r(4), r(9))), 4), (r(4).concatenate(r(5)).map(
+                 lambda v: v + 1), 9), (r(7).window(3, 2, 1, True), 3),
+             (r(7).window(3, 2), 4), (tf.data.Dataset.from_tensor_slices(np.zeros((6, 2))), 6)]
+    got = [x.cardinality(d) for d, _ in cases]
+    with tf.Session() as sess:
+        assert [int(v) for v in sess.run(got)] == [n for _, n in cases]
+    opts = tf.data.Options()
+    opts.experimental_deterministic = False
+    opts.experimental_threading.private_threadpool_size = 4
+    ds = tf.data.Dataset.zip((r(3).with_options(opts).map(lambda v: v * 2), r(3)))
+    assert ds.options().experimental_deterministic is False  # TF: inputs' options merge
+    assert r(3).options().experimental_deterministic is None
+    kept = r(3).with_options(opts)
+    assert kept.options().experimental_threading.private_threadpool_size == 4
+    assert as_lists(elements(kept)) == [0, 1, 2]
+    with pytest.raises(TypeError, match="expected a tf.data.Options"):
+        r(3).with_options({"x": 1})

@@ -345,6 +345,34 @@ class Dataset:
         """``(index, element)`` pairs, the index an int64 counting from ``start``."""
         return Dataset.zip((Dataset.range(start, np.iinfo(np.int64).max), self))
 
+    def options(self):
+        """The ``tv.data.Options`` given by :meth:`with_options` here or to an input (kept;
+        they change nothing in tensorvm's pipeline)."""
+        from .dataset_misc import Options
+        own = getattr(self, "_options", None)
+        if own is not None:
+            return own
+        out = Options()  # TF: a dataset has the merged options of its inputs
+        inputs = [getattr(self, k, None) for k in ("_child", "_a", "_c")] + \
+            list(getattr(self, "_children", ()))
+        for d in inputs:
+            if isinstance(d, Dataset):
+                out = out.merge(d.options())
+        return out
+
+    def with_options(self, options) -> Dataset:
+        """This dataset with ``options`` (a ``tv.data.Options``) merged into its own."""
+        from .dataset_misc import with_options
+        return with_options(self, options)
+
+    def map_with_legacy_function(self, map_func, num_parallel_calls=None) -> Dataset:
+        """:meth:`map` (TF 1.x's spelling for functions traced the legacy way)."""
+        return self.map(map_func, num_parallel_calls)
+
+    def filter_with_legacy_function(self, predicate) -> Dataset:
+        """:meth:`filter` (TF 1.x's spelling for functions traced the legacy way)."""
+        return self.filter(predicate)
+
     def get_single_element(self):
         """The one element of this dataset, as tensors (``InvalidArgumentError`` when it has
         none or more than one)."""
