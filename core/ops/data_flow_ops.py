@@ -261,26 +261,32 @@ class QueueBase:
     # ---- identity ----------------------------------------------------------------------------
     @property
     def name(self) -> str:
+        """The queue's name (its resource is shared by this name on its device)."""
         return self._name
 
     @property
     def queue_ref(self) -> Tensor:
+        """The tensor naming the queue resource (the output of its queue op)."""
         return self._op.outputs[0]
 
     @property
     def dtypes(self):
+        """The dtypes of an element's components."""
         return list(self._dtypes)
 
     @property
     def shapes(self):
+        """The shapes of an element's components, or ``None`` if not given."""
         return None if self._shapes is None else [list(s) for s in self._shapes]
 
     @property
     def names(self):
+        """The names of an element's components (elements are dicts), or ``None``."""
         return self._names
 
     @property
     def device(self) -> str:
+        """The device the queue's op asked for (the queue lives in that task's process)."""
         return self._op.device
 
     def __repr__(self):
@@ -348,14 +354,18 @@ class QueueBase:
                                          name or f"{self._name}_DequeueUpTo"))
 
     def size(self, name=None) -> Tensor:
+        """An int32 tensor: the number of elements in the queue."""
         return self._apply("QueueSizeV2", [], {}, name or f"{self._name}_Size").outputs[0]
 
     def close(self, cancel_pending_enqueues: bool = False, name=None):
+        """An op that closes the queue: enqueues then fail; dequeues drain what is left, then
+        raise ``OutOfRangeError``; ``cancel_pending_enqueues`` also cancels blocked enqueues."""
         return self._apply("QueueCloseV2", [], {"cancel_pending_enqueues":
                                                 bool(cancel_pending_enqueues)},
                            name or f"{self._name}_Close")
 
     def is_closed(self, name=None) -> Tensor:
+        """A boolean tensor: whether the queue is closed."""
         return self._apply("QueueIsClosedV2", [], {}, name or f"{self._name}_IsClosed"
                            ).outputs[0]
 
