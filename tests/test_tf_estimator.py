@@ -458,3 +458,181 @@ def test_run_config_values_and_errors():
                                         None)
     with pytest.raises(ValueError, match="Must specify max_steps > 0, given: 0"):
         tv.estimator.TrainSpec(_full_batch(), max_steps=0)
+
+
+# ---- a TF 1.x custom-estimator program (tensorflow/models samples/core/get_started) ---------
+
+tf = tv  # the program below is the sample's, with its data made here (no download)
+
+
+def _iris_like(n, seed):
+    rng = np.random.RandomState(seed)
+    labels = rng.randint(0, 3, n)
+    centers = np.array([[5.0, 3.4, 1.5, 0.2], [5.9, 2.8, 4.3, 1.3], [6.6, 3.0, 5.6, 2.0]])
+    x = centers[labels] + 0.3 * rng.randn(n, 4)
+    names = ["SepalLength", "SepalWidth", "PetalLength", "PetalWidth"]
+    return {k: x[:, i].astype(np.float32) for i, k in enumerate(names)}, labels
+
+
+def train_input_fn(features, labels, batch_size):
+    dataset = tf.data.Dataset.from_tensor_slices((features, labels))
+    dataset = dataset.shuffle(1000).repeat().batch(batch_size)
+    return dataset.make_one_shot_iterator().get_next()
+
+
+def eval_input_fn(features, labels=None, batch_size=None):
+    inputs = features if labels is None else (features, labels)
+    dataset = tf.data.Dataset.from_tensor_slices(inputs)
+    dataset = dataset.batch(batch_size)
+    return dataset.make_one_shot_iterator().get_next()
+
+
+def my_model(features, labels, mode, params):
+    net = tf.feature_column.input_layer(features, params['feature_columns'])
+    for units in params['hidden_units']:
+        net = tf.layers.dense(net, units=units, activation=tf.nn.relu)
+    logits = tf.layers.dense(net, params['n_classes'], activation=None)
+    predicted_classes = tf.argmax(logits, 1)
+    if mode == tf.estimator.ModeKeys.PREDICT:
+        predictions = {
+            'class_ids': predicted_classes[:, tf.newaxis],
+            'probabilities': tf.nn.softmax(logits),
+            'logits': logits,
+        }
+        return tf.estimator.EstimatorSpec(mode, predictions=predictions)
+    onehot_labels = tf.one_hot(labels, 3, 1, 0)
+    loss = tf.losses.softmax_cross_entropy(onehot_labels=onehot_labels, logits=logits)
+    accuracy = tf.metrics.accuracy(labels=labels, predictions=predicted_classes,
+                                   name='acc_op')
+    metrics = {'accuracy': accuracy}
+    tf.summary.scalar('accuracy', accuracy[1])
+    if mode == tf.estimator.ModeKeys.EVAL:
+        return tf.estimator.EstimatorSpec(mode, loss=loss, eval_metric_ops=metrics)
+    assert mode == tf.estimator.ModeKeys.TRAIN
+    optimizer = tf.train.AdagradOptimizer(learning_rate=0.1)
+    train_op = optimizer.minimize(loss, global_step=tf.train.get_global_step())
+    return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+def test_the_custom_estimator_sample_runs_unchanged():
+    (train_x, train_y), (test_x, test_y) = _iris_like(120, 1), _iris_like(30, 2)
+    my_feature_columns = [tf.feature_column.numeric_column(key=key) for key in train_x]
+    classifier = tf.estimator.Estimator(
+        model_fn=my_model, model_dir=_mem_dir("iris"),
+        config=tf.estimator.RunConfig(tf_random_seed=7),
+        params={'feature_columns': my_feature_columns, 'hidden_units': [10, 10],
+                'n_classes': 3})
+    classifier.train(input_fn=lambda: train_input_fn(train_x, train_y, 32), steps=300)
+    eval_result = classifier.evaluate(input_fn=lambda: eval_input_fn(test_x, test_y, 8))
+    preds = list(classifier.predict(input_fn=lambda: eval_input_fn(test_x, batch_size=8)))
+    class_ids = np.array([p['class_ids'][0] for p in preds])
+    probs = np.array([p['probabilities'] for p in preds])
+    np.testing.assert_array_equal(class_ids, probs.argmax(1))
+    np.testing.assert_allclose(probs.sum(1), 1.0, rtol=1e-5)
+    assert eval_result['accuracy'] == pytest.approx(np.mean(class_ids == test_y), abs=1e-6)
+    assert eval_result['accuracy'] > 0.9 and eval_result['global_step'] == 300
+
+
+# ---- feature columns and canned estimators -------------------------------------------------
+
+fc = tv.feature_column
+
+
+def _run(fn):
+    with tv.Graph().as_default():
+        out = fn()
+        with tv.Session() as s:
+            s.run(tv.global_variables_initializer())
+            return s.run(out)
+
+
+def test_input_layer_of_numeric_bucketized_indicator_and_embedding_columns():
+    feats = {"n": np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], np.float32),
+             "v": np.array([-1.0, 0.5, 7.0], np.float32),
+             "k": np.array([2, 0, 5]), "c": np.array(["b", "z", "a"], dtype=object)}
+    cols = [fc.numeric_column("n", shape=(2,), normalizer_fn=lambda x: x * 10),
+            fc.bucketized_column(fc.numeric_column("v"), [0.0, 1.0, 5.0]),
+            fc.indicator_column(fc.categorical_column_with_identity("k", 4)),
+            fc.indicator_column(fc.categorical_column_with_vocabulary_list("c", ["a", "b"]))]
+    got = _run(lambda: fc.input_layer(feats, cols))
+    # columns in name order: c_indicator, k_indicator, n, v_bucketized
+    c = np.array([[0, 1], [0, 0], [1, 0]])  # "z" is out of the vocabulary: no bucket
+    k = np.eye(4)[[2, 0]].tolist() + [[0, 0, 0, 0]]  # 5 is out of range
+    v = np.eye(4)[np.digitize(feats["v"], [0.0, 1.0, 5.0])]
+    np.testing.assert_allclose(got, np.hstack([c, k, feats["n"] * 10, v]))
+
+    def embedded():
+        emb = fc.embedding_column(fc.categorical_column_with_identity("ids", 3), 2,
+                                  combiner="mean")
+        out = fc.input_layer({"ids": np.array([[0, 2], [1, 1]])}, [emb])
+        table = next(v for v in tv.global_variables() if "embedding_weights" in v.name)
+        return out, table
+
+    out, table = _run(embedded)
+    np.testing.assert_allclose(out, [(table[0] + table[2]) / 2, table[1]], rtol=1e-6)
+    with pytest.raises(ValueError, match="Items of feature_columns must be a _DenseColumn"):
+        _run(lambda: fc.input_layer(feats, [fc.categorical_column_with_identity("k", 4)]))
+    with pytest.raises(ValueError, match="boundaries must be a sorted list"):
+        fc.bucketized_column(fc.numeric_column("v"), [1.0, 0.0])
+
+
+def test_linear_regressor_fits_least_squares_and_reports_regression_metrics():
+    cols = [fc.numeric_column("x", shape=(3,))]
+    est = tv.estimator.LinearRegressor(cols, model_dir=_mem_dir("linreg"),
+                                       optimizer=tv.train.GradientDescentOptimizer(0.002))
+    est.train(tv.estimator.inputs.numpy_input_fn({"x": X}, Y, 50, None, False), steps=400)
+    A = np.hstack([X, np.ones((50, 1), np.float32)]).astype(np.float64)
+    sol = np.linalg.lstsq(A, Y.astype(np.float64), rcond=None)[0]
+    w = est.get_variable_value("linear/linear_model/x/weights").ravel()
+    b = est.get_variable_value("linear/linear_model/bias_weights").item()
+    np.testing.assert_allclose(np.append(w, b), sol, atol=1e-4)
+    res = est.evaluate(tv.estimator.inputs.numpy_input_fn({"x": X}, Y, 16, 1, False))
+    pred = X @ w + b
+    np.testing.assert_allclose(res["average_loss"], np.mean((pred - Y) ** 2), rtol=1e-4)
+    np.testing.assert_allclose(res["label/mean"], Y.mean(), rtol=1e-5)
+    np.testing.assert_allclose(res["prediction/mean"], pred.mean(), rtol=1e-4, atol=1e-6)
+    out = list(est.predict(tv.estimator.inputs.numpy_input_fn({"x": X}, None, 16, 1, False)))
+    np.testing.assert_allclose([p["predictions"][0] for p in out], pred, rtol=1e-5, atol=1e-5)
+
+
+def test_dnn_and_linear_classifiers():
+    feats, labels = _iris_like(90, 3)
+    cols = [fc.numeric_column(k) for k in feats]
+    vocab = ["setosa", "versicolor", "virginica"]
+    named = np.array(vocab, dtype=object)[labels]
+    dnn = tv.estimator.DNNClassifier([16], cols, model_dir=_mem_dir("dnn"), n_classes=3,
+                                     label_vocabulary=vocab,
+                                     optimizer=tv.train.AdamOptimizer(0.05),
+                                     config=tv.estimator.RunConfig(tf_random_seed=1))
+    dnn.train(tv.estimator.inputs.numpy_input_fn(feats, named, 30, None, True), steps=150)
+    res = dnn.evaluate(tv.estimator.inputs.numpy_input_fn(feats, named, 30, 1, False))
+    preds = list(dnn.predict(tv.estimator.inputs.numpy_input_fn(feats, None, 30, 1, False)))
+    ids = np.array([p["class_ids"][0] for p in preds])
+    assert res["accuracy"] == pytest.approx(np.mean(ids == labels), abs=1e-6) and \
+        res["accuracy"] > 0.9
+    assert preds[0]["classes"][0] == vocab[ids[0]].encode()
+    assert set(preds[0]) == {"logits", "probabilities", "class_ids", "classes",
+                             "all_class_ids", "all_classes"}
+    # binary: logistic head, precision/recall against NumPy
+    y2 = (labels == 2).astype(np.int64)
+    lin = tv.estimator.LinearClassifier(cols, model_dir=_mem_dir("lincls"),
+                                        optimizer=tv.train.GradientDescentOptimizer(0.01))
+    lin.train(tv.estimator.inputs.numpy_input_fn(feats, y2, 90, None, False), steps=100)
+    res = lin.evaluate(tv.estimator.inputs.numpy_input_fn(feats, y2, 25, 1, False))
+    p = np.array([q["class_ids"][0] for q in lin.predict(
+        tv.estimator.inputs.numpy_input_fn(feats, None, 25, 1, False))])
+    assert res["accuracy"] == pytest.approx(np.mean(p == y2), abs=1e-6)
+    assert res["precision"] == pytest.approx(y2[p == 1].mean(), abs=1e-6)
+    assert res["recall"] == pytest.approx(p[y2 == 1].mean(), abs=1e-6)
+    assert res["accuracy_baseline"] == pytest.approx(max(y2.mean(), 1 - y2.mean()), abs=1e-6)
+
+
+def test_canned_estimator_argument_errors():
+    cols = [fc.numeric_column("x")]
+    with pytest.raises(ValueError, match="n_classes must be > 1: 1"):
+        tv.estimator.DNNClassifier([4], cols, n_classes=1)
+    with pytest.raises(ValueError, match="feature_columns must be defined."):
+        tv.estimator.LinearRegressor([])
+    est = tv.estimator.LinearRegressor(cols, optimizer="Nope", model_dir=_mem_dir("bad"))
+    with pytest.raises(ValueError, match="Unsupported optimizer name: Nope"):
+        est.train(tv.estimator.inputs.numpy_input_fn({"x": X[:, 0]}, Y, 10, 1, False))

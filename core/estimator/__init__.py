@@ -4,18 +4,21 @@ returning an ``EstimatorSpec``, ``RunConfig``, ``TrainSpec``/``EvalSpec``/
 its checks), :mod:`.run_config`, :mod:`.estimator` (the class and its design),
 :mod:`.training_loop` (the three loops), :mod:`.training` (train and evaluate),
 :mod:`.inputs`, :mod:`.warm_start`, :mod:`.checkpoint_utils`, :mod:`.summary_io`,
-:mod:`.run_hooks`.
+:mod:`.run_hooks`, :mod:`.feature_column` (``tv.feature_column``), :mod:`.heads` and
+:mod:`.canned` (the premade estimators).
 
 >>> import tensorvm as tv
 >>> tv.estimator.ModeKeys.PREDICT
 'infer'
 """
 from . import inputs
+from .canned import DNNClassifier, DNNRegressor, LinearClassifier, LinearRegressor
 from .estimator import Estimator
 from .model_fn import EstimatorSpec, ModeKeys
 from .run_config import RunConfig
 from .training import EvalSpec, TrainSpec, train_and_evaluate
 from .warm_start import WarmStartSettings
 
-__all__ = ["Estimator", "EstimatorSpec", "EvalSpec", "ModeKeys", "RunConfig", "TrainSpec",
+__all__ = ["DNNClassifier", "DNNRegressor", "Estimator", "EstimatorSpec", "EvalSpec",
+           "LinearClassifier", "LinearRegressor", "ModeKeys", "RunConfig", "TrainSpec",
            "WarmStartSettings", "inputs", "train_and_evaluate"]
