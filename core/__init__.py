@@ -58,6 +58,7 @@ from . import random_api as random  # noqa: E402  (tv.random: tf.random.normal .
 from .summary import Event, Summary  # noqa: E402  (tf.Summary(value=[...]) protos)
 from . import data  # noqa: E402  (tv.data: TF 1.x's tf.data)
 from . import estimator  # noqa: E402  (tv.estimator: TF 1.x's tf.estimator)
+from .estimator import feature_column  # noqa: E402  (tv.feature_column)
 from .ops.tensor_array import TensorArray  # noqa: E402,F401  (tf.TensorArray)
 from . import image  # noqa: E402  (tv.image: TF 1.x's tf.image)
 from .image import random_crop  # noqa: E402,F401  (tf.random_crop)
