@@ -302,10 +302,12 @@ class ReaderBase:
 
     @property
     def name(self) -> str:
+        """The reader's name (its state is a resource shared by this name on its device)."""
         return self._name
 
     @property
     def supports_serialize(self) -> bool:
+        """``False``: a reader's state cannot be saved and restored (TF's ``serialize_state``)."""
         return False
 
     def _queue_of(self, queue) -> QueueBase:
@@ -349,12 +351,15 @@ class ReaderBase:
         return self._op(op_type, self._queue, [], name, **attrs)
 
     def num_records_produced(self, name=None):
+        """An int64 tensor: the records this reader has produced."""
         return self._local("ReaderCounterV2", name, which="produced").outputs[0]
 
     def num_work_units_completed(self, name=None):
+        """An int64 tensor: the work units (files or splits) this reader has finished."""
         return self._local("ReaderCounterV2", name, which="completed").outputs[0]
 
     def reset(self, name=None):
+        """An op that resets the reader: no current work unit, counters at zero."""
         return self._local("ReaderResetV2", name)
 
     def __repr__(self):
@@ -432,6 +437,8 @@ class TFRecordOptions:
 
     @classmethod
     def get_compression_type_string(cls, options) -> str:
+        """The compression name of ``options`` (``""``, ``"ZLIB"`` or ``"GZIP"``); ``""`` for
+        ``None``."""
         return "" if options is None else options.compression_type
 
 
