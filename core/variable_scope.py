@@ -69,6 +69,7 @@ class VariableScope:
 
     @property
     def reuse(self):
+        """The reuse mode: ``False``, ``True`` or ``tv.AUTO_REUSE``."""
         return self._reuse
 
     def reuse_variables(self) -> None:
@@ -76,21 +77,27 @@ class VariableScope:
         self._reuse = True
 
     def set_initializer(self, initializer):
+        """Set the default initializer of ``get_variable`` in this scope."""
         self.initializer = initializer
 
     def set_regularizer(self, regularizer):
+        """Set the default regularizer of ``get_variable`` in this scope."""
         self.regularizer = regularizer
 
     def set_partitioner(self, partitioner):
+        """Set the default partitioner of ``get_variable`` in this scope."""
         self.partitioner = partitioner
 
     def set_dtype(self, dtype):
+        """Set the default dtype of ``get_variable`` in this scope."""
         self.dtype = _dt.as_dtype(dtype)
 
     def set_custom_getter(self, custom_getter):
+        """Set the custom getter that ``get_variable`` calls in this scope."""
         self.custom_getter = custom_getter
 
     def get_variable(self, name, shape=None, dtype=None, **kwargs):
+        """``tv.get_variable(name, ...)`` inside this scope."""
         with variable_scope(self):
             return get_variable(name, shape, dtype, **kwargs)
 
@@ -348,13 +355,17 @@ class PartitionedVariable(_TrainPartitioned):
 
     @property
     def graph(self):
+        """The graph of its parts."""
         return self[0].graph
 
     def get_shape(self):
+        """The whole variable's shape."""
         from .graph import TensorShape
         return TensorShape(self.shape)
 
     def as_tensor(self):
+        """The whole variable: its parts concatenated along the partitioned axis (the part
+        itself if there is one)."""
         from .ops.manip_ops import concat
         if len(self) == 1:
             return self[0].value()
