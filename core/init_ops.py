@@ -54,6 +54,7 @@ class Initializer(abc.ABC):
         """A tensor of ``shape`` and ``dtype`` (the initial value)."""
 
     def get_config(self) -> dict:
+        """The constructor's arguments as a dict (Keras's ``get_config``; ``{}`` here)."""
         return {}
 
     def __repr__(self):
@@ -114,6 +115,7 @@ class Constant(Initializer):
         return constant(v.reshape(dims).astype(dt.np_dtype), dtype=dt)
 
     def get_config(self):
+        """The constructor's arguments as a dict: ``value`` and ``dtype``."""
         return {"value": self.value, "dtype": self.dtype.name}
 
 
@@ -132,6 +134,7 @@ class RandomUniform(Initializer):
         return random_uniform(_shape(shape), self.minval, maxval, dtype=dt, seed=self.seed)
 
     def get_config(self):
+        """The constructor's arguments as a dict: ``minval``, ``maxval``, ``seed``."""
         return {"minval": self.minval, "maxval": self.maxval, "seed": self.seed}
 
 
@@ -155,6 +158,7 @@ class RandomNormal(Initializer):
                                                seed=self.seed)
 
     def get_config(self):
+        """The constructor's arguments as a dict: ``mean``, ``stddev``, ``seed``."""
         return {"mean": self.mean, "stddev": self.stddev, "seed": self.seed}
 
 
@@ -206,6 +210,8 @@ class VarianceScaling(Initializer):
         return RandomUniform(-limit, limit, self.seed)(dims, dt)
 
     def get_config(self):
+        """The constructor's arguments as a dict: ``scale``, ``mode``, ``distribution``,
+        ``seed``."""
         return {"scale": self.scale, "mode": self.mode, "distribution": self.distribution,
                 "seed": self.seed}
 
@@ -251,6 +257,7 @@ class Orthogonal(Initializer):
         return reshape(q, dims) * self.gain
 
     def get_config(self):
+        """The constructor's arguments as a dict: ``gain`` and ``seed``."""
         return {"gain": self.gain, "seed": self.seed}
 
 
