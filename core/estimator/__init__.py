@@ -3,7 +3,7 @@ returning an ``EstimatorSpec``, ``RunConfig``, ``TrainSpec``/``EvalSpec``/
 ``train_and_evaluate`` and ``inputs.numpy_input_fn``. Modules: :mod:`.model_fn` (the spec and
 its checks), :mod:`.run_config`, :mod:`.estimator` (the class and its design),
 :mod:`.training_loop` (the three loops), :mod:`.training` (train and evaluate),
-:mod:`.inputs`, :mod:`.warm_start`, :mod:`.checkpoint_utils`, :mod:`.summary_io`,
+:mod:`.inputs`, :mod:`.warm_start`, :mod:`.summary_io`,
 :mod:`.run_hooks`, :mod:`.feature_column` (``tv.feature_column``), :mod:`.heads` and
 :mod:`.canned` (the premade estimators).
 

@@ -175,13 +175,13 @@ class Estimator:
     def get_variable_names(self) -> list[str]:
         """The names of the variables in the latest checkpoint (``ValueError`` without
         one)."""
-        from .checkpoint_utils import list_variables
+        from ..train.checkpoint_utils import list_variables
         self._check_checkpoint_available()
         return [name for name, _ in list_variables(self._model_dir)]
 
     def get_variable_value(self, name):
         """The value (a NumPy array) of variable ``name`` in the latest checkpoint."""
-        from .checkpoint_utils import load_variable
+        from ..train.checkpoint_utils import load_variable
         self._check_checkpoint_available()
         return load_variable(self._model_dir, name)
 
@@ -262,7 +262,7 @@ class Estimator:
     def train(self, input_fn, hooks=None, steps=None, max_steps=None, saving_listeners=None):
         """Train on ``input_fn``'s batches for ``steps`` more steps, up to global step
         ``max_steps``, or until the input ends; returns ``self``."""
-        from .checkpoint_utils import global_step_of
+        from ..train.checkpoint_utils import global_step_of
         if steps is not None and max_steps is not None:
             raise ValueError("Can not provide both steps and max_steps.")
         if steps is not None and steps <= 0:

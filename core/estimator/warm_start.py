@@ -67,8 +67,8 @@ def _variables(graph, which):
 def warm_start_init_fn(settings: WarmStartSettings, graph):
     """A ``Scaffold.init_fn`` that restores the chosen variables from the settings'
     checkpoint (built now, in ``graph``), or ``None`` when no variable is chosen."""
+    from ..train.checkpoint_utils import latest_checkpoint_path
     from ..train.saver import Saver
-    from .checkpoint_utils import latest_checkpoint_path
     chosen = _variables(graph, settings.vars_to_warm_start)
     if not chosen:
         return None

@@ -70,3 +70,7 @@ __all__ += ["export_meta_graph", "import_meta_graph"]
 from .moving_averages import ExponentialMovingAverage  # noqa: E402
 
 __all__ += ["ExponentialMovingAverage"]
+from .checkpoint_utils import (CheckpointReader, NewCheckpointReader, list_variables,  # noqa
+                               load_variable)
+
+__all__ += ["CheckpointReader", "NewCheckpointReader", "list_variables", "load_variable"]
