@@ -928,3 +928,33 @@ def test_counter_cardinality_options():
     assert as_lists(elements(kept)) == [0, 1, 2]
     with pytest.raises(TypeError, match="expected a tf.data.Options"):
         r(3).with_options({"x": 1})
+
+
+def test_zlib_text_lines_and_num_parallel_reads_interleave_files_like_tf():
+    import zlib
+
+    import fsspec
+    fs = fsspec.filesystem("memory")
+    fs.pipe("/tvm-data-par/z.txt", zlib.compress(b"a\nb\n"))
+    ds = tf.data.TextLineDataset("memory://tvm-data-par/z.txt", compression_type="ZLIB")
+    assert [str(s) for s in elements(ds)] == ["a", "b"]
+    fs.pipe("/tvm-data-par/bad.txt", b"not zlib")
+    with pytest.raises(errors.DataLossError, match="corrupt ZLIB stream"):
+        elements(tf.data.TextLineDataset("memory://tvm-data-par/bad.txt", "ZLIB"))
+    files = []
+    for k, n in enumerate((3, 1, 4)):
+        url = f"memory://tvm-data-par/p{k}.tfrecord"
+        with tf.python_io.TFRecordWriter(url) as w:
+            for i in range(n):
+                w.write(b"%d-%d" % (k, i))
+        files.append(url)
+        fs.pipe(f"/tvm-data-par/p{k}.txt", b"".join(b"%d-%d\n" % (k, i) for i in range(n)))
+    # as TF 2.21 orders them: two files at a time, one record from each in turn; an ended
+    # file's turn passes to the next (the new file is opened on its slot's next turn)
+    want = ["0-0", "1-0", "0-1", "0-2", "2-0", "2-1", "2-2", "2-3"]
+    got = elements(tf.data.TFRecordDataset(files, num_parallel_reads=2))
+    assert [g.decode() for g in got] == want
+    texts = [f.replace(".tfrecord", ".txt") for f in files]
+    assert [str(s) for s in elements(tf.data.TextLineDataset(texts, num_parallel_reads=2))] \
+        == want
+    assert [g.decode() for g in elements(tf.data.TFRecordDataset(files))] == sorted(want)
