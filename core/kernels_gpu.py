@@ -291,6 +291,9 @@ HOST_MEMORY_INPUTS = {
     "ReverseSequence": (1,),
     "DynamicReshape": (1,),  # the shape (TF's Reshape: HostMemory("shape"))
     "PadDynamic": (1,),  # paddings computed in the graph (TF's Pad: HostMemory("paddings"))
+    # the sizes of a depthwise convolution's gradient (TF: HostMemory("input_sizes"),
+    # HostMemory("filter_sizes"))
+    "DepthwiseConv2dNativeBackpropInput": (0,), "DepthwiseConv2dNativeBackpropFilter": (1,),
     # a cond's predicate, read by the host to pick a branch (TF's Switch: HostMemory("pred"));
     # one computed on the device is copied there, as in TF
     "Switch": (1,),

@@ -219,3 +219,22 @@ def test_a_loop_on_a_device_predicate_waits_once_per_iteration_as_tfs(fake_gpu):
         got, waits = _run_twice(tv.reduce_sum(y), {x: np.ones(3, np.float32)})
     assert float(got) == 3 * 64.0  # 3, 6, ..., 96 (< 100): six doublings
     assert waits == 7 + 1  # seven predicates (the last one false), the fetch
+
+
+def test_a_depthwise_convolutions_gradient_reads_its_sizes_in_host_memory(fake_gpu):
+    """DepthwiseConv2dNativeBackpropInput/Filter take the input's and filter's shapes as
+    tensors (TF: HostMemory("input_sizes"), ("filter_sizes")): a Shape is a host value, and
+    was uploaded then read back, a wait per gradient op."""
+    g = tv.Graph()
+    with g.as_default(), tv.device("/gpu:0"):
+        x = tv.placeholder(tv.float32, [1, 4, 4, 2])
+        f = tv.constant(np.linspace(-1, 1, 18, dtype=np.float32).reshape(3, 3, 2, 1))
+        y = tv.nn.depthwise_conv2d(x * 1.0, f, [1, 1, 1, 1], "SAME")
+        gx, gf = tv.gradients(tv.reduce_sum(y * y), [x, f])
+        total = tv.reduce_sum(gx) + tv.reduce_sum(gf)
+        feed = {x: np.arange(32, dtype=np.float32).reshape(1, 4, 4, 2) / 10}
+        got, waits = _run_twice(total, feed)
+    assert waits == 1  # the fetch
+    fake_device.restore(None)
+    with tv.Session(graph=g) as s:
+        assert float(got) == pytest.approx(float(s.run(total, feed)), rel=1e-5)
