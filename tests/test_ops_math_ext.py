@@ -107,3 +107,157 @@ def test_clip_by_average_norm():
     got = run(tv.clip_by_average_norm(tv.constant(a), 0.5))
     n = np.sqrt(np.sum(a * a)) / a.size
     np.testing.assert_allclose(got, a * 0.5 / max(n, 0.5), rtol=1e-6)
+
+
+# ---- assertions (debug_ops) --------------------------------------------------------------------
+def _run_fails(op, feed, match):
+    with tv.Session() as s:
+        with pytest.raises(InvalidArgumentError, match=match):
+            s.run(op, feed)
+
+
+def test_binary_asserts_fail_the_step_with_tf_s_message():
+    x, y = tv.placeholder(tv.float32, [None], name="x"), tv.placeholder(tv.float32, [None],
+                                                                         name="y")
+    xv = np.array([1, 2, 3, 4], np.float32)
+    cases = [(tv.assert_equal, "==", xv, xv + [0, 0, 1, 0]),
+             (tv.assert_none_equal, "!=", xv, xv + [1, 1, 0, 1]),
+             (tv.assert_less, "<", xv, xv + [1, 1, 0, 1]),
+             (tv.assert_less_equal, "<=", xv, xv - [0, 0, 1, 0]),
+             (tv.assert_greater, ">", xv, xv - [1, 1, 0, 1]),
+             (tv.assert_greater_equal, ">=", xv, xv + [0, 0, 1, 0])]
+    for fn, sym, good_y, bad_y in [(f, s, b if f is not tv.assert_equal else xv, b)
+                                   for f, s, _, b in cases]:
+        op = fn(x, y)
+        assert isinstance(op, tv.Operation) and op.type == "Assert"
+        want = {tv.assert_equal: xv, tv.assert_none_equal: xv + 1,
+                tv.assert_less: xv + 1, tv.assert_less_equal: xv,
+                tv.assert_greater: xv - 1, tv.assert_greater_equal: xv}[fn]
+        run(op, {x: xv, y: want})  # passes
+        msg = (f"assertion failed: [Condition x {sym} y did not hold element-wise:] "
+               "[x (x:0) = ] [1 2 3...] [y (y:0) = ]")
+        _run_fails(op, {x: xv, y: bad_y}, msg.replace("[", "\\[").replace("]", "\\]")
+                   .replace(".", "\\.").replace("(", "\\(").replace(")", "\\)"))
+
+
+def test_assert_message_summarize_and_control_dependency():
+    x = tv.placeholder(tv.int32, [None], name="v")
+    check = tv.assert_equal(x, 7, message="custom", summarize=2, name="myeq")
+    assert check.name == "myeq/Assert"
+    with tv.control_dependencies([check]):
+        out = tv.identity(x) * 2
+    assert run(out, {x: [7, 7]}).tolist() == [14, 14]
+    _run_fails(out, {x: [7, 1, 2]}, r"assertion failed: \[custom\] \[Condition x == y did not "
+               r"hold element-wise:\] \[x \(v:0\) = \] \[7 1\.\.\.\] \[y \(myeq/y:0\) = \] \[7\]")
+
+
+def test_unary_asserts():
+    x = tv.placeholder(tv.float64, [None], name="u")
+    pos, neg = np.array([1.0, 2.0]), np.array([-1.0, -2.0])
+    zeros = np.zeros(2)
+    table = [(tv.assert_positive, pos, zeros, "> 0"), (tv.assert_negative, neg, zeros, "< 0"),
+             (tv.assert_non_negative, zeros, neg, ">= 0"),
+             (tv.assert_non_positive, zeros, pos, "<= 0")]
+    for fn, good, bad, sym in table:
+        op = fn(x)
+        run(op, {x: good})
+        run(op, {x: np.zeros(0)})  # empty: trivially true
+        sep = "" if fn is tv.assert_non_positive else r"\] \["
+        _run_fails(op, {x: bad}, rf"assertion failed: \[\] \[Condition x {sym} did not hold "
+                                 rf"element-wise:{sep}x \(u:0\) = \]")
+    _run_fails(tv.assert_positive(x, message="need positive"), {x: neg},
+               r"assertion failed: \[need positive\.  \] \[Condition x > 0")
+
+
+def test_static_checks_raise_while_building():
+    c = tv.constant([1.0, 2.0], name="c")
+    with pytest.raises(InvalidArgumentError, match=r"^Condition x == y did not hold "
+                       r"element-wise:\nx \(c:0\) = \n\[1\. 2\.\]\ny \(d:0\) = \n\[1\. 3\.\]$"):
+        tv.assert_equal(c, tv.constant([1.0, 3.0], name="d"))
+    with pytest.raises(InvalidArgumentError, match=r"^hi\nCondition x < y"):
+        tv.assert_less(c, 1.5, message="hi")
+    with pytest.raises(InvalidArgumentError, match=r"^\nCondition x > 0 did not hold"):
+        tv.assert_positive(tv.constant([-1, 2]))
+    assert tv.assert_equal(c, c).type == "Assert"  # passes: still an op, as in TF
+
+
+def test_assert_near():
+    x, y = tv.placeholder(tv.float32, [None], name="a"), tv.placeholder(tv.float32, [None],
+                                                                         name="b")
+    op = tv.assert_near(x, y, rtol=0.01, atol=0.01)
+    run(op, {x: [1.0, 100.0], y: [1.005, 100.5]})
+    _run_fails(op, {x: [1.0, 2.0], y: [1.0, 2.1]},
+               r"assertion failed: \[\] \[x and y not equal to tolerance rtol = "
+               r"Tensor\(\"assert_near(_\d+)?/rtol:0\", shape=\(\), dtype=float32\), atol = ")
+    # default tolerances: 10 eps of the dtype
+    z = tv.placeholder(tv.float64, [1])
+    run(tv.assert_near(z, z + 1e-16), {z: [1.0]})
+    _run_fails(tv.assert_near(z, z + 1e-12), {z: [1.0]}, "not equal to tolerance")
+
+
+def test_rank_asserts_static_and_dynamic():
+    c = tv.constant([1.0, 2.0], name="c2")
+    with pytest.raises(ValueError, match=r"^Tensor c2:0 must have rank 2\.  Received rank 1, "
+                                         r"shape \(2,\)$"):
+        tv.assert_rank(c, 2)
+    with pytest.raises(ValueError, match=r"^msg\.  Tensor c2:0 must have rank at least 2\.  "
+                                         r"Received rank 1, shape \(2,\)$"):
+        tv.assert_rank_at_least(c, 2, message="msg")
+    with pytest.raises(ValueError, match=r"^Tensor c2:0 must have rank in \(0, 2\)\.  Received "
+                                         r"rank 1, shape \(2,\)$"):
+        tv.assert_rank_in(c, [0, 2])
+    p = tv.placeholder(tv.float32, [None, None], name="pp")
+    with pytest.raises(ValueError, match=r"shape \(\?, \?\)"):
+        tv.assert_rank(p, 3)
+    assert tv.assert_rank(c, 1).name.endswith("static_checks_determined_all_ok")
+    with pytest.raises(TypeError, match="must be of type"):
+        tv.assert_rank(c, tv.constant(1, tv.int64))
+    r = tv.placeholder(tv.float32, name="r")
+    ops = [tv.assert_rank(r, 2), tv.assert_rank_at_least(r, 2, message="mm"),
+           tv.assert_rank_in(r, [2, 3])]
+    for op in ops:
+        run(op, {r: np.zeros((2, 2))})
+    _run_fails(ops[0], {r: np.zeros(3)}, r"assertion failed: \[\] \[Tensor r:0 must have rank\]"
+                                         r" \[2\] \[Received shape: \] \[3\]")
+    _run_fails(ops[1], {r: np.zeros(3)}, r"\[mm\.  \] \[Tensor r:0 must have rank at least\] "
+                                         r"\[2\]")
+    _run_fails(ops[2], {r: np.zeros(3)}, r"\[Tensor r:0 must have rank in\] \[2\] \[3\] "
+                                         r"\[Received shape: \] \[3\]")
+
+
+def test_dtype_and_scalar_asserts():
+    c = tv.constant([1.0, 2.0], name="f")
+    with pytest.raises(TypeError, match=r'^Expected "x" to be integer type\.  Found: f:0 of '
+                                        r"dtype <dtype: 'float32'>$"):
+        tv.assert_integer(c)
+    with pytest.raises(TypeError, match=r'^m\.  Expected "x"'):
+        tv.assert_integer(c, message="m")
+    assert tv.assert_integer(tv.constant([1])).type == "NoOp"
+    with pytest.raises(TypeError, match=r"^f:0 must be of type tv\.int32; got tv\.float32$"):
+        tv.assert_type(c, tv.int32)
+    assert tv.assert_type(c, tv.float32).type == "NoOp"
+    with pytest.raises(ValueError, match=r"^Expected scalar shape for f:0, saw shape: \(2,\)\.$"):
+        tv.assert_scalar(c)
+    s = tv.constant(3.0)
+    assert tv.assert_scalar(s) is s
+    assert tv.debugging.assert_same_float_dtype([c, s]) == tv.float32
+    with pytest.raises(ValueError, match="Expected floating point type"):
+        tv.debugging.assert_same_float_dtype([tv.constant([1])])
+    with pytest.raises(TypeError, match='Expected argument "values" to be a "proper" iterable'):
+        tv.assert_proper_iterable(c)
+
+
+def test_assert_all_finite_and_monotonic_checks():
+    x = tv.placeholder(tv.float32, [None])
+    y = tv.debugging.assert_all_finite(x, "bad input")
+    assert run(y, {x: [1.0]}).tolist() == [1.0]
+    _run_fails(y, {x: [1.0, np.inf]}, "bad input : Tensor had Inf values")
+    _run_fails(tv.verify_tensor_all_finite(x, "v"), {x: [np.nan]}, "v : Tensor had NaN values")
+    assert run([tv.is_non_decreasing([1, 1, 2]), tv.is_strictly_increasing([1, 1, 2]),
+                tv.is_strictly_increasing([[1, 2], [3, 4]]), tv.is_non_decreasing([])]) == \
+        [True, False, True, True]
+    assert tv.is_numeric_tensor(x) and not tv.is_numeric_tensor(tv.constant("s"))
+    assert not tv.is_numeric_tensor(3.0)
+    for name in ("assert_equal", "assert_rank", "is_nan", "is_finite", "Assert",
+                 "assert_all_finite", "check_numerics"):
+        assert hasattr(tv.debugging, name), name

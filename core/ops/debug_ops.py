@@ -86,3 +86,370 @@ def add_check_numerics_ops():
                         t, f"{op.type} op {op.name!r} output {t.value_index} (created at "
                            f"{op.location})").op)
     return group(*checks, name="CheckNumerics_all")
+
+
+# ---- assertions (TF 1.x's check_ops: tv.assert_equal, tv.debugging.assert_equal ...) -------
+# As in TF: what is known while the graph is built is checked then (a static failure raises
+# InvalidArgumentError, ValueError or TypeError at the line that builds the check); what is not
+# becomes an ``Assert`` op, returned, that fails the step with InvalidArgumentError
+# ("assertion failed: [...] ...", the data summarised: ``summarize`` entries, default 3) when it
+# runs. Run it as a target or a control dependency, as in TF 1.x.
+def _message_prefix(message) -> str:
+    return f"{message}.  " if message else ""
+
+
+def _tf_shape_str(shape) -> str:
+    """A static shape as TF 1.x prints it: ``(2, ?)``, ``<unknown>``."""
+    if shape is None:
+        return "<unknown>"
+    return "(" + ", ".join("?" if d is None else str(d) for d in shape) + \
+        ("," if len(shape) == 1 else "") + ")"
+
+
+def _tf_dtype_str(dt) -> str:
+    return f"<dtype: '{dt.name}'>"
+
+
+def _static_str(d) -> str:
+    """One data item of a failure found while the graph is built (TF's
+    ``_maybe_constant_value_string``): a constant's value, a string as is."""
+    from ..graph import Tensor
+    from .common import static_value
+    if isinstance(d, Tensor):
+        v = static_value(d)
+        return str(v) if v is not None else str(d)
+    return str(d)
+
+
+def _assert_static(condition, data) -> None:
+    if not condition:
+        raise InvalidArgumentError("\n".join(_static_str(d) for d in data))
+
+
+def _binary_assert(sym, default_name, op_func, static_func, x, y, data, summarize, message,
+                   name):
+    from ..graph import get_default_graph
+    from ..tensor_conversion import convert_to_tensor
+    from .common import static_value
+    from .control_flow_ops import Assert
+    from .math_ext import reduce_all
+    with get_default_graph().name_scope(name or default_name):
+        x, y = _named_pair(x, y)
+        if data is None:
+            data = [f"Condition x {sym} y did not hold element-wise:", f"x ({x.name}) = ", x,
+                    f"y ({y.name}) = ", y]
+        if message is not None:
+            data = [message] + list(data)
+        condition = reduce_all(op_func(x, y))
+        xs, ys = static_value(x), static_value(y)
+        if xs is not None and ys is not None:
+            _assert_static(bool(np.all(static_func(xs, ys))), data)
+        return Assert(condition, [convert_to_tensor(d) for d in data], summarize=summarize)
+
+
+def _named_pair(x, y):
+    """``x`` and ``y`` as tensors named ``x``/``y`` where they are made here, a Python value
+    taking the other's dtype (TF's ``convert_to_tensor(x, name='x')``)."""
+    from ..graph import Tensor
+    from ..tensor_conversion import convert_to_tensor
+
+    def is_t(v):
+        return isinstance(v, Tensor) or hasattr(v, "_as_graph_element")
+    if is_t(x) and not is_t(y):
+        x = convert_to_tensor(x)
+        return x, convert_to_tensor(y, dtype=None if isinstance(y, np.ndarray) else x.dtype,
+                                    name="y")
+    if is_t(y) and not is_t(x):
+        y = convert_to_tensor(y)
+        return convert_to_tensor(x, dtype=None if isinstance(x, np.ndarray) else y.dtype,
+                                 name="x"), y
+    return convert_to_tensor(x, name="x"), convert_to_tensor(y, name="y")
+
+
+def _binary(sym, default_name, op_name, static_func):
+    def fn(x, y, data=None, summarize=None, message=None, name=None):
+        from . import math_ext
+        return _binary_assert(sym, default_name, getattr(math_ext, op_name), static_func, x, y,
+                              data, summarize, message, name)
+    fn.__name__ = default_name
+    fn.__doc__ = (f"An op that fails the step (``InvalidArgumentError``) unless ``x {sym} y`` "
+                  "holds element-wise (with broadcasting); checked when the graph is built if "
+                  "both are constants. ``data`` (default: the condition and the values of "
+                  "``x`` and ``y``) is shown, ``summarize`` entries of each (default 3), after "
+                  "``message``. Run it as a control dependency:\n\n"
+                  f"    with tv.control_dependencies([tv.{default_name}(x, y)]): ...")
+    return fn
+
+
+assert_equal = _binary("==", "assert_equal", "equal", np.equal)
+assert_none_equal = _binary("!=", "assert_none_equal", "not_equal", np.not_equal)
+assert_less = _binary("<", "assert_less", "less", np.less)
+assert_less_equal = _binary("<=", "assert_less_equal", "less_equal", np.less_equal)
+assert_greater = _binary(">", "assert_greater", "greater", np.greater)
+assert_greater_equal = _binary(">=", "assert_greater_equal", "greater_equal", np.greater_equal)
+
+
+def _unary(sym, default_name, check, zero_first, joined=False):
+    def fn(x, data=None, summarize=None, message=None, name=None):
+        from ..graph import get_default_graph
+        from ..tensor_conversion import convert_to_tensor
+        message = _message_prefix(message)
+        with get_default_graph().name_scope(name or default_name):
+            x = convert_to_tensor(x, name="x")
+            if data is None:
+                cond = f"Condition x {sym} did not hold element-wise:"
+                data = ([message, cond + f"x ({x.name}) = ", x] if joined else
+                        [message, cond, f"x ({x.name}) = ", x])
+            zero = convert_to_tensor(0, dtype=x.dtype)
+            a, b = (zero, x) if zero_first else (x, zero)
+            return check(a, b, data=data, summarize=summarize)
+    fn.__name__ = default_name
+    fn.__doc__ = (f"An op that fails the step (``InvalidArgumentError``) unless ``x {sym}`` "
+                  "holds for every element of ``x`` (trivially true if ``x`` is empty); "
+                  "checked when the graph is built if ``x`` is a constant.")
+    return fn
+
+
+assert_positive = _unary("> 0", "assert_positive", assert_less, True)
+assert_negative = _unary("< 0", "assert_negative", assert_less, False)
+assert_non_negative = _unary(">= 0", "assert_non_negative", assert_less_equal, True)
+# (TF's message for this one has no space between the condition and "x (...) =")
+assert_non_positive = _unary("<= 0", "assert_non_positive", assert_less_equal, False,
+                             joined=True)
+
+
+def assert_near(x, y, rtol=None, atol=None, data=None, summarize=None, message=None,
+                name=None):
+    """An op that fails the step unless ``|x - y| < atol + rtol * |y|`` element-wise
+    (default tolerances ``10 * eps`` of the dtype), as TF 1.x's ``tf.assert_near``."""
+    from ..graph import get_default_graph
+    from ..tensor_conversion import convert_to_tensor
+    from .control_flow_ops import Assert
+    from .math_ext import abs as _abs, less, reduce_all
+    message = _message_prefix(message)
+    with get_default_graph().name_scope(name or "assert_near"):
+        x = convert_to_tensor(x, name="x")
+        y = convert_to_tensor(y, dtype=x.dtype, name="y")
+        eps = np.finfo(x.dtype.np_dtype).eps
+        rtol = convert_to_tensor(10 * eps if rtol is None else rtol, dtype=x.dtype, name="rtol")
+        atol = convert_to_tensor(10 * eps if atol is None else atol, dtype=x.dtype, name="atol")
+        if data is None:
+            data = [message, f"x and y not equal to tolerance rtol = {_tensor_str(rtol)}, "
+                             f"atol = {_tensor_str(atol)}",
+                    f"x ({x.name}) = ", x, f"y ({y.name}) = ", y]
+        tol = atol + rtol * _abs(y)
+        condition = reduce_all(less(_abs(x - y), tol))
+        return Assert(condition, [convert_to_tensor(d) for d in data], summarize=summarize)
+
+
+def _tensor_str(t) -> str:
+    """A tensor as TF 1.x's ``str(tensor)`` writes it."""
+    return f'Tensor("{t.name}", shape={_tf_shape_str(t._shape)}, dtype={t.dtype.name})'
+
+
+def _rank_assert(kind, x, ranks, data, summarize, message, name, static_ok, dynamic_cond):
+    from .. import dtypes as _dt
+    from ..graph import get_default_graph
+    from ..tensor_conversion import convert_to_tensor
+    from .array_ops import no_op, shape
+    from .common import static_value
+    from .control_flow_ops import Assert
+    from .fill_ops import rank as _rank
+    words = {"rank": "rank", "at_least": "rank at least", "in": "rank in"}[kind]
+    with get_default_graph().name_scope(name or ("assert_" + (
+            "rank" if kind == "rank" else "rank_" + kind))):
+        x = convert_to_tensor(x, name="x")
+        ranks = [convert_to_tensor(r, name="rank") for r in ranks]
+        for r in ranks:
+            assert_type(r, _dt.int32)
+        message = _message_prefix(message)
+        if data is None:
+            data = [message, f"Tensor {x.name} must have {words}"] + ranks + \
+                ["Received shape: ", shape(x)]
+        statics = [static_value(r) for r in ranks]
+        if all(s is not None for s in statics):
+            if any(np.ndim(s) != 0 for s in statics):
+                raise ValueError("Rank must be a scalar.")
+            if x._shape is not None:
+                given = [int(s) for s in statics]
+                if not static_ok(len(x._shape), given):
+                    want = given[0] if kind != "in" else tuple(given)
+                    raise ValueError(f"{message}Tensor {x.name} must have {words} "
+                                     f"{'%d' % want if kind != 'in' else want}.  Received rank "
+                                     f"{len(x._shape)}, shape {_tf_shape_str(x._shape)}")
+                return no_op(name="static_checks_determined_all_ok")
+        condition = dynamic_cond(_rank(x), ranks)
+        deps = []
+        for r, s in zip(ranks, statics):
+            if s is None:
+                deps.append(assert_rank(r, 0, data=["Rank must be a scalar. Received rank: ",
+                                                    r]))
+        if deps:
+            from .control_flow_ops import with_dependencies
+            condition = with_dependencies(deps, condition)
+        return Assert(condition, [convert_to_tensor(d) for d in data], summarize=summarize)
+
+
+def assert_rank(x, rank, data=None, summarize=None, message=None, name=None):
+    """Check that ``x`` has rank ``rank``: a ``ValueError`` now if the ranks are known while
+    the graph is built (with TF's message), else an op that fails the step."""
+    from .math_ext import equal
+    return _rank_assert("rank", x, [rank], data, summarize, message, name,
+                        lambda r, given: r == given[0], lambda r, ranks: equal(r, ranks[0]))
+
+
+def assert_rank_at_least(x, rank, data=None, summarize=None, message=None, name=None):
+    """Check that ``x`` has rank ``rank`` or more (statically when known, as
+    :func:`assert_rank`)."""
+    from .math_ext import greater_equal
+    return _rank_assert("at_least", x, [rank], data, summarize, message, name,
+                        lambda r, given: r >= given[0],
+                        lambda r, ranks: greater_equal(r, ranks[0]))
+
+
+def assert_rank_in(x, ranks, data=None, summarize=None, message=None, name=None):
+    """Check that the rank of ``x`` is one of ``ranks`` (statically when known, as
+    :func:`assert_rank`)."""
+    from .math_ext import equal, logical_or
+
+    def dynamic(r, given):
+        from ..tensor_conversion import convert_to_tensor
+        if not given:
+            return convert_to_tensor(False)
+        out = equal(given[0], r)
+        for g in given[1:]:
+            out = logical_or(out, equal(g, r))
+        return out
+    return _rank_assert("in", x, list(ranks), data, summarize, message, name,
+                        lambda r, given: r in given, dynamic)
+
+
+def assert_integer(x, message=None, name=None):
+    """A no-op if ``x`` has an integer dtype, else ``TypeError`` (a static check)."""
+    from ..graph import get_default_graph
+    from ..tensor_conversion import convert_to_tensor
+    from .array_ops import no_op
+    with get_default_graph().name_scope(name or "assert_integer"):
+        x = convert_to_tensor(x, name="x")
+        if not x.dtype.is_integer:
+            raise TypeError(f'{_message_prefix(message)}Expected "x" to be integer type.  '
+                            f"Found: {x.name} of dtype {_tf_dtype_str(x.dtype)}")
+        return no_op(name="statically_determined_was_integer")
+
+
+def assert_type(tensor, tf_type, message=None, name=None):
+    """A no-op if ``tensor`` has dtype ``tf_type``, else ``TypeError`` (a static check)."""
+    from .. import dtypes as _dt
+    from ..graph import get_default_graph
+    from ..tensor_conversion import convert_to_tensor
+    from .array_ops import no_op
+    tf_type = _dt.as_dtype(tf_type)
+    with get_default_graph().name_scope(name or "assert_type"):
+        tensor = convert_to_tensor(tensor, name="tensor")
+        if tensor.dtype != tf_type:
+            raise TypeError(f"{_message_prefix(message)}{tensor.name} must be of type "
+                            f"{tf_type!r}; got {tensor.dtype!r}")
+        return no_op(name="statically_determined_correct_type")
+
+
+def assert_scalar(tensor, name=None, message=None):
+    """``tensor`` itself if its static shape is a scalar's, else ``ValueError``."""
+    from ..tensor_conversion import convert_to_tensor
+    tensor = convert_to_tensor(tensor)
+    if tensor._shape is None or len(tensor._shape) != 0:
+        raise ValueError(f"{_message_prefix(message)}Expected scalar shape for {tensor.name}, "
+                         f"saw shape: {_tf_shape_str(tensor._shape)}.")
+    return tensor
+
+
+def assert_all_finite(t=None, msg=None, name=None, x=None, message=None):
+    """``t`` unchanged; the step fails with ``InvalidArgumentError`` (naming ``msg``) if it
+    holds NaN or Inf (TF 1.x's ``tf.debugging.assert_all_finite``/``verify_tensor_all_finite``,
+    a :func:`check_numerics`)."""
+    t = x if t is None else t
+    msg = message if msg is None else msg
+    from ..tensor_conversion import convert_to_tensor
+    return check_numerics(convert_to_tensor(t), msg or "", name=name)
+
+
+verify_tensor_all_finite = assert_all_finite
+
+
+def assert_proper_iterable(values):
+    """``TypeError`` unless ``values`` is an iterable other than a tensor, an array or a
+    string (TF's check before iterating over a list of checks)."""
+    from ..graph import Tensor
+    if isinstance(values, (Tensor, np.ndarray, str, bytes)):
+        raise TypeError('Expected argument "values" to be a "proper" iterable.  Found: '
+                        f"{type(values)}")
+    if not hasattr(values, "__iter__"):
+        raise TypeError(f'Expected argument "values" to be iterable.  Found: {type(values)}')
+
+
+def assert_same_float_dtype(tensors=None, dtype=None):
+    """The one floating-point dtype of ``tensors`` (and ``dtype``); ``ValueError`` if they
+    differ or are not floating point (default float32 when there are none)."""
+    from .. import dtypes as _dt
+    dtype = None if dtype is None else _dt.as_dtype(dtype)
+    for t in tensors or []:
+        if t is None:
+            continue
+        if dtype is None:
+            dtype = t.dtype
+        elif t.dtype != dtype:
+            raise ValueError(f"Tensor conversion requested dtype {dtype.name} for Tensor with "
+                             f"dtype {t.dtype.name}: {t!r}")
+    if dtype is None:
+        return _dt.float32
+    if not dtype.is_floating:
+        raise ValueError(f"Expected floating point type, got {dtype!r}.")
+    return dtype
+
+
+def is_numeric_tensor(tensor) -> bool:
+    """Whether ``tensor`` is a tensor of a numeric dtype (integer, floating or complex)."""
+    from ..graph import Tensor
+    dt = getattr(tensor, "dtype", None)
+    return isinstance(tensor, Tensor) and dt is not None and (
+        dt.is_integer or dt.is_floating or dt.is_complex)
+
+
+def _monotonic(x, name, strict):
+    from ..graph import get_default_graph
+    from ..tensor_conversion import convert_to_tensor
+    from .array_ops import reshape
+    from .math_ext import greater, greater_equal, reduce_all
+    what = "is_strictly_increasing" if strict else "is_non_decreasing"
+    with get_default_graph().name_scope(name or what):
+        x = convert_to_tensor(x, name="x_as_tensor")
+        if not is_numeric_tensor(x):
+            raise TypeError(f"Expected x to be numeric, instead found: {x!r}")
+        flat = reshape(x, [-1])
+        diff = flat[1:] - flat[:-1]
+        zero = convert_to_tensor(0, dtype=x.dtype)
+        return reduce_all((greater if strict else greater_equal)(diff, zero))
+
+
+def is_non_decreasing(x, name=None):
+    """A bool scalar: whether ``x`` (flattened) never decreases (true for fewer than two
+    elements)."""
+    return _monotonic(x, name, strict=False)
+
+
+def is_strictly_increasing(x, name=None):
+    """A bool scalar: whether ``x`` (flattened) strictly increases (true for fewer than two
+    elements)."""
+    return _monotonic(x, name, strict=True)
+
+
+__all__ += ["assert_equal", "assert_none_equal", "assert_less", "assert_less_equal",
+            "assert_greater", "assert_greater_equal", "assert_positive", "assert_negative",
+            "assert_non_negative", "assert_non_positive", "assert_near", "assert_rank",
+            "assert_rank_at_least", "assert_rank_in", "assert_integer", "assert_type",
+            "assert_scalar", "verify_tensor_all_finite", "assert_proper_iterable",
+            "assert_same_float_dtype", "is_numeric_tensor", "is_non_decreasing",
+            "is_strictly_increasing"]
+
+# tf.debugging's other names (tv.debugging.is_nan, tv.debugging.Assert ...)
+from .control_flow_ops import Assert  # noqa: E402,F401
+from .math_ext import is_finite, is_inf, is_nan  # noqa: E402,F401
