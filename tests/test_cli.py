@@ -486,3 +486,20 @@ def test_ckpt_verify_of_no_checkpoint_is_usage(tmp_path, capsys):
     """verify of a path with no checkpoint exited 1 with two lines; show exits 2 with one."""
     one_line_error(tvm_here(capsys, "ckpt", "verify", f"file://{tmp_path}/nothing"), 2,
                    "no checkpoint", "nothing")
+
+
+@pytest.mark.xfail(strict=True, reason="plan --dot/--svg exports the plan with the most tasks; "
+                   "in process every plan has one task and the first (the initializer) wins; "
+                   "found by the docs audit (README's `tensorvm plan my_job.py --svg`)")
+def test_plan_export_shows_the_largest_plan_in_process(capsys, tmp_path):
+    job = tmp_path / "fit_job.py"
+    job.write_text(
+        "import tensorvm as tv\n\n\n@tv.job\ndef fit(steps: int = 3, session=None):\n"
+        "    w = tv.Variable(0.0, name='w')\n"
+        "    train = tv.train.GradientDescentOptimizer(0.1).minimize(tv.square(w - 1.0))\n"
+        "    session.run(tv.global_variables_initializer())\n"
+        "    for _ in range(steps):\n        session.run(train)\n")
+    out = tvm_here(capsys, "plan", job, "--dot", "-")
+    assert out.returncode == 0, out.stderr
+    dot = out.stdout[out.stdout.index("digraph"):]
+    assert "ApplyGradientDescent" in dot, dot[:500]
