@@ -140,14 +140,17 @@ class Estimator:
     # ---- properties ------------------------------------------------------------------------
     @property
     def model_dir(self) -> str:
+        """Where checkpoints and summaries go (an fsspec URL or a local folder)."""
         return self._model_dir
 
     @property
     def config(self) -> RunConfig:
+        """A copy of the :class:`RunConfig`."""
         return copy.deepcopy(self._config)
 
     @property
     def params(self) -> dict:
+        """A copy of the ``params`` passed to ``model_fn``."""
         return copy.deepcopy(self._params)
 
     @property

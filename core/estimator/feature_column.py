@@ -93,13 +93,16 @@ class NumericColumn:
 
     @property
     def name(self) -> str:
+        """The column's name (inputs are concatenated in name order)."""
         return self.key
 
     @property
     def width(self) -> int:
+        """The number of values per example in the dense output."""
         return int(np.prod(self.shape))
 
     def dense(self, features, scope=None):
+        """The ``[batch, width]`` float32 values of ``features``."""
         x = cast(convert_to_tensor(features[self.key]), _dt.float32)
         if self.normalizer_fn is not None:
             x = self.normalizer_fn(x)
@@ -115,17 +118,21 @@ class BucketizedColumn:
 
     @property
     def name(self) -> str:
+        """The column's name (inputs are concatenated in name order)."""
         return f"{self.source_column.name}_bucketized"
 
     @property
     def num_buckets(self) -> int:
+        """How many ids the column can produce."""
         return (len(self.boundaries) + 1) * self.source_column.width
 
     @property
     def width(self) -> int:
+        """The number of values per example in the dense output."""
         return self.num_buckets
 
     def ids(self, features):
+        """The ``[batch, k]`` int64 ids of ``features`` (-1: no bucket)."""
         x = self.source_column.dense(features)
         ids = zeros_like(x, dtype=_dt.int64)
         for b in self.boundaries:
@@ -134,6 +141,7 @@ class BucketizedColumn:
         return ids + constant(np.arange(self.source_column.width, dtype=np.int64) * n)
 
     def dense(self, features, scope=None):
+        """The ``[batch, width]`` float32 values of ``features``."""
         hot = one_hot(self.ids(features), len(self.boundaries) + 1, dtype=_dt.float32)
         return _rows(hot, self.width)
 
@@ -150,9 +158,11 @@ class IdentityCategoricalColumn:
 
     @property
     def name(self) -> str:
+        """The column's name (inputs are concatenated in name order)."""
         return self.key
 
     def ids(self, features):
+        """The ``[batch, k]`` int64 ids of ``features`` (-1: no bucket)."""
         ids = cast(convert_to_tensor(features[self.key]), _dt.int64)
         ok = logical_and(ids >= 0, ids < self.num_buckets)
         other = -1 if self.default_value is None else int(self.default_value)
@@ -172,13 +182,16 @@ class VocabularyListCategoricalColumn:
 
     @property
     def name(self) -> str:
+        """The column's name (inputs are concatenated in name order)."""
         return self.key
 
     @property
     def num_buckets(self) -> int:
+        """How many ids the column can produce."""
         return len(self.vocabulary_list) + self.num_oov_buckets
 
     def ids(self, features):
+        """The ``[batch, k]`` int64 ids of ``features`` (-1: no bucket)."""
         x = _rows(convert_to_tensor(features[self.key]))
         strings = x.dtype == _dt.string
         if strings:  # features may hold str or bytes (both are string): match either
@@ -209,13 +222,16 @@ class IndicatorColumn:
 
     @property
     def name(self) -> str:
+        """The column's name (inputs are concatenated in name order)."""
         return f"{self.categorical_column.name}_indicator"
 
     @property
     def width(self) -> int:
+        """The number of values per example in the dense output."""
         return self.categorical_column.num_buckets
 
     def dense(self, features, scope=None):
+        """The ``[batch, width]`` float32 values of ``features``."""
         hot = one_hot(self.categorical_column.ids(features), self.width,
                          dtype=_dt.float32)
         return reduce_sum(hot, axis=1)
@@ -233,13 +249,16 @@ class EmbeddingColumn:
 
     @property
     def name(self) -> str:
+        """The column's name (inputs are concatenated in name order)."""
         return f"{self.categorical_column.name}_embedding"
 
     @property
     def width(self) -> int:
+        """The number of values per example in the dense output."""
         return int(self.dimension)
 
     def dense(self, features, scope=None):
+        """The ``[batch, width]`` float32 values of ``features``."""
         init = self.initializer or truncated_normal_initializer(
             stddev=1.0 / math.sqrt(self.dimension))
         table = get_variable("embedding_weights",

@@ -68,17 +68,21 @@ class RegressionHead:
 
     @property
     def logits_dimension(self) -> int:
+        """How many logits per example the model must output."""
         return self.label_dimension
 
     def predictions(self, logits):
+        """The prediction dict of ``logits`` (TF's keys)."""
         return {"predictions": logits}
 
     def losses(self, features, labels, logits):
+        """``(per-example loss [batch, d], weights [batch, 1], labels as used)``."""
         labels = reshape(cast(labels, _dt.float32), [-1, self.label_dimension])
         per_example = square(logits - labels)
         return per_example, _weights(features, self.weight_column, per_example[:, :1]), labels
 
     def metrics(self, per_example, weights, labels, logits, predictions):
+        """The evaluation metrics: name -> ``(value, update_op)``."""
         return {"average_loss": _metrics.mean(per_example, weights * ones_like(per_example)),
                 "label/mean": _metrics.mean(labels, weights * ones_like(labels)),
                 "prediction/mean": _metrics.mean(logits, weights * ones_like(logits))}
@@ -93,9 +97,11 @@ class MultiClassHead:
 
     @property
     def logits_dimension(self) -> int:
+        """How many logits per example the model must output."""
         return self.n_classes
 
     def predictions(self, logits):
+        """The prediction dict of ``logits`` (TF's keys)."""
         ids = expand_dims(argmax(logits, axis=1, output_type=_dt.int64), 1)
         all_ids = ones_like(ids) * constant(np.arange(self.n_classes, dtype=np.int64))
         return {"logits": logits, "probabilities": nn.softmax(logits), "class_ids": ids,
@@ -104,12 +110,14 @@ class MultiClassHead:
                 "all_classes": _class_strings(all_ids, self.label_vocabulary)}
 
     def losses(self, features, labels, logits):
+        """``(per-example loss [batch, d], weights [batch, 1], labels as used)``."""
         ids = _label_ids(labels, self.label_vocabulary, self.n_classes)
         per_example = expand_dims(nn.sparse_softmax_cross_entropy_with_logits(
             labels=reshape(ids, [-1]), logits=logits), 1)
         return per_example, _weights(features, self.weight_column, per_example), ids
 
     def metrics(self, per_example, weights, ids, logits, predictions):
+        """The evaluation metrics: name -> ``(value, update_op)``."""
         return {"accuracy": _metrics.accuracy(ids, predictions["class_ids"], weights),
                 "average_loss": _metrics.mean(per_example, weights)}
 
@@ -123,6 +131,7 @@ class BinaryClassHead:
     logits_dimension = 1
 
     def predictions(self, logits):
+        """The prediction dict of ``logits`` (TF's keys)."""
         p = sigmoid(logits)
         ids = cast(logits > 0.0, _dt.int64)
         all_ids = ones_like(ids) * constant(np.arange(2, dtype=np.int64))
@@ -133,12 +142,14 @@ class BinaryClassHead:
                 "all_classes": _class_strings(all_ids, self.label_vocabulary)}
 
     def losses(self, features, labels, logits):
+        """``(per-example loss [batch, d], weights [batch, 1], labels as used)``."""
         ids = _label_ids(labels, self.label_vocabulary, 2)
         per_example = nn.sigmoid_cross_entropy_with_logits(
             labels=cast(ids, _dt.float32), logits=logits)
         return per_example, _weights(features, self.weight_column, per_example), ids
 
     def metrics(self, per_example, weights, ids, logits, predictions):
+        """The evaluation metrics: name -> ``(value, update_op)``."""
         y = cast(ids, _dt.float32)
         pred = cast(predictions["class_ids"], _dt.float32)
         label_mean = _metrics.mean(y, weights)

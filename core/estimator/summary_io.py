@@ -48,12 +48,15 @@ class EventFileWriter:
         self.add_event(Event(wall_time=time.time(), file_version="brain.Event:2"))
 
     def get_logdir(self) -> str:
+        """The folder the events go to."""
         return self._logdir
 
     def add_event(self, event) -> None:
+        """Append one ``Event``."""
         self._out.write(event.SerializeToString())
 
     def add_summary(self, summary, global_step=None) -> None:
+        """Append a ``Summary`` (or its serialized bytes) at ``global_step``."""
         from ..summary import Event, Summary
         if isinstance(summary, np.ndarray):  # a string scalar fetched as an object array
             summary = summary.item()
@@ -68,6 +71,7 @@ class EventFileWriter:
         """Records are published by :meth:`close`."""
 
     def close(self) -> None:
+        """Write the file (once)."""
         self._out.close()
 
 

@@ -100,15 +100,19 @@ class CheckpointReader:
         self._shapes = dict(list_variables(self._path))
 
     def get_variable_to_shape_map(self) -> dict:
+        """``{name: shape}`` of every tensor."""
         return dict(self._shapes)
 
     def has_tensor(self, name: str) -> bool:
+        """Whether the checkpoint holds ``name``."""
         return name in self._shapes
 
     def get_tensor(self, name: str) -> np.ndarray:
+        """The value of ``name`` (``NotFoundError`` when absent)."""
         return load_variable(self._path, name)
 
     def debug_string(self) -> bytes:
+        """One line per tensor: its name and shape."""
         return "".join(f"{k} ({v})\n" for k, v in sorted(self._shapes.items())).encode()
 
 
