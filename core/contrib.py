@@ -5,7 +5,9 @@
   ``rnn.static_rnn``, ``rnn.static_bidirectional_rnn``);
 * ``tv.contrib.layers``: ``flatten``, ``fully_connected``, ``xavier_initializer``;
 * ``tv.contrib.data``: TF 1.4-1.12's spelling of ``tf.data`` (``Dataset``,
-  ``batch_and_drop_remainder``, ``map_and_batch``, ``shuffle_and_repeat``...).
+  ``batch_and_drop_remainder``, ``map_and_batch``, ``shuffle_and_repeat``...);
+* ``tv.contrib.tensorboard.plugins.projector``: the embedding projector's config
+  (:mod:`tensorvm.projector`).
 
 Everything else of ``tf.contrib`` (factorization, tensor_forest, boosted_trees, learn, eager)
 is not part of tensorvm; asking for it says so.
@@ -101,9 +103,21 @@ def _data_module():
                    members)
 
 
+def _tensorboard_module():
+    from . import projector
+    _sys.modules[f"{__name__}.tensorboard.plugins.projector"] = projector
+    plugins = _module("tensorboard.plugins", "TF 1.x's ``tf.contrib.tensorboard.plugins``: "
+                      "the embedding projector's config.", {"projector": projector})
+    return _module("tensorboard", "TF 1.x's ``tf.contrib.tensorboard``.", {"plugins": plugins})
+
+
 def __getattr__(name):
     if name == "data":  # built on first use: tensorvm.data imports much of tensorvm
         mod = globals()["data"] = _data_module()
         return mod
+    if name == "tensorboard":  # tf.contrib.tensorboard.plugins.projector
+        mod = globals()["tensorboard"] = _tensorboard_module()
+        return mod
     raise AttributeError(f"module 'tensorvm.contrib' has no attribute {name!r}: tensorvm "
-                         f"provides tf.contrib.rnn, tf.contrib.layers and tf.contrib.data only")
+                         f"provides tf.contrib.rnn, tf.contrib.layers, tf.contrib.data and "
+                         f"tf.contrib.tensorboard.plugins.projector only")
