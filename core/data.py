@@ -156,6 +156,33 @@ class experimental:
         return dataset.get_single_element()
 
     @staticmethod
+    def CsvDataset(filenames, record_defaults, compression_type=None, buffer_size=None,
+                   header=False, field_delim=",", use_quote_delim=True, na_value="",
+                   select_cols=None):
+        """A tuple of one scalar per (selected) column for each CSV record of the files."""
+        from .ops.dataset_csv import csv_dataset
+        return csv_dataset(filenames, record_defaults, compression_type, buffer_size, header,
+                           field_delim, use_quote_delim, na_value, select_cols)
+
+    @staticmethod
+    def make_csv_dataset(file_pattern, batch_size, column_names=None, column_defaults=None,
+                         label_name=None, select_columns=None, field_delim=",",
+                         use_quote_delim=True, na_value="", header=True, num_epochs=None,
+                         shuffle=True, shuffle_buffer_size=10000, shuffle_seed=None,
+                         prefetch_buffer_size=None, num_parallel_reads=1, sloppy=False,
+                         num_rows_for_inference=100, compression_type=None,
+                         ignore_errors=False):
+        """Batches of ``(features, label)`` dicts read from CSV files, column names from
+        the header and types inferred from the first rows (TF 1.15's construction)."""
+        from .ops.dataset_csv import make_csv_dataset
+        return make_csv_dataset(file_pattern, batch_size, column_names, column_defaults,
+                                label_name, select_columns, field_delim, use_quote_delim,
+                                na_value, header, num_epochs, shuffle, shuffle_buffer_size,
+                                shuffle_seed, prefetch_buffer_size, num_parallel_reads,
+                                sloppy, num_rows_for_inference, compression_type,
+                                ignore_errors)
+
+    @staticmethod
     def group_by_window(key_func, reduce_func, window_size=None, window_size_func=None):
         """Elements grouped by ``key_func`` (an int64 scalar); each group of
         ``window_size`` (or ``window_size_func(key)``) elements, and at the end each

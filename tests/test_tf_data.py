@@ -958,3 +958,87 @@ def test_zlib_text_lines_and_num_parallel_reads_interleave_files_like_tf():
     assert [str(s) for s in elements(tf.data.TextLineDataset(texts, num_parallel_reads=2))] \
         == want
     assert [g.decode() for g in elements(tf.data.TFRecordDataset(files))] == sorted(want)
+
+
+CSV_A = ("survived,sex,age,fare,big,name\n0,male,22,7.25,3000000000,Owen\n"
+         '1,female,38,71.2833,1,"Cumings, Mrs"\n1,female,,7.925,2,Laina\n')
+CSV_B = "survived,sex,age,fare,big,name\n1,female,35,53.1,4,Lily\n0,male,35,8.05,5,Will\n"
+
+
+def _csv_files(tmp_path):
+    (tmp_path / "a.csv").write_text(CSV_A)
+    (tmp_path / "b.csv").write_text(CSV_B)
+    return str(tmp_path / "*.csv")
+
+
+def test_make_csv_dataset_infers_names_and_types_and_batches_like_tf(tmp_path):
+    import csv
+    pattern = _csv_files(tmp_path)
+    ds = tf.data.experimental.make_csv_dataset(pattern, 2, label_name="survived",
+                                               shuffle=False, num_epochs=1)
+    feats, label = ds.output_types
+    # the types TF 2.21 infers: int32, then int64 for a value past int32, float32, string
+    assert feats == {"sex": tf.string, "age": tf.int32, "fare": tf.float32, "big": tf.int64,
+                     "name": tf.string} and label == tf.int32
+    rows = [r for f in ("a.csv", "b.csv") for r in csv.DictReader(
+        (tmp_path / f).read_text().splitlines())]
+    got = elements(ds)
+    assert [len(lb) for _, lb in got] == [2, 2, 1]  # num_epochs=1 keeps the remainder
+    flat = {k: [v for f, _ in got for v in f[k].tolist()] for k in feats}
+    assert flat["name"] == [r["name"] for r in rows]
+    assert flat["age"] == [int(r["age"] or 0) for r in rows]  # a missing value: 0
+    np.testing.assert_allclose(flat["fare"], [float(r["fare"]) for r in rows], rtol=1e-6)
+    assert flat["big"] == [int(r["big"]) for r in rows]
+    assert [v for _, lb in got for v in lb.tolist()] == [int(r["survived"]) for r in rows]
+    # two epochs, two columns by name, no label; num_epochs=None drops the remainder (TF)
+    ds = tf.data.experimental.make_csv_dataset(pattern, 3, select_columns=["name", "age"],
+                                               shuffle=False, num_epochs=2)
+    got = elements(ds)
+    assert [g["name"].tolist() for g in got] == \
+        [["Owen", "Cumings, Mrs", "Laina"], ["Lily", "Will", "Owen"],
+         ["Cumings, Mrs", "Laina", "Lily"], ["Will"]]
+    ds = tf.data.experimental.make_csv_dataset(pattern, 4, shuffle=True, shuffle_seed=3)
+    first = elements(ds.take(5))
+    assert all(len(f["name"]) == 4 for f in first)  # endless, full batches only
+    names = sorted(v for f in first[:1] for v in f["name"].tolist())
+    assert set(names) <= {r["name"] for r in rows}
+
+
+def test_csv_dataset_and_make_csv_dataset_errors(tmp_path):
+    pattern = _csv_files(tmp_path)
+    ds = tf.data.experimental.CsvDataset(str(tmp_path / "a.csv"),
+                                         [tf.int32, "x", [0.0], tf.float32, tf.int64,
+                                          tf.string], header=True)
+    got = elements(ds)
+    assert [(int(a), str(b), float(c)) for a, b, c, *_ in got] == \
+        [(0, "male", 22.0), (1, "female", 38.0), (1, "female", 0.0)]
+    sel = tf.data.experimental.CsvDataset(str(tmp_path / "b.csv"), [[0], [""]], header=True,
+                                          select_cols=[0, 5])
+    assert [(int(a), str(b)) for a, b in elements(sel)] == [(1, "Lily"), (0, "Will")]
+    bad = tf.data.experimental.CsvDataset(str(tmp_path / "a.csv"),
+                                          [[0], [""], [0.0], [0.0], [0], [""]], header=True)
+    with pytest.raises(errors.InvalidArgumentError, match="Field 4 in record 0 is not a valid "
+                                                          "int32: 3000000000"):
+        elements(bad)  # TF's message
+    mk = tf.data.experimental.make_csv_dataset
+    with pytest.raises(ValueError, match="`label_name` provided must be one of the columns."):
+        mk(pattern, 2, label_name="nope")
+    with pytest.raises(ValueError, match="Cannot infer column names without a header line."):
+        mk(pattern, 2, header=False)
+    with pytest.raises(ValueError, match="Cannot have duplicate column names."):
+        mk(pattern, 2, column_names=["a", "a", "b", "c", "d", "e"])
+    with pytest.raises(ValueError, match="No files match"):
+        mk(str(tmp_path / "none-*.csv"), 2)
+    (tmp_path / "c.csv").write_text("other,cols\n1,2\n")
+    with pytest.raises(ValueError, match="Files have different column names in the header "
+                                         "row."):
+        mk(str(tmp_path / "*.csv"), 2)
+
+
+def test_csv_type_inference_follows_tfs_rules():
+    from tensorvm.ops.dataset_csv import infer_type
+    cases = [("1", None, tf.int32), ("3000000000", tf.int32, tf.int64), ("1.5", tf.int64,
+             tf.float32), ("1e300", tf.float32, tf.float64), ("x", tf.float64, tf.string),
+             ("", tf.int64, tf.int64), ("NA", tf.float32, tf.float32), ("2", tf.float32,
+                                                                        tf.float32)]
+    assert [infer_type(v, "NA", prev) for v, prev, _ in cases] == [w for *_, w in cases]
