@@ -28,8 +28,13 @@ import json
 
 import fsspec
 
-__all__ = ["EmbeddingInfo", "PROJECTOR_FILENAME", "ProjectorConfig", "SpriteMetadata",
-           "visualize_embeddings"]
+__all__ = [
+    "PROJECTOR_FILENAME",
+    "EmbeddingInfo",
+    "ProjectorConfig",
+    "SpriteMetadata",
+    "visualize_embeddings",
+]
 
 PROJECTOR_FILENAME = "projector_config.pbtxt"
 
@@ -40,14 +45,14 @@ class _Message:
 
     _scalars: tuple = ()
     _repeated: tuple = ()
-    _nested: dict = {}
+    _nested: tuple = ()  # (field name, message class) pairs
 
     def __init__(self, **fields):
         for name in self._scalars:
             object.__setattr__(self, name, "")
         for name in self._repeated:
             object.__setattr__(self, name, _Repeated(self._item(name)))
-        for name, cls in self._nested.items():
+        for name, cls in self._nested:
             object.__setattr__(self, name, cls())
         for name, value in fields.items():
             setattr(self, name, value)
@@ -75,7 +80,7 @@ class _Message:
                     lines += [f"{name} {{", *_indent(str(item)), "}"]
                 else:
                     lines.append(f"{name}: {_literal(item)}")
-        for name in self._nested:
+        for name, _ in self._nested:
             sub = str(getattr(self, name))
             if sub:
                 lines += [f"{name} {{", *_indent(sub), "}"]
@@ -121,7 +126,7 @@ class EmbeddingInfo(_Message):
     """One embedding: the tensor (``tensor_name`` or ``tensor_path``) and its labels."""
     _scalars = ("tensor_name", "metadata_path", "bookmarks_path", "tensor_path")
     _repeated = ("tensor_shape",)
-    _nested = {"sprite": SpriteMetadata}
+    _nested = (("sprite", SpriteMetadata),)
 
 
 class ProjectorConfig(_Message):
