@@ -334,6 +334,8 @@ def host_memory_input(op_type: str, i: int, in_dtypes=(), attrs=None) -> bool:
     shape_in = SHAPE_ATTR_INPUTS.get(op_type)
     if shape_in is not None and i == shape_in[0]:
         return bool((attrs or {}).get(shape_in[1]))
+    if op_type in LOOP_OPS and (attrs or {}).get("has_max") and i == len(in_dtypes) - 1:
+        return True  # its maximum_iterations, read by the host that runs the loop
     if op_type in LOOP_OPS or op_type in INT32_HOST_OPS:
         return i < len(in_dtypes) and in_dtypes[i] == _dt.int32
     start = HOST_MEMORY_FROM.get(op_type)

@@ -238,3 +238,18 @@ def test_a_depthwise_convolutions_gradient_reads_its_sizes_in_host_memory(fake_g
     fake_device.restore(None)
     with tv.Session(graph=g) as s:
         assert float(got) == pytest.approx(float(s.run(total, feed)), rel=1e-5)
+
+
+def test_a_loops_maximum_iterations_is_read_in_host_memory(fake_gpu):
+    """A loop's ``maximum_iterations`` (map_fn/scan/foldl pass their length) is read by the
+    host that runs the loop: it was uploaded and read back, a wait per loop."""
+    g = tv.Graph()
+    with g.as_default(), tv.device("/gpu:0"):
+        x = tv.placeholder(tv.float32, [5])
+        doubled = tv.map_fn(lambda v: v * 2.0, x)
+        _, y = tv.while_loop(lambda k, y: k < 100, lambda k, y: (k + 1, y * 2.0), [0, x],
+                             maximum_iterations=tv.shape(x)[0])
+        total = tv.reduce_sum(doubled) + tv.reduce_sum(y)
+        got, waits = _run_twice(total, {x: np.arange(5, dtype=np.float32)})
+    assert float(got) == 2 * 10 + 32 * 10
+    assert waits == 1  # the fetch
