@@ -66,5 +66,8 @@ for _name in ("decode_image", "decode_png", "decode_jpeg", "decode_bmp", "decode
               "encode_png", "encode_jpeg", "extract_jpeg_shape"):
     setattr(io, _name, getattr(image, _name))  # noqa: F405
 io.read_file, io.write_file, io.matching_files = read_file, write_file, matching_files  # noqa
+from . import sparse  # noqa: E402  (tv.sparse: TF 1.x's tf.sparse)
+for _name in sparse.TOP_LEVEL:  # tv.sparse_tensor_to_dense, tv.sparse_placeholder …
+    globals()[_name] = getattr(sparse, _name)
 from . import kernels_gpu as _kernels_gpu  # noqa: E402
 _kernels_gpu.install()  # every op registered above: its GPU kernel or its CPU-only mark

@@ -160,6 +160,9 @@ class _Fetches:
                         "tensor, an operation, a name, or a list/tuple/dict of those")
 
     def _flatten(self, f):
+        from .sparse_tensor import SparseTensor, SparseTensorValue
+        if isinstance(f, SparseTensor):  # fetched as a SparseTensorValue of three arrays
+            return ("namedtuple", SparseTensorValue, [self._flatten(x) for x in f])
         if isinstance(f, (list, tuple)) and not hasattr(f, "_fields"):
             return (type(f), [self._flatten(x) for x in f])
         if hasattr(f, "_fields") and isinstance(f, tuple):
@@ -373,8 +376,12 @@ class Session:
 
     # ---- planning -------------------------------------------------------------------------
     def _resolve_feeds(self, feed_dict) -> dict:
+        from .sparse_tensor import SparseTensor, sparse_feeds
         out: dict = {}
-        for k, v in (feed_dict or {}).items():
+        items = []
+        for k, v in (feed_dict or {}).items():  # a SparseTensor: its three tensors are fed
+            items.extend(sparse_feeds(k, v) if isinstance(k, SparseTensor) else [(k, v)])
+        for k, v in items:
             if hasattr(k, "_as_graph_element") and not isinstance(k, (Tensor, Operation)):
                 k = k._as_graph_element()
             if isinstance(k, str):

@@ -10,11 +10,14 @@ import importlib as _importlib
 
 _MODULES = ("nn_ops", "nn_norm", "nn_sampled", "nn_deconv", "nn_conv_ext")
 _RNN = "tensorvm.rnn"
+_SPARSE = ("embedding_lookup_sparse", "safe_embedding_lookup_sparse")  # in tensorvm.sparse
 
 
 def __getattr__(name):
     if name == "rnn_cell":
         return _importlib.import_module("tensorvm.rnn_cell")
+    if name in _SPARSE:
+        return getattr(_importlib.import_module("tensorvm.sparse"), name)
     rnn = _importlib.import_module(_RNN)
     if name in rnn.NN_ALL:
         return getattr(rnn, name)
@@ -28,4 +31,4 @@ def __getattr__(name):
 def __dir__():
     return sorted([n for m in _MODULES
                    for n in getattr(_importlib.import_module(f"tensorvm.ops.{m}"), "NN_ALL", ())]
-                  + ["rnn_cell"] + _importlib.import_module(_RNN).NN_ALL)
+                  + ["rnn_cell", *_SPARSE] + _importlib.import_module(_RNN).NN_ALL)

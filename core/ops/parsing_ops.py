@@ -36,6 +36,7 @@ from ..storage import tf_protos
 from ..tensor_conversion import convert_to_tensor
 from . import io_ops as _io_ops
 from .common import static_value
+from ..sparse_tensor import SparseTensor, SparseTensorValue  # noqa: F401  (tv.SparseTensor)
 
 __all__ = [
     "FixedLenFeature",
@@ -49,10 +50,6 @@ __all__ = [
     "parse_single_example",
 ]
 
-SparseTensor = collections.namedtuple("SparseTensor", ["indices", "values", "dense_shape"])
-SparseTensor.__doc__ = ("A sparse tensor as three tensors (what ``VarLenFeature`` parses to); "
-                        "``sess.run`` gives the same triple of arrays.")
-SparseTensorValue = SparseTensor
 FixedLenFeature = collections.namedtuple("FixedLenFeature", ["shape", "dtype", "default_value"])
 FixedLenFeature.__new__.__defaults__ = (None,)
 VarLenFeature = collections.namedtuple("VarLenFeature", ["dtype"])
