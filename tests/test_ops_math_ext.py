@@ -261,3 +261,91 @@ def test_assert_all_finite_and_monotonic_checks():
     for name in ("assert_equal", "assert_rank", "is_nan", "is_finite", "Assert",
                  "assert_all_finite", "check_numerics"):
         assert hasattr(tv.debugging, name), name
+
+
+# ---- special functions (special_ops) ----------------------------------------------------------
+def _vec(f):
+    return lambda a: np.vectorize(f, otypes=[np.float64])(a)
+
+
+TRIG = [(tv.acos, np.arccos, (-0.9, 0.9)), (tv.asin, np.arcsin, (-0.9, 0.9)),
+        (tv.atan, np.arctan, (-3, 3)), (tv.sinh, np.sinh, (-3, 3)), (tv.cosh, np.cosh, (-3, 3)),
+        (tv.asinh, np.arcsinh, (-3, 3)), (tv.acosh, np.arccosh, (1.1, 4)),
+        (tv.atanh, np.arctanh, (-0.9, 0.9)),
+        (tv.erf, _vec(math.erf), (-4, 4)), (tv.erfc, _vec(math.erfc), (-4, 6)),
+        (tv.lgamma, _vec(math.lgamma), (0.1, 30)), (tv.log_sigmoid,
+                                                     lambda a: -np.logaddexp(0, -a), (-30, 30))]
+
+
+@pytest.mark.parametrize("fn,ref,dom", TRIG, ids=lambda v: getattr(v, "__name__", ""))
+def test_unary_special_forward_and_gradient(fn, ref, dom):
+    x = rand(3, 4, lo=dom[0], hi=dom[1])
+    check_forward(fn, ref, x, rtol=1e-12, atol=1e-14)
+    check_forward(fn, ref, x.astype(np.float32), rtol=2e-6, atol=1e-6)
+    check_gradients(fn, x, rtol=1e-5, atol=1e-6)
+
+
+def test_erf_erfc_lgamma_across_their_ranges_against_the_math_module():
+    x = np.linspace(-7, 7, 20001)
+    got = run([tv.erf(x), tv.erfc(x)])
+    np.testing.assert_allclose(got[0], [math.erf(v) for v in x], rtol=0, atol=2e-15)
+    np.testing.assert_allclose(got[1], [math.erfc(v) for v in x], rtol=1e-11, atol=1e-300)
+    x = np.linspace(-20.25, 80, 30001)
+    x = x[np.abs(x - np.round(x)) > 1e-6]
+    np.testing.assert_allclose(run(tv.lgamma(x)), [math.lgamma(v) for v in x], rtol=1e-13,
+                               atol=1e-13)
+
+
+def test_special_edge_values_as_tf():
+    x = np.array([0.0, -1.0, -0.0, np.inf, -np.inf, np.nan, 1.0, 2.0])
+    lg, dg, e, ec = run([tv.lgamma(x), tv.digamma(x), tv.erf(x), tv.erfc(x)])
+    assert lg[:5].tolist() == [np.inf] * 5 and np.isnan(lg[5]) and lg[6:].tolist() == [0, 0]
+    assert np.isnan(dg[[0, 1, 2, 4, 5]]).all() and dg[3] == np.inf
+    assert e[3:5].tolist() == [1.0, -1.0] and ec[3:5].tolist() == [0.0, 2.0]
+    z = run(tv.zeta(np.array([2.0, 2.0, 1.0, 0.5, 3.0]), np.array([0.0, -1.5, 1.0, 1.0, -2.0])))
+    assert z[0] == np.inf and z[2] == np.inf and np.isnan(z[3]) and np.isnan(z[4])
+    np.testing.assert_allclose(z[1], 9.379246644989124, rtol=1e-13)  # TF's value
+
+
+def test_digamma_polygamma_zeta_closed_forms():
+    euler = 0.57721566490153286
+    n = np.arange(1, 8, dtype=np.float64)
+    harmonic = np.array([sum(1.0 / k for k in range(1, int(m))) for m in n])
+    np.testing.assert_allclose(run(tv.digamma(n)), -euler + harmonic, rtol=1e-14, atol=1e-15)
+    half = np.array([0.5, 1.5, 2.5])
+    want = -euler - 2 * math.log(2) + np.array([0, 2, 2 + 2 / 3])
+    np.testing.assert_allclose(run(tv.digamma(half)), want, rtol=1e-13, atol=1e-15)
+    # reflection: psi(1 - x) - psi(x) = pi / tan(pi x)
+    x = rand(20, lo=0.05, hi=0.95)
+    d = run(tv.digamma(np.concatenate([x, 1 - x])))
+    np.testing.assert_allclose(d[20:] - d[:20], np.pi / np.tan(np.pi * x), rtol=1e-11)
+    zeta_2_4 = run(tv.zeta(np.array([2.0, 4.0, 2.0]), np.array([1.0, 1.0, 0.5])))
+    np.testing.assert_allclose(zeta_2_4, [np.pi ** 2 / 6, np.pi ** 4 / 90, np.pi ** 2 / 2],
+                               rtol=1e-14)
+    # polygamma(1, 1) = pi^2/6, polygamma(2, 1) = -2 zeta(3), polygamma(0, x) = digamma(x)
+    p = run(tv.polygamma(np.array([1.0, 2.0, 0.0, 1.5]), np.array([1.0, 1.0, 3.0, 2.0])))
+    np.testing.assert_allclose(p[:3], [np.pi ** 2 / 6, -2 * 1.2020569031595942,
+                                       1.5 - euler], rtol=1e-13)
+    assert np.isnan(p[3])  # a non-integer order
+
+
+def test_special_gradients():
+    x = rand(2, 3, lo=0.3, hi=6.0)
+    check_gradients(tv.digamma, x, rtol=1e-5)
+    check_gradients(lambda v: tv.polygamma(tv.constant(1.0, tv.float64), v), x, rtol=1e-5)
+    check_gradients(lambda q: tv.zeta(tv.constant(3.0, tv.float64), q), x, rtol=1e-5)
+    check_gradients(tv.lgamma, rand(5, lo=-3.9, hi=-3.1), rtol=1e-5)
+    check_gradients(tv.atan2, rand(3, 2), rand(2, lo=0.5, hi=2), rtol=1e-5)
+    check_gradients(tv.lbeta, rand(3, 4, lo=0.5, hi=3), rtol=1e-5)
+
+
+def test_atan2_rint_lbeta_forward():
+    y, x = rand(3, 4), rand(4)
+    check_forward(tv.atan2, np.arctan2, y, x)
+    r = run(tv.rint(np.array([0.5, 1.5, 2.5, -0.5, -1.7])))
+    assert r.tolist() == [0.0, 2.0, 2.0, -0.0, -2.0]
+    a = rand(2, 3, lo=0.5, hi=4)
+    want = [sum(math.lgamma(v) for v in row) - math.lgamma(sum(row)) for row in a]
+    np.testing.assert_allclose(run(tv.lbeta(a)), want, rtol=1e-12)
+    with pytest.raises(InvalidArgumentError, match="Erf does not support dtype int32"):
+        tv.erf(tv.constant([1, 2]))

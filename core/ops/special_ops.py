@@ -1,0 +1,380 @@
+"""Inverse trigonometric and hyperbolic functions and special functions (TF 1.x's ``tf.acos`` …
+``tf.atanh``, ``tf.atan2``, ``tf.erf``, ``tf.erfc``, ``tf.lgamma``, ``tf.digamma``,
+``tf.math.polygamma``, ``tf.math.zeta``, ``tf.math.lbeta``, ``tf.log_sigmoid``, ``tf.rint``),
+with their gradients.
+
+The special functions are vectorised NumPy code (no SciPy, no per-element Python), evaluated in
+float64 and rounded to the input's dtype, written against the array namespace of their inputs
+so one source serves CPU and GPU devices:
+
+* ``erf``/``erfc``: the series ``erf(x) = 2/sqrt(pi) exp(-x^2) sum 2^n x^(2n+1) / (2n+1)!!``
+  (positive terms, no cancellation) for ``|x| < 2.5``, the continued fraction of ``erfc``
+  (evaluated backwards, fixed depth) beyond;
+* ``lgamma``: Lanczos' approximation (g = 7, 9 terms), reflected below 1/2;
+* ``digamma``: the recurrence up to ``x + 10`` then the asymptotic series, reflected below 1/2;
+* ``zeta`` (Hurwitz) and ``polygamma``: Euler-Maclaurin summation as Cephes' ``zeta``, with
+  Bernoulli numbers computed exactly at import.
+
+Edge values follow TF: ``lgamma`` is ``inf`` at non-positive integers, ``digamma`` NaN there,
+``zeta(x, q)`` is ``inf`` at ``x == 1`` and NaN for ``x < 1``, ``polygamma`` of a non-integer
+order NaN.
+
+>>> import tensorvm as tv
+>>> with tv.Session() as s:
+...     [round(float(v), 12) for v in s.run([tv.erf(1.0), tv.lgamma(0.5), tv.digamma(1.0)])]
+[0.842700792950, 0.572364942925, -0.577215664902]
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from ..kernels_gpu import array_namespace, to_host
+from ..op_def_library import apply_op
+from ..registry import get_op_def, register_kernel, register_op
+from .common import _convert_pair, broadcast_shapes, check_same_dtype, def_binary, def_unary
+from .common import unbroadcast
+from .math_ops import exp, negative, sqrt, square
+
+__all__ = ["acos", "asin", "atan", "atan2", "sinh", "cosh", "acosh", "asinh", "atanh", "erf",
+           "erfc", "lgamma", "digamma", "polygamma", "zeta", "lbeta", "log_sigmoid", "rint"]
+
+_OPS: list[str] = []  # op types registered here: each gets its CPU kernel as its GPU kernel
+
+
+def _is_float(dt):
+    return dt.is_floating
+
+
+def _quiet(ufunc):
+    """``ufunc`` without NumPy's warnings on values outside its domain (NaN, as TF gives)."""
+    def kernel(*xs):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return ufunc(*xs)
+    kernel.__name__ = ufunc.__name__
+    return kernel
+
+
+def _unary(op_type, kernel, grad, differentiable=True):
+    _OPS.append(op_type)
+    if isinstance(kernel, np.ufunc):
+        kernel = _quiet(kernel)
+    return def_unary(op_type, kernel, grad, allowed=_is_float, differentiable=differentiable)
+
+
+# ---- inverse trigonometric and hyperbolic functions (NumPy ufuncs) ---------------------------
+acos = _unary("Acos", np.arccos, lambda op, g: [-g / sqrt(1 - square(op.inputs[0]))])
+asin = _unary("Asin", np.arcsin, lambda op, g: [g / sqrt(1 - square(op.inputs[0]))])
+atan = _unary("Atan", np.arctan, lambda op, g: [g / (1 + square(op.inputs[0]))])
+sinh = _unary("Sinh", np.sinh, lambda op, g: [g * cosh(op.inputs[0])])
+cosh = _unary("Cosh", np.cosh, lambda op, g: [g * sinh(op.inputs[0])])
+asinh = _unary("Asinh", np.arcsinh, lambda op, g: [g / cosh(op.outputs[0])])
+acosh = _unary("Acosh", np.arccosh, lambda op, g: [g / sinh(op.outputs[0])])
+atanh = _unary("Atanh", np.arctanh, lambda op, g: [g / (1 - square(op.inputs[0]))])
+rint = _unary("Rint", np.rint, None, differentiable=False)
+rint.__doc__ = "Element-wise rounding to the nearest integer, half to even (``np.rint``)."
+
+
+def _atan2_grad(op, g):
+    y, x = op.inputs
+    inv = g / (square(x) + square(y))
+    return [unbroadcast(x * inv, y), unbroadcast(-y * inv, x)]
+
+
+_OPS.append("Atan2")
+atan2 = def_binary("Atan2", _quiet(np.arctan2), _atan2_grad, allowed=_is_float)
+atan2.__doc__ = ("``atan(y / x)`` in the quadrant of ``(x, y)``, element-wise: "
+                 "``tv.atan2(y, x)`` (TF's argument order).")
+
+
+# ---- special functions: float64 evaluation ----------------------------------------------------
+def _f64(x):
+    return x.astype(np.float64, copy=False)
+
+
+def _back(out, like):
+    return out.astype(like.dtype, copy=False)
+
+
+_SQRT_PI = 1.7724538509055160273
+_ERF_SERIES_TERMS = 60
+_ERFC_CF_DEPTH = 120
+_ERF_SPLIT = 2.5
+
+
+def _erf_series(x):
+    """``erf(x)`` for ``|x| < 2.5``: positive terms, so no cancellation."""
+    x2 = x * x
+    term = total = x
+    for n in range(1, _ERF_SERIES_TERMS):
+        term = term * (2.0 * x2 / (2 * n + 1))
+        total = total + term
+    return (2.0 / _SQRT_PI) * np.exp(-x2) * total
+
+
+def _erfc_cf(x):
+    """``erfc(x)`` for ``x >= 2.5``: the continued fraction
+    ``exp(-x^2)/sqrt(pi) / (x + (1/2)/(x + 1/(x + (3/2)/(x + ...))))``, evaluated backwards."""
+    t = x
+    for k in range(_ERFC_CF_DEPTH, 0, -1):
+        t = x + (0.5 * k) / t
+    with np.errstate(under="ignore"):
+        return np.exp(-x * x) / (_SQRT_PI * t)
+
+
+def _erf_parts(x):
+    """``(small, erf of the small part, erfc(|x|) of the large part)`` for float64 ``x``."""
+    ax = np.abs(x)
+    small = ax < _ERF_SPLIT
+    xs = np.where(small, x, 0.0)
+    xl = np.where(small, _ERF_SPLIT, ax)
+    return small, _erf_series(xs), _erfc_cf(xl)
+
+
+def _erf_kernel(x):
+    xf = _f64(x)
+    small, e, c = _erf_parts(xf)
+    out = np.where(small, e, np.sign(xf) * (1.0 - c))
+    return _back(out, x)
+
+
+def _erfc_kernel(x):
+    xf = _f64(x)
+    small, e, c = _erf_parts(xf)
+    out = np.where(small, 1.0 - e, np.where(xf > 0, c, 2.0 - c))
+    return _back(out, x)
+
+
+_LANCZOS_G = 7.0
+_LANCZOS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313,
+            -176.61502916214059, 12.507343278686905, -0.13857109526572012,
+            9.9843695780195716e-6, 1.5056327351493116e-7)
+_HALF_LOG_2PI = 0.91893853320467274178
+
+
+def _lgamma_pos(z):
+    """``lgamma(z)`` for ``z >= 1/2`` (Lanczos, g = 7)."""
+    z = z - 1.0
+    a = _LANCZOS[0]
+    for i in range(1, len(_LANCZOS)):
+        a = a + _LANCZOS[i] / (z + i)
+    t = z + (_LANCZOS_G + 0.5)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _HALF_LOG_2PI + (z + 0.5) * np.log(t) - t + np.log(a)
+
+
+def _sin_pi_abs(x):
+    """``|sin(pi x)|`` with the argument reduced first (exact zeros at integers)."""
+    r = x - np.round(x)
+    return np.abs(np.sin(np.pi * r))
+
+
+def _lgamma_kernel(x):
+    xf = _f64(x)
+    refl = xf < 0.5
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        z = np.where(refl, 1.0 - xf, xf)
+        lg = _lgamma_pos(np.where(np.isfinite(z), z, 1.0))
+        s = _sin_pi_abs(np.where(np.isfinite(xf), xf, 0.5))
+        out = np.where(refl, np.log(np.pi / s) - lg, lg)
+        out = np.where(np.isinf(xf), np.inf, out)  # lgamma(+-inf) = inf
+        out = np.where(np.isnan(xf), np.nan, out)
+    return _back(out, x)
+
+
+_DIGAMMA_SHIFT = 10
+
+
+def _bernoulli(n: int) -> list[Fraction]:
+    """B_0 .. B_n (B_1 = -1/2), exactly."""
+    b = [Fraction(0)] * (n + 1)
+    a = [Fraction(0)] * (n + 1)
+    for m in range(n + 1):
+        a[m] = Fraction(1, m + 1)
+        for j in range(m, 0, -1):
+            a[j - 1] = j * (a[j - 1] - a[j])
+        b[m] = a[0]
+    b[1] = -b[1]  # Akiyama-Tanigawa gives B_1 = +1/2
+    return b
+
+
+_B = _bernoulli(26)
+# digamma's asymptotic series: psi(w) ~ log w - 1/(2w) - sum_k B_2k / (2k w^2k)
+_PSI_COEF = tuple(float(_B[2 * k] / (2 * k)) for k in range(1, 8))
+# zeta's Euler-Maclaurin corrections: B_2j / (2j)!
+_ZETA_COEF = tuple(float(_B[2 * j] / math.factorial(2 * j)) for j in range(1, 13))
+
+
+def _digamma_pos(z):
+    """``digamma(z)`` for ``z >= 1/2``: ``psi(z) = psi(z + 10) - sum 1/(z + k)``."""
+    acc = 0.0
+    for k in range(_DIGAMMA_SHIFT):
+        acc = acc + 1.0 / (z + k)
+    w = z + _DIGAMMA_SHIFT
+    inv2 = 1.0 / (w * w)
+    series = 0.0
+    p = inv2
+    for c in _PSI_COEF:
+        series = series + c * p
+        p = p * inv2
+    return np.log(w) - 0.5 / w - series - acc
+
+
+def _digamma_kernel(x):
+    xf = _f64(x)
+    refl = xf < 0.5
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        z = np.where(refl, 1.0 - xf, xf)
+        psi = _digamma_pos(np.where(np.isfinite(z), z, 1.0))
+        r = xf - np.round(np.where(np.isfinite(xf), xf, 0.0))
+        out = np.where(refl, psi - np.pi / np.tan(np.pi * r), psi)
+        out = np.where(refl & (r == 0), np.nan, out)  # poles: 0, -1, -2 ...
+        out = np.where(xf == np.inf, np.inf, out)
+        out = np.where((xf == -np.inf) | np.isnan(xf), np.nan, out)
+    return _back(out, x)
+
+
+_ZETA_MIN_TERMS = 9
+_ZETA_START = 9.0  # the summation goes on until q + k > 9 (Cephes)
+
+
+def _zeta_f64(xf, qf):
+    """Hurwitz ``zeta(x, q) = sum_k (q + k)^-x`` (Cephes' Euler-Maclaurin summation)."""
+    xp = array_namespace(xf, qf)
+    xf, qf = xp.broadcast_arrays(xf, qf)
+    # terms summed directly, per element: at least 9, and until q + n > 9
+    n = np.maximum(_ZETA_MIN_TERMS, np.floor(_ZETA_START - qf) + 2)
+    n = np.where(np.isfinite(n), n, _ZETA_MIN_TERMS)
+    kmax = int(np.asarray(to_host(n.max())).reshape(())) if n.size else _ZETA_MIN_TERMS
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+        s = 0.0
+        for k in range(kmax):
+            s = s + np.where(k < n, (qf + k) ** -xf, 0.0)
+        w = qf + n
+        b = w ** -xf
+        s = s + b * w / (xf - 1.0) + 0.5 * b
+        a = 1.0
+        fac = xf
+        for j, c in enumerate(_ZETA_COEF):
+            b = b / w
+            a = a * fac if j == 0 else a * (xf + 2 * j - 1) * (xf + 2 * j)
+            s = s + a * b * c
+            b = b / w
+        # TF's domain: x == 1 -> inf, x < 1 -> NaN; q <= 0 integer -> inf for even integer x,
+        # else NaN; q < 0 non-integer needs an integer x
+        q_int = qf == np.floor(qf)
+        x_int = xf == np.floor(xf)
+        even = x_int & (np.mod(xf, 2.0) == 0)
+        s = np.where((qf <= 0) & q_int, np.where(even, np.inf, np.nan), s)
+        s = np.where((qf < 0) & ~q_int & ~x_int, np.nan, s)
+        s = np.where(xf == 1.0, np.inf, s)
+        s = np.where(xf < 1.0, np.nan, s)
+    return s
+
+
+def _zeta_kernel(x, q):
+    return _back(_zeta_f64(_f64(x), _f64(q)), x)
+
+
+def _polygamma_kernel(a, x):
+    af, xf = _f64(a), _f64(x)
+    xp = array_namespace(af, xf)
+    af, xf = xp.broadcast_arrays(af, xf)
+    with np.errstate(invalid="ignore", over="ignore"):
+        n1 = af + 1.0
+        # (-1)^(n+1) n! zeta(n+1, x), with n! = Gamma(n + 1)
+        fact = np.exp(_f64(_lgamma_kernel(np.where(n1 > 0, n1, 1.0))))
+        sgn = np.where(np.mod(af, 2.0) == 0, -1.0, 1.0)
+        out = sgn * fact * _zeta_f64(np.where(af >= 1, n1, 2.0), xf)
+        out = np.where(af == 0, _f64(_digamma_kernel(xf)), out)
+        out = np.where((af != np.floor(af)) | (af < 0), np.nan, out)
+    return _back(out, x)
+
+
+# ---- the ops ------------------------------------------------------------------------------------
+def _erf_grad(op, g):
+    x = op.inputs[0]
+    return [g * (2.0 / _SQRT_PI) * exp(-square(x))]
+
+
+erf = _unary("Erf", _erf_kernel, _erf_grad)
+erf.__doc__ = "The error function ``2/sqrt(pi) * integral_0^x exp(-t^2) dt``, element-wise."
+erfc = _unary("Erfc", _erfc_kernel, lambda op, g: [-_erf_grad(op, g)[0]])
+erfc.__doc__ = "The complementary error function ``1 - erf(x)`` (accurate for large x)."
+lgamma = _unary("Lgamma", _lgamma_kernel, lambda op, g: [g * digamma(op.inputs[0])])
+lgamma.__doc__ = "``log(|Gamma(x)|)``, element-wise (``inf`` at non-positive integers)."
+digamma = _unary("Digamma", _digamma_kernel, lambda op, g: [g * _polygamma(op.inputs[0], 1)])
+digamma.__doc__ = "``psi(x) = d/dx lgamma(x)``, element-wise (NaN at non-positive integers)."
+
+
+def _special_binary_shape(op_type):
+    def shape_fn(inputs, attrs):
+        dt = check_same_dtype(inputs, op_type)
+        if not dt.is_floating:
+            from ..errors import InvalidArgumentError
+            raise InvalidArgumentError(f"{op_type} does not support dtype {dt.name}")
+        return [(dt, broadcast_shapes(inputs[0]._shape, inputs[1]._shape))]
+    return shape_fn
+
+
+def _zeta_grad(op, g):  # TF: no gradient for x; d/dq zeta(x, q) = -x zeta(x + 1, q)
+    x, q = op.inputs
+    return [None, unbroadcast(g * -x * zeta(x + 1.0, q), q)]
+
+
+def _polygamma_grad(op, g):  # TF: no gradient for the order
+    a, x = op.inputs
+    return [None, unbroadcast(g * polygamma(a + 1.0, x), x)]
+
+
+register_op("Zeta", _special_binary_shape("Zeta"), _zeta_kernel, grad=_zeta_grad)
+register_op("Polygamma", _special_binary_shape("Polygamma"), _polygamma_kernel,
+            grad=_polygamma_grad)
+_OPS += ["Zeta", "Polygamma"]
+
+
+def zeta(x, q, name=None):
+    """The Hurwitz zeta function ``sum_k (q + k)^-x``, element-wise with broadcasting."""
+    x, q = _convert_pair(x, q)
+    return apply_op("Zeta", [x, q], name=name).outputs[0]
+
+
+def polygamma(a, x, name=None):
+    """The ``a``-th derivative of ``digamma`` at ``x`` (``a`` a non-negative integer value of
+    ``x``'s dtype; NaN otherwise), element-wise with broadcasting."""
+    a, x = _convert_pair(a, x)
+    return apply_op("Polygamma", [a, x], name=name).outputs[0]
+
+
+def _polygamma(x, n: int):
+    from .array_ops import constant
+    return polygamma(constant(float(n), dtype=x.dtype), x)
+
+
+def lbeta(x, name=None):
+    """``log(|Beta(x)|)`` along the last axis: ``sum(lgamma(x)) - lgamma(sum(x))`` (TF's
+    ``tf.math.lbeta``; an empty last axis gives 0)."""
+    from ..graph import get_default_graph
+    from ..tensor_conversion import convert_to_tensor
+    from .math_ops import reduce_sum
+    with get_default_graph().name_scope(name or "lbeta"):
+        x = convert_to_tensor(x, name="x")
+        return reduce_sum(lgamma(x), axis=-1) - lgamma(reduce_sum(x, axis=-1))
+
+
+def log_sigmoid(x, name=None):
+    """``log(sigmoid(x)) = -softplus(-x)``, computed stably (TF's ``tf.log_sigmoid``)."""
+    from ..tensor_conversion import convert_to_tensor
+    from .nn_ops import softplus
+    x = convert_to_tensor(x)
+    return negative(softplus(negative(x)), name=name or "LogSigmoid")
+
+
+# one source for both device types: the kernels above use only ufuncs and the namespace of
+# their inputs (``kernels_gpu``), and read only host counts (zeta's number of terms)
+for _t in _OPS:
+    if "GPU" not in get_op_def(_t).kernels:
+        register_kernel(_t, "GPU", get_op_def(_t).kernels["CPU"])
+del _t
