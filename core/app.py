@@ -109,3 +109,6 @@ def run(main: Callable | None = None, argv: list[str] | None = None):
         raise SystemExit(f"FATAL Flags parsing error: {e}") from None
     main = main or sys.modules["__main__"].main
     sys.exit(main(rest))
+for _name in dir(_absl_flags):  # the rest of absl.flags (validators, parsers …), as TF re-exports
+    if not _name.startswith("_") and not hasattr(flags, _name):
+        setattr(flags, _name, getattr(_absl_flags, _name))

@@ -9,11 +9,17 @@ from __future__ import annotations
 
 
 class OpError(Exception):
-    """Base of all tensorvm runtime errors. ``op`` is the Operation concerned, or None."""
+    """Base of all tensorvm runtime errors. ``op`` is the Operation concerned, or None.
+
+    Constructed as ``Error(message, op=None)``, or with TF's signature
+    ``Error(node_def, op, message[, error_code])`` that TF 1.x programs use
+    (``raise tf.errors.OutOfRangeError(None, None, "end of data")``)."""
 
     error_code = 2
 
-    def __init__(self, message: str, op=None):
+    def __init__(self, message: str | None = None, op=None, *tf_args, **tf_kwargs):
+        if tf_args or "message" in tf_kwargs:  # TF's (node_def, op, message[, error_code])
+            message = tf_args[0] if tf_args else tf_kwargs["message"]
         self.message = message
         self.op = op
         if op is not None:
@@ -84,6 +90,14 @@ class DataLossError(OpError):
     error_code = 15
 
 
+class PermissionDeniedError(OpError):
+    error_code = 7
+
+
+class UnauthenticatedError(OpError):
+    error_code = 16
+
+
 class GraphError(InvalidArgumentError):
     """A malformed graph: raised by ``Graph.validate()`` with the nodes around the fault."""
 
@@ -91,7 +105,29 @@ class GraphError(InvalidArgumentError):
 _BY_NAME = {c.__name__: c for c in (
     CancelledError, UnknownError, InvalidArgumentError, DeadlineExceededError, NotFoundError,
     AlreadyExistsError, ResourceExhaustedError, FailedPreconditionError, AbortedError,
-    OutOfRangeError, UnimplementedError, InternalError, UnavailableError, DataLossError)}
+    OutOfRangeError, UnimplementedError, InternalError, UnavailableError, DataLossError,
+    PermissionDeniedError, UnauthenticatedError)}
+
+# TF's error codes (``tf.errors.OK`` …) and the maps between codes and classes
+OK, CANCELLED, UNKNOWN, INVALID_ARGUMENT, DEADLINE_EXCEEDED, NOT_FOUND = range(6)
+ALREADY_EXISTS, PERMISSION_DENIED, RESOURCE_EXHAUSTED, FAILED_PRECONDITION = range(6, 10)
+ABORTED, OUT_OF_RANGE, UNIMPLEMENTED, INTERNAL, UNAVAILABLE, DATA_LOSS = range(10, 16)
+UNAUTHENTICATED = 16
+_BY_CODE = {c.error_code: c for c in _BY_NAME.values()}
+
+
+def exception_type_from_error_code(error_code: int) -> type[OpError]:
+    """The error class of a TF error code (``tv.errors.NOT_FOUND`` -> ``NotFoundError``)."""
+    if error_code not in _BY_CODE:
+        raise KeyError(f"no error class for error code {error_code}")
+    return _BY_CODE[error_code]
+
+
+def error_code_from_exception_type(cls: type) -> int:
+    """The TF error code of an error class."""
+    if not (isinstance(cls, type) and issubclass(cls, OpError)):
+        raise KeyError(f"{cls!r} is not a tensorvm error class")
+    return cls.error_code
 
 
 def by_name(name: str) -> type[OpError]:

@@ -170,3 +170,36 @@ def test_graph_collections_by_scope_keys_and_clear():
     assert {"extra", tf.GraphKeys.TRAINABLE_VARIABLES} <= set(g.get_all_collection_keys())
     g.clear_collection("extra")
     assert g.get_collection("extra") == [] and "extra" not in g.get_all_collection_keys()
+
+
+# ---- tf.errors codes and TF's constructor; the rest of absl's flags -----------------------------
+def test_errors_codes_and_tf_constructor():
+    import tensorvm as tv
+    e = tv.errors.OutOfRangeError(None, None, "end of data")  # TF's (node_def, op, message)
+    assert str(e) == "end of data" and e.message == "end of data" and e.op is None
+    assert isinstance(tv.errors.PermissionDeniedError("no"), tv.errors.OpError)
+    codes = {"OK": 0, "CANCELLED": 1, "UNKNOWN": 2, "INVALID_ARGUMENT": 3, "DEADLINE_EXCEEDED": 4,
+             "NOT_FOUND": 5, "ALREADY_EXISTS": 6, "PERMISSION_DENIED": 7,
+             "RESOURCE_EXHAUSTED": 8, "FAILED_PRECONDITION": 9, "ABORTED": 10,
+             "OUT_OF_RANGE": 11, "UNIMPLEMENTED": 12, "INTERNAL": 13, "UNAVAILABLE": 14,
+             "DATA_LOSS": 15, "UNAUTHENTICATED": 16}
+    for name, code in codes.items():
+        assert getattr(tv.errors, name) == code
+        if code:
+            cls = tv.errors.exception_type_from_error_code(code)
+            assert cls.error_code == code
+            assert tv.errors.error_code_from_exception_type(cls) == code
+    with pytest.raises(KeyError, match="no error class for error code 99"):
+        tv.errors.exception_type_from_error_code(99)
+
+
+def test_flags_has_absls_validators():
+    import tensorvm as tv
+    fv = tv.flags.FlagValues()
+    tv.flags.DEFINE_integer("steps", 5, "steps", flag_values=fv)
+    tv.flags.register_validator("steps", lambda v: v > 0, message="steps must be positive",
+                                flag_values=fv)
+    fv(["prog", "--steps=3"])
+    assert fv.steps == 3
+    with pytest.raises(tv.flags.IllegalFlagValueError, match="steps must be positive"):
+        fv(["prog", "--steps=-1"])
