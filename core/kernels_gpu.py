@@ -23,6 +23,20 @@ both device types, so the GPU kernel table starts from the CPU one (tinygrad's
   memory and outputs it makes there (TF's ``HostMemory``: shapes, offsets, counts);
 * every other op of a :data:`ONE_SOURCE_FAMILIES` module gets its CPU kernel as its GPU kernel.
 
+Waiting for the device. A GPU queues kernels; the host waits only where it reads a device
+value (a copy to the host). The tables above keep such reads off a step's path as TF's
+``HostMemory`` registrations do, and what is left is what TF's GPU kernels wait for too: a
+fetch, an input of a CPU op, a predicate computed on the device (a loop's or a cond's: TF's
+``LoopCond`` and ``Switch`` read ``pred`` in host memory), DynamicPartition's counts (its
+output sizes), CheckNumerics' flag. ``tests/test_gpu_waits.py`` counts them per step on the
+fake device, and the op sweep's summary lists any other.
+
+Where CuPy's results differ from NumPy's (out-of-bounds indices wrap, duplicate scatter
+indices land in no defined order, integer ``x // 0`` is 0, float-to-int casts saturate), the
+GPU kernels read indices in host memory and check them there, resolve DynamicStitch's
+duplicates there, and otherwise give TF's GPU behaviour: ``tests/test_gpu_semantics.py``
+has the table, checked on the fake device (which models each difference) and on CuPy.
+
 An op of a family in neither table (a user's op, a new module) gets no GPU kernel: placement
 falls back to CPU, or names it. ``tests/test_gpu.py`` asserts every op tensorvm registers has
 a GPU kernel or a CPU-only mark.
