@@ -349,3 +349,99 @@ def test_atan2_rint_lbeta_forward():
     np.testing.assert_allclose(run(tv.lbeta(a)), want, rtol=1e-12)
     with pytest.raises(InvalidArgumentError, match="Erf does not support dtype int32"):
         tv.erf(tv.constant([1, 2]))
+
+
+# ---- arithmetic names, cumprod, linspace, meshgrid (math_ext) -----------------------------------
+def test_floormod_floor_div_realdiv_div_no_nan():
+    a, b = np.array([7, -7, 7, -7]), np.array([3, 3, -3, -3])
+    got = run([tv.floormod(a, b), tv.floor_div(a, b)])
+    assert got[0].tolist() == np.mod(a, b).tolist()
+    assert got[1].tolist() == np.floor_divide(a, b).tolist()
+    x, y = rand(3, 4), rand(4)
+    y[1] = 0.0
+    check_forward(tv.realdiv, np.divide, x, rand(4, lo=0.5))
+    check_forward(tv.div_no_nan, lambda p, q: np.where(q == 0, 0.0, p / np.where(q == 0, 1, q)),
+                  x, y)
+    assert run(tv.div_no_nan(np.array([np.inf, np.nan, 0.0]), np.zeros(3))).tolist() == [0] * 3
+    check_gradients(tv.div_no_nan, x, rand(4, lo=0.5, hi=2))
+
+
+def test_scalar_mul_and_saturate_cast():
+    x = rand(2, 3)
+    np.testing.assert_allclose(run(tv.scalar_mul(2.5, x)), 2.5 * x)
+    s = tv.scalar_mul(tv.constant(3.0), tv.IndexedSlices(tv.constant([[1.0, 2.0]]),
+                                                         tv.constant([0])))
+    assert isinstance(s, tv.IndexedSlices) and run(s.values).tolist() == [[3.0, 6.0]]
+    with pytest.raises(ValueError, match=r"The input scalar must be a 0-D value. Received "
+                                         r"shape \(2,\)\."):
+        tv.scalar_mul(tv.constant([1.0, 2.0]), x)
+    got = run([tv.saturate_cast(np.array([1e10, -1e10, 3.7], np.float32), tv.int32),
+               tv.saturate_cast(np.array([300, -5]), tv.uint8),
+               tv.saturate_cast(np.array([1e40, -1e40, 1.0]), tv.float32)])
+    assert got[0].tolist() == [2147483520, -2147483648, 3]
+    assert got[1].tolist() == [255, 0] and got[1].dtype == np.uint8
+    assert got[2].tolist() == [np.finfo(np.float32).max, np.finfo(np.float32).min, 1.0]
+
+
+def _np_cumprod(x, axis, exclusive, reverse):
+    if reverse:
+        x = np.flip(x, axis)
+    out = np.cumprod(x, axis)
+    if exclusive:
+        out = np.concatenate([np.ones_like(np.take(out, [0], axis)),
+                              np.take(out, range(x.shape[axis] - 1), axis)], axis)
+    return np.flip(out, axis) if reverse else out
+
+
+@pytest.mark.parametrize("exclusive", [False, True])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_cumprod(axis, exclusive, reverse):
+    x = rand(3, 4, lo=0.5, hi=1.5)
+    check_forward(lambda t: tv.cumprod(t, axis, exclusive, reverse),
+                  lambda a: _np_cumprod(a, axis, exclusive, reverse), x)
+    check_gradients(lambda t: tv.cumprod(t, axis, exclusive, reverse), x)
+    assert run(tv.cumprod(np.array([2, 3, 4]), exclusive=True)).tolist() == [1, 2, 6]
+
+
+def test_cumprod_errors():
+    with pytest.raises(InvalidArgumentError, match="Cumprod needs a tensor of rank >= 1"):
+        tv.cumprod(tv.constant(1.0))
+    with pytest.raises(InvalidArgumentError, match="axis 2 is out of range"):
+        tv.cumprod(tv.constant([[1.0]]), axis=2)
+
+
+def test_linspace():
+    got = run([tv.linspace(0.0, 1.0, 5), tv.lin_space(-1.0, 2.0, 4), tv.linspace(2.0, 3.0, 1),
+               tv.linspace(0.1, 0.7, 7), tv.linspace(0, 1, 3)])
+    assert got[0].tolist() == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert got[1].tolist() == [-1.0, 0.0, 1.0, 2.0] and got[2].tolist() == [2.0]
+    assert got[3][-1] == np.float32(0.7)  # the last value is exactly stop
+    np.testing.assert_allclose(got[3], np.linspace(0.1, 0.7, 7), rtol=1e-6)
+    assert got[4].dtype == np.float64 and got[4].tolist() == [0.0, 0.5, 1.0]
+    n = tv.placeholder(tv.int32, [])
+    t = tv.linspace(0.0, 1.0, n)
+    with tv.Session() as s:
+        for k in (1, 2, 6):
+            np.testing.assert_allclose(s.run(t, {n: k}), np.linspace(0, 1, k), rtol=1e-6)
+    nd = run([tv.linspace([0.0, 1.0], [1.0, 3.0], 3),
+              tv.linspace([0.0, 1.0], [1.0, 3.0], 3, axis=1)])
+    np.testing.assert_allclose(nd[0], np.linspace([0.0, 1.0], [1.0, 3.0], 3))
+    np.testing.assert_allclose(nd[1], np.linspace([0.0, 1.0], [1.0, 3.0], 3, axis=1))
+    check_gradients(lambda a, b: tv.linspace(a, b, 5), np.array(0.3), np.array(2.0))
+
+
+def test_meshgrid():
+    x, y, z = np.array([1, 2, 3]), np.array([4, 5]), np.array([6.0, 7.0, 8.0, 9.0])
+    for indexing in ("xy", "ij"):
+        got = run(tv.meshgrid(x, y, indexing=indexing))
+        for g, w in zip(got, np.meshgrid(x, y, indexing=indexing)):
+            assert g.tolist() == w.tolist()
+    got = run(tv.meshgrid(z, z[:2], z[:3]))
+    for g, w in zip(got, np.meshgrid(z, z[:2], z[:3])):
+        assert g.tolist() == w.tolist()
+    with pytest.raises(ValueError, match="indexing` parameter must be either 'xy' or 'ij'"):
+        tv.meshgrid(x, y, indexing="zz")
+    with pytest.raises(TypeError, match="'foo' is an invalid keyword argument"):
+        tv.meshgrid(x, y, foo=1)
+    check_gradients(lambda a, b: tv.meshgrid(a, b)[0] * tv.meshgrid(a, b)[1], rand(3), rand(2))

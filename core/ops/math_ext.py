@@ -595,3 +595,248 @@ overload_operator("__ror__", _r(logical_or))
 overload_operator("__xor__", lambda s, o: logical_xor(s, o))
 overload_operator("__rxor__", _r(logical_xor))
 overload_operator("__invert__", lambda s: logical_not(s))
+
+
+# ---- TF 1.x's other arithmetic names ------------------------------------------------------------
+def floormod(x, y, name=None):
+    """``x - floor(x / y) * y`` (TF's ``tf.floormod``, ``tf.mod``): the result has ``y``'s
+    sign."""
+    from .math_ops import mod
+    return mod(x, y, name=name)
+
+
+def floor_div(x, y, name=None):
+    """``floor(x / y)`` element-wise (TF's ``tf.floor_div``, the op behind ``//``)."""
+    from .math_ops import floordiv
+    return floordiv(x, y, name=name)
+
+
+def realdiv(x, y, name=None):
+    """``x / y`` for real (floating-point) tensors (TF's ``tf.realdiv``)."""
+    from .math_ops import div
+    return div(x, y, name=name)
+
+
+def _div_no_nan_kernel(x, y):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.true_divide(x, y)
+    return np.where(y == 0, np.zeros_like(q), q).astype(x.dtype, copy=False)
+
+
+def _div_no_nan_grad(op, g):  # TF's _DivNoNanGrad
+    x, y = op.inputs
+    return [unbroadcast(div_no_nan(g, y), x),
+            unbroadcast(g * div_no_nan(div_no_nan(-x, y), y), y)]
+
+
+div_no_nan = def_binary("DivNoNan", _div_no_nan_kernel, _div_no_nan_grad,
+                        allowed=lambda dt: dt.is_floating or dt.is_complex)
+div_no_nan.__doc__ = ("``x / y``, or 0 where ``y`` is 0 (even where ``x`` is 0, inf or NaN): "
+                      "TF's ``tf.div_no_nan``.")
+
+
+def scalar_mul(scalar, x, name=None):
+    """``scalar * x`` for a scalar ``scalar`` (an :class:`~tensorvm.IndexedSlices` ``x`` stays
+    one, its values scaled); ``ValueError`` for a non-scalar ``scalar`` (TF's message)."""
+    from ..indexed_slices import IndexedSlices
+    from .math_ops import multiply
+    base = x.values if isinstance(x, IndexedSlices) else convert_to_tensor(x)
+    scalar = convert_to_tensor(scalar, dtype=base.dtype, name="scalar") \
+        if not hasattr(scalar, "dtype") or not hasattr(scalar, "op") else scalar
+    shape = scalar._shape
+    if shape is not None and len(shape) == 0:
+        if isinstance(x, IndexedSlices):
+            return IndexedSlices(multiply(scalar, x.values, name=name), x.indices,
+                                 x.dense_shape)
+        return multiply(scalar, base, name=name)
+    shown = "<unknown>" if shape is None else "(" + ", ".join(
+        "None" if d is None else str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+    raise ValueError(f"The input scalar must be a 0-D value. Received shape {shown}.")
+
+
+def saturate_cast(value, dtype, name=None):
+    """``value`` cast to ``dtype``, first clamped to ``dtype``'s range so that no value wraps
+    around (TF's ``tf.saturate_cast``)."""
+    from ..graph import get_default_graph
+    with get_default_graph().name_scope(name or "saturate_cast"):
+        value = convert_to_tensor(value, name="value")
+        dtype = _dt.as_dtype(dtype)
+        if value.dtype != dtype and not (value.dtype.is_bool or dtype.is_bool):
+            lo_in, hi_in = _range_of(value.dtype)
+            lo_out, hi_out = _range_of(dtype)
+            if lo_in < lo_out:
+                value = maximum(value, constant(_representable(lo_out, value.dtype, up=True),
+                                                dtype=value.dtype))
+            if hi_in > hi_out:
+                value = minimum(value, constant(_representable(hi_out, value.dtype, up=False),
+                                                dtype=value.dtype))
+        return cast(value, dtype, name="saturate_cast")
+
+
+def _range_of(dt):
+    d = dt.np_dtype
+    info = np.finfo(d) if d.kind in "fc" else np.iinfo(d)
+    return float(info.min), float(info.max)
+
+
+def _representable(bound, dt, up: bool):
+    """``bound`` in ``dt``, rounded inwards where ``dt`` cannot hold it (a float32 cannot
+    hold 2**31 - 1: the largest float32 below it is taken, so the cast cannot wrap)."""
+    d = dt.np_dtype
+    if d.kind in "iu":
+        return int(bound)
+    v = d.type(bound)
+    if (up and float(v) < bound) or (not up and float(v) > bound):
+        v = np.nextafter(v, d.type(np.inf) if up else d.type(-np.inf))
+    return v
+
+
+# ---- cumprod -------------------------------------------------------------------------------------
+def _cumprod_kernel(x, axis, exclusive, reverse):
+    if reverse:
+        x = np.flip(x, axis)
+    if exclusive:
+        ones_shape = list(x.shape)
+        ones_shape[axis] = 1
+        head = array_namespace(x).ones(ones_shape, x.dtype)
+        idx = [slice(None)] * x.ndim
+        idx[axis] = slice(None, -1)
+        x = np.concatenate([head, x[tuple(idx)]], axis=axis)
+    out = np.cumprod(x, axis=axis, dtype=x.dtype)
+    return np.flip(out, axis) if reverse else out
+
+
+def _cumprod_grad(op, g):  # TF's _CumprodGrad
+    a = op.attrs
+    x = op.inputs[0]
+    prod = cumprod(x, a["axis"], exclusive=a["exclusive"], reverse=a["reverse"])
+    out = cumsum(prod * g, a["axis"], exclusive=a["exclusive"], reverse=not a["reverse"])
+    return [div_no_nan(out, x)]
+
+
+def _cumprod_shape(inputs, attrs):
+    x = inputs[0]
+    if not (_is_real(x.dtype) or x.dtype.is_complex):
+        raise InvalidArgumentError(f"Cumprod needs a numeric tensor, got {x.dtype.name}")
+    if x._shape is not None:
+        if not x._shape:
+            raise InvalidArgumentError("Cumprod needs a tensor of rank >= 1, got a scalar")
+        norm_axes(attrs["axis"], len(x._shape))
+    return [(x.dtype, x._shape)]
+
+
+register_op("Cumprod", _cumprod_shape, _cumprod_kernel, grad=_cumprod_grad)
+
+
+def cumprod(x, axis=0, exclusive=False, reverse=False, name=None):
+    """Cumulative product along ``axis``; ``exclusive`` leaves each element out of its own
+    product (the first is 1), ``reverse`` multiplies from the end.
+
+    >>> import tensorvm as tv
+    >>> with tv.Session() as s:
+    ...     s.run(tv.cumprod([1, 2, 3], exclusive=True)).tolist()
+    [1, 1, 2]
+    """
+    x = convert_to_tensor(x)
+    rank = None if x._shape is None else len(x._shape)
+    axis = int(axis)
+    if rank:
+        (axis,) = norm_axes(axis, rank)
+    return apply_op("Cumprod", [x], {"axis": axis, "exclusive": bool(exclusive),
+                                     "reverse": bool(reverse)}, name=name).outputs[0]
+
+
+# ---- linspace, meshgrid ------------------------------------------------------------------------
+def linspace(start, stop, num, name=None, axis=0):
+    """``num`` evenly spaced values from ``start`` to ``stop`` inclusive (the last is exactly
+    ``stop``); ``start``/``stop`` may be tensors of one shape, the values then go along
+    ``axis``. ``num`` may be a tensor. Gradients flow to ``start`` and ``stop``.
+
+    >>> import tensorvm as tv
+    >>> with tv.Session() as s:
+    ...     s.run(tv.linspace(0.0, 1.0, 5)).tolist()
+    [0.0, 0.25, 0.5, 0.75, 1.0]
+    """
+    from ..graph import get_default_graph
+    from .array_ops import reshape
+    from .fill_ops import range as _range
+    from .manip_ops import expand_dims
+    with get_default_graph().name_scope(name or "linspace"):
+        start = convert_to_tensor(start, name="start")
+        stop = convert_to_tensor(stop, name="stop", dtype=start.dtype
+                                 if not isinstance(stop, np.ndarray) else None)
+        if start.dtype.is_integer:  # TF 2's rule: integer bounds give float64 values
+            start, stop = cast(start, _dt.float64), cast(stop, _dt.float64)
+        elif not start.dtype.is_floating:
+            raise InvalidArgumentError(f"LinSpace: start and stop must be numbers, got "
+                                       f"{start.dtype.name}")
+        num = convert_to_tensor(num, name="num") if not isinstance(num, int) else num
+        rank = None if start._shape is None else len(start._shape)
+        ax = axis if rank is None else norm_axes(axis, rank + 1)[0] if rank else 0
+        n_int = cast(num, _dt.int32) if not isinstance(num, int) else num
+        steps = cast(n_int - 1, start.dtype) if not isinstance(num, int) else \
+            constant(float(max(num - 1, 1)), dtype=start.dtype)
+        if not isinstance(num, int):
+            steps = maximum(steps, constant(1.0, dtype=start.dtype))
+        idx = cast(_range(n_int), start.dtype)
+        s, e = expand_dims(start, ax), expand_dims(stop, ax)
+        shape_of_idx = [1] * ((rank or 0) + 1)
+        shape_of_idx[ax] = -1
+        idx = reshape(idx, shape_of_idx)
+        out = s + idx * ((e - s) / steps)
+        # the last value is exactly ``stop`` (TF's linspace_nd)
+        if isinstance(num, int) and num <= 1:
+            return out
+        is_last = equal(reshape(_range(n_int), shape_of_idx), n_int - 1)
+        if not isinstance(num, int):
+            is_last = logical_and(is_last, greater(n_int, 1))
+        return where_(is_last, e + zeros_like(out), out)
+
+
+lin_space = linspace
+
+
+def meshgrid(*args, **kwargs):
+    """N-D coordinate arrays from N 1-D tensors (TF's ``tf.meshgrid``): ``indexing="xy"``
+    (default, Cartesian: the first two output dimensions swapped) or ``"ij"`` (matrix).
+
+    >>> import tensorvm as tv
+    >>> X, Y = tv.meshgrid([1, 2, 3], [4, 5])
+    >>> with tv.Session() as s:
+    ...     s.run(X).tolist(), s.run(Y).tolist()
+    ([[1, 2, 3], [1, 2, 3]], [[4, 4, 4], [5, 5, 5]])
+    """
+    from ..graph import get_default_graph
+    from .array_ops import reshape, stack
+    from .fill_ops import ones, size
+    indexing = kwargs.pop("indexing", "xy")
+    name = kwargs.pop("name", "meshgrid")
+    if kwargs:
+        key = list(kwargs.keys())[0]
+        raise TypeError(f"'{key}' is an invalid keyword argument for this function")
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"Argument `indexing` parameter must be either 'xy' or 'ij', got "
+                         f"'{indexing}'")
+    with get_default_graph().name_scope(name):
+        ndim = len(args)
+        s0 = (1,) * ndim
+        if not ndim:
+            return []
+        output = []
+        for i, x in enumerate(args):
+            x = convert_to_tensor(x) if not isinstance(x, (list, tuple)) else stack(
+                [convert_to_tensor(v) for v in x]) if any(
+                    hasattr(v, "op") for v in x) else convert_to_tensor(x)
+            output.append(reshape(x, s0[:i] + (-1,) + s0[i + 1:]))
+        shapes = [size(x) for x in output]
+        dtype = output[0].dtype
+        if indexing == "xy" and ndim > 1:
+            output[0] = reshape(output[0], (1, -1) + (1,) * (ndim - 2))
+            output[1] = reshape(output[1], (-1, 1) + (1,) * (ndim - 2))
+            shapes[0], shapes[1] = shapes[1], shapes[0]
+        mult_fact = ones(shapes, dtype)
+        return [x * mult_fact for x in output]
+
+
+__all__ += ["floormod", "floor_div", "realdiv", "div_no_nan", "scalar_mul", "saturate_cast",
+            "cumprod", "linspace", "lin_space", "meshgrid"]
