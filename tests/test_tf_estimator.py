@@ -636,3 +636,34 @@ def test_canned_estimator_argument_errors():
     est = tv.estimator.LinearRegressor(cols, optimizer="Nope", model_dir=_mem_dir("bad"))
     with pytest.raises(ValueError, match="Unsupported optimizer name: Nope"):
         est.train(tv.estimator.inputs.numpy_input_fn({"x": X[:, 0]}, Y, 10, 1, False))
+
+
+# ---- queue-based input (TF 1.x's tf.train.batch pipelines) ----------------------------------
+
+def test_queue_input_fn_runs_without_starting_queue_runners_by_hand():
+    # TF's MonitoredSession starts the graph's queue runners (and stops them at the end)
+    def input_fn():
+        x, y = tv.train.slice_input_producer([X, Y], num_epochs=2, shuffle=False)
+        xb, yb = tv.train.batch([x, y], batch_size=25)
+        return {"x": xb}, yb
+
+    est = _estimator(save_checkpoints_steps=1000)
+    est.train(input_fn)  # 2 epochs of 50 rows in batches of 25, then OutOfRange
+    assert int(est.get_variable_value("global_step")) == 4
+    res = est.evaluate(input_fn)
+    assert res["global_step"] == 4
+    w, b = _params(est)
+    np.testing.assert_allclose(res["mae"], np.mean(np.abs(X @ w + b - Y)), rtol=1e-5)
+
+
+def test_a_queue_runners_error_ends_the_monitored_session_and_is_raised():
+    with tv.Graph().as_default():
+        q = tv.FIFOQueue(4, tv.float32, shapes=[[]])
+        bad = tv.check_numerics(tv.constant(np.float32(np.nan)), "bad input")
+        tv.train.add_queue_runner(tv.train.QueueRunner(q, [q.enqueue(bad)]))
+        tv.train.get_or_create_global_step()
+        x = q.dequeue()
+        with pytest.raises(tv.errors.InvalidArgumentError, match="bad input"), \
+                tv.train.MonitoredTrainingSession() as sess:
+            while not sess.should_stop():
+                sess.run(x)

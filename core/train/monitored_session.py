@@ -83,12 +83,16 @@ class _Coordinator:
 class MonitoredSession:
     """See the module docstring; made by :func:`MonitoredTrainingSession`.
     ``checkpoint_filename_with_path`` restores that checkpoint instead of the latest of
-    ``checkpoint_dir`` (TF's ``ChiefSessionCreator`` argument)."""
+    ``checkpoint_dir`` (TF's ``ChiefSessionCreator`` argument). The graph's queue runners
+    (``tv.train.add_queue_runner``, the ``tv.train.batch`` family) are started once the state
+    exists and stopped when the session closes (waiting up to ``stop_grace_period_secs``); a
+    runner's error stops the loop and is raised by ``close``, as TF's."""
 
     def __init__(self, session, is_chief: bool = True, checkpoint_dir: str | None = None,
                  scaffold: Scaffold | None = None, hooks=(), own_session: bool = False,
                  max_wait_secs: float = 7200.0, max_recoveries: int = 10, stop_event=None,
-                 checkpoint_filename_with_path: str | None = None):
+                 checkpoint_filename_with_path: str | None = None,
+                 stop_grace_period_secs: float = 120):
         self._sess = session
         self._ckpt_path = checkpoint_filename_with_path
         self.graph = session.graph
@@ -106,6 +110,8 @@ class MonitoredSession:
         self._max_recoveries = max_recoveries
         self.recoveries = 0
         self._coord = _Coordinator(stop_event)
+        self._qr_coord, self._qr_threads = None, []
+        self._stop_grace = stop_grace_period_secs
         self._closed = False
         self._workers = self._count_workers()
         with self.graph.as_default():
@@ -140,8 +146,33 @@ class MonitoredSession:
             self._wait_until_ready()
         if sc.local_init_op is not None:
             self._sess.run(sc.local_init_op)
+        self._start_queue_runners()
         for h in self._hooks:
             h.after_create_session(self._sess, self._coord)
+
+    def _start_queue_runners(self) -> None:
+        """Start the graph's queue runners (TF's session creator does), after stopping those
+        of an earlier creation (a recovery)."""
+        from .queue_runner import QUEUE_RUNNERS, Coordinator, start_queue_runners
+        self._stop_queue_runners(raise_error=False)
+        if self.graph.get_collection(QUEUE_RUNNERS):
+            self._qr_coord = Coordinator()
+            self._qr_threads = start_queue_runners(self._sess, coord=self._qr_coord,
+                                                   daemon=True)
+
+    def _stop_queue_runners(self, raise_error: bool = True) -> None:
+        coord, threads = self._qr_coord, self._qr_threads
+        self._qr_coord, self._qr_threads = None, []
+        if coord is None:
+            return
+        coord.request_stop()
+        try:
+            coord.join(threads, stop_grace_period_secs=self._stop_grace)
+        except Exception:
+            if raise_error:
+                raise
+            _log.warning("a queue runner failed before the session was recreated",
+                         exc_info=True)
 
     def _wait_until_ready(self) -> None:
         """A non-chief waits for the chief to initialise or restore every global variable."""
@@ -228,7 +259,8 @@ class MonitoredSession:
         return step_fn(self)
 
     def should_stop(self) -> bool:
-        return self._closed or self._coord.should_stop()
+        return self._closed or self._coord.should_stop() or (
+            self._qr_coord is not None and self._qr_coord.should_stop())
 
     def close(self) -> None:
         self._close(call_end=True)
@@ -242,8 +274,11 @@ class MonitoredSession:
                     h.end(self._sess)
         finally:
             self._closed = True
-            if self._own:
-                self._sess.close()
+            try:
+                self._stop_queue_runners(raise_error=call_end)
+            finally:
+                if self._own:
+                    self._sess.close()
 
     def __enter__(self):
         return self
@@ -296,7 +331,8 @@ def MonitoredTrainingSession(master: str | None = None, is_chief: bool = True,
                                                     loss=loss, job=job_name))
     try:
         ms = MonitoredSession(sess, is_chief, checkpoint_dir, scaffold, all_hooks, own,
-                              max_wait_secs, max_recoveries, stop_event)
+                              max_wait_secs, max_recoveries, stop_event,
+                              stop_grace_period_secs=stop_grace_period_secs)
     except BaseException:
         if own:
             sess.close()
