@@ -220,3 +220,49 @@ def test_strings_namespace():
     assert list(tokens) == ["a", "b", "c"] and list(rows) == [0, 0, 1]
     assert strings.lower is tv.string_lower and strings.to_hash_bucket_fast is \
         tv.string_to_hash_bucket_fast
+
+
+# ---- substr and reduce_join ----------------------------------------------------------------------
+def test_substr_bytes_chars_negative_and_broadcast():
+    words = np.array(["hello", "world", "héllo"], dtype=object)
+    with tv.Session() as s:
+        got = s.run([tv.substr(words, 1, 3), tv.substr(words, -2, 5),
+                     tv.strings.substr(words, [0, 1, 1], [2, 2, 2], unit="UTF8_CHAR"),
+                     tv.substr(words[2:], 1, 2)])
+    assert got[0].tolist() == ["ell", "orl", "él"]  # bytes (TF's default unit), valid UTF-8
+    assert got[1].tolist() == ["lo", "ld", "lo"]
+    assert got[2].tolist() == ["he", "or", "él"]
+    assert got[3].tolist() == ["é"]
+    with tv.Session() as s:  # a cut inside a character leaves bytes
+        assert s.run(tv.substr(["héllo"], 1, 1)).tolist() == [b"\xc3"]
+
+
+def test_substr_errors():
+    with tv.Session() as s:
+        with pytest.raises(tv.errors.InvalidArgumentError,
+                           match="Substr: pos 5 out of range for string 'abc' at index 0"):
+            s.run(tv.substr(["abc"], 5, 1))
+        with pytest.raises(tv.errors.InvalidArgumentError, match="len must be non-negative"):
+            s.run(tv.substr(["abc"], 0, -1))
+    with pytest.raises(tv.errors.InvalidArgumentError, match="pos and len must have the same "
+                                                             "shape"):
+        tv.substr(["ab", "cd"], [0, 1], 1)
+    with pytest.raises(tv.errors.InvalidArgumentError, match="unit must be 'BYTE' or 'UTF8_CHAR'"):
+        tv.substr(["ab"], 0, 1, unit="WORD")
+    with pytest.raises(tv.errors.InvalidArgumentError, match="Substr expects a string tensor"):
+        tv.substr(tv.constant([1]), 0, 1)
+
+
+def test_reduce_join_equals_python_joins():
+    x = np.array([[["a", "b"], ["c", "d"]], [["e", "f"], ["g", "h"]]], dtype=object)
+    with tv.Session() as s:
+        got = s.run([tv.reduce_join(x), tv.reduce_join(x, -1, separator=","),
+                     tv.strings.reduce_join(x, [0, 2], keepdims=True),
+                     tv.reduce_join(np.zeros((2, 0), object), 1)])
+    assert got[0] == "abcdefgh"
+    assert got[1].tolist() == [[",".join(r) for r in m] for m in x.tolist()]
+    want = ["".join(x[i, j, k] for i in range(2) for k in range(2)) for j in range(2)]
+    assert got[2].shape == (1, 2, 1) and got[2].reshape(-1).tolist() == want
+    assert got[3].tolist() == ["", ""]
+    with pytest.raises(tv.errors.InvalidArgumentError, match="axis 3 is out of range"):
+        tv.reduce_join(x, 3)

@@ -18,7 +18,7 @@ _FAMILIES = ["array_ops", "math_ops", "manip_ops", "slice_ops", "fill_ops", "ind
              "string_ops", "script_ops", "state_ops", "data_flow_ops", "mapreduce_ops",
              "deprecated_ops", "nn_norm", "nn_sampled", "io_ops", "parsing_ops",
              "control_flow_ops", "rnn_ops", "clip_ops", "functional_ops", "file_ops",
-             "debug_ops", "special_ops"]
+             "debug_ops", "special_ops", "string_ext_ops"]
 
 for _name in _FAMILIES:
     _mod = _importlib.import_module(f"{__name__}.{_name}")

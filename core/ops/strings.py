@@ -20,6 +20,8 @@ from .string_ops import string_to_hash_bucket_fast as to_hash_bucket_fast
 from .string_ops import string_to_number as to_number
 from .string_ops import string_upper as upper
 from .string_ops import strings_split as split
+from .string_ext_ops import reduce_join, substr
 
-__all__ = ["as_string", "join", "length", "lower", "regex_full_match", "regex_replace", "split",
-           "strip", "to_hash_bucket", "to_hash_bucket_fast", "to_number", "upper"]
+__all__ = ["as_string", "join", "length", "lower", "reduce_join", "regex_full_match",
+           "regex_replace", "split", "strip", "substr", "to_hash_bucket", "to_hash_bucket_fast",
+           "to_number", "upper"]
