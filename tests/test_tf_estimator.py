@@ -175,6 +175,12 @@ def test_train_and_evaluate_with_datasets_and_input_fn_params():
     steps = sorted({s for s, tag, _ in read_scalars(est.eval_dir("val")) if tag == "loss"})
     assert steps == [5, 10, 15]  # after each checkpoint but the untrained first one
     assert seen[0] == (ModeKeys.TRAIN, 0.1) and (ModeKeys.EVAL, 0.1) in seen
+    # again from the checkpoint at 15: evaluations at 20 and 25, not at the restored 15
+    more = tv.estimator.TrainSpec(input_fn, max_steps=25)
+    metrics, _ = tv.estimator.train_and_evaluate(est, more, eval_spec)
+    steps = [s for s, tag, _ in read_scalars(est.eval_dir("val")) if tag == "loss"]
+    assert metrics["global_step"] == 25 and sorted(steps) == [5, 10, 15, 20, 25]
+    assert tv.estimator.train_and_evaluate(est, more, eval_spec) == (None, None)  # done
     w, b = _params(est)
     np.testing.assert_allclose(metrics["mae"], np.mean(np.abs(X @ w + b - Y)), rtol=1e-5)
 

@@ -67,20 +67,18 @@ class EvalSpec(collections.namedtuple("EvalSpec", [
 
 
 class _EvaluateAfterSave(CheckpointSaverListener):
-    """Evaluate after each checkpoint save (not the first, the untrained model), at most
-    every ``throttle_secs``, and at the end when the last step was not evaluated."""
+    """Evaluate after each checkpoint save (not one of the step training starts from: the
+    untrained or already evaluated model), at most every ``throttle_secs``, and at the end
+    when the last step was not evaluated."""
 
-    def __init__(self, estimator, eval_spec, clock=time.monotonic):
+    def __init__(self, estimator, eval_spec, start_step: int, clock=time.monotonic):
         self._est, self._spec, self._clock = estimator, eval_spec, clock
-        self.eval_result, self.export_results = None, []
-        self._last_step, self._last_time, self._first = None, None, True
-
-    def begin(self):
-        self._first = True
+        self._start_step = start_step
+        self.eval_result, self.export_results = None, None
+        self._last_step, self._last_time = None, None
 
     def after_save(self, session, global_step_value):
-        if self._first:
-            self._first = False
+        if global_step_value == self._start_step:
             return
         if self._last_time is None or \
                 self._clock() - self._last_time >= self._spec.throttle_secs:
@@ -95,6 +93,7 @@ class _EvaluateAfterSave(CheckpointSaverListener):
 
     def _evaluate(self, step):
         self._last_step, self._last_time = step, self._clock()
+        self.export_results = self.export_results or []
         self.eval_result = self._est.evaluate(self._spec.input_fn, steps=self._spec.steps,
                                               hooks=self._spec.hooks, name=self._spec.name)
         for exporter in self._spec.exporters:
@@ -106,7 +105,9 @@ class _EvaluateAfterSave(CheckpointSaverListener):
 def train_and_evaluate(estimator, train_spec, eval_spec):
     """Train ``estimator`` on ``train_spec`` and evaluate it on ``eval_spec`` after the
     checkpoints (``RunConfig.save_checkpoints_steps``/``_secs``) and at the end; returns
-    ``(the last evaluation's metrics, the exporters' results)``."""
+    ``(the last evaluation's metrics, the exporters' results)``, both ``None`` when nothing
+    was trained (``max_steps`` already reached), as TF's."""
+    from ..train.checkpoint_utils import global_step_of
     from .estimator import Estimator
     if not isinstance(estimator, Estimator):
         raise TypeError(f"`estimator` must have type `tf.estimator.Estimator`, given "
@@ -122,9 +123,7 @@ def train_and_evaluate(estimator, train_spec, eval_spec):
               "checkpoint. Checkpoint frequency is determined based on RunConfig arguments: "
               "save_checkpoints_steps %s or save_checkpoints_secs %s.",
               cfg.save_checkpoints_steps, cfg.save_checkpoints_secs)
-    listener = _EvaluateAfterSave(estimator, eval_spec)
+    listener = _EvaluateAfterSave(estimator, eval_spec, global_step_of(estimator.model_dir))
     estimator.train(train_spec.input_fn, hooks=list(train_spec.hooks),
                     max_steps=train_spec.max_steps, saving_listeners=[listener])
-    if listener.eval_result is None:  # nothing trained (max_steps already reached)
-        listener._evaluate(None)
     return listener.eval_result, listener.export_results
