@@ -10,7 +10,7 @@ functions draw from the graph's seeded random ops; their values are not TF's num
 >>> import numpy as np, tensorvm as tv
 >>> img = tv.constant(np.arange(6, dtype=np.uint8).reshape(1, 3, 2))
 >>> with tv.Session() as s: s.run(tv.image.flip_left_right(img))[..., 0].tolist()
-[[2, 0, 4]]
+[[4, 2, 0]]
 """
 from __future__ import annotations
 
