@@ -173,3 +173,173 @@ def test_ema_restore_averages_into_the_model(tmp_path):
             saver.restore(s, path)
             np.testing.assert_allclose(s.run(w), avg)
             assert int(s.run(tf.train.get_global_step())) == 4
+
+
+# ---- checkpoint utilities ------------------------------------------------------------------------
+
+def _save(url, values: dict, step=None, graph=None):
+    """Save variables named by ``values`` to ``url`` (a prefix URL); return the path."""
+    with tf.Graph().as_default():
+        vs = [tf.Variable(v, name=k) for k, v in values.items()]
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            return tf.train.Saver(vs).save(s, url, global_step=step)
+
+
+def test_get_and_update_checkpoint_state(tmp_path):
+    d = str(tmp_path / "train")
+    assert tf.train.get_checkpoint_state(d) is None
+    p1 = _save(d + "/model.ckpt", {"w": np.ones(2)}, step=1)
+    p2 = _save(d + "/model.ckpt", {"w": np.zeros(2)}, step=2)
+    st = tf.train.get_checkpoint_state(d)
+    assert st.model_checkpoint_path == p2 == f"{d}/model.ckpt-2"
+    assert st.all_model_checkpoint_paths == [p1, p2]
+    assert len(st.all_model_checkpoint_timestamps) == 2
+    # the CIFAR-10 evaluation's idiom: the step from the path
+    assert st.model_checkpoint_path.split("/")[-1].split("-")[-1] == "2"
+    assert 'model_checkpoint_path: "' + p2 + '"' in str(st)
+    # point the state back at the first checkpoint
+    tf.train.update_checkpoint_state(d, p1, all_model_checkpoint_paths=[p1])
+    st = tf.train.get_checkpoint_state(d)
+    assert (st.model_checkpoint_path, st.all_model_checkpoint_paths) == (p1, [p1])
+    assert tf.train.latest_checkpoint(d) == p1
+    # a state naming an uncommitted checkpoint falls back to the committed one it lists
+    tf.train.update_checkpoint_state(d, f"{d}/model.ckpt-9", [p2, f"{d}/model.ckpt-9"])
+    assert tf.train.get_checkpoint_state(d).model_checkpoint_path == p2
+    with pytest.raises(tf.errors.InvalidArgumentError, match="is not in"):
+        tf.train.update_checkpoint_state(d, str(tmp_path / "elsewhere" / "m-1"))
+    with pytest.raises(RuntimeError, match="conflicts with path used for checkpoint state"):
+        tf.train.update_checkpoint_state(d, f"{d}/checkpoint")
+
+
+def test_get_checkpoint_state_reads_tf_text_state(tmp_path):
+    (tmp_path / "checkpoint").write_text(
+        'model_checkpoint_path: "model.ckpt-20"\n'
+        'all_model_checkpoint_paths: "model.ckpt-10"\n'
+        'all_model_checkpoint_paths: "model.ckpt-20"\n')
+    st = tf.train.get_checkpoint_state(str(tmp_path))
+    assert st.model_checkpoint_path == f"{tmp_path}/model.ckpt-20"
+    assert st.all_model_checkpoint_paths == [f"{tmp_path}/model.ckpt-10",
+                                             f"{tmp_path}/model.ckpt-20"]
+
+
+def test_generate_checkpoint_state_proto():
+    st = tf.train.generate_checkpoint_state_proto("train", "train/m-3", ["train/m-1"])
+    assert st.model_checkpoint_path == "m-3"
+    assert st.all_model_checkpoint_paths == ["m-1", "m-3"]  # appended: not the last entry
+    st = tf.train.generate_checkpoint_state_proto("/abs/train", "/abs/train/m-3")
+    assert st.all_model_checkpoint_paths == ["/abs/train/m-3"]  # absolute stays absolute
+    with pytest.raises(ValueError, match=r"Checkpoint timestamps, if provided, must match "
+                                         r"checkpoint paths"):
+        tf.train.generate_checkpoint_state_proto("d", "d/m-2", ["d/m-1", "d/m-2"],
+                                                 all_model_checkpoint_timestamps=[1.0])
+
+
+def test_reader_list_load_mtimes_and_remove(tmp_path):
+    d = str(tmp_path)
+    p1 = _save(d + "/m", {"a/w": np.arange(6.0).reshape(2, 3), "n": np.int64(7),
+                          "s": np.array([b"x", b"yz"])}, step=1)
+    p2 = _save(d + "/m", {"a/w": np.zeros((2, 3))}, step=2)
+    assert tf.train.list_variables(p1) == [("a/w", [2, 3]), ("n", []), ("s", [2])]
+    np.testing.assert_array_equal(tf.train.load_variable(p1, "a/w"),
+                                  np.arange(6.0).reshape(2, 3))
+    np.testing.assert_array_equal(tf.train.load_variable(d, "a/w"), np.zeros((2, 3)))  # latest
+    r = tf.train.load_checkpoint(p1)
+    assert r.has_tensor("n") and not r.has_tensor("zz")
+    assert int(r.get_tensor("n")) == 7
+    assert r.get_variable_to_shape_map() == {"a/w": [2, 3], "n": [], "s": [2]}
+    assert r.get_variable_to_dtype_map() == {"a/w": tf.float64, "n": tf.int64, "s": tf.string}
+    assert b"a/w (float64) [2, 3]" in r.debug_string()
+    with pytest.raises(tf.errors.NotFoundError, match="Key zz not found in checkpoint"):
+        r.get_tensor("zz")
+    with pytest.raises(tf.errors.NotFoundError, match="Unsuccessful TensorSliceReader "
+                                                      "constructor: Failed to find any "
+                                                      "matching files for"):
+        tf.train.NewCheckpointReader(str(tmp_path / "nothing"))
+    with pytest.raises(ValueError, match="Couldn't find 'checkpoint' file or checkpoints"):
+        tf.train.list_variables(str(tmp_path / "nothing"))
+    t1, t2 = tf.train.get_checkpoint_mtimes([p1, d + "/missing", p2])
+    assert 0 < t1 <= t2
+    tf.train.remove_checkpoint(p1)
+    assert not tf.train.checkpoint_exists(p1) and tf.train.checkpoint_exists(p2)
+    assert tf.train.get_checkpoint_mtimes([p1]) == []
+
+
+def test_init_from_checkpoint_assignment_maps(tmp_path):
+    ckpt = _save(str(tmp_path / "m"), {"old/w": np.full((2, 2), 3.0), "old/b": np.ones(2),
+                                       "c": np.float64(5.0), "emb": np.arange(8.0).reshape(4, 2)})
+    with tf.Graph().as_default():
+        with tf.variable_scope("new"):
+            w = tf.get_variable("w", [2, 2], tf.float64)
+            b = tf.get_variable("b", [2], tf.float64)
+        c2 = tf.get_variable("c2", [], tf.float64)
+        free = tf.Variable(np.float64(-1.0), name="free")
+        kept = tf.get_variable("kept", [], tf.float64, initializer=tf.constant_initializer(9.0))
+        with tf.variable_scope("p", partitioner=tf.fixed_size_partitioner(2)):
+            emb = tf.get_variable("emb", [4, 2], tf.float64)
+        tf.train.init_from_checkpoint(str(tmp_path), {"old/": "new/", "c": "c2", "emb": emb})
+        tf.train.init_from_checkpoint(ckpt, [("c", free)])
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            np.testing.assert_array_equal(s.run(w), np.full((2, 2), 3.0))
+            np.testing.assert_array_equal(s.run(b), np.ones(2))
+            assert s.run(c2) == 5.0 and s.run(free) == 5.0 and s.run(kept) == 9.0
+            np.testing.assert_array_equal(np.concatenate([s.run(p) for p in emb]),
+                                          np.arange(8.0).reshape(4, 2))
+        with pytest.raises(ValueError, match=r"Tensor nope is not found in .* checkpoint"):
+            tf.train.init_from_checkpoint(ckpt, {"nope": "c2"})
+        with pytest.raises(ValueError, match=r"Shape of variable new/b:0 \(\(2,\)\) doesn't "
+                                             r"match with shape of tensor old/w \(\[2, 2\]\)"):
+            tf.train.init_from_checkpoint(ckpt, {"old/w": b})
+        with pytest.raises(ValueError, match="Assignment map with scope only name new should "
+                                             "map to scope only old"):
+            tf.train.init_from_checkpoint(ckpt, {"old": "new/"})
+        with pytest.raises(ValueError, match=r"Tensor old/c2 \(.*\) is not found"):
+            tf.train.init_from_checkpoint(ckpt, {"old/": "/"})
+
+
+def test_checkpoints_iterator_and_timeout_fn(tmp_path):
+    d = str(tmp_path)
+    assert list(tf.train.checkpoints_iterator(d, timeout=0)) == []
+    p1 = _save(d + "/m", {"w": np.ones(1)}, step=1)
+    saved = []
+
+    def timeout_fn():  # called when no new checkpoint came in time: save one, then stop
+        if not saved:
+            saved.append(_save(d + "/m", {"w": np.ones(1)}, step=2))
+            return False
+        return True
+    got = list(tf.train.checkpoints_iterator(d, timeout=0, timeout_fn=timeout_fn))
+    assert got == [p1, saved[0]]
+
+
+def test_summary_iterator_and_write_graph(tmp_path):
+    logdir = str(tmp_path / "logs")
+    with tf.Graph().as_default() as g:
+        x = tf.placeholder(tf.float32, [], name="x")
+        tf.summary.scalar("loss", x * 2.0)
+        merged = tf.summary.merge_all()
+        w = tf.summary.FileWriter(logdir)
+        with tf.Session() as s:
+            for step in range(3):
+                w.add_summary(s.run(merged, {x: float(step)}), step)
+        w.close()
+        import glob
+        (path,) = glob.glob(logdir + "/events.out.tfevents.*")
+        events = list(tf.train.summary_iterator(path))
+        assert events[0].file_version == "brain.Event:2"
+        got = [(e.step, v.tag, v.simple_value) for e in events for v in e.summary.value]
+        assert got == [(0, "loss", 0.0), (1, "loss", 2.0), (2, "loss", 4.0)]
+        out = tf.train.write_graph(g, str(tmp_path / "graphs"), "g.pbtxt")
+        assert out == str(tmp_path / "graphs" / "g.pbtxt")
+        import json
+        names = [n["name"] for n in json.load(open(out))["node"]]
+        assert "x" in names
+        binary = tf.train.write_graph(g, str(tmp_path / "graphs"), "g.pb", as_text=False)
+        from tensorboardX.proto.graph_pb2 import GraphDef
+        gd = GraphDef.FromString(open(binary, "rb").read())
+        assert "x" in [n.name for n in gd.node]
+    with pytest.raises(tf.errors.NotFoundError, match="No such file"):
+        list(tf.train.summary_iterator(str(tmp_path / "none")))
+    with pytest.raises(TypeError, match="write_graph expects"):
+        tf.train.write_graph(3, str(tmp_path), "x")
