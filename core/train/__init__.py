@@ -74,3 +74,13 @@ from .checkpoint_utils import (CheckpointReader, NewCheckpointReader, list_varia
                                load_variable)
 
 __all__ += ["CheckpointReader", "NewCheckpointReader", "list_variables", "load_variable"]
+from .checkpoint_utils import (CheckpointState, checkpoints_iterator,  # noqa: E402
+                               generate_checkpoint_state_proto, get_checkpoint_mtimes,
+                               get_checkpoint_state, init_from_checkpoint, load_checkpoint,
+                               remove_checkpoint, summary_iterator, update_checkpoint_state,
+                               write_graph)
+
+__all__ += ["CheckpointState", "checkpoints_iterator", "generate_checkpoint_state_proto",
+            "get_checkpoint_mtimes", "get_checkpoint_state", "init_from_checkpoint",
+            "load_checkpoint", "remove_checkpoint", "summary_iterator",
+            "update_checkpoint_state", "write_graph"]
