@@ -437,3 +437,18 @@ def test_cond_tensor_array_mismatches_fail_when_built(graph):
     with pytest.raises(tv.errors.InvalidArgumentError,
                        match=r"true_fn returned TensorArray of float32, false_fn float32 tensor"):
         tv.cond(p, lambda: fa, lambda: tv.constant(1.0))
+
+
+
+def test_cond_writes_an_outer_array_in_one_branch_and_passes_it_in_the_other(graph):
+    p = tv.placeholder(tv.bool, [])
+    x = tv.placeholder(tv.float32, [3])
+    ta = tv.TensorArray(tv.float32, size=4).write(0, x[0]).write(1, x[1]).write(2, x[2])
+    out = tv.cond(p, lambda: ta.write(3, x[0] * x[1]), lambda: ta)
+    y = out.stack()
+    (g,) = tv.gradients(tv.reduce_sum(y * tv.constant([1.0, 2.0, 3.0, 4.0])), [x])
+    xv = np.array([2.0, 5.0, 7.0], np.float32)
+    yv, gv = run([y, g], {p: True, x: xv})
+    assert yv.tolist() == [2, 5, 7, 10] and gv.tolist() == [1 + 4 * 5, 2 + 4 * 2, 3]
+    yv, gv = run([y, g], {p: False, x: xv})
+    assert yv.tolist() == [2, 5, 7, 0] and gv.tolist() == [1, 2, 3]  # index 3 reads zeros
