@@ -486,6 +486,8 @@ def tf_program(program, args):
         run_program(program, list(args))
     except UsageError as exc:
         raise Failure(str(exc), EXIT_USAGE) from exc
+    except KeyboardInterrupt as exc:  # Ctrl-C 130, SIGTERM 143 (click would make it Abort)
+        sys.exit(_interrupted(exc))
     except SystemExit as exc:  # the program's own exit (tf.app.run ends with sys.exit)
         if exc.code is None or isinstance(exc.code, int):
             sys.exit(exc.code or EXIT_OK)
