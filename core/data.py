@@ -155,6 +155,19 @@ class experimental:
         none or more than one)."""
         return dataset.get_single_element()
 
+    class TFRecordWriter:
+        """Writes a dataset of scalar strings to a TFRecord file:
+        ``tv.data.experimental.TFRecordWriter(filename, compression_type).write(ds)`` is
+        the op to run."""
+
+        def __init__(self, filename, compression_type=None):
+            self._filename, self._compression = filename, compression_type
+
+        def write(self, dataset):
+            """The op that writes every element of ``dataset`` as one record."""
+            from .ops.iterator_ops import write_tfrecord
+            return write_tfrecord(dataset, self._filename, self._compression)
+
     @staticmethod
     def CsvDataset(filenames, record_defaults, compression_type=None, buffer_size=None,
                    header=False, field_delim=",", use_quote_delim=True, na_value="",

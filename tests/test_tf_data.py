@@ -1042,3 +1042,18 @@ def test_csv_type_inference_follows_tfs_rules():
              ("", tf.int64, tf.int64), ("NA", tf.float32, tf.float32), ("2", tf.float32,
                                                                         tf.float32)]
     assert [infer_type(v, "NA", prev) for v, prev, _ in cases] == [w for *_, w in cases]
+
+
+def test_tfrecord_writer_writes_a_dataset_read_back_by_tfrecord_dataset():
+    recs = [b"r%d\x00" % i for i in range(5)]
+    for comp in (None, "GZIP", "ZLIB"):
+        url = f"memory://tvm-data-writer/out-{comp}.tfrecord"
+        ds = tf.data.Dataset.from_tensor_slices(np.array(recs, dtype=object)).map(
+            lambda r: tf.strings.join([r, "!"]))
+        op = tf.data.experimental.TFRecordWriter(url, comp).write(ds)
+        with tf.Session() as sess:
+            assert sess.run(op) is None
+        back = elements(tf.data.TFRecordDataset(url, compression_type=comp))
+        assert [bytes(b) for b in back] == [r + b"!" for r in recs]
+    with pytest.raises(TypeError, match="`dataset` must produce scalar `DT_STRING` tensors"):
+        tf.data.experimental.TFRecordWriter("memory://x").write(tf.data.Dataset.range(3))

@@ -188,6 +188,48 @@ def _single_kernel(ctx, *inputs, stage, dtypes, shapes):
     return out[0] if len(out) == 1 else out
 
 
+def _to_tfrecord_kernel(ctx, *inputs, stage, compression):
+    from ..storage import tfrecord
+    env = P.Env(list(inputs[1:]), ctx)
+    stage.check(env)
+    url = str(np.asarray(inputs[0], dtype=object)[()])
+
+    def records():
+        for (block,) in stage.blocks(env):
+            env.ctx = ctx
+            for r in block.tolist():
+                yield r.encode("utf-8", "surrogateescape") if isinstance(r, str) else bytes(r)
+    tfrecord.write_tfrecords(url, records(), compression or None)
+    return ()
+
+
+register_op("DatasetToTFRecord", lambda i, a: [], _to_tfrecord_kernel, stateful=True,
+            needs_ctx=True, differentiable=False)
+
+
+def write_tfrecord(ds, filename, compression_type=None):
+    """The op that writes every element of ``ds`` (scalar strings) as a record of the
+    TFRecord file ``filename`` (``tf.data.experimental.TFRecordWriter(...).write(ds)``); the
+    file appears whole when the op finishes."""
+    from .. import dtypes as dt
+    from ..tensor_conversion import convert_to_tensor
+    from .dataset_ops import _Builder
+    from .dataset_windows import refuse_nested
+    refuse_nested(ds, "TFRecordWriter.write")
+    if ds._dtypes != (dt.string,) or ds._shapes[0] not in ((), None):
+        raise TypeError(f"`dataset` must produce scalar `DT_STRING` tensors whereas it "
+                        f"produces shape {ds.output_shapes} and types {ds.output_types}")
+    kind = (compression_type or "").upper()
+    if kind not in ("", "GZIP", "ZLIB"):
+        raise InvalidArgumentError(f"Unsupported compression_type: {compression_type!r}")
+    b = _Builder(one_shot=False)
+    stage = ds._compile(b)
+    with ds._graph.as_default():
+        name = convert_to_tensor(filename, dtype=dt.string)
+        return apply_op("DatasetToTFRecord", [name] + list(b.inputs),
+                        {"stage": stage, "compression": kind}, name="DatasetToTFRecord")
+
+
 def _outputs_shape(inputs, attrs):
     return list(zip(attrs["dtypes"], attrs["shapes"]))
 
