@@ -12,7 +12,9 @@ the host but behave as CuPy's do where it matters to tensorvm's one-source kerne
   (``tests/cupy_api.py``, ``tests/data/cupy_api.json``);
 * ``.get()`` is the explicit copy to the host; reductions return 0-d arrays, not scalars;
 * every copy to the host (``.get()``, ``bool()``, ``int()``, ``.item()``...) is counted in
-  ``xp.cuda.syncs``: on a GPU the host waits there for the kernels queued before it;
+  ``xp.cuda.syncs``: on a GPU the host waits there for the kernels queued before it; so is
+  each result whose size depends on the data (``x[mask]``, ``nonzero``, ``unique``...),
+  which CuPy sizes by copying a count to the host;
 * ``xp.cuda.Device(n)`` records the devices entered (``xp.cuda.entered``); ``install(count)``
   says how many GPUs ``xp.device_count()`` reports;
 * results differ from NumPy's where CuPy's do (docs.cupy.dev, "Differences between CuPy and
@@ -180,6 +182,12 @@ def _cupy_astype(a, dtype, *args, **kw):
 
 
 
+# Functions whose result's size depends on the data: CuPy copies that size to the host (a
+# wait), as a boolean-mask index does
+_SIZED_BY_DATA = frozenset({"nonzero", "argwhere", "flatnonzero", "unique", "extract",
+                            "compress", "trim_zeros"})
+
+
 def _synced():
     """Count a device-to-host copy: on a GPU the host waits there for the queued kernels
     (``xp.cuda.syncs``; a step's kernels should queue without one)."""
@@ -247,6 +255,8 @@ class FakeDeviceArray(NDArrayOperatorsMixin):
 
     def __array_function__(self, func, types_, args, kwargs):
         _check_params(func.__name__, _cupy_function(func), args, kwargs)
+        if func.__name__ in _SIZED_BY_DATA or (func is np.where and len(args) == 1):
+            _synced()  # CuPy reads the size of the result from the device
         args, kwargs = _unwrap(args), _unwrap(kwargs)
         if func is np.take or func is np.take_along_axis:  # out-of-bounds indices wrap
             a, idx = args[0], args[1]
@@ -292,7 +302,11 @@ class FakeDeviceArray(NDArrayOperatorsMixin):
         return method
 
     def __getitem__(self, key):
-        return _wrap(self._a[_wrap_index(self._a.shape, _unwrap(key, strict=False))])
+        key = _wrap_index(self._a.shape, _unwrap(key, strict=False))
+        if any(isinstance(k, np.ndarray) and k.dtype == bool and k.ndim
+               for k in (key if isinstance(key, tuple) else (key,))):
+            _synced()  # a boolean mask: CuPy reads how many are true from the device
+        return _wrap(self._a[key])
 
     def __setitem__(self, key, value):
         key = _wrap_index(self._a.shape, _unwrap(key, strict=False))

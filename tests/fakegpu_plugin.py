@@ -130,6 +130,10 @@ TF_WAITS_TOO = {
     "WhileGrad": "the forward loop's device predicates, replayed",
     "Switch": "a predicate computed on the device (TF's Switch: HostMemory(\"pred\"))",
     "CheckNumerics": "the 'any NaN or Inf?' flag (TF's GPU kernel copies it too)",
+    "Where": "its output's size, the number of true elements (TF's GPU Where copies it too)",
+    "BooleanMask": "its output's size (TF builds it of Where and a gather)",
+    "Unique": "its output's size (TF's GPU Unique copies the count too)",
+    "UniqueWithCounts": "its output's size (TF's GPU Unique copies the count too)",
     "Multinomial": "the host's generator: a seed draws the CPU's numbers",
     "RandomShuffle": "the host's generator (TF has no GPU kernel for it)",
 }

@@ -253,3 +253,17 @@ def test_a_loops_maximum_iterations_is_read_in_host_memory(fake_gpu):
         got, waits = _run_twice(total, {x: np.arange(5, dtype=np.float32)})
     assert float(got) == 2 * 10 + 32 * 10
     assert waits == 1  # the fetch
+
+
+def test_an_output_sized_by_the_data_is_a_wait(fake_gpu):
+    """A boolean mask's (and ``where``'s, ``unique``'s) output size is the count of the data:
+    CuPy copies it to the host, as TF's GPU Where does. The fake device counts that wait (it
+    did not: a masked step looked free)."""
+    g = tv.Graph()
+    with g.as_default(), tv.device("/gpu:0"):
+        x = tv.placeholder(tv.float32, [6])
+        y = x * 1.0
+        kept = tv.boolean_mask(y, y > 2.0)
+        got, waits = _run_twice(tv.reduce_sum(kept), {x: np.arange(6, dtype=np.float32)})
+    assert float(got) == 3 + 4 + 5
+    assert waits == 1 + 1  # the mask's count, the fetch
