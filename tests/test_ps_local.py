@@ -25,7 +25,8 @@ def test_accumulator_first_n_win_stale_and_surplus_dropped():
     np.testing.assert_allclose(dense, [2.0, 2.0])
     assert idx.tolist() == [1, 3]  # deduplicated, averaged over the 2 accepted
     np.testing.assert_allclose(vals, [[1.0, 1.0], [3.0, 3.0]])
-    assert acc.step == 6 and acc.dropped == {"stale": 1, "surplus": 1, "ahead": 1}
+    assert acc.step == 6 and acc.dropped == {"stale": 1, "surplus": 1, "ahead": 1,
+                                             "duplicate": 0}
     assert acc.apply(5, g(1.0, [0], [[0.0, 0.0]])) == ss.STALE
     acc.close()
     with pytest.raises(tv.errors.OutOfRangeError):

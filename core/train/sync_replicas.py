@@ -55,7 +55,7 @@ import threading
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import InvalidArgumentError
+from ..errors import AbortedError, InvalidArgumentError
 from ..indexed_slices import IndexedSlices
 from ..op_def_library import apply_op
 from ..registry import register_op
@@ -65,7 +65,7 @@ from .optimizers import Optimizer
 
 _log = logging.getLogger("tensorvm")
 _CODES = {sync_state.ACCEPTED: 0, sync_state.STALE: 1, sync_state.SURPLUS: 2,
-          sync_state.AHEAD: 3}
+          sync_state.AHEAD: 3, sync_state.DUPLICATE: 4}
 
 
 # ---- resources: a machine and a condition to wait on --------------------------------------
@@ -105,7 +105,7 @@ def _wait_for(ctx, held: _Held, attempt):
 
 # ---- kernels ------------------------------------------------------------------------------
 
-def _apply_kernel(ctx, local_step, *flat, acc, kinds, num_required):
+def _apply_kernel(ctx, local_step, *flat, acc, kinds, num_required, replica=None):
     held = _acc(ctx, acc, kinds, num_required)
     grads, i = [], 0
     for kind in kinds:
@@ -115,13 +115,21 @@ def _apply_kernel(ctx, local_step, *flat, acc, kinds, num_required):
         else:
             grads.append((np.asarray(flat[i]), np.asarray(flat[i + 1])))
             i += 2
-    decision = _wait_for(ctx, held, lambda: held.machine.apply(int(local_step), grads))
+    decision = _wait_for(ctx, held,
+                         lambda: held.machine.apply(int(local_step), grads, replica))
     return np.int32(_CODES[decision])
 
 
 def _take_kernel(ctx, step, *, acc, kinds, num_required, specs):
     held = _acc(ctx, acc, kinds, num_required)
-    out = _wait_for(ctx, held, lambda: held.machine.take(int(step)))
+    since: list = []  # the generation this take began waiting in
+
+    def attempt():
+        got = held.machine.take(int(step), since[0] if since else None)
+        if got is None and not since:
+            since.append(held.machine.generation)
+        return got
+    out = _wait_for(ctx, held, attempt)
     flat = []
     for kind, g in zip(kinds, out):
         flat.extend([g] if kind == "dense" else list(g))
@@ -138,13 +146,23 @@ def _acc_set_kernel(ctx, step, *, acc, kinds, num_required):
 
 def _token_wait_kernel(ctx, local_step, *, gate):
     held = _gate(ctx, gate)
-    return np.int64(_wait_for(ctx, held, lambda: held.machine.try_take(int(local_step))))
+    since: list = []  # the gate's restarts when this wait began
+
+    def attempt():
+        got = held.machine.try_take(int(local_step), since[0] if since else None)
+        if got is None and not since:
+            since.append(held.machine.restarts)
+        return got
+    return np.int64(_wait_for(ctx, held, attempt))
 
 
-def _token_release_kernel(ctx, step, *, gate, tokens):
+def _token_release_kernel(ctx, step, *, gate, tokens, restart=False):
     held = _gate(ctx, gate)
     with held.cond:
-        held.machine.release(int(step), tokens)
+        if restart:
+            held.machine.restart(int(step), tokens)
+        else:
+            held.machine.release(int(step), tokens)
         held.cond.notify_all()
     return np.int64(step)
 
@@ -297,7 +315,8 @@ class SyncReplicasOptimizer(Optimizer):
                 attrs = {"acc": acc, "kinds": tuple(kinds), "num_required": self._n}
                 with graph.colocate_with(group_gv[0][1].op):
                     applied.append(apply_op("SyncAccApply", [self._local_step.value()] + flat,
-                                            dict(attrs), name="accumulate").outputs[0])
+                                            {**attrs, "replica": tag},
+                                            name="accumulate").outputs[0])
                     outs = apply_op("SyncAccTake", [gs_value], {**attrs, "specs": tuple(specs)},
                                     name="take").outputs
                     acc_inits.append(apply_op("SyncAccSetStep", [gs_value], dict(attrs),
@@ -321,7 +340,7 @@ class SyncReplicasOptimizer(Optimizer):
                         "SyncTokenRelease", [gs_value + convert_to_tensor(1, dtype=gs_value.dtype)],
                         {"gate": gate, "tokens": self._total}, name="release")
                 release_now = apply_op("SyncTokenRelease", [gs_value],
-                                       {"gate": gate, "tokens": self._total},
+                                       {"gate": gate, "tokens": self._total, "restart": True},
                                        name="release_restored").outputs[0]
                 closes = [apply_op("SyncClose", [], {"acc": None, "gate": gate},
                                    name="close_gate").outputs[0]]
@@ -383,20 +402,28 @@ class ChiefRunner:
                     sess.run(self.op, options=self.options, steps=self.steps_per_run)
                     self.runs += 1
             except Exception as exc:  # noqa: BLE001 - kept for the trainer; a stop cancels
-                if not self._stop.is_set():
+                if isinstance(exc, AbortedError):  # a restarted chief took over: not an error
+                    _log.info("sync replicas: the chief's runner was replaced: %s", exc)
+                elif not self._stop.is_set():
                     _log.warning("sync replicas: the chief's runner stopped: %s", exc)
                     self.error = exc
         self._thread = threading.Thread(target=loop, name="tv-sync-chief", daemon=True)
         self._thread.start()
         return self
 
-    def stop(self, sess=None, timeout: float = 30.0) -> None:
-        """Stop after the current run; with ``sess``, run ``close_op`` first so that a run
-        waiting for gradients ends (OutOfRangeError, expected and not kept)."""
+    def stop(self, sess=None, timeout: float | None = None) -> None:
+        """Stop after the current run. With ``sess``, run ``close_op`` first so that a run
+        waiting for gradients ends (OutOfRangeError, expected and not kept), and wait for the
+        thread (``timeout``: 30 s). Without it (the chief's session is being recreated after a
+        loss), wait at most ``timeout`` (1 s): a run still waiting for gradients then ends
+        when the chief's restart (``chief_init_op``) resets the accumulators — its take gives
+        up with AbortedError — or, if the gradients come first, with that step."""
         self._stop.set()
         if sess is not None and self.close_op is not None:
             sess.run(self.close_op)
+        if timeout is None:
+            timeout = 30.0 if sess is not None else 1.0
         if self._thread is not None:
             self._thread.join(timeout)
-            if self._thread.is_alive():
+            if self._thread.is_alive() and sess is not None:
                 _log.warning("sync replicas: the chief's runner did not stop in %.0f s", timeout)

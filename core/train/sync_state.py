@@ -10,13 +10,21 @@ on a condition where a call says "not yet"):
   same step are dropped (``"surplus"``: with backup workers they are the stragglers). The
   chief's ``take`` returns their average once there are ``num_required`` of them and moves the
   accumulator to the next step. Sparse gradients (indices, values) are concatenated and
-  deduplicated (summed per row) at ``take``.
+  deduplicated (summed per row) at ``take``. A replica counts once per step: a second gradient
+  of the same replica for the same step (its step re-run after its worker was lost, the first
+  gradient already accepted) is dropped (``"duplicate"``), so no replica's gradient is averaged
+  in twice. Every ``set_step`` and every completed ``take`` starts a new *generation*; a take
+  still waiting from an older generation (the loop of a chief that was replaced) gives up with
+  ``AbortedError`` instead of resetting the step under the new chief.
 * :class:`TokenGate`: the chief ``release``\\ s step ``s`` with ``tokens`` tokens (one per
   replica); a worker whose last gradient was for step ``L`` waits until a release newer than
   ``L`` has a token left, takes one and goes on at the released step. This is TF's token
   queue, with one difference: a release replaces the tokens of older releases instead of
   queueing behind them, so a worker never takes an old token and computes a gradient that is
   stale before it starts (with TF's FIFO of tokens, leftovers from backup workers pile up).
+  The chief's (re)start is a ``restart``: workers waiting when it comes (their gradients were
+  dropped with the accumulator's reset) are let go at the restart's step, even a worker whose
+  last gradient was for that very step — with a plain release it would wait for ever.
 
 >>> acc = GradientAccumulator(num_required=2, kinds=("dense",))
 >>> acc.set_step(0)
@@ -34,18 +42,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InvalidArgumentError, OutOfRangeError
+from ..errors import AbortedError, InvalidArgumentError, OutOfRangeError
 
-ACCEPTED, STALE, SURPLUS, AHEAD = "accepted", "stale", "surplus", "ahead"
+ACCEPTED, STALE, SURPLUS, AHEAD, DUPLICATE = "accepted", "stale", "surplus", "ahead", \
+    "duplicate"
 
 
 class GradientAccumulator:
     """Gradients of one step for a group of variables (``kinds``: "dense" or "sparse" each).
 
-    ``apply(local_step, grads)`` with ``grads[i]`` an array (dense) or ``(indices, values)``
-    (sparse) -> a decision, or None (wait) until the chief has set the step; ``take(step)``
-    -> the averages in the same layout, or None while fewer than ``num_required`` were
-    accepted.
+    ``apply(local_step, grads, replica)`` with ``grads[i]`` an array (dense) or
+    ``(indices, values)`` (sparse) -> a decision, or None (wait) until the chief has set the
+    step; ``take(step, since)`` -> the averages in the same layout, or None while fewer than
+    ``num_required`` were accepted (``since``: the generation the waiting take began in).
     """
 
     def __init__(self, num_required: int, kinds: tuple):
@@ -56,19 +65,23 @@ class GradientAccumulator:
         self.step: int | None = None  # None until the chief sets it (a fresh PS)
         self.closed = False
         self._grads: list = []
-        self.dropped = {STALE: 0, SURPLUS: 0, AHEAD: 0}
+        self._replicas: set = set()  # the replicas whose gradient of this step was accepted
+        self.generation = 0  # bumped by set_step and by every completed take
+        self.dropped = {STALE: 0, SURPLUS: 0, AHEAD: 0, DUPLICATE: 0}
 
     def set_step(self, step: int) -> None:
         """The chief's (re)start: accept gradients of ``step`` from now on (reopens)."""
         self.step = int(step)
         self.closed = False
         self._grads = []
+        self._replicas = set()
+        self.generation += 1
 
     def close(self) -> None:
         """Training ended: a waiting ``take`` fails with OutOfRangeError."""
         self.closed = True
 
-    def apply(self, local_step: int, grads: list) -> str:
+    def apply(self, local_step: int, grads: list, replica=None) -> str:
         if self.step is None:  # a fresh PS (started, or replaced after a loss): wait for
             if self.closed:  # the chief to set the step (its chief_init_op)
                 raise OutOfRangeError("the gradient accumulator was closed (training ended)")
@@ -83,18 +96,29 @@ class GradientAccumulator:
         if local_step > self.step:  # computed before a restore moved the step back
             self.dropped[AHEAD] += 1
             return AHEAD
+        if replica is not None and replica in self._replicas:
+            self.dropped[DUPLICATE] += 1
+            return DUPLICATE
         if len(self._grads) >= self.num_required:
             self.dropped[SURPLUS] += 1
             return SURPLUS
         self._grads.append(list(grads))
+        if replica is not None:
+            self._replicas.add(replica)
         return ACCEPTED
 
     def ready(self) -> bool:
         return self.step is not None and len(self._grads) >= self.num_required
 
-    def take(self, step: int):
+    def take(self, step: int, since: int | None = None):
         """The averaged gradients of ``step`` (then the accumulator moves to ``step + 1``), or
-        None if fewer than ``num_required`` arrived yet."""
+        None if fewer than ``num_required`` arrived yet. ``since``: the :attr:`generation` a
+        waiting take saw first; if the accumulator was reset or taken since, this take is from
+        a replaced chief loop: AbortedError."""
+        if since is not None and since != self.generation:
+            raise AbortedError(
+                f"the gradient accumulator moved on (reset or taken since; now at step {self.step}) "
+                f"while a take of step {step} waited: that take's chief loop was replaced")
         if self.step is None or int(step) != self.step:
             self.set_step(step)  # the chief's view of the step wins (e.g. after a restore)
         if not self.ready():
@@ -112,6 +136,8 @@ class GradientAccumulator:
                                   np.concatenate([np.asarray(p[1]) for p in parts]), n))
         self.step += 1
         self._grads = []
+        self._replicas = set()
+        self.generation += 1
         return out
 
 
@@ -137,6 +163,7 @@ class TokenGate:
         self.step: int | None = None
         self.tokens = 0
         self.closed = False
+        self.restarts = 0  # bumped by every restart
 
     def set_step(self, step: int) -> None:
         """The chief's (re)start: step ``step`` is current and has no tokens yet."""
@@ -145,14 +172,24 @@ class TokenGate:
     def release(self, step: int, tokens: int) -> None:
         self.step, self.tokens, self.closed = int(step), int(tokens), False
 
+    def restart(self, step: int, tokens: int) -> None:
+        """The chief's (re)start at ``step``: a release that also lets go the workers waiting
+        now (``try_take(..., since)`` with an older ``since``), whatever their step."""
+        self.release(step, tokens)
+        self.restarts += 1
+
     def close(self) -> None:
         """Training ended: a waiting worker fails with OutOfRangeError."""
         self.closed = True
 
-    def try_take(self, local_step: int) -> int | None:
+    def try_take(self, local_step: int, since: int | None = None) -> int | None:
         """The step to go on at, or None: wait for a newer release. A worker whose step is
-        ahead of the gate's (its state outlived a restore) goes on at the gate's step."""
-        if self.step is None or self.tokens <= 0 or int(local_step) == self.step:
+        ahead of the gate's (its state outlived a restore) goes on at the gate's step; one
+        that began waiting before a restart (``since``: :attr:`restarts` then) goes on at the
+        restart's step even if it equals its own."""
+        restarted = since is not None and since != self.restarts
+        if self.step is None or self.tokens <= 0 or \
+                (int(local_step) == self.step and not restarted):
             if self.closed:
                 raise OutOfRangeError("the token gate was closed (training ended)")
             return None
