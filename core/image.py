@@ -22,6 +22,7 @@ from . import dtypes as _dt
 from .errors import InvalidArgumentError
 from .graph import Tensor, control_dependencies, name_scope
 from .op_def_library import apply_op
+from .ops import image_box_ops as _boxes  # noqa: F401  (registers the box ops)
 from .ops import image_codec_ops as _codec  # noqa: F401  (registers the codec ops)
 from .ops import image_ops as _resize  # noqa: F401  (registers the resize ops)
 from .ops import (Assert, abs as _abs, cast, concat, cond, expand_dims, floor, greater_equal,
@@ -43,7 +44,9 @@ __all__ = [
     "random_hue", "rgb_to_grayscale", "grayscale_to_rgb", "rgb_to_hsv", "hsv_to_rgb",
     "decode_png", "decode_jpeg", "decode_bmp", "decode_gif", "decode_image", "encode_png",
     "encode_jpeg", "extract_jpeg_shape", "total_variation", "image_gradients",
-    "psnr"]
+    "psnr", "rgb_to_yiq", "yiq_to_rgb", "rgb_to_yuv", "yuv_to_rgb", "sobel_edges", "ssim",
+    "is_jpeg", "non_max_suppression", "sample_distorted_bounding_box",
+    "draw_bounding_boxes"]
 
 
 class ResizeMethod:
@@ -679,3 +682,173 @@ def psnr(a, b, max_val, name=None):
         b = convert_image_dtype(b, _dt.float32)
         mse = reduce_mean(squared_difference(a, b), [-3, -2, -1])
         return 20.0 * log(mv) / _math.log(10.0) - (10.0 / _math.log(10.0)) * log(mse)
+
+
+# ---- linear colour spaces, edges, SSIM ---------------------------------------------------------
+
+_RGB_TO_YIQ = [[0.299, 0.59590059, 0.2115], [0.587, -0.27455667, -0.52273617],
+               [0.114, -0.32134392, 0.31119955]]
+_YIQ_TO_RGB = [[1, 1, 1], [0.95598634, -0.27201283, -1.10674021],
+               [0.6208248, -0.64720424, 1.70423049]]
+_RGB_TO_YUV = [[0.299, -0.14714119, 0.61497538], [0.587, -0.28886916, -0.51496512],
+               [0.114, 0.43601035, -0.10001026]]
+_YUV_TO_RGB = [[1, 1, 1], [0, -0.394642334, 2.03206185], [1.13988303, -0.58062185, 0]]
+
+
+def _colour_matrix(images, kernel, name):
+    from .ops import matmul
+    with name_scope(name):
+        images = convert_to_tensor(images, name="images")
+        if images._shape is not None and images._shape and images._shape[-1] not in (3, None):
+            raise ValueError(f"{name}: the last dimension must be 3 channels, got shape "
+                             f"{list(images._shape)}")
+        k = convert_to_tensor(np.asarray(kernel), dtype=images.dtype, name="kernel")
+        flat = matmul(reshape(images, [-1, 3]), k)
+        return reshape(flat, shape(images))
+
+
+def rgb_to_yiq(images):
+    """RGB (in [0, 1]) to YIQ, by TF's matrix."""
+    return _colour_matrix(images, _RGB_TO_YIQ, "rgb_to_yiq")
+
+
+def yiq_to_rgb(images):
+    """YIQ to RGB, by TF's matrix."""
+    return _colour_matrix(images, _YIQ_TO_RGB, "yiq_to_rgb")
+
+
+def rgb_to_yuv(images):
+    """RGB (in [0, 1]) to YUV, by TF's matrix."""
+    return _colour_matrix(images, _RGB_TO_YUV, "rgb_to_yuv")
+
+
+def yuv_to_rgb(images):
+    """YUV to RGB, by TF's matrix."""
+    return _colour_matrix(images, _YUV_TO_RGB, "yuv_to_rgb")
+
+
+def sobel_edges(image):
+    """Sobel derivatives of a 4-D batch: ``[batch, h, w, channels, 2]`` (dy, dx), the image
+    padded by reflection as TF does."""
+    from .ops.nn_conv_ext import depthwise_conv2d
+    image = _image(image, ranks=(4,))
+    c = _known(image._shape[-1], "sobel_edges")
+    ky = np.asarray([[-1, -2, -1], [0, 0, 0], [1, 2, 1]], np.float64)
+    kernel = np.stack([ky, ky.T], axis=-1)[:, :, None, :]        # [3, 3, 1, 2]
+    kernel = np.tile(kernel, (1, 1, c, 1))                        # [3, 3, c, 2]
+    padded = pad(image, [[0, 0], [1, 1], [1, 1], [0, 0]], mode="REFLECT")
+    out = depthwise_conv2d(padded, convert_to_tensor(kernel, dtype=image.dtype),
+                           [1, 1, 1, 1], "VALID")
+    n, h, w = (shape(image)[i] for i in range(3))
+    return reshape(out, stack([n, h, w, c, 2]))
+
+
+def _known(d, what):
+    if d is None:
+        raise ValueError(f"{what}: the channel dimension must be known")
+    return int(d)
+
+
+def _gauss(size, sigma):
+    coords = np.arange(size, dtype=np.float64) - (size - 1) / 2.0
+    g = -0.5 * coords ** 2 / sigma ** 2
+    g = g[None, :] + g[:, None]
+    g = np.exp(g - g.max())
+    return (g / g.sum())[:, :, None, None]
+
+
+def ssim(img1, img2, max_val, filter_size=11, filter_sigma=1.5, k1=0.01, k2=0.03):
+    """TF's structural similarity per image (Gaussian window ``filter_size``/``filter_sigma``,
+    no padding), averaged over height, width and channels; integer images are converted as
+    :func:`convert_image_dtype` does, ``max_val`` with them."""
+    from .ops.nn_conv_ext import depthwise_conv2d
+    with name_scope("SSIM"):
+        a, b = convert_to_tensor(img1), convert_to_tensor(img2)
+        if a.dtype != b.dtype:
+            raise InvalidArgumentError(f"ssim: img1 ({a.dtype.name}) and img2 ({b.dtype.name}) "
+                                       "must have one dtype")
+        if a._shape is None or len(a._shape) < 3:
+            raise ValueError("ssim: images must have rank >= 3 [..., height, width, channels]")
+        for d in a._shape[-3:-1]:
+            if d is not None and d < filter_size:
+                raise ValueError(f"ssim: images ({list(a._shape)}) must be at least "
+                                 f"filter_size ({filter_size}) high and wide")
+        mv = convert_image_dtype(cast(max_val, a.dtype), _dt.float32)
+        a, b = convert_image_dtype(a, _dt.float32), convert_image_dtype(b, _dt.float32)
+        c = _known(a._shape[-1], "ssim")
+        kernel = convert_to_tensor(np.tile(_gauss(filter_size, filter_sigma), (1, 1, c, 1)),
+                                   dtype=_dt.float32)
+        lead = a._shape[:-3]
+
+        def reducer(x):
+            x4 = reshape(x, concat([[-1], shape(x)[-3:]], 0))
+            y = depthwise_conv2d(x4, kernel, [1, 1, 1, 1], "VALID")
+            return reshape(y, concat([shape(x)[:-3], shape(y)[1:]], 0)) if lead else \
+                reshape(y, shape(y)[1:])
+        c1, c2 = (k1 * mv) ** 2, (k2 * mv) ** 2
+        m0, m1 = reducer(a), reducer(b)
+        num0 = m0 * m1 * 2.0
+        den0 = m0 * m0 + m1 * m1
+        luminance = (num0 + c1) / (den0 + c1)
+        num1 = reducer(a * b) * 2.0
+        den1 = reducer(a * a + b * b)
+        cs = (num1 - num0 + c2) / (den1 - den0 + c2)
+        per_channel = reduce_mean(luminance * cs, [-3, -2])
+        return reduce_mean(per_channel, [-1])
+
+
+def is_jpeg(contents, name=None):
+    """Whether a string starts with JPEG's magic bytes."""
+    from .ops import equal, substr
+    with name_scope(name or "is_jpeg"):
+        return equal(substr(convert_to_tensor(contents, dtype=_dt.string), 0, 3),
+                     convert_to_tensor(b"\xff\xd8\xff", dtype=_dt.string))
+
+
+# ---- boxes --------------------------------------------------------------------------------------
+
+def non_max_suppression(boxes, scores, max_output_size, iou_threshold=0.5,
+                        score_threshold=float("-inf"), name=None):
+    """Indices (int32) of up to ``max_output_size`` boxes ``[y1, x1, y2, x2]`` kept by greedy
+    non-max suppression: best score first, dropping boxes whose IoU with a kept one exceeds
+    ``iou_threshold`` (and boxes scoring at most ``score_threshold``)."""
+    boxes = convert_to_tensor(boxes)
+    scores = convert_to_tensor(scores, dtype=boxes.dtype)
+    return apply_op("NonMaxSuppressionV3", [
+        boxes, scores, convert_to_tensor(max_output_size, dtype=_dt.int32),
+        convert_to_tensor(iou_threshold, dtype=_dt.float32),
+        convert_to_tensor(score_threshold, dtype=_dt.float32)],
+        name=name or "NonMaxSuppressionV3").outputs[0]
+
+
+def sample_distorted_bounding_box(image_size, bounding_boxes, seed=None, seed2=None,
+                                  min_object_covered=0.1, aspect_ratio_range=None,
+                                  area_range=None, max_attempts=None,
+                                  use_image_if_no_bounding_boxes=None, name=None):
+    """TF's random crop for data augmentation: ``(begin, size, bboxes)`` of a crop with an
+    aspect ratio in ``aspect_ratio_range`` and an area fraction in ``area_range`` that covers
+    at least ``min_object_covered`` of one of ``bounding_boxes`` (``[batch, N, 4]`` in [0, 1]);
+    after ``max_attempts`` failures, the whole image. Feed ``begin``/``size`` to ``tv.slice``."""
+    from .ops.random_ops import get_seed
+    s1, s2 = get_seed(seed)
+    attrs = {"seed": s1, "seed2": s2 if seed2 is None else int(seed2),
+             "aspect_ratio_range": tuple(float(v) for v in (aspect_ratio_range or (0.75, 1.33))),
+             "area_range": tuple(float(v) for v in (area_range or (0.05, 1.0))),
+             "max_attempts": int(max_attempts or 100),
+             "use_image_if_no_bounding_boxes": bool(use_image_if_no_bounding_boxes)}
+    size = convert_to_tensor(image_size)
+    return tuple(apply_op("SampleDistortedBoundingBoxV2", [
+        size, convert_to_tensor(bounding_boxes, dtype=_dt.float32),
+        convert_to_tensor(min_object_covered, dtype=_dt.float32)], attrs,
+        name=name or "SampleDistortedBoundingBoxV2").outputs)
+
+
+def draw_bounding_boxes(images, boxes, name=None, colors=None):
+    """Float ``images`` ``[batch, h, w, c]`` with the outlines of ``boxes``
+    ``[batch, N, 4]`` (``[y1, x1, y2, x2]`` in [0, 1]) drawn in ``colors`` (TF's cycle of
+    ten by default)."""
+    images = convert_to_tensor(images)
+    cols = convert_to_tensor(np.zeros((0, 4), np.float32) if colors is None else colors,
+                             dtype=_dt.float32)
+    return apply_op("DrawBoundingBoxesV2", [images, convert_to_tensor(boxes, dtype=_dt.float32),
+                                            cols], name=name or "DrawBoundingBoxesV2").outputs[0]

@@ -308,6 +308,9 @@ HOST_MEMORY_INPUTS = {
     # the sizes of a depthwise convolution's gradient (TF: HostMemory("input_sizes"),
     # HostMemory("filter_sizes"))
     "DepthwiseConv2dNativeBackpropInput": (0,), "DepthwiseConv2dNativeBackpropFilter": (1,),
+    # a resize's output size (TF's Resize*: HostMemory("size"))
+    "ResizeBilinear": (1,), "ResizeNearestNeighbor": (1,), "ResizeBicubic": (1,),
+    "ResizeArea": (1,),
     # a cond's predicate, read by the host to pick a branch (TF's Switch: HostMemory("pred"));
     # one computed on the device is copied there, as in TF
     "Switch": (1,),

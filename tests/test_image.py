@@ -571,3 +571,152 @@ def test_an_input_pipeline_decodes_augments_and_batches():
         assert out.shape == (3, 8, 8, 3)
         np.testing.assert_allclose(out.mean(axis=(1, 2, 3)), 0, atol=1e-4)
         np.testing.assert_allclose(out.std(axis=(1, 2, 3)), 1, atol=1e-3)
+
+
+# ---- linear colour spaces, edges, SSIM, boxes -----------------------------------------------------
+
+def test_linear_colour_spaces_round_trip_and_luma():
+    x = IMG
+    yiq, yuv, back_yiq, back_yuv = run([
+        tv.image.rgb_to_yiq(x), tv.image.rgb_to_yuv(x),
+        tv.image.yiq_to_rgb(tv.image.rgb_to_yiq(x)), tv.image.yuv_to_rgb(tv.image.rgb_to_yuv(x))])
+    luma = x @ np.array([0.299, 0.587, 0.114], F32)
+    np.testing.assert_allclose(yiq[..., 0], luma, atol=1e-6)
+    np.testing.assert_allclose(yuv[..., 0], luma, atol=1e-6)
+    # TF's two matrices are inverse to 4 decimals (TF's round trip is off by as much)
+    np.testing.assert_allclose(back_yiq, x, atol=2e-4)
+    np.testing.assert_allclose(back_yuv, x, atol=2e-4)
+    check_gradients(tv.image.rgb_to_yuv, RS.rand(2, 3, 3))
+
+
+def test_sobel_edges_equal_a_reflect_padded_reference():
+    x = RS.rand(1, 5, 6, 2)
+    got = run(tv.image.sobel_edges(x))
+    assert got.shape == (1, 5, 6, 2, 2)
+    xp = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)), mode="reflect")
+    ky = np.array([[-1, -2, -1], [0, 0, 0], [1, 2, 1]])
+    for k, kern in enumerate((ky, ky.T)):
+        want = sum(kern[i, j] * xp[:, i:i + 5, j:j + 6] for i in range(3) for j in range(3))
+        np.testing.assert_allclose(got[..., k], want, atol=1e-12)
+
+
+def np_ssim(a, b, max_val, size=11, sigma=1.5, k1=0.01, k2=0.03):
+    """Per image: the mean over windows and channels of luminance x contrast-structure, each
+    from Gaussian-weighted local moments over the full ('VALID') windows."""
+    coords = np.arange(size) - (size - 1) / 2
+    g1 = np.exp(-coords ** 2 / (2 * sigma ** 2))
+    w = np.outer(g1, g1) / np.outer(g1, g1).sum()
+    n, h, wd, c = a.shape
+    oh, ow = h - size + 1, wd - size + 1
+
+    def local(z):
+        out = np.zeros((n, oh, ow, c))
+        for i in range(size):
+            for j in range(size):
+                out += w[i, j] * z[:, i:i + oh, j:j + ow]
+        return out
+    c1, c2 = (k1 * max_val) ** 2, (k2 * max_val) ** 2
+    ma, mb = local(a), local(b)
+    lum = (2 * ma * mb + c1) / (ma ** 2 + mb ** 2 + c1)
+    cs = (2 * (local(a * b) - ma * mb) + c2) / (local(a * a + b * b) - ma ** 2 - mb ** 2 + c2)
+    return (lum * cs).mean((1, 2, 3))
+
+
+def test_ssim_equals_its_definition():
+    a = RS.rand(2, 14, 13, 3).astype(F32)
+    b = np.clip(a + RS.randn(*a.shape).astype(F32) * 0.1, 0, 1)
+    got, same = run([tv.image.ssim(a, b, 1.0), tv.image.ssim(a, a, 1.0)])
+    np.testing.assert_allclose(got, np_ssim(a.astype(np.float64), b.astype(np.float64), 1.0),
+                               rtol=1e-4)
+    np.testing.assert_allclose(same, 1.0, rtol=1e-5)
+    au, bu = (a * 255).astype(np.uint8), (b * 255).astype(np.uint8)
+    got_u8 = run(tv.image.ssim(au, bu, 255, filter_size=5))
+    np.testing.assert_allclose(got_u8, np_ssim(au / 255.0, bu / 255.0, 1.0, size=5), rtol=1e-4)
+    with pytest.raises(ValueError, match="must be at least filter_size"):
+        tv.image.ssim(a[:, :5], b[:, :5], 1.0)
+
+
+def np_nms(boxes, scores, k, iou_t, score_t=-np.inf):
+    y1, x1 = np.minimum(boxes[:, 0], boxes[:, 2]), np.minimum(boxes[:, 1], boxes[:, 3])
+    y2, x2 = np.maximum(boxes[:, 0], boxes[:, 2]), np.maximum(boxes[:, 1], boxes[:, 3])
+    area = (y2 - y1) * (x2 - x1)
+    kept = []
+    for i in sorted(range(len(scores)), key=lambda i: (-scores[i], i)):
+        if scores[i] <= score_t or len(kept) == k:
+            continue
+        ok = True
+        for j in kept:
+            inter = max(0, min(y2[i], y2[j]) - max(y1[i], y1[j])) * \
+                max(0, min(x2[i], x2[j]) - max(x1[i], x1[j]))
+            if inter / (area[i] + area[j] - inter) > iou_t:
+                ok = False
+                break
+        if ok:
+            kept.append(i)
+    return kept
+
+
+@pytest.mark.parametrize("k,iou,st", [(10, 0.3, -np.inf), (50, 0.6, 0.3), (0, 0.5, -np.inf),
+                                      (5, 1.0, -np.inf)])
+def test_non_max_suppression_equals_greedy_reference(k, iou, st):
+    boxes = RS.rand(40, 4).astype(F32)
+    scores = RS.rand(40).astype(F32)
+    got = run(tv.image.non_max_suppression(boxes, scores, k, iou, score_threshold=st))
+    assert got.dtype == np.int32
+    assert got.tolist() == np_nms(boxes, scores, k, iou, st)
+    with pytest.raises(tv.errors.InvalidArgumentError, match="iou_threshold must be in"):
+        run(tv.image.non_max_suppression(boxes, scores, 3, 1.5))
+
+
+def test_sample_distorted_bounding_box_crops_cover_the_object():
+    tv.reset_default_graph()
+    box = np.array([[[0.3, 0.2, 0.7, 0.6]]], F32)
+    begin, size, bbox = tv.image.sample_distorted_bounding_box(
+        [60, 80, 3], box, seed=3, min_object_covered=0.5, aspect_ratio_range=(0.5, 2.0),
+        area_range=(0.1, 0.9))
+    img = tv.placeholder(tv.uint8, [60, 80, 3])
+    crop = tv.slice(img, begin, size)
+    pic = RS.randint(0, 255, (60, 80, 3)).astype(np.uint8)
+    seen = set()
+    with tv.Session() as s:
+        for _ in range(8):
+            b, sz, bb, c = s.run([begin, size, bbox, crop], {img: pic})
+            h, w = int(sz[0]), int(sz[1])
+            assert sz[2] == -1 and b[2] == 0 and c.shape == (h, w, 3)
+            np.testing.assert_array_equal(c, pic[b[0]:b[0] + h, b[1]:b[1] + w])
+            area = h * w / (60 * 80)
+            assert 0.1 - 1e-6 <= area <= 0.9 + 1e-6 or (h, w) == (60, 80)
+            oy1, ox1, oy2, ox2 = 18, 16, 42, 48
+            inter = max(0, min(oy2, b[0] + h) - max(oy1, b[0])) * \
+                max(0, min(ox2, b[1] + w) - max(ox1, b[1]))
+            assert inter >= 0.5 * (oy2 - oy1) * (ox2 - ox1) or (h, w) == (60, 80)
+            np.testing.assert_allclose(bb[0, 0], [b[0] / 60, b[1] / 80, (b[0] + h) / 60,
+                                                  (b[1] + w) / 80], rtol=1e-6)
+            seen.add((int(b[0]), int(b[1]), h, w))
+    assert len(seen) > 1
+    with pytest.raises(tv.errors.InvalidArgumentError, match="No bounding boxes provided"):
+        run(tv.image.sample_distorted_bounding_box([10, 10, 3], np.zeros((1, 0, 4), F32))[0])
+    whole = run(tv.image.sample_distorted_bounding_box(
+        [10, 10, 3], np.zeros((1, 0, 4), F32), use_image_if_no_bounding_boxes=True,
+        area_range=(1.0, 1.0), aspect_ratio_range=(1.0, 1.0))[1])
+    assert whole.tolist() == [10, 10, -1]
+    with pytest.raises(tv.errors.InvalidArgumentError, match="area_range must be within"):
+        tv.image.sample_distorted_bounding_box([10, 10, 3], box, area_range=(0.5, 1.5))
+
+
+def test_draw_bounding_boxes_outlines_in_colour_order():
+    img = np.zeros((1, 6, 8, 3), F32)
+    got = run(tv.image.draw_bounding_boxes(img, np.array([[[0.2, 0.15, 0.8, 0.9]]], F32)))
+    t, l_, b, r = int(0.2 * 5), int(0.15 * 7), int(0.8 * 5), int(0.9 * 7)
+    want = np.zeros_like(img)
+    yellow = np.array([1, 1, 0], F32)
+    want[0, t, l_:r + 1] = want[0, b, l_:r + 1] = yellow
+    want[0, t:b + 1, l_] = want[0, t:b + 1, r] = yellow
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(tv.errors.InvalidArgumentError, match="images must be float"):
+        tv.image.draw_bounding_boxes(np.zeros((1, 4, 4, 3), np.uint8), np.zeros((1, 1, 4), F32))
+
+
+def test_is_jpeg():
+    jpg, png = pil_bytes(U8, "JPEG"), pil_bytes(U8, "PNG")
+    assert run([tv.image.is_jpeg(jpg), tv.image.is_jpeg(png)]) == [True, False]

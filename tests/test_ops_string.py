@@ -266,3 +266,13 @@ def test_reduce_join_equals_python_joins():
     assert got[3].tolist() == ["", ""]
     with pytest.raises(tv.errors.InvalidArgumentError, match="axis 3 is out of range"):
         tv.reduce_join(x, 3)
+
+
+def test_substr_of_raw_bytes():
+    blob = bytes([0xFF, 0xD8, 0xFF, 0xE0, 0x00]) + b"rest"
+    with tv.Session() as s:
+        got = s.run(tv.substr(tv.constant(np.array([blob], dtype=object)), 0, 3))
+        assert got.tolist() == [b"\xff\xd8\xff"]
+        assert s.run(tv.substr(np.array([blob], dtype=object), -4, 4)).tolist() == ["rest"]
+        with pytest.raises(tv.errors.InvalidArgumentError, match="UTF8_CHAR needs valid UTF-8"):
+            s.run(tv.substr(np.array([blob], dtype=object), 0, 1, unit="UTF8_CHAR"))

@@ -42,6 +42,12 @@ def _slice(a: pa.Array, start: int, length: int, unit: str) -> pa.Array:
     stop = None if start < 0 <= stop else stop  # s[-2:0] would be empty: to the end instead
     if unit == "UTF8_CHAR":
         return pc.utf8_slice_codeunits(a, start=start, stop=stop)
+    if pa.types.is_large_binary(a.type):  # raw bytes (an encoded image …)
+        out = pc.binary_slice(a, start=start, stop=stop)
+        try:
+            return out.cast(pa.large_string())
+        except pa.ArrowInvalid:
+            return out
     buf = a.buffers()[2]
     if buf is None or buf.size == 0 or int(np.frombuffer(buf, np.uint8).max()) < 128:
         return pc.utf8_slice_codeunits(a, start=start, stop=stop)  # ASCII: bytes == chars
@@ -57,7 +63,13 @@ def _substr_kernel(x, pos, length, *, unit):
     p, n = np.asarray(pos, dtype=np.int64), np.asarray(length, dtype=np.int64)
     shape = np.broadcast_shapes(xs.shape, p.shape, n.shape)
     xs, p, n = (np.broadcast_to(v, shape).reshape(-1) for v in (xs, p, n))
-    a = _arrow(xs)
+    try:
+        a = _arrow(xs)
+    except pa.ArrowInvalid:  # bytes that are not UTF-8: sliced as bytes
+        if unit == "UTF8_CHAR":
+            raise InvalidArgumentError("Substr: unit UTF8_CHAR needs valid UTF-8 strings") \
+                from None
+        a = pa.array(xs, type=pa.large_binary())
     lens = _lengths(a, unit)
     bad = (p > lens) | (p < -lens)
     if bad.any():
