@@ -16,7 +16,8 @@ from ..errors import InvalidArgumentError
 from ..tensor_conversion import convert_to_tensor
 
 __all__ = ["exponential_decay", "natural_exp_decay", "inverse_time_decay", "polynomial_decay",
-           "piecewise_constant", "cosine_decay"]
+           "piecewise_constant", "piecewise_constant_decay", "cosine_decay",
+           "cosine_decay_restarts", "linear_cosine_decay", "noisy_linear_cosine_decay"]
 
 
 def _prep(learning_rate, global_step, name):
@@ -108,3 +109,83 @@ def piecewise_constant(x, boundaries, values, name=None):
         bt = convert_to_tensor(b, dtype=x.dtype) if not hasattr(b, "op") else cast(b, x.dtype)
         out = where_(greater(x, bt), v, out)
     return out
+
+
+piecewise_constant_decay = piecewise_constant  # TF 1.x's other name for it
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def cosine_decay_restarts(learning_rate, global_step, first_decay_steps, t_mul=2.0, m_mul=1.0,
+                          alpha=0.0, name=None):
+    """Cosine decay with warm restarts (SGDR): the ``i``-th period lasts
+    ``first_decay_steps * t_mul ** i`` steps and starts from ``learning_rate * m_mul ** i``;
+    within a period the rate follows ``(1 - alpha) * 0.5 * (1 + cos(pi * fraction)) + alpha``
+    of its start."""
+    from ..ops.control_flow_ops import cond
+    from ..ops.math_ext import cos, equal, floor
+    from ..ops.math_ops import log
+    from ..ops.math_ops import pow as pow_
+    lr, step = _prep(learning_rate, global_step, "cosine_decay_restarts")
+    dt = lr.dtype
+    fraction = step / convert_to_tensor(first_decay_steps, dtype=dt)
+    t = convert_to_tensor(t_mul, dtype=dt)
+    m = convert_to_tensor(m_mul, dtype=dt)
+
+    def geometric():
+        i = floor(log(1.0 - fraction * (1.0 - t)) / log(t))
+        total = (1.0 - pow_(t, i)) / (1.0 - t)
+        return i, (fraction - total) / pow_(t, i)
+
+    def linear():
+        i = floor(fraction)
+        return i, fraction - i
+    if _is_number(t_mul):
+        i_restart, frac = linear() if float(t_mul) == 1.0 else geometric()
+    else:
+        i_restart, frac = cond(equal(t, 1.0), linear, geometric)
+    cosine = 0.5 * pow_(m, i_restart) * (1.0 + cos(math.pi * frac))
+    return lr * ((1.0 - alpha) * cosine + alpha)
+
+
+def _linear_cosine(learning_rate, global_step, decay_steps, num_periods, alpha, beta, what,
+                   noise=None):
+    from ..ops.math_ext import cos, minimum
+    lr, step = _prep(learning_rate, global_step, what)
+    dt = lr.dtype
+    ds = convert_to_tensor(decay_steps, dtype=dt)
+    step = minimum(step, ds)
+    linear = (ds - step) / ds
+    if noise is not None:
+        linear = linear + noise(step)
+    fraction = 2.0 * convert_to_tensor(num_periods, dtype=dt) * (step / ds)
+    cosine = 0.5 * (1.0 + cos(math.pi * fraction))
+    return lr * ((convert_to_tensor(alpha, dtype=dt) + linear) * cosine +
+                 convert_to_tensor(beta, dtype=dt))
+
+
+def linear_cosine_decay(learning_rate, global_step, decay_steps, num_periods=0.5, alpha=0.0,
+                        beta=0.001, name=None):
+    """``lr * ((alpha + (decay_steps - step) / decay_steps) * 0.5 * (1 + cos(2 pi
+    num_periods step / decay_steps)) + beta)``, ``step`` capped at ``decay_steps``."""
+    return _linear_cosine(learning_rate, global_step, decay_steps, num_periods, alpha, beta,
+                          "linear_cosine_decay")
+
+
+def noisy_linear_cosine_decay(learning_rate, global_step, decay_steps, initial_variance=1.0,
+                              variance_decay=0.55, num_periods=0.5, alpha=0.0, beta=0.001,
+                              name=None):
+    """:func:`linear_cosine_decay` whose linear term gets Gaussian noise of variance
+    ``initial_variance / (1 + step) ** variance_decay`` (a fresh draw each step)."""
+    from ..ops.math_ops import pow as pow_
+    from ..ops.math_ops import sqrt
+    from ..ops.random_ops import random_normal
+
+    def noise(step):
+        var = convert_to_tensor(initial_variance, dtype=step.dtype) / pow_(
+            1.0 + step, convert_to_tensor(variance_decay, dtype=step.dtype))
+        return random_normal([], stddev=sqrt(var), dtype=step.dtype)
+    return _linear_cosine(learning_rate, global_step, decay_steps, num_periods, alpha, beta,
+                          "noisy_linear_cosine_decay", noise)
