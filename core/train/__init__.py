@@ -84,3 +84,8 @@ __all__ += ["CheckpointState", "checkpoints_iterator", "generate_checkpoint_stat
             "get_checkpoint_mtimes", "get_checkpoint_state", "init_from_checkpoint",
             "load_checkpoint", "remove_checkpoint", "summary_iterator",
             "update_checkpoint_state", "write_graph"]
+from .learning_rate import (cosine_decay_restarts, linear_cosine_decay,  # noqa: E402
+                            noisy_linear_cosine_decay, piecewise_constant_decay)
+
+__all__ += ["cosine_decay_restarts", "linear_cosine_decay", "noisy_linear_cosine_decay",
+            "piecewise_constant_decay"]
