@@ -23,7 +23,8 @@ from .tensor_conversion import convert_to_tensor
 __all__ = ["Reduction", "compute_weighted_loss", "add_loss", "get_losses",
            "get_regularization_losses", "get_regularization_loss", "get_total_loss",
            "mean_squared_error", "absolute_difference", "log_loss", "hinge_loss", "huber_loss",
-           "softmax_cross_entropy", "sparse_softmax_cross_entropy", "sigmoid_cross_entropy"]
+           "softmax_cross_entropy", "sparse_softmax_cross_entropy", "sigmoid_cross_entropy",
+           "cosine_distance", "mean_pairwise_squared_error"]
 
 
 class Reduction:
@@ -191,6 +192,77 @@ def sigmoid_cross_entropy(multi_class_labels, logits, weights=1.0, label_smoothi
         labels = labels * (1.0 - label_smoothing) + 0.5 * label_smoothing
     losses = sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
     return compute_weighted_loss(losses, weights, scope, loss_collection, reduction)
+
+
+def _float_pair(labels, predictions, what):
+    """Both cast to float32 (TF's), checked for compatible shapes."""
+    from .ops.math_ops import cast
+    if labels is None:
+        raise InvalidArgumentError("Argument `labels` must not be None.")
+    if predictions is None:
+        raise InvalidArgumentError("Argument `predictions` must not be None.")
+    labels, predictions = convert_to_tensor(labels), convert_to_tensor(predictions)
+    labels = labels if labels.dtype == _dt.float32 else cast(labels, _dt.float32)
+    predictions = predictions if predictions.dtype == _dt.float32 else \
+        cast(predictions, _dt.float32)
+    a, b = predictions._shape, labels._shape
+    if a is not None and b is not None and (len(a) != len(b) or any(
+            x is not None and y is not None and x != y for x, y in zip(a, b))):
+        def tf_shape(d):
+            return "(" + ", ".join("None" if x is None else str(x) for x in d) + \
+                ("," if len(d) == 1 else "") + ")"
+        raise InvalidArgumentError(f"Shapes {tf_shape(a)} and {tf_shape(b)} are incompatible "
+                                   f"({what})")
+    return labels, predictions
+
+
+def cosine_distance(labels, predictions, axis=None, weights=1.0, scope=None,
+                    loss_collection=GraphKeys.LOSSES,
+                    reduction=Reduction.SUM_BY_NONZERO_WEIGHTS, dim=None):
+    """Weighted ``1 - sum(labels * predictions, axis)`` (both unit-normalised along
+    ``axis``; ``dim`` is its old name)."""
+    from .ops.math_ops import reduce_sum
+    if axis is None:
+        axis = dim
+    elif dim is not None and dim != axis:
+        raise InvalidArgumentError("Cannot specify both 'axis' and 'dim'")
+    if axis is None:
+        raise InvalidArgumentError("You must specify argument `axis`.")
+    labels, predictions = _float_pair(labels, predictions, "cosine_distance")
+    losses = 1.0 - reduce_sum(predictions * labels, axis=[axis], keepdims=True)
+    return compute_weighted_loss(losses, weights, scope, loss_collection, reduction)
+
+
+def mean_pairwise_squared_error(labels, predictions, weights=1.0, scope=None,
+                                loss_collection=GraphKeys.LOSSES):
+    """For each example (the first dimension), the mean over pairs of its elements ``i, j``
+    of ``((p_i - p_j) - (l_i - l_j)) ** 2``, times its weight, summed over the batch:
+    ``2 * (sum(d**2) / (n - 1) - sum(d)**2 / (n * (n - 1)))`` with ``d = p - l`` and ``n`` the
+    example's elements whose weight is not zero."""
+    from .ops.array_ops import ones_like, zeros_like
+    from .ops.math_ext import equal, greater, maximum, where_
+    from .ops.math_ops import cast
+    from .ops.math_ops import reduce_sum
+    labels, predictions = _float_pair(labels, predictions, "mean_pairwise_squared_error")
+    w = convert_to_tensor(weights)
+    w = w if w.dtype == _dt.float32 else cast(w, _dt.float32)
+    diffs = predictions - labels
+    rank = len(diffs._shape) if diffs._shape is not None else None
+    if rank is None:
+        raise InvalidArgumentError("mean_pairwise_squared_error: the predictions need a known "
+                                   "rank")
+    axis = list(range(1, rank))
+    present = where_(equal(w, 0.0), zeros_like(w), ones_like(w)) * ones_like(diffs)
+    n = reduce_sum(present, axis=axis, keepdims=True)
+    term1 = 2.0 * _safe_div(reduce_sum(diffs * diffs, axis=axis, keepdims=True),
+                            maximum(n - 1.0, 0.0))
+    total = reduce_sum(diffs, axis=axis, keepdims=True)
+    term2 = 2.0 * _safe_div(total * total, maximum(n * (n - 1.0), 0.0))
+    loss = reduce_sum((term1 - term2) * w)
+    out = where_(greater(reduce_sum(n), 0.0), loss, zeros_like(loss))
+    if loss_collection is not None:
+        get_default_graph().add_to_collection(loss_collection, out)
+    return out
 
 
 def add_loss(loss, loss_collection=GraphKeys.LOSSES) -> None:

@@ -452,3 +452,67 @@ def test_bad_inputs():
             s.run(tv.local_variables_initializer())
             with pytest.raises(E, match=r"predictions must be in \[0, 1\]"):
                 s.run(up)
+
+
+# ---- tv.losses.cosine_distance and mean_pairwise_squared_error -----------------------------------
+
+L2 = RNG.normal(size=(4, 3)).astype(np.float32)
+P2 = RNG.normal(size=(4, 3)).astype(np.float32)
+
+
+def _np_pairwise(labels, predictions, weights):
+    """The mean over ordered pairs (i, j), i != j, of present elements of each example of
+    ((p_i - p_j) - (l_i - l_j))**2, times the example's weight, summed over the batch."""
+    d = (predictions - labels).reshape(len(labels), -1).astype(np.float64)
+    w = np.broadcast_to(np.asarray(weights, np.float64), labels.shape).reshape(len(labels), -1)
+    total = 0.0
+    for row, wrow in zip(d, w):
+        present = row[wrow != 0]
+        n = len(present)
+        if n > 1:
+            pairs = [(a - b) ** 2 for i, a in enumerate(present)
+                     for j, b in enumerate(present) if i != j]
+            total += np.mean(pairs) * wrow[wrow != 0][0]
+    return total
+
+
+@pytest.mark.parametrize("weights", [1.0, 2.5, np.array([[1.0], [0.0], [2.0], [0.5]])])
+def test_mean_pairwise_squared_error(weights):
+    with tv.Graph().as_default():
+        loss = tv.losses.mean_pairwise_squared_error(L2, P2, weights=weights)
+        assert tv.get_collection(tv.GraphKeys.LOSSES) == [loss]
+        with tv.Session() as s:
+            got = s.run(loss)
+    assert got == pytest.approx(_np_pairwise(L2, P2, weights), rel=1e-5)
+
+
+def test_mean_pairwise_squared_error_of_rank_3_and_zero_weight():
+    l3, p3 = RNG.normal(size=(2, 3, 2)), RNG.normal(size=(2, 3, 2))
+    with tv.Graph().as_default():
+        a = tv.losses.mean_pairwise_squared_error(l3, p3)
+        z = tv.losses.mean_pairwise_squared_error(l3, p3, weights=0.0)
+        with tv.Session() as s:
+            got, zero = s.run([a, z])
+    assert got == pytest.approx(_np_pairwise(l3, p3, 1.0), rel=1e-5) and zero == 0.0
+
+
+def test_cosine_distance():
+    ln = L2 / np.linalg.norm(L2, axis=1, keepdims=True)
+    pn = P2 / np.linalg.norm(P2, axis=1, keepdims=True)
+    per_row = 1.0 - (ln * pn).sum(1, keepdims=True)
+    w = np.array([[1.0], [0.0], [2.0], [0.5]])
+    with tv.Graph().as_default():
+        mean = tv.losses.cosine_distance(ln, pn, axis=1)
+        weighted = tv.losses.cosine_distance(ln, pn, axis=1, weights=w)
+        none = tv.losses.cosine_distance(ln, pn, dim=1, reduction=tv.losses.Reduction.NONE)
+        with tv.Session() as s:
+            m, wt, n = s.run([mean, weighted, none])
+    assert m == pytest.approx(per_row.mean(), rel=1e-5)
+    assert wt == pytest.approx((per_row * w).sum() / 3.0, rel=1e-5)  # 3 non-zero weights
+    np.testing.assert_allclose(n, per_row, rtol=1e-5)
+    with pytest.raises(ValueError, match="You must specify argument `axis`."):
+        tv.losses.cosine_distance(ln, pn)
+    with pytest.raises(ValueError, match="Argument `labels` must not be None."):
+        tv.losses.cosine_distance(None, pn, axis=1)
+    with pytest.raises(ValueError, match=r"Shapes \(4, 2\) and \(4, 3\) are incompatible"):
+        tv.losses.mean_pairwise_squared_error(L2, P2[:, :2])

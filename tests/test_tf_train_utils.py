@@ -343,3 +343,77 @@ def test_summary_iterator_and_write_graph(tmp_path):
         list(tf.train.summary_iterator(str(tmp_path / "none")))
     with pytest.raises(TypeError, match="write_graph expects"):
         tf.train.write_graph(3, str(tmp_path), "x")
+
+
+# ---- learning-rate schedules ---------------------------------------------------------------------
+
+def _schedule(build, steps):
+    with tf.Graph().as_default():
+        step = tf.placeholder(tf.int64, [])
+        lr = build(step)
+        with tf.Session() as s:
+            return np.array([s.run(lr, {step: i}) for i in steps], np.float64)
+
+
+def _np_sgdr(lr, step, first, t_mul, m_mul, alpha):
+    """SGDR by walking the periods (no closed form), as a reference."""
+    start, length, i = 0.0, float(first), 0
+    while step >= start + length:
+        start, length, i = start + length, length * t_mul, i + 1
+    frac = (step - start) / length
+    return lr * ((1 - alpha) * 0.5 * m_mul ** i * (1 + np.cos(np.pi * frac)) + alpha)
+
+
+@pytest.mark.parametrize("first,t_mul,m_mul,alpha", [(10, 2.0, 1.0, 0.0), (7, 1.0, 0.5, 0.1),
+                                                     (5, 3.0, 0.8, 0.05)])
+def test_cosine_decay_restarts(first, t_mul, m_mul, alpha):
+    steps = list(range(0, 60, 2))
+    got = _schedule(lambda s: tf.train.cosine_decay_restarts(0.1, s, first, t_mul=t_mul,
+                                                              m_mul=m_mul, alpha=alpha), steps)
+    ref = [_np_sgdr(0.1, i, first, t_mul, m_mul, alpha) for i in steps]
+    np.testing.assert_allclose(got, ref, rtol=2e-5, atol=1e-7)
+
+
+def test_cosine_decay_restarts_with_a_tensor_t_mul():
+    steps = list(range(0, 40, 3))
+    got = _schedule(lambda s: tf.train.cosine_decay_restarts(
+        0.1, s, 5, t_mul=tf.constant(2.0)), steps)
+    np.testing.assert_allclose(got, [_np_sgdr(0.1, i, 5, 2.0, 1.0, 0.0) for i in steps],
+                               rtol=2e-5, atol=1e-7)
+
+
+def test_linear_cosine_decay_and_piecewise_constant_decay():
+    steps = list(range(0, 45, 3))
+    got = _schedule(lambda s: tf.train.linear_cosine_decay(0.2, s, 20, num_periods=2.0,
+                                                           alpha=0.1, beta=0.01), steps)
+    t = np.minimum(steps, 20) / 20.0
+    ref = 0.2 * ((0.1 + (1 - t)) * 0.5 * (1 + np.cos(2 * np.pi * 2.0 * t)) + 0.01)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-7)
+    got = _schedule(lambda s: tf.train.piecewise_constant_decay(s, [5, 15], [1.0, 0.5, 0.1]),
+                    [0, 5, 6, 15, 16])
+    np.testing.assert_allclose(got, [1.0, 1.0, 0.5, 0.5, 0.1], rtol=1e-7)
+
+
+def test_noisy_linear_cosine_decay_has_the_stated_noise():
+    """Mean: the linear-cosine rate; standard deviation: lr * sqrt(initial_variance /
+    (1 + step) ** variance_decay) * cosine term."""
+    with tf.Graph().as_default():
+        step = tf.placeholder(tf.int64, [])
+        lr = tf.train.noisy_linear_cosine_decay(0.1, step, 30, initial_variance=1.0,
+                                                variance_decay=0.55)
+        with tf.Session() as s:
+            draws = np.array([s.run(lr, {step: 10}) for _ in range(2000)], np.float64)
+            assert s.run(lr, {step: 40}) == pytest.approx(0.1 * 0.001)  # past decay_steps
+    cosine = 0.5 * (1 + np.cos(np.pi * 10 / 30))
+    mean = 0.1 * ((20 / 30) * cosine + 0.001)
+    std = 0.1 * np.sqrt(1.0 / 11 ** 0.55) * cosine
+    assert abs(draws.mean() - mean) < 4 * std / np.sqrt(len(draws))
+    assert draws.std() == pytest.approx(std, rel=0.1)
+
+
+def test_new_schedules_need_a_global_step():
+    for fn, args in ((tf.train.cosine_decay_restarts, (10,)),
+                     (tf.train.linear_cosine_decay, (10,)),
+                     (tf.train.noisy_linear_cosine_decay, (10,))):
+        with pytest.raises(ValueError, match=f"global_step is required for {fn.__name__}"):
+            fn(0.1, None, *args)
