@@ -445,3 +445,171 @@ def test_meshgrid():
     with pytest.raises(TypeError, match="'foo' is an invalid keyword argument"):
         tv.meshgrid(x, y, foo=1)
     check_gradients(lambda a, b: tv.meshgrid(a, b)[0] * tv.meshgrid(a, b)[1], rand(3), rand(2))
+
+
+# ---- segment reductions, searchsorted, bincount, setdiff1d, permutations, roll, repeat ---------
+D = np.array([[1.0, 2.0], [3.0, -4.0], [5.0, 6.0], [0.0, 8.0], [2.0, 2.0]])
+IDS = np.array([0, 0, 2, 2, 3])
+UIDS = np.array([3, -1, 0, 3, 0])
+
+
+def _np_segment(data, ids, n, reduce, empty):
+    out = np.full((n,) + data.shape[ids.ndim:], empty, dtype=data.dtype)
+    flat, rows = ids.reshape(-1), data.reshape((-1,) + data.shape[ids.ndim:])
+    for s in range(n):
+        sel = rows[flat == s]
+        if len(sel):
+            out[s] = reduce(sel, axis=0)
+    return out
+
+
+SORTED = [(tv.segment_sum, np.sum, 0), (tv.segment_mean, np.mean, 0),
+          (tv.segment_max, np.max, 0), (tv.segment_min, np.min, 0),
+          (tv.segment_prod, np.prod, 1)]
+LOWEST, HIGHEST = np.finfo(np.float64).min, np.finfo(np.float64).max
+UNSORTED = [(tv.unsorted_segment_max, np.max, LOWEST), (tv.unsorted_segment_min, np.min, HIGHEST),
+            (tv.unsorted_segment_prod, np.prod, 1),
+            (tv.unsorted_segment_mean, np.mean, 0),
+            (tv.unsorted_segment_sqrt_n, lambda a, axis: a.sum(axis) / np.sqrt(len(a)), 0)]
+
+
+@pytest.mark.parametrize("fn,reduce,empty", SORTED, ids=lambda v: getattr(v, "__name__", ""))
+def test_sorted_segment_ops(fn, reduce, empty):
+    check_forward(lambda d: fn(d, IDS), lambda d: _np_segment(d, IDS, 4, reduce, empty), D)
+    data = rng.uniform(0.5, 2.0, size=(5, 2))  # no ties: max/min gradients are exact
+    check_gradients(lambda d: fn(d, IDS), data)
+
+
+@pytest.mark.parametrize("fn,reduce,empty", UNSORTED, ids=lambda v: getattr(v, "__name__", ""))
+def test_unsorted_segment_ops(fn, reduce, empty):
+    check_forward(lambda d: fn(d, UIDS, 5), lambda d: _np_segment(d, UIDS, 5, reduce, empty), D)
+    ids2 = np.array([[1, 0], [2, 1]])
+    data2 = rng.uniform(0.5, 2.0, size=(2, 2, 3))
+    check_forward(lambda d: fn(d, ids2, 3), lambda d: _np_segment(d, ids2, 3, reduce, empty),
+                  data2)
+    check_gradients(lambda d: fn(d, np.array([1, -1, 0, 1, 0]), 2),
+                    rng.uniform(0.5, 2.0, size=(5, 2)))
+
+
+def test_segment_gradients_with_ties_and_zeros_as_tf():
+    data = np.array([[2.0, 0.0], [2.0, 3.0], [1.0, 0.0]])
+    ids = np.array([0, 0, 1])
+    x = tv.constant(data)
+    g_max = run(tv.gradients(tv.reduce_sum(tv.segment_max(x, ids)), x)[0])
+    assert g_max.tolist() == [[0.5, 0.0], [0.5, 1.0], [1.0, 1.0]]  # ties split the gradient
+    g_prod = run(tv.gradients(tv.reduce_sum(tv.unsorted_segment_prod(x, ids, 2)), x)[0])
+    assert g_prod.tolist() == [[2.0, 3.0], [2.0, 0.0], [1.0, 1.0]]  # zero-safe
+
+
+def test_segment_op_errors_and_integer_empties():
+    with pytest.raises(InvalidArgumentError, match="^segment ids are not increasing"):
+        run(tv.segment_sum(D, [0, 2, 1, 3, 3]))
+    with pytest.raises(InvalidArgumentError, match=r"^Segment id -1 out of range \[0, 2\), "
+                                                    "possibly because 'segment_ids' input is "
+                                                    "not sorted."):
+        run(tv.segment_sum(D, [-1, 0, 1, 1, 1]))
+    with pytest.raises(InvalidArgumentError, match=r"^segment_ids\[1\] = 9 is out of range "
+                                                    r"\[0, 3\)"):
+        run(tv.unsorted_segment_max(D, [0, 9, 1, 1, 1], 3))
+    got = run([tv.unsorted_segment_max(np.array([4, 1, 7, 2]), [0, 0, 2, 2], 4),
+               tv.segment_max(np.array([4, 1, 7, 2]), [1, 1, 3, 3])])
+    lo = np.iinfo(np.int64).min
+    assert got[0].tolist() == [4, lo, 7, lo] and got[1].tolist() == [0, 4, 0, 7]
+
+
+def test_searchsorted():
+    seq = np.sort(rng.normal(size=(2, 3, 7)), axis=-1)
+    seq[0, 0, 2] = seq[0, 0, 3]  # a tie
+    vals = np.concatenate([rng.normal(size=(2, 3, 4)), seq[..., :2]], -1)
+    for side in ("left", "right"):
+        want = np.array([[np.searchsorted(seq[i, j], vals[i, j], side=side) for j in range(3)]
+                         for i in range(2)])
+        assert run(tv.searchsorted(seq, vals, side=side)).tolist() == want.tolist()
+    got = run(tv.searchsorted(np.array([1, 2, 2, 9]), np.array([2, 10, 0]), side="right",
+                              out_type=tv.int64))
+    assert got.tolist() == [3, 4, 0] and got.dtype == np.int64
+    with pytest.raises(ValueError, match="Argument `side` must be either 'right' or 'left'"):
+        tv.searchsorted([1, 2], [1], side="mid")
+    with pytest.raises(InvalidArgumentError, match="same leading"):
+        tv.searchsorted(np.zeros((2, 3)), np.zeros((3, 3)))
+
+
+def test_bincount_setdiff1d_invert_permutation_unravel_index():
+    arr = rng.integers(0, 6, size=(3, 4))
+    w = rng.normal(size=(3, 4))
+    got = run([tv.bincount(arr), tv.bincount(arr, minlength=9), tv.bincount(arr, maxlength=3),
+               tv.bincount(arr, weights=w), tv.bincount(np.zeros(0, np.int32), minlength=3),
+               tv.bincount([2, 2], dtype=tv.float32)])
+    assert got[0].tolist() == np.bincount(arr.ravel()).tolist() and got[0].dtype == np.int32
+    assert got[1].tolist() == np.bincount(arr.ravel(), minlength=9).tolist()
+    assert got[2].tolist() == np.bincount(arr.ravel())[:3].tolist()
+    np.testing.assert_allclose(got[3], np.bincount(arr.ravel(), w.ravel()))
+    assert got[4].tolist() == [0, 0, 0] and got[5].tolist() == [0, 0, 2]
+    with pytest.raises(InvalidArgumentError, match="Input arr must be non-negative!"):
+        run(tv.bincount([-1, 2]))
+    out, idx = tv.setdiff1d([1, 2, 3, 4, 5, 6], [1, 3, 5, 9])
+    assert [v.tolist() for v in run([out, idx])] == [[2, 4, 6], [1, 3, 5]]
+    s_out, _ = tv.setdiff1d(tv.constant(["a", "b", "c"]), tv.constant(["b"]))
+    assert [str(v) for v in run(s_out)] == ["a", "c"]
+    p = rng.permutation(7)
+    assert run(tv.invert_permutation(p)).tolist() == np.argsort(p).tolist()
+    with pytest.raises(InvalidArgumentError, match="^0 is duplicated in the input."):
+        run(tv.invert_permutation([0, 0, 1]))
+    with pytest.raises(InvalidArgumentError, match="^5 is not between 0 and 3"):
+        run(tv.invert_permutation([0, 5, 1]))
+    flat = np.array([0, 5, 11, 7])
+    assert run(tv.unravel_index(flat, [3, 4])).tolist() == \
+        np.array(np.unravel_index(flat, (3, 4))).tolist()
+    assert run(tv.unravel_index(np.int64(23), np.array([2, 3, 4]))).tolist() == [1, 2, 3]
+    with pytest.raises(InvalidArgumentError, match="index is out of bound as with dims"):
+        run(tv.unravel_index([12], [3, 4]))
+
+
+def test_roll_static_and_dynamic_with_gradients():
+    x = rand(3, 4)
+    for shift, axis in ((1, 0), (-2, 1), ([1, -1], [0, 1]), (5, -1)):
+        check_forward(lambda t: tv.roll(t, shift, axis), lambda a: np.roll(a, shift, axis), x)
+        check_gradients(lambda t: tv.roll(t, shift, axis), x)
+    sh = tv.placeholder(tv.int32, [])
+    out = tv.roll(tv.constant(np.arange(5)), sh, 0)
+    with tv.Session() as s:
+        for k in (0, 2, -1, 7):
+            assert s.run(out, {sh: k}).tolist() == np.roll(np.arange(5), k).tolist()
+    with pytest.raises(InvalidArgumentError, match="shift and axis must have the same size"):
+        tv.roll(x, [1, 2], [0])
+
+
+def test_repeat_with_gradients():
+    x = rand(2, 3)
+    for reps, axis in ((2, None), (3, 1), ([1, 2], 0), ([0, 2, 1], 1)):
+        check_forward(lambda t: tv.repeat(t, reps, axis), lambda a: np.repeat(a, reps, axis), x)
+        check_gradients(lambda t: tv.repeat(t, reps, axis), x)
+    assert tv.repeat(tv.constant(x), [1, 2], 0).shape.as_list() == [3, 3]
+    with pytest.raises(InvalidArgumentError, match="Dimensions 3 and 2 are not compatible"):
+        tv.repeat([1, 2, 3], [1, 2])
+    r = tv.placeholder(tv.int32, [None])
+    with tv.Session() as s:
+        assert s.run(tv.repeat([5, 6], r), {r: [2, 1]}).tolist() == [5, 5, 6]
+
+
+def _np_s2d(x, b):
+    n, h, w, c = x.shape
+    return x.reshape(n, h // b, b, w // b, b, c).transpose(0, 1, 3, 2, 4, 5).reshape(
+        n, h // b, w // b, b * b * c)
+
+
+def test_space_to_depth_depth_to_space():
+    x = rand(2, 4, 6, 3)
+    check_forward(lambda t: tv.space_to_depth(t, 2), lambda a: _np_s2d(a, 2), x)
+    y = run(tv.depth_to_space(tv.space_to_depth(x, 2), 2))
+    np.testing.assert_array_equal(y, x)
+    nchw = run(tv.space_to_depth(np.transpose(x, (0, 3, 1, 2)), 2, data_format="NCHW"))
+    np.testing.assert_array_equal(np.transpose(nchw, (0, 2, 3, 1)), _np_s2d(x, 2))
+    check_gradients(lambda t: tv.space_to_depth(t, 2), x)
+    check_gradients(lambda t: tv.depth_to_space(t, 2), rand(1, 2, 3, 8))
+    with pytest.raises(InvalidArgumentError, match="Dimension size must be evenly divisible by "
+                                                   "2 but is 3"):
+        tv.space_to_depth(tv.zeros([1, 3, 4, 1]), 2)
+    with pytest.raises(InvalidArgumentError, match="Value for attr 'block_size' of 1 must be "
+                                                   "at least minimum 2"):
+        tv.space_to_depth(tv.zeros([1, 4, 4, 1]), 1)

@@ -344,3 +344,777 @@ def scatter_nd(indices, updates, shape, name=None) -> Tensor:
     from .array_ops import shape_tensor
     return apply_op("ScatterNd", [indices, updates, shape_tensor(shape, "ScatterNd")],
                     name=name).outputs[0]
+
+
+# ---- segment reductions: max, min, prod (unsorted), and every sorted segment_* ------------------
+# TF's rules: an empty segment of an unsorted max (min) is the dtype's lowest (highest) value, of
+# a prod 1; of a sorted segment op 0 (prod: 1). Negative ids of the unsorted ops drop their row;
+# the sorted ops need non-negative, non-decreasing ids and have ids[-1] + 1 rows.
+_AT = {"max": "maximum", "min": "minimum", "prod": "multiply", "sum": "add"}
+
+
+def _fill_for(kind, dtype):
+    d = np.dtype(dtype)
+    if kind == "prod":
+        return 1
+    if kind == "sum":
+        return 0
+    if d.kind == "f":
+        info = np.finfo(d)
+        return info.min if kind == "max" else info.max
+    if d.kind in "iu":
+        info = np.iinfo(d)
+        return info.min if kind == "max" else info.max
+    return kind != "max"  # bool
+
+
+def _reduce_at(out, idx, vals, kind) -> None:
+    """``out[idx] = op(out[idx], vals)`` with repeated indices reduced (``ufunc.at``), on the
+    device of ``out`` (CuPy: its ``ufunc.at``, else ``cupyx.scatter_max/min``)."""
+    if kind == "sum":
+        add_at(out, idx, vals)
+        return
+    xp = array_namespace(out)
+    uf = getattr(xp, _AT[kind])
+    if xp is np or hasattr(uf, "at"):
+        uf.at(out, idx, vals)
+        return
+    import cupyx
+    if kind == "prod":
+        raise InvalidArgumentError("segment products are not supported on this GPU backend")
+    (cupyx.scatter_max if kind == "max" else cupyx.scatter_min)(out, idx, vals)
+
+
+def _segment_reduce(data, ids, n, kind, op, empty):
+    """The reduction of ``data``'s rows by ``ids`` into ``n`` rows (negative ids dropped);
+    rows no id reaches hold ``empty``."""
+    k = ids.ndim
+    if data.shape[:k] != ids.shape:
+        raise InvalidArgumentError(f"{op}: segment_ids shape {list(ids.shape)} is not a prefix "
+                                   f"of the data shape {list(data.shape)}")
+    tail = data.shape[k:]
+    flat = ids.reshape(-1)
+    vals = data.reshape((flat.size,) + tail)
+    xp = array_namespace(data)
+    keep = flat >= 0
+    host_ids = array_namespace(flat) is np
+    if host_ids:
+        if flat.size and flat.max() >= n:
+            _bad_id(ids, n)
+        if not keep.all():
+            flat, vals = flat[keep], vals[xp.asarray(keep)] if xp is not np else vals[keep]
+        flat = xp.asarray(flat) if xp is not np else flat
+    else:
+        if flat.size and bool((flat >= n).any()):
+            from ..kernels_gpu import to_host
+            _bad_id(to_host(ids), n)
+        flat = xp.where(keep, flat, n)  # a spare row takes the dropped ones
+    rows = n + (0 if host_ids else 1)
+    out = xp.full((rows,) + tail, _fill_for(kind, data.dtype), dtype=data.dtype)
+    _reduce_at(out, flat, vals, kind)
+    out = out[:n]
+    if empty is not None:  # the sorted ops: empty segments are 0
+        hit = xp.zeros((n,), dtype=bool)
+        hit[flat[flat < n] if not host_ids else flat] = True
+        out = xp.where(hit.reshape((n,) + (1,) * len(tail)), out, data.dtype.type(empty))
+    return out
+
+
+def _bad_id(ids, n):
+    pos = tuple(int(i) for i in np.argwhere(np.asarray(ids) >= n)[0])
+    raise InvalidArgumentError(f"segment_ids[{','.join(map(str, pos))}] = "
+                               f"{np.asarray(ids)[pos]} is out of range [0, {n})")
+
+
+def _check_sorted_ids(ids, op):
+    """The sorted ops' ids: non-negative and non-decreasing (checked in host memory)."""
+    from ..kernels_gpu import to_host
+    h = np.asarray(to_host(ids)).reshape(-1)
+    if h.size > 1 and (np.diff(h) < 0).any():
+        raise InvalidArgumentError("segment ids are not increasing")
+    if h.size and h[0] < 0:
+        raise InvalidArgumentError(f"Segment id {h[0]} out of range [0, {max(h[-1] + 1, 0)}), "
+                                   "possibly because 'segment_ids' input is not sorted.")
+    return int(h[-1]) + 1 if h.size else 0
+
+
+def _unsorted_kernel(kind):
+    def kernel(data, ids, num_segments):
+        from ..kernels_gpu import to_host
+        n = int(np.asarray(to_host(num_segments)))
+        return _segment_reduce(data, ids, n, kind, f"UnsortedSegment{kind.capitalize()}", None)
+    kernel.__name__ = f"_unsorted_segment_{kind}_kernel"
+    return kernel
+
+
+def _sorted_kernel(kind):
+    def kernel(data, ids):
+        op = f"Segment{kind.capitalize()}"
+        if ids.ndim != 1:
+            raise InvalidArgumentError(f"{op}: segment_ids should be a vector, got shape "
+                                       f"{list(ids.shape)}")
+        n = _check_sorted_ids(ids, op)
+        empty = 1 if kind == "prod" else 0
+        return _segment_reduce(data, ids, n, kind, op, empty)
+    kernel.__name__ = f"_segment_{kind}_kernel"
+    return kernel
+
+
+def _sorted_shape(op_type):
+    def shape_fn(inputs, attrs):
+        data, ids = inputs
+        tail = _segment_tail(data, ids, op_type)
+        if ids._shape is not None and len(ids._shape) != 1:
+            raise InvalidArgumentError(f"{op_type}: segment_ids should be a vector, got shape "
+                                       f"{list(ids._shape)}")
+        if op_type != "SegmentSum" and not (data.dtype.is_floating or data.dtype.is_integer):
+            raise InvalidArgumentError(f"{op_type} needs a real numeric tensor, got "
+                                       f"{data.dtype.name}")
+        return [(data.dtype, None if tail is None else (None,) + tail)]
+    return shape_fn
+
+
+def _unsorted_shape(op_type):
+    def shape_fn(inputs, attrs):
+        data = inputs[0]
+        if not (data.dtype.is_floating or data.dtype.is_integer):
+            raise InvalidArgumentError(f"{op_type} needs a real numeric tensor, got "
+                                       f"{data.dtype.name}")
+        (dt, s), = _uss_shape(inputs, attrs)
+        return [(dt, s)]
+    return shape_fn
+
+
+def _num_segments(op):
+    if len(op.inputs) == 3:
+        return op.inputs[2]
+    return shape(op.outputs[0], out_type=op.inputs[1].dtype)[0]
+
+
+def _drop_negatives(t, ids):
+    return apply_op("GatherDropNegatives", [t, ids]).outputs[0]
+
+
+def _segment_minmax_grad(op, g):  # TF's _UnsortedSegmentMinOrMaxGrad / _SegmentMinOrMaxGrad
+    from .array_ops import zeros_like
+    from .math_ext import div_no_nan, equal, where_
+    from .math_ops import cast
+    data, ids = op.inputs[0], op.inputs[1]
+    is_selected = equal(data, _drop_negatives(op.outputs[0], ids))
+    num_selected = unsorted_segment_sum(cast(is_selected, g.dtype), ids, _num_segments(op))
+    # (TF divides: an empty segment's inf is never selected; div_no_nan spares the warning)
+    weighted = div_no_nan(g, num_selected)
+    gathered = _drop_negatives(weighted, ids)
+    return [where_(is_selected, gathered, zeros_like(gathered))] + [None] * (len(op.inputs) - 1)
+
+
+def _segment_prod_grad(op, g):  # TF's _UnsortedSegmentProdGrad
+    from .array_ops import ones_like, zeros_like
+    from .math_ext import div_no_nan, equal, greater, maximum, where_
+    from .math_ops import cast
+    data, ids = op.inputs[0], op.inputs[1]
+    num = _num_segments(op)
+    is_zero = equal(data, zeros_like(data))
+    num_zeros = unsorted_segment_sum(cast(is_zero, g.dtype), ids, num)
+    g = where_(greater(num_zeros, 1), zeros_like(g), g)
+    non_zero_data = where_(is_zero, ones_like(data), data)
+    non_zero_prod = apply_op("UnsortedSegmentProd", [non_zero_data, ids, num]).outputs[0]
+    clipped = maximum(ids, zeros_like(ids))
+    gathered_prod = gather(op.outputs[0], clipped)
+    gathered_non_zero_prod = gather(non_zero_prod, clipped)
+    partial = where_(is_zero, gathered_non_zero_prod, div_no_nan(gathered_prod, data))
+    return [_drop_negatives(g, ids) * partial] + [None] * (len(op.inputs) - 1)
+
+
+def _segment_sum_grad(op, g):
+    return [gather(g, op.inputs[1]), None]
+
+
+def _segment_mean_grad(op, g):  # TF's _SegmentMeanGrad
+    from .array_ops import ones_like
+    from .math_ext import div_no_nan
+    data, ids = op.inputs
+    counts = apply_op("SegmentSum", [ones_like(data), ids]).outputs[0]
+    return [gather(div_no_nan(g, counts), ids), None]  # (an empty segment is never gathered)
+
+
+def _segment_mean_kernel(data, ids):
+    s = _sorted_kernel("sum")(data, ids)
+    ones = array_namespace(data).ones(data.shape, data.dtype)
+    c = _sorted_kernel("sum")(ones, ids)
+    c = np.where(c == 0, data.dtype.type(1), c)
+    return (s / c).astype(data.dtype, copy=False) if data.dtype.kind == "f" else s // c
+
+
+# CuPy has no multiply.at (no atomic product): segment products run on the host
+_NO_GPU_PROD = "segment products need ufunc.at for multiply, which CuPy lacks"
+for _kind, _grad in (("max", _segment_minmax_grad), ("min", _segment_minmax_grad),
+                     ("prod", _segment_prod_grad)):
+    _t = f"UnsortedSegment{_kind.capitalize()}"
+    register_op(_t, _unsorted_shape(_t), _unsorted_kernel(_kind), grad=_grad,
+                cpu_only=_NO_GPU_PROD if _kind == "prod" else "")
+for _kind, _grad in (("sum", _segment_sum_grad), ("max", _segment_minmax_grad),
+                     ("min", _segment_minmax_grad), ("prod", _segment_prod_grad)):
+    _t = f"Segment{_kind.capitalize()}"
+    register_op(_t, _sorted_shape(_t), _sorted_kernel(_kind), grad=_grad,
+                cpu_only=_NO_GPU_PROD if _kind == "prod" else "")
+register_op("SegmentMean", _sorted_shape("SegmentMean"), _segment_mean_kernel,
+            grad=_segment_mean_grad)
+del _kind, _grad, _t
+
+
+def _segment_doc(what, sorted_, empty):
+    ids = ("``segment_ids`` (1-D, non-negative, sorted) select the output row of each row of "
+           "``data``; the output has ``segment_ids[-1] + 1`` rows") if sorted_ else (
+        "``segment_ids`` (a prefix of ``data``'s shape; negative ids drop their row) select "
+        "the output row, of ``num_segments``")
+    return f"The {what} of the rows of ``data`` per segment: {ids}; an empty segment is {empty}."
+
+
+def segment_sum(data, segment_ids, name=None) -> Tensor:
+    return apply_op("SegmentSum", [data, segment_ids], name=name).outputs[0]
+
+
+def segment_mean(data, segment_ids, name=None) -> Tensor:
+    return apply_op("SegmentMean", [data, segment_ids], name=name).outputs[0]
+
+
+def segment_max(data, segment_ids, name=None) -> Tensor:
+    return apply_op("SegmentMax", [data, segment_ids], name=name).outputs[0]
+
+
+def segment_min(data, segment_ids, name=None) -> Tensor:
+    return apply_op("SegmentMin", [data, segment_ids], name=name).outputs[0]
+
+
+def segment_prod(data, segment_ids, name=None) -> Tensor:
+    return apply_op("SegmentProd", [data, segment_ids], name=name).outputs[0]
+
+
+def unsorted_segment_max(data, segment_ids, num_segments, name=None) -> Tensor:
+    return apply_op("UnsortedSegmentMax", [data, segment_ids, num_segments],
+                    name=name).outputs[0]
+
+
+def unsorted_segment_min(data, segment_ids, num_segments, name=None) -> Tensor:
+    return apply_op("UnsortedSegmentMin", [data, segment_ids, num_segments],
+                    name=name).outputs[0]
+
+
+def unsorted_segment_prod(data, segment_ids, num_segments, name=None) -> Tensor:
+    return apply_op("UnsortedSegmentProd", [data, segment_ids, num_segments],
+                    name=name).outputs[0]
+
+
+def _unsorted_count(data, segment_ids, num_segments):
+    """Rows per segment, at least 1, broadcast over a row (TF's ``_unsorted_segment_N``)."""
+    from .array_ops import ones_like
+    from .math_ext import maximum
+    n = unsorted_segment_sum(ones_like(data), segment_ids, num_segments)
+    return maximum(n, ones_like(n))
+
+
+def unsorted_segment_mean(data, segment_ids, num_segments, name=None) -> Tensor:
+    from ..graph import get_default_graph
+    from .math_ops import divide
+    with get_default_graph().name_scope(name or "UnsortedSegmentMean"):
+        data = convert_to_tensor(data)
+        return divide(unsorted_segment_sum(data, segment_ids, num_segments),
+                      _unsorted_count(data, segment_ids, num_segments))
+
+
+def unsorted_segment_sqrt_n(data, segment_ids, num_segments, name=None) -> Tensor:
+    from ..graph import get_default_graph
+    from .math_ops import divide, sqrt
+    with get_default_graph().name_scope(name or "UnsortedSegmentSqrtN"):
+        data = convert_to_tensor(data)
+        return divide(unsorted_segment_sum(data, segment_ids, num_segments),
+                      sqrt(_unsorted_count(data, segment_ids, num_segments)))
+
+
+for _f, _what, _sorted, _empty in (
+        (segment_sum, "sum", True, "0"), (segment_mean, "mean", True, "0"),
+        (segment_max, "maximum", True, "0"), (segment_min, "minimum", True, "0"),
+        (segment_prod, "product", True, "1"),
+        (unsorted_segment_max, "maximum", False, "the dtype's lowest value"),
+        (unsorted_segment_min, "minimum", False, "the dtype's highest value"),
+        (unsorted_segment_prod, "product", False, "1"),
+        (unsorted_segment_mean, "mean", False, "0"),
+        (unsorted_segment_sqrt_n, "sum divided by the square root of the count", False, "0")):
+    _f.__doc__ = _segment_doc(_what, _sorted, _empty)
+del _f, _what, _sorted, _empty
+
+__all__ += ["segment_sum", "segment_mean", "segment_max", "segment_min", "segment_prod",
+            "unsorted_segment_max", "unsorted_segment_min", "unsorted_segment_prod",
+            "unsorted_segment_mean", "unsorted_segment_sqrt_n"]
+
+
+# ---- searchsorted, bincount, setdiff1d, invert_permutation, unravel_index ----------------------
+def _host(x):
+    from ..kernels_gpu import to_host
+    return np.asarray(to_host(x))
+
+
+def _searchsorted_kernel(seq, values, side, out_type):
+    xp = array_namespace(seq, values)
+    dt = out_type.np_dtype
+    if seq.ndim == 1:
+        return xp.searchsorted(seq, values, side=side).astype(dt, copy=False)
+    # batched over the leading dimensions: one lexicographic sort of (row, value, tag) over
+    # the sequences' and the values' elements; each value's answer is the number of
+    # sequence elements of its row before it (ties: after them for "right")
+    b, n, m = int(np.prod(seq.shape[:-1])), seq.shape[-1], values.shape[-1]
+    s2, v2 = seq.reshape(b, n), values.reshape(b, m)
+    rows = xp.concatenate([xp.repeat(xp.arange(b), n), xp.repeat(xp.arange(b), m)])
+    keys = xp.concatenate([s2.reshape(-1), v2.reshape(-1)])
+    is_seq = xp.concatenate([xp.ones(b * n, dtype=np.int64), xp.zeros(b * m, dtype=np.int64)])
+    tag = is_seq if side == "left" else 1 - is_seq
+    order = xp.lexsort(xp.stack([tag, keys, rows]))
+    flag = is_seq[order]
+    before = xp.cumsum(flag) - flag
+    qpos = order >= b * n
+    qidx = order[qpos] - b * n
+    out = xp.empty(b * m, dtype=np.int64)
+    out[qidx] = before[qpos] - rows[order][qpos] * n
+    return out.reshape(values.shape).astype(dt, copy=False)
+
+
+def _searchsorted_shape(inputs, attrs):
+    seq, vals = inputs
+    check_same_dtype_(inputs, "SearchSorted")
+    a, b = seq._shape, vals._shape
+    if a is not None and not a:
+        raise InvalidArgumentError("SearchSorted: sorted_sequence must have rank >= 1")
+    if a is not None and b is not None and (len(a) != len(b) or any(
+            x is not None and y is not None and x != y for x, y in zip(a[:-1], b[:-1]))):
+        raise InvalidArgumentError(
+            f"SearchSorted: sorted_sequence {list(a)} and values {list(b)} must have the same "
+            "leading (batch) dimensions")
+    return [(attrs["out_type"], b)]
+
+
+def check_same_dtype_(inputs, op):
+    from .common import check_same_dtype
+    return check_same_dtype(inputs, op)
+
+
+register_op("SearchSorted", _searchsorted_shape, _searchsorted_kernel, differentiable=False)
+
+
+def searchsorted(sorted_sequence, values, side="left", out_type=None, name=None) -> Tensor:
+    """For each of ``values``, the index in ``sorted_sequence`` (sorted along its last axis;
+    leading dimensions are batches that ``values`` shares) where it would be inserted to keep
+    the order: before equal elements (``side="left"``) or after them (``"right"``).
+
+    >>> import tensorvm as tv
+    >>> with tv.Session() as s:
+    ...     s.run(tv.searchsorted([[1, 3, 5], [2, 4, 6]], [[3, 6], [1, 4]], side="right")).tolist()
+    [[2, 3], [0, 2]]
+    """
+    from .. import dtypes as _dt
+    from .common import _convert_pair
+    if side not in ("left", "right"):
+        raise ValueError(f"Argument `side` must be either 'right' or 'left'. Received: "
+                         f"`side` = {side!r}.")
+    seq, vals = _convert_pair(sorted_sequence, values)
+    return apply_op("SearchSorted", [seq, vals],
+                    {"side": side, "out_type": _dt.as_dtype(out_type or _dt.int32)},
+                    name=name).outputs[0]
+
+
+def _bincount_kernel(arr, weights, minlength, maxlength, dtype):
+    xp = array_namespace(arr, weights)
+    flat = arr.reshape(-1)
+    h = _host(flat.min()) if flat.size else None
+    if h is not None and h < 0:
+        raise InvalidArgumentError("Input arr must be non-negative!")
+    top = int(_host(flat.max())) + 1 if flat.size else 0
+    length = max(top, int(minlength))
+    if maxlength >= 0:
+        length = min(length, int(maxlength))
+    w = None if weights.size == 0 else weights.reshape(-1)
+    keep = flat < length
+    if top > length:
+        flat = flat[keep]
+        w = None if w is None else w[keep]
+    out = xp.bincount(flat, weights=w, minlength=length) if flat.size else \
+        xp.zeros(length, dtype=np.float64)
+    return out[:length].astype(dtype.np_dtype if w is None else weights.dtype, copy=False)
+
+
+def _bincount_shape(inputs, attrs):
+    arr, w = inputs
+    if arr.dtype.name not in ("int32", "int64"):
+        raise InvalidArgumentError(f"Bincount: arr must be int32 or int64, got {arr.dtype.name}")
+    dt = attrs["dtype"] if w._shape == (0,) else w.dtype
+    return [(dt, (None,))]
+
+
+register_op("Bincount", _bincount_shape, _bincount_kernel, differentiable=False)
+
+
+def bincount(arr, weights=None, minlength=None, maxlength=None, dtype=None, name=None):
+    """How many times each value ``0 .. max(arr)`` occurs in ``arr`` (any shape, non-negative
+    ints), or the sum of ``weights`` at those positions; the length is at least ``minlength``
+    and at most ``maxlength`` (larger values are dropped).
+
+    >>> import tensorvm as tv
+    >>> with tv.Session() as s:
+    ...     s.run(tv.bincount([1, 1, 3], minlength=5)).tolist()
+    [0, 2, 0, 1, 0]
+    """
+    from .. import dtypes as _dt
+    arr = convert_to_tensor(arr, name="arr")
+    if arr.dtype not in (_dt.int32, _dt.int64):
+        from .math_ops import cast
+        arr = cast(arr, _dt.int32)
+    w = convert_to_tensor(np.zeros(0, (_dt.as_dtype(dtype) if dtype else _dt.int32).np_dtype)
+                          if weights is None else weights)
+    return apply_op("Bincount", [arr, w], {
+        "minlength": int(minlength or 0), "maxlength": -1 if maxlength is None else
+        int(maxlength), "dtype": _dt.as_dtype(dtype or _dt.int32)}, name=name).outputs[0]
+
+
+def _listdiff_kernel(x, y, out_idx):
+    xp = array_namespace(x)
+    mask = ~xp.isin(x, y) if x.dtype != object else ~np.isin(x, y)
+    idx = xp.nonzero(mask)[0].astype(out_idx.np_dtype, copy=False)
+    return x[mask], idx
+
+
+def _listdiff_shape(inputs, attrs):
+    x, y = inputs
+    check_same_dtype_(inputs, "ListDiff")
+    for t, what in ((x, "x"), (y, "y")):
+        if t._shape is not None and len(t._shape) != 1:
+            raise InvalidArgumentError(f"ListDiff: {what} should be a 1D vector, got shape "
+                                       f"{list(t._shape)}")
+    return [(x.dtype, (None,)), (attrs["out_idx"], (None,))]
+
+
+register_op("ListDiff", _listdiff_shape, _listdiff_kernel, differentiable=False)
+
+
+def setdiff1d(x, y, index_dtype=None, name=None):
+    """``(out, idx)``: the elements of ``x`` (1-D) not in ``y``, in ``x``'s order, and their
+    positions in ``x`` (TF's ``tf.setdiff1d``, ``ListDiff``).
+
+    >>> import tensorvm as tv
+    >>> out, idx = tv.setdiff1d([1, 2, 3, 4, 5, 6], [1, 3, 5])
+    >>> with tv.Session() as s:
+    ...     s.run(out).tolist(), s.run(idx).tolist()
+    ([2, 4, 6], [1, 3, 5])
+    """
+    from .. import dtypes as _dt
+    from .common import _convert_pair
+    x, y = _convert_pair(x, y)
+    op = apply_op("ListDiff", [x, y], {"out_idx": _dt.as_dtype(index_dtype or _dt.int32)},
+                  name=name)
+    return op.outputs[0], op.outputs[1]
+
+
+def _invert_permutation_kernel(x):
+    n = x.shape[0]
+    h = _host(x)
+    bad = (h < 0) | (h >= n)
+    if bad.any():
+        raise InvalidArgumentError(f"{int(h[bad][0])} is not between 0 and {n}")
+    seen = np.zeros(n, dtype=bool)
+    seen[h] = True
+    if not seen.all():
+        vals, counts = np.unique(h, return_counts=True)
+        raise InvalidArgumentError(f"{int(vals[counts > 1][0])} is duplicated in the input.")
+    xp = array_namespace(x)
+    out = xp.empty_like(x)
+    out[x] = xp.arange(n, dtype=x.dtype)
+    return out
+
+
+def _invert_permutation_shape(inputs, attrs):
+    (x,) = inputs
+    if x.dtype.name not in ("int32", "int64"):
+        raise InvalidArgumentError(f"InvertPermutation: x must be int32 or int64, got "
+                                   f"{x.dtype.name}")
+    if x._shape is not None and len(x._shape) != 1:
+        raise InvalidArgumentError(f"InvertPermutation: x must be a vector, got shape "
+                                   f"{list(x._shape)}")
+    return [(x.dtype, x._shape)]
+
+
+register_op("InvertPermutation", _invert_permutation_shape, _invert_permutation_kernel,
+            differentiable=False)
+
+
+def invert_permutation(x, name=None) -> Tensor:
+    """The inverse permutation ``y[x[i]] = i`` of a permutation ``x`` of ``0 .. n-1``."""
+    return apply_op("InvertPermutation", [x], name=name).outputs[0]
+
+
+def _unravel_index_kernel(indices, dims):
+    hd = _host(dims)
+    size = int(np.prod(hd))
+    hi = _host(indices)
+    if hi.size and ((hi < 0) | (hi >= size)).any():
+        raise InvalidArgumentError("index is out of bound as with dims")
+    xp = array_namespace(indices)
+    strides = np.concatenate([np.cumprod(hd[::-1])[::-1][1:], [1]]).astype(indices.dtype)
+    st = xp.asarray(strides).reshape((-1,) + (1,) * indices.ndim)
+    d = xp.asarray(hd.astype(indices.dtype)).reshape((-1,) + (1,) * indices.ndim)
+    return (indices[None] // st) % d
+
+
+def _unravel_index_shape(inputs, attrs):
+    indices, dims = inputs
+    check_int_dtype(indices, "indices", "UnravelIndex")
+    if indices.dtype != dims.dtype:
+        raise InvalidArgumentError("UnravelIndex: indices and dims must have one dtype")
+    if indices._shape is not None and len(indices._shape) > 1:
+        raise InvalidArgumentError("UnravelIndex: indices must be 0-D or 1-D")
+    n = None if dims._shape is None else dims._shape[0]
+    return [(indices.dtype, None if indices._shape is None else (n,) + indices._shape)]
+
+
+register_op("UnravelIndex", _unravel_index_shape, _unravel_index_kernel, differentiable=False)
+
+
+def unravel_index(indices, dims, name=None) -> Tensor:
+    """The coordinates in an array of shape ``dims`` of flat ``indices`` (0-D or 1-D): shape
+    ``[len(dims)]`` or ``[len(dims), N]`` (TF's ``tf.unravel_index``, NumPy's order).
+
+    >>> import tensorvm as tv
+    >>> with tv.Session() as s:
+    ...     s.run(tv.unravel_index([5, 7], [3, 4])).tolist()
+    [[1, 1], [1, 3]]
+    """
+    indices = convert_to_tensor(indices)
+    if not hasattr(dims, "op"):
+        dims = convert_to_tensor(np.asarray(dims).astype(indices.dtype.np_dtype))
+    return apply_op("UnravelIndex", [indices, dims], name=name).outputs[0]
+
+
+__all__ += ["searchsorted", "bincount", "setdiff1d", "invert_permutation", "unravel_index"]
+
+
+# ---- roll, repeat ------------------------------------------------------------------------------
+def _roll_shape(inputs, attrs):
+    x = inputs[0]
+    if x._shape is not None:
+        for a in attrs["axis"]:
+            norm_axis(a, len(x._shape), "Roll")
+    return [(x.dtype, x._shape)]
+
+
+def _roll_kernel(x, shift, axis):
+    return np.roll(x, shift, axis)
+
+
+register_op("Roll", _roll_shape, _roll_kernel,
+            grad=lambda op, g: [apply_op("Roll", [g], {
+                "shift": tuple(-s for s in op.attrs["shift"]),
+                "axis": op.attrs["axis"]}).outputs[0]])
+
+
+def roll(input, shift, axis, name=None) -> Tensor:
+    """Elements shifted by ``shift`` along ``axis`` (ints or lists of them, one shift per
+    axis), those pushed past the end coming back at the start (TF's ``tf.roll``). A shift
+    computed in the graph is a gather of the rotated indices.
+
+    >>> import tensorvm as tv
+    >>> with tv.Session() as s:
+    ...     s.run(tv.roll([[1, 2, 3], [4, 5, 6]], shift=[1, -1], axis=[0, 1])).tolist()
+    [[5, 6, 4], [2, 3, 1]]
+    """
+    from .common import static_value
+    x = convert_to_tensor(input)
+    sv, av = static_value(shift), static_value(axis)
+    if av is None:
+        raise InvalidArgumentError("roll: axis must be known when the graph is built (ints)")
+    axes = tuple(int(a) for a in np.atleast_1d(av))
+    if sv is not None:
+        shifts = tuple(int(s) for s in np.atleast_1d(sv))
+        if len(shifts) != len(axes):
+            raise InvalidArgumentError(f"shift and axis must have the same size, got "
+                                       f"{len(shifts)} and {len(axes)}")
+        return apply_op("Roll", [x], {"shift": shifts, "axis": axes}, name=name).outputs[0]
+    # a shift computed in the graph: out[i] = x[(i - shift) mod n] along each axis
+    from .. import dtypes as _dt
+    from .fill_ops import range as _range
+    from .math_ops import cast, mod
+    shift_t = cast(convert_to_tensor(shift), _dt.int32)
+    out = x
+    for k, a in enumerate(axes):
+        n = shape(out)[a]
+        s = shift_t if not shift_t._shape else shift_t[k]
+        idx = mod(_range(n) - s, n)
+        out = gather(out, idx, axis=a)
+    return out
+
+
+def _repeat_counts(repeats):
+    return _host(repeats).astype(np.int64)
+
+
+def _repeat_kernel(x, repeats, axis):
+    reps = _repeat_counts(repeats)
+    n = x.shape[axis]
+    if reps.ndim == 1 and reps.size not in (1, n):
+        raise InvalidArgumentError(f"Dimensions {n} and {reps.size} are not compatible")
+    if (reps < 0).any():
+        raise InvalidArgumentError(f"repeats must be >= 0, got {reps.tolist()}")
+    return np.repeat(x, reps.tolist() if reps.ndim else int(reps), axis=axis) \
+        if array_namespace(x) is not np else np.repeat(x, reps, axis=axis)
+
+
+def _repeat_grad_kernel(g, x, repeats, axis):
+    reps = _repeat_counts(repeats)
+    n = x.shape[axis]
+    ids = np.repeat(np.arange(n), np.broadcast_to(reps, (n,)))
+    xp = array_namespace(g)
+    gt = np.moveaxis(g, axis, 0)
+    out = xp.zeros((n,) + gt.shape[1:], dtype=g.dtype)
+    add_at(out, xp.asarray(ids) if xp is not np else ids, gt)
+    return np.moveaxis(out, 0, axis)
+
+
+def _repeat_shape(inputs, attrs):
+    x, reps = inputs
+    check_int_dtype(reps, "repeats", "Repeat")
+    if reps._shape is not None and len(reps._shape) > 1:
+        raise InvalidArgumentError("Repeat: repeats must be a scalar or a vector")
+    if x._shape is None:
+        return [(x.dtype, None)]
+    a = norm_axis(attrs["axis"], len(x._shape), "Repeat")
+    rv = static_value(reps)
+    n = x._shape[a]
+    if rv is None or n is None:
+        d = None
+    elif np.ndim(rv) == 0 or np.size(rv) == 1:
+        d = n * int(np.reshape(rv, -1)[0])
+    else:
+        if np.size(rv) != n:
+            raise InvalidArgumentError(f"Dimensions {n} and {np.size(rv)} are not compatible")
+        d = int(np.sum(rv))
+    return [(x.dtype, x._shape[:a] + (d,) + x._shape[a + 1:])]
+
+
+register_op("Repeat", _repeat_shape, _repeat_kernel,
+            grad=lambda op, g: [apply_op("RepeatGrad", [g, op.inputs[0], op.inputs[1]],
+                                         {"axis": op.attrs["axis"]}).outputs[0], None])
+register_op("RepeatGrad", lambda inputs, attrs: [(inputs[0].dtype, inputs[1]._shape)],
+            _repeat_grad_kernel, shape_only=(1,))
+
+
+def repeat(input, repeats, axis=None, name=None) -> Tensor:
+    """Each element (``axis=None``: of the flattened input) or each slice along ``axis``
+    repeated ``repeats`` times (a scalar, or one count per slice) — NumPy's ``np.repeat``,
+    TF's ``tf.repeat``.
+
+    >>> import tensorvm as tv
+    >>> with tv.Session() as s:
+    ...     s.run(tv.repeat([[1, 2], [3, 4]], [1, 2], axis=0)).tolist()
+    [[1, 2], [3, 4], [3, 4]]
+    """
+    from .. import dtypes as _dt
+    x = convert_to_tensor(input)
+    if axis is None:
+        x, axis = reshape(x, [-1]), 0
+    reps = convert_to_tensor(repeats, dtype=None if hasattr(repeats, "op") else _dt.int32)
+    return apply_op("Repeat", [x, reps], {"axis": int(axis)}, name=name).outputs[0]
+
+
+# ---- space_to_depth, depth_to_space ------------------------------------------------------------
+def _block(attrs, op):
+    b = attrs["block_size"]
+    if b < 2:
+        raise InvalidArgumentError(f"Value for attr 'block_size' of {b} must be at least "
+                                   "minimum 2")
+    if attrs["data_format"] not in ("NHWC", "NCHW"):
+        raise InvalidArgumentError(f"{op}: data_format must be NHWC or NCHW, got "
+                                   f"{attrs['data_format']!r}")
+    return b
+
+
+def _to_nhwc(x, data_format):
+    return np.transpose(x, (0, 2, 3, 1)) if data_format == "NCHW" else x
+
+
+def _from_nhwc(x, data_format):
+    return np.transpose(x, (0, 3, 1, 2)) if data_format == "NCHW" else x
+
+
+def _s2d_kernel(x, block_size, data_format):
+    b = block_size
+    y = _to_nhwc(x, data_format)
+    n, h, w, c = y.shape
+    if h % b or w % b:
+        raise InvalidArgumentError(f"Image height {h} and width {w} should be divisible by "
+                                   f"block_size: {b}")
+    y = y.reshape(n, h // b, b, w // b, b, c).transpose(0, 1, 3, 2, 4, 5)
+    return _from_nhwc(y.reshape(n, h // b, w // b, b * b * c), data_format)
+
+
+def _d2s_kernel(x, block_size, data_format):
+    b = block_size
+    y = _to_nhwc(x, data_format)
+    n, h, w, c = y.shape
+    if c % (b * b):
+        raise InvalidArgumentError(f"Input depth dimension {c} should be divisible by: "
+                                   f"{b * b}")
+    y = y.reshape(n, h, w, b, b, c // (b * b)).transpose(0, 1, 3, 2, 4, 5)
+    return _from_nhwc(y.reshape(n, h * b, w * b, c // (b * b)), data_format)
+
+
+def _space_depth_shape(to_depth):
+    op = "SpaceToDepth" if to_depth else "DepthToSpace"
+
+    def shape_fn(inputs, attrs):
+        b = _block(attrs, op)
+        s = inputs[0]._shape
+        if s is None:
+            return [(inputs[0].dtype, None)]
+        if len(s) != 4:
+            raise InvalidArgumentError(f"{op}: input must be 4-dimensional, got shape "
+                                       f"{list(s)}")
+        nchw = attrs["data_format"] == "NCHW"
+        n, h, w, c = (s[0], s[2], s[3], s[1]) if nchw else s
+        if to_depth:
+            for d in (h, w):
+                if d is not None and d % b:
+                    raise InvalidArgumentError(f"Dimension size must be evenly divisible by "
+                                               f"{b} but is {d}")
+            h, w, c = [None if d is None else d // b for d in (h, w)] + \
+                [None if c is None else c * b * b]
+        else:
+            if c is not None and c % (b * b):
+                raise InvalidArgumentError(f"Dimension size must be evenly divisible by "
+                                           f"{b * b} but is {c}")
+            h, w, c = [None if d is None else d * b for d in (h, w)] + \
+                [None if c is None else c // (b * b)]
+        return [(inputs[0].dtype, (n, c, h, w) if nchw else (n, h, w, c))]
+    return shape_fn
+
+
+register_op("SpaceToDepth", _space_depth_shape(True), _s2d_kernel,
+            grad=lambda op, g: [depth_to_space(g, op.attrs["block_size"],
+                                               data_format=op.attrs["data_format"])])
+register_op("DepthToSpace", _space_depth_shape(False), _d2s_kernel,
+            grad=lambda op, g: [space_to_depth(g, op.attrs["block_size"],
+                                               data_format=op.attrs["data_format"])])
+
+
+def space_to_depth(input, block_size, name=None, data_format="NHWC") -> Tensor:
+    """Each ``block_size x block_size`` block of pixels moved into the channels:
+    ``[N, H, W, C]`` to ``[N, H/b, W/b, b*b*C]`` (TF's ``tf.space_to_depth``)."""
+    return apply_op("SpaceToDepth", [input], {"block_size": int(block_size),
+                                              "data_format": data_format},
+                    name=name).outputs[0]
+
+
+def depth_to_space(input, block_size, name=None, data_format="NHWC") -> Tensor:
+    """The inverse of :func:`space_to_depth`: ``[N, H, W, b*b*C]`` to ``[N, H*b, W*b, C]``."""
+    return apply_op("DepthToSpace", [input], {"block_size": int(block_size),
+                                              "data_format": data_format},
+                    name=name).outputs[0]
+
+
+__all__ += ["roll", "repeat", "space_to_depth", "depth_to_space"]
