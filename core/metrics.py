@@ -36,7 +36,7 @@ __all__ = ["accuracy", "auc", "false_negatives", "false_negatives_at_thresholds"
            "precision", "precision_at_k", "precision_at_thresholds", "precision_at_top_k",
            "recall", "recall_at_k", "recall_at_thresholds", "recall_at_top_k",
            "root_mean_squared_error", "sensitivity_at_specificity",
-           "sparse_precision_at_k", "specificity_at_sensitivity", "true_negatives",
+           "average_precision_at_k", "sparse_average_precision_at_k", "sparse_precision_at_k", "specificity_at_sensitivity", "true_negatives",
            "true_negatives_at_thresholds", "true_positives", "true_positives_at_thresholds"]
 METRIC_VARIABLES = "metric_variables"  # TF 1.x's GraphKeys.METRIC_VARIABLES
 _log = logging.getLogger("tensorvm")
@@ -746,3 +746,55 @@ def recall_at_k(labels, predictions, k, class_id=None, weights=None, metrics_col
 
 
 sparse_precision_at_k = precision_at_k
+
+
+def _average_precision_per_row(labels, idx, num_classes):
+    """TF's ``_sparse_average_precision_at_top_k``: per row, the sum over ranks ``i <= k``
+    whose prediction is a label of the precision at ``i``, divided by ``min(#labels, k)``
+    (dense labels: the entries >= 0; a SparseTensor: its distinct values)."""
+    f64 = _dt.float64
+    idx = _t(idx, _dt.int64)
+    k = idx._shape[-1] if idx._shape is not None else None
+    if k is None:
+        raise ValueError("The last dimension of predictions_idx must be set.")
+    ids, valid = _label_sets(labels, idx)
+    ids = O.where(O.greater_equal(ids, num_classes), -O.ones_like(ids), ids)  # TF's cleaning
+    relevant = O.cast(O.reduce_any(O.logical_and(
+        O.equal(O.expand_dims(idx, -1), O.expand_dims(ids, -2)), O.expand_dims(valid, -2)),
+        axis=-1), f64)                                                    # [..., k]
+    precision = O.cumsum(relevant, axis=-1) / O.cumsum(O.ones_like(relevant), axis=-1)
+    precision_sum = O.reduce_sum(precision * relevant, axis=-1)
+    if hasattr(labels, "indices") and hasattr(labels, "dense_shape"):
+        n = O.reduce_sum(O.cast(_first_occurrences(ids, valid), f64), axis=-1)
+    else:
+        n = O.reduce_sum(O.cast(O.greater_equal(ids, O.zeros_like(ids)), f64), axis=-1)
+    return precision_sum / O.minimum(n, float(k))
+
+
+def average_precision_at_k(labels, predictions, k, weights=None, metrics_collections=None,
+                           updates_collections=None, name=None):
+    """The mean over rows (weighted) of the average precision of the ``k`` highest-scoring
+    classes of ``predictions`` against the label sets (TF's ``sparse_average_precision_at_k``:
+    ids outside the classes are relevant labels never retrieved)."""
+    if not isinstance(k, int) or k < 1:
+        raise ValueError(f"Invalid k={k}. `k` should be >= 1.")
+    predictions = _t(predictions)
+    with variable_scope(name, default_name=_at_k_name("average_precision", k)):
+        num_classes = O.cast(O.shape(predictions)[-1], _dt.int64)
+        ap = _average_precision_per_row(labels, _top_k_idx(predictions, k), num_classes)
+        if weights is None:
+            batch_max = O.cast(O.size(ap), _dt.float64)
+        else:
+            w = _t(weights, _dt.float64) * O.ones_like(ap)
+            ap = ap * w
+            batch_max = O.reduce_sum(w)
+        max_var = _metric_variable([], _dt.float64, "max")
+        total_var = _metric_variable([], _dt.float64, "total")
+        max_up = max_var.assign_add(batch_max, name="max_update")
+        total_up = total_var.assign_add(O.reduce_sum(ap), name="total_update")
+        value = _div_no_nan(total_var.value(), max_var.value(), "mean")
+        update = _div_no_nan(total_up, max_up, "update")
+    return _collected((value, update), metrics_collections, updates_collections)
+
+
+sparse_average_precision_at_k = average_precision_at_k

@@ -397,6 +397,49 @@ def test_top_k_metrics_with_sparse_labels_and_duplicates():
             assert s.run(t_up) == pytest.approx(2 / 3)  # {1} & {1}; {2, 0} & {0}
 
 
+def _np_average_precision(labels, logits, weights, k):
+    top = np.argsort(-logits, axis=1, kind="stable")[:, :k]
+    labels = labels.reshape(len(labels), -1)
+    labels = np.where(labels >= logits.shape[1], -1, labels)  # TF: out of range -> -1
+    w = np.ones(len(labels)) if weights is None else weights
+    total = 0.0
+    for row, lab, wi in zip(top, labels, w):
+        hits, s = 0, 0.0
+        for i, c in enumerate(row, 1):
+            if c in set(lab.tolist()):
+                hits += 1
+                s += hits / i
+        total += wi * s / min((lab >= 0).sum(), k)
+    return total / w.sum()
+
+
+@pytest.mark.parametrize("k,weighted,dense2", [(1, False, True), (2, True, True),
+                                               (4, False, False), (3, True, False)])
+def test_average_precision_at_k(k, weighted, dense2):
+    # every row has a label in range; the second column has ids past the classes (-> -1)
+    labels = [np.stack([np.abs(x[:, 0]) % 5, np.where(x[:, 1] < 6, x[:, 1], 9)], 1)
+              for x in KLAB] if dense2 else [np.abs(x[:, 0]) % 5 for x in KLAB]
+    with tv.Graph().as_default():
+        lab = tv.placeholder(tv.int64, labels[0].shape)
+        lg = tv.placeholder(tv.float32, [6, 5])
+        ww = tv.placeholder(tv.float32, [6]) if weighted else None
+        value, update = tv.metrics.average_precision_at_k(lab, lg, k, weights=ww)
+        assert sorted(v.op.name for v in tv.local_variables()) == [
+            f"average_precision_at_{k}/max", f"average_precision_at_{k}/total"]
+        with tv.Session() as s:
+            s.run(tv.local_variables_initializer())
+            for b in range(NB):
+                got = s.run(update, {lab: labels[b], lg: LOGITS[b],
+                                     **({ww: KW[b]} if weighted else {})})
+                ref = _np_average_precision(
+                    np.concatenate(labels[:b + 1]), np.concatenate(LOGITS[:b + 1]),
+                    np.concatenate(KW[:b + 1]) if weighted else None, k)
+                assert got == pytest.approx(ref, rel=1e-6)
+            assert s.run(value) == pytest.approx(ref, rel=1e-6)
+    with pytest.raises(ValueError, match=r"Invalid k=0\. `k` should be >= 1\."):
+        tv.metrics.sparse_average_precision_at_k([1], [[0.1, 0.9]], 0)
+
+
 # ---- collections, names and errors ---------------------------------------------------------------
 
 def test_collections_and_names():
