@@ -13,8 +13,9 @@ Datasets are in :mod:`tensorvm.ops.dataset_ops`, iterators in :mod:`tensorvm.ops
 """
 from __future__ import annotations
 
+from .ops.dataset_files import TextLineDataset, TFRecordDataset
 from .ops.dataset_misc import Options
-from .ops.dataset_ops import Dataset, TextLineDataset, TFRecordDataset
+from .ops.dataset_ops import Dataset
 from .ops.iterator_ops import Iterator
 
 __all__ = [

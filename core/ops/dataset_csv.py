@@ -57,7 +57,8 @@ def csv_dataset(filenames, record_defaults, compression_type=None, buffer_size=N
     """``tf.data.experimental.CsvDataset``: a tuple of one scalar per (selected) column for
     every record of the files; ``record_defaults`` give each column's dtype and its default
     (a dtype, or an empty tensor: the column is required)."""
-    from .dataset_ops import Dataset, TextLineDataset
+    from .dataset_files import TextLineDataset
+    from .dataset_ops import Dataset
     from .parsing_ops import decode_csv
     defaults = [_required(d) for d in record_defaults]
     files = filenames if isinstance(filenames, Tensor) else \

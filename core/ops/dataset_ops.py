@@ -5,9 +5,16 @@ Design
 A :class:`Dataset` is a graph-side description: its element structure (a tensor, or tuples
 and dicts of them, nested), each component's dtype and static shape, and how to make its
 elements — a source (``from_tensor_slices``, ``from_tensors``, ``range``, ``zip``,
-``TextLineDataset``, ``TFRecordDataset``) and transformations (``map``, ``filter``, ``batch``,
-``padded_batch``, ``shuffle``, ``repeat``, ``take``, ``skip``, ``shard``, ``cache``,
-``prefetch``, ``unbatch``, ``concatenate``). A dataset computes nothing by itself: an
+``from_generator``, ``TextLineDataset``, ``TFRecordDataset``, ``CsvDataset``) and
+transformations (``map``, ``filter``, ``flat_map``, ``interleave``, ``batch``,
+``padded_batch``, ``shuffle``, ``repeat``, ``take``, ``skip``, ``shard``, ``cache`` (memory
+or files: :mod:`~tensorvm.ops.dataset_cache`), ``prefetch``, ``unbatch``, ``concatenate``,
+``window``, ``scan``, ``take_while``, ``ignore_errors``, ``unique``, ``enumerate``:
+:mod:`~tensorvm.ops.dataset_windows`; ``group_by_window``, ``bucket_by_sequence_length``:
+:mod:`~tensorvm.ops.dataset_groups`; ``choose_from_datasets``, ``sample_from_datasets``,
+``cardinality``, ``Options``: :mod:`~tensorvm.ops.dataset_misc`). ``reduce``,
+``get_single_element`` and ``TFRecordWriter.write`` are ops that read a whole dataset when
+they run (:mod:`tensorvm.ops.iterator_ops`). A dataset computes nothing by itself: an
 iterator (:mod:`tensorvm.ops.iterator_ops`) compiles it into the stages of
 :mod:`tensorvm.ops.dataset_pipeline`, which run inside the iterator's ops on its device.
 
@@ -521,59 +528,6 @@ class _Generator(Dataset):
         return S.Generator(self._fn, tuple(b.ref(a) for a in self._args), self._structure,
                            tuple(np.dtype(object) if d.is_string else d.np_dtype
                                  for d in self._dtypes), self._shapes)
-
-
-class _FileSource(Dataset):
-    _stage = None
-
-    def __new__(cls, filenames, compression_type=None, buffer_size=None,
-                num_parallel_reads=None):
-        if num_parallel_reads is None:
-            return super().__new__(cls)
-        # TF: the files read ``num_parallel_reads`` at a time, one record from each in turn
-        # (a deterministic interleave, block_length=1)
-        files = filenames if isinstance(filenames, Tensor) else \
-            convert_to_tensor(np.asarray(filenames, dtype=object))
-        return Dataset.from_tensor_slices(tf_reshape_1d(files)).interleave(
-            lambda f: cls(f, compression_type, buffer_size), cycle_length=num_parallel_reads,
-            block_length=1)
-
-    def __init__(self, filenames, compression_type=None, buffer_size=None,
-                 num_parallel_reads=None):
-        if isinstance(filenames, (list, tuple)) and not filenames:
-            raise InvalidArgumentError(f"{type(self).__name__}: filenames is empty")
-        self._files = filenames if isinstance(filenames, Tensor) else \
-            convert_to_tensor(np.asarray(filenames, dtype=object))
-        if self._files.dtype != _dt.string:
-            raise TypeError(f"`filenames` must be a `tf.Tensor` of `tf.string`, got "
-                            f"{self._files.dtype.name}")
-        comp = static_value(compression_type) if compression_type is not None else ""
-        self._compression = "" if comp is None else str(np.asarray(comp, dtype=object)[()])
-        super().__init__(0, [_dt.string], [()])
-
-    def _compile(self, b):
-        return self._stage(b.ref(self._files), self._compression)
-
-
-def tf_reshape_1d(t: Tensor) -> Tensor:
-    """A string tensor of file names as a vector (a scalar is one file)."""
-    from .array_ops import reshape
-    return reshape(t, [-1])
-
-
-class TextLineDataset(_FileSource):
-    """The lines of text files (``filenames``: a URL, a list of them, or a string tensor;
-    any fsspec URL), terminators removed, one file after another (``num_parallel_reads``:
-    that many files at a time, a line from each in turn, as TF). ``compression_type``:
-    ``""``, ``"GZIP"`` or ``"ZLIB"``. Lines are ``str`` (tensorvm's text strings)."""
-    _stage = S.TextLines
-
-
-class TFRecordDataset(_FileSource):
-    """The records (``bytes``) of TFRecord files, verified by their CRCs; ``compression_type``
-    ``""``, ``"GZIP"`` or ``"ZLIB"``; ``num_parallel_reads``: that many files at a time, a
-    record from each in turn (TF's order)."""
-    _stage = S.TFRecords
 
 
 def _flatten_like(structure, value):
