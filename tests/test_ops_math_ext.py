@@ -613,3 +613,34 @@ def test_space_to_depth_depth_to_space():
     with pytest.raises(InvalidArgumentError, match="Value for attr 'block_size' of 1 must be "
                                                    "at least minimum 2"):
         tv.space_to_depth(tv.zeros([1, 4, 4, 1]), 1)
+
+
+# ---- is_tensor, get_static_value, ensure_shape, identity_n, shape_n (debug_ops) ----------------
+def test_static_facts():
+    x = tv.placeholder(tv.float32, [None, 3])
+    assert tv.is_tensor(x) and tv.is_tensor(tv.Variable(1.0)) and not tv.is_tensor(np.ones(2))
+    assert tv.get_static_value(tv.constant([1, 2])).tolist() == [1, 2]
+    assert tv.get_static_value(x) is None and tv.get_static_value(tv.shape(x)) is None
+    assert tv.get_static_value(tv.shape(tv.zeros([2, 3]))).tolist() == [2, 3]
+    assert int(tv.get_static_value(tv.rank(x))) == 2
+    a, b = tv.identity_n([x, tv.constant(1)])
+    s1, s2 = tv.shape_n([x, tv.constant([1, 2])], out_type=tv.int64)
+    with tv.Session() as s:
+        got = s.run([a, b, s1, s2], {x: np.ones((2, 3))})
+    assert got[0].shape == (2, 3) and int(got[1]) == 1
+    assert got[2].tolist() == [2, 3] and got[3].tolist() == [2] and got[2].dtype == np.int64
+
+
+def test_ensure_shape():
+    x = tv.placeholder(tv.float32, [None, 3], name="e")
+    y = tv.ensure_shape(x, [2, None])
+    assert y.shape.as_list() == [2, 3]
+    with pytest.raises(InvalidArgumentError, match=r"Dimension 1 in both shapes must be equal, "
+                                                   r"but are 4 and 3\. Shapes are \[\?,4\] and "
+                                                   r"\[\?,3\]\."):
+        tv.ensure_shape(x, [None, 4])
+    assert run(y, {x: np.zeros((2, 3))}).shape == (2, 3)
+    with pytest.raises(InvalidArgumentError, match=r"Shape of tensor e:0 \[5,3\] is not "
+                                                   r"compatible with expected shape \[2,\?\]\."):
+        run(y, {x: np.zeros((5, 3))})
+    check_gradients(lambda t: tv.ensure_shape(t, [2, None]) * 2.0, rand(2, 3))

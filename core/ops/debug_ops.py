@@ -453,3 +453,108 @@ __all__ += ["assert_equal", "assert_none_equal", "assert_less", "assert_less_equ
 # tf.debugging's other names (tv.debugging.is_nan, tv.debugging.Assert ...)
 from .control_flow_ops import Assert  # noqa: E402,F401
 from .math_ext import is_finite, is_inf, is_nan  # noqa: E402,F401
+
+
+# ---- static facts and shape checks: is_tensor, get_static_value, ensure_shape, identity_n, ...
+def is_tensor(x) -> bool:
+    """Whether ``x`` is a graph tensor (a Tensor, a Variable or an IndexedSlices), not a
+    Python or NumPy value (TF's ``tf.is_tensor``)."""
+    from ..graph import Tensor
+    from ..indexed_slices import IndexedSlices
+    return isinstance(x, (Tensor, IndexedSlices)) or hasattr(x, "_as_graph_element")
+
+
+def get_static_value(tensor, partial=False):
+    """``tensor``'s value as a NumPy array when it is known while the graph is built (a
+    constant, or the shape/rank/size of a tensor whose static shape is fully known), else
+    None (TF's ``tf.get_static_value``)."""
+    from ..graph import Tensor
+    from .common import static_value
+    if not isinstance(tensor, Tensor):
+        return np.asarray(tensor) if not is_tensor(tensor) else None
+    v = static_value(tensor)
+    if v is not None:
+        return np.asarray(v)
+    op = tensor.op
+    src = op.inputs[0]._shape if op.inputs else None
+    if op.type in ("Shape", "Size", "Rank") and src is not None and (
+            op.type == "Rank" or None not in src):
+        dt = tensor.dtype.np_dtype
+        if op.type == "Shape":
+            return np.asarray(src, dtype=dt)
+        return np.asarray(len(src) if op.type == "Rank" else int(np.prod(src)), dtype=dt)
+    return None
+
+
+def _shape_list(s) -> str:
+    return "[" + ",".join("?" if d is None else str(d) for d in s) + "]"
+
+
+def _ensure_shape_shape(inputs, attrs):
+    (x,) = inputs
+    want = attrs["shape"]
+    have = x._shape
+    if want is None:
+        return [(x.dtype, have)]
+    if have is None:
+        return [(x.dtype, want)]
+    if len(have) != len(want):
+        raise InvalidArgumentError(f"Shape must be rank {len(want)} but is rank {len(have)}; "
+                                   f"shapes are {_shape_list(want)} and {_shape_list(have)}")
+    for i, (a, b) in enumerate(zip(want, have)):
+        if a is not None and b is not None and a != b:
+            raise InvalidArgumentError(
+                f"Dimension {i} in both shapes must be equal, but are {a} and {b}. Shapes are "
+                f"{_shape_list(want)} and {_shape_list(have)}.")
+    return [(x.dtype, tuple(a if a is not None else b for a, b in zip(want, have)))]
+
+
+def _ensure_shape_kernel(x, shape, name=""):
+    have = tuple(np.shape(x))
+    if shape is not None and (len(have) != len(shape) or any(
+            d is not None and d != h for d, h in zip(shape, have))):
+        raise InvalidArgumentError(f"Shape of tensor {name} {_shape_list(have)} is not "
+                                   f"compatible with expected shape {_shape_list(shape)}.")
+    return x
+
+
+register_op("EnsureShape", _ensure_shape_shape, _ensure_shape_kernel,
+            grad=lambda op, g: [g], foldable=False)
+
+
+def ensure_shape(x, shape, name=None):
+    """``x``, its static shape refined by ``shape`` (None dims are unknown); a shape known to
+    differ fails now (InvalidArgumentError, a ValueError), one that differs when the step runs
+    fails it with TF's "Shape of tensor ... is not compatible with expected shape ..."."""
+    from ..graph import TensorShape
+    from ..tensor_conversion import convert_to_tensor
+    x = convert_to_tensor(x)
+    if isinstance(shape, TensorShape):
+        dims = None if shape.dims is None else tuple(shape.dims)
+    elif shape is None:
+        dims = None
+    else:
+        dims = tuple(None if d is None or (not hasattr(d, "op") and int(d) < 0) else int(d)
+                     for d in shape)
+    return apply_op("EnsureShape", [x], {"shape": dims, "name": x.name},
+                    name=name or "EnsureShape").outputs[0]
+
+
+def identity_n(input, name=None):
+    """Each tensor of the list ``input`` through an identity (TF's ``tf.identity_n``)."""
+    from ..graph import get_default_graph
+    from .array_ops import identity
+    with get_default_graph().name_scope(name or "IdentityN"):
+        return [identity(t) for t in input]
+
+
+def shape_n(input, out_type=None, name=None):
+    """The shapes of the tensors of ``input`` (a list of 1-D ``out_type`` tensors)."""
+    from .. import dtypes as _dt
+    from ..graph import get_default_graph
+    from .array_ops import shape
+    with get_default_graph().name_scope(name or "ShapeN"):
+        return [shape(t, out_type=out_type or _dt.int32) for t in input]
+
+
+__all__ += ["is_tensor", "get_static_value", "ensure_shape", "identity_n", "shape_n"]
