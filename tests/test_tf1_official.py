@@ -7,16 +7,22 @@ plus uniform noise, so a model that learns beats chance by far. "Chance" is the 
 the test set's commonest class and the margin four binomial standard errors of it, both
 computed from the labels written. Every program runs in a subprocess with its own flags
 keeping it short; ``mnist_deep.py`` hard-codes 20000 steps and has no flag for it, so only it
-runs under the shim's testing knob ``TENSORVM_TF_RANGE_LIMIT``.
+runs under the shim's testing knob ``TENSORVM_TF_RANGE_LIMIT``. ``word2vec_basic.py`` (the r1.x
+version that checks text8.zip's size only) reads a pre-placed synthetic ``text8.zip`` and is
+stopped after 2000 of its hard-coded 100001 steps (a ``six.moves.xrange`` loop, which the knob
+does not reach).
 """
 from __future__ import annotations
 
 import glob
+import io
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -139,3 +145,53 @@ def test_mnist_deep_with_the_range_knob(mnist_dir):
     assert glob.glob(os.path.join(graph_dir, "events.out.tfevents.*"))
     accuracy = float(re.search(r"test accuracy ([0-9.]+)", out).group(1))
     assert accuracy > chance + margin, out
+
+
+def _synthetic_text8(path: Path, n_words: int = 400_000) -> None:
+    """A zip of exactly text8.zip's size (31344016 bytes, all that word2vec_basic.py checks):
+    its first member is a text of word pairs (w2k, w2k+1), each word once and then drawn from
+    a Zipf law over 60000 words, the second stored random bytes filling the size."""
+    size = 31344016
+    rng = np.random.RandomState(0)
+    p = 1.0 / np.arange(1, 60001)
+    ids = np.concatenate([np.arange(0, 60000, 2),  # every word at least once (the program
+                          rng.choice(60000, n_words // 2, p=p / p.sum())])  # names 50000)
+    words = np.stack([ids, ids ^ 1], axis=1).ravel()
+    text = " ".join(f"w{i}" for i in words.tolist()).encode()
+
+    def build(pad: int) -> bytes:
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
+            z.writestr("text8", text)
+            z.writestr("pad", rng.bytes(pad))
+        return out.getvalue()
+    data = build(0)
+    data = build(size - len(data))
+    assert len(data) == size
+    path.write_bytes(data)
+
+
+def test_word2vec_basic_trains_on_a_pre_placed_text8(tmp_path):
+    path = program("word2vec_basic.py")
+    _synthetic_text8(tmp_path / "text8.zip")  # where gettempdir() points the program
+    proc = subprocess.Popen([str(TENSORVM), "tf", str(path), "--log_dir", str(tmp_path / "log")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(tmp_path), "OMP_NUM_THREADS": "1"})
+    lines, losses = [], {}
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            m = re.match(r"Average loss at step\s+(\d+)\s*:\s*([0-9.]+)", line)
+            if m:
+                losses[int(m.group(1))] = float(m.group(2))
+                if int(m.group(1)) == 2000:
+                    break
+    finally:
+        proc.send_signal(signal.SIGTERM)  # 100001 steps are hard-coded: stop it here
+        _, err = proc.communicate(timeout=60)
+    out = "".join(lines)
+    assert "Found and verified text8.zip" in out and "Initialized" in out, out + err[-3000:]
+    assert sorted(losses) == [0, 2000], out + err[-3000:]
+    assert losses[2000] < 0.6 * losses[0], out
+    assert sum(line.startswith("Nearest to w") for line in lines) == 16  # step 0's similarity
+    assert proc.returncode == 143 and err.strip().endswith("tensorvm: terminated")

@@ -131,27 +131,30 @@ def prog(tmp_path):
     return p
 
 
-@pytest.mark.parametrize("runner", ["cli", "module"])
-def test_runners_pass_args_to_the_programs_flags_and_exit_with_its_status(prog, runner):
-    cmd = [str(TENSORVM), "tf"] if runner == "cli" else [sys.executable, "-m",
-                                                        "tensorvm.tf_shim"]
+CLI, MODULE = [str(TENSORVM), "tf"], [sys.executable, "-m", "tensorvm.tf_shim"]
+
+
+@pytest.mark.parametrize("cmd", [CLI, MODULE], ids=["cli", "module"])
+def test_runners_pass_args_to_the_programs_flags(prog, cmd):
     ok = subprocess.run(cmd + [str(prog), "--steps=2", "extra"], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.split() == ["total", "6.0", "rest", "['extra']", "name", "__main__"]
-    seven = subprocess.run(cmd + [str(prog), "--steps", "7"], capture_output=True, text=True)
+
+
+def test_cli_exits_with_the_programs_status(prog):
+    seven = subprocess.run(CLI + [str(prog), "--steps", "7"], capture_output=True, text=True)
     assert seven.returncode == 21 and "total 21.0" in seven.stdout
 
 
-@pytest.mark.parametrize("runner", ["cli", "module"])
-def test_runners_refuse_a_missing_program_in_one_line(tmp_path, runner):
-    cmd = [str(TENSORVM), "tf"] if runner == "cli" else [sys.executable, "-m",
-                                                        "tensorvm.tf_shim"]
+@pytest.mark.parametrize("cmd", [CLI, MODULE], ids=["cli", "module"])
+def test_runners_refuse_a_missing_program_in_one_line(tmp_path, cmd):
     r = subprocess.run(cmd + [str(tmp_path / "nope.py"), "--x"], capture_output=True, text=True)
     assert r.returncode == 2
     assert r.stderr.strip().count("\n") == 0 and "no such program file" in r.stderr
     assert "nope.py" in r.stderr
-    bare = subprocess.run(cmd, capture_output=True, text=True)
-    assert bare.returncode == 2
+    if cmd is CLI:
+        bare = subprocess.run(cmd, capture_output=True, text=True)
+        assert bare.returncode == 2 and "Usage: tensorvm tf" in bare.stdout
 
 
 def test_cli_reports_a_failing_program_like_python(tmp_path):
@@ -174,16 +177,20 @@ def test_range_knob_limits_the_programs_own_loops(tmp_path):
     assert r.returncode == 0 and r.stdout.split() == ["50", "3"], r.stderr
 
 
-def test_the_programs_sibling_mnist_module_wins(tmp_path):
+def test_the_programs_sibling_mnist_module_wins(shim, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", sys.argv[:])
+    monkeypatch.setattr(sys, "path", sys.path[:])
     (tmp_path / "mnist.py").write_text("IMAGE_PIXELS = 'sibling'\n")
     p = tmp_path / "main.py"
     p.write_text("from tensorflow.examples.tutorials.mnist import mnist\n"
                  "print(mnist.IMAGE_PIXELS)\n")
-    r = subprocess.run([str(TENSORVM), "tf", str(p)], capture_output=True, text=True)
-    assert r.returncode == 0 and r.stdout.strip() == "sibling", r.stderr
+    tf_shim.run_program(str(p))
+    assert capsys.readouterr().out.strip() == "sibling"
+    tf_shim.uninstall()
+    tf_shim.install()
     (tmp_path / "mnist.py").unlink()
-    r = subprocess.run([str(TENSORVM), "tf", str(p)], capture_output=True, text=True)
-    assert r.returncode == 0 and r.stdout.strip() == "784", r.stderr
+    tf_shim.run_program(str(p))  # none beside it: tensorvm's own
+    assert capsys.readouterr().out.strip() == "784"
 
 
 # ---- input_data -------------------------------------------------------------------------------
@@ -325,3 +332,42 @@ def test_a_writer_dropped_unclosed_still_writes_everything_at_exit(tmp_path):
     (path,) = tmp_path.glob("events.out.tfevents.*")
     steps = [e.step for e in EventFileLoader(str(path)).Load() if e.HasField("summary")]
     assert steps == list(range(50))
+
+
+def test_projector_config_is_read_by_tensorboards_proto(shim, tmp_path):
+    text_format = pytest.importorskip("google.protobuf.text_format")
+    pb2 = pytest.importorskip("tensorboard.plugins.projector.projector_config_pb2")
+    from tensorflow.contrib.tensorboard.plugins import projector  # word2vec_basic.py's import
+    config = projector.ProjectorConfig()
+    emb = config.embeddings.add()
+    emb.tensor_name = "embeddings/Variable:0"
+    emb.metadata_path = str(tmp_path / 'm"é.tsv')
+    emb.sprite.image_path = "sprite.png"
+    emb.sprite.single_image_dim.extend([28, 28])
+    writer = tv.summary.FileWriter(str(tmp_path))
+    projector.visualize_embeddings(writer, config)
+    writer.close()
+    parsed = text_format.Parse((tmp_path / "projector_config.pbtxt").read_text(),
+                               pb2.ProjectorConfig())
+    (e,) = parsed.embeddings
+    assert (e.tensor_name, e.metadata_path) == ("embeddings/Variable:0", emb.metadata_path)
+    assert list(e.sprite.single_image_dim) == [28, 28] and e.sprite.image_path == "sprite.png"
+
+
+def test_sigterm_during_a_step_exits_143(tmp_path):
+    p = tmp_path / "forever.py"
+    p.write_text(textwrap.dedent("""\
+        import tensorflow as tf
+        x = tf.placeholder(tf.float32, [None])
+        y = tf.reduce_sum(x * 2)
+        with tf.Session() as sess:
+            print("ready", flush=True)
+            while True:
+                sess.run(y, {x: [1.0]})
+        """))
+    proc = subprocess.Popen([str(TENSORVM), "tf", str(p)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"
+    proc.terminate()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and err.strip() == "tensorvm: terminated"  # was 130
