@@ -146,6 +146,26 @@ def test_ema_under_a_variable_scope_and_errors():
             ema.apply([tf.constant([1, 2])])
 
 
+def test_ema_shadows_live_with_their_variables_on_parameter_servers():
+    """Under replica_device_setter each shadow is on its variable's PS task (TF's
+    colocate_with_primary), so the update is local to the PS; values as on one device."""
+    with tf.Graph().as_default():
+        with tf.device(tf.train.replica_device_setter(ps_tasks=2,
+                                                      worker_device="/job:worker/task:0")):
+            a = tf.Variable(1.0, name="a")
+            b = tf.Variable([1.0, 2.0], name="b")
+            ema = tf.train.ExponentialMovingAverage(0.5)
+            update = ema.apply([a, b])
+        assert [ema.average(v).op.device for v in (a, b)] == ["/job:ps/task:0",
+                                                               "/job:ps/task:1"]
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            s.run([a.assign(3.0), b.assign([5.0, 6.0])])
+            s.run(update)
+            assert s.run(ema.average(a)) == 2.0
+            np.testing.assert_array_equal(s.run(ema.average(b)), [3.0, 4.0])
+
+
 def test_ema_restore_averages_into_the_model(tmp_path):
     """The CIFAR-10 tutorial: train with an EMA, save, then evaluate a fresh model whose
     variables are restored from their moving averages."""

@@ -65,7 +65,9 @@ def _shadow_scope_name(g, base: str) -> str:
 
 def _make_shadow(g, primary, initial_value, name: str, trainable=False) -> Variable:
     """A non-trainable global variable named ``name`` exactly, colocated with ``primary``."""
-    with g.name_scope(None), g.control_dependencies(None), g.colocate_with(primary.op):
+    device = primary.op.device
+    with g.name_scope(None), g.control_dependencies(None), g.colocate_with(primary.op), \
+            g.device(device) if device else contextlib.nullcontext():  # TF: var.device too
         return Variable(initial_value, trainable=trainable, name=name)
 
 
