@@ -371,3 +371,49 @@ def test_sigterm_during_a_step_exits_143(tmp_path):
     proc.terminate()
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143 and err.strip() == "tensorvm: terminated"  # was 130
+
+
+TF2_COMPAT_PROGRAM = textwrap.dedent("""\
+    import sys
+    import numpy as np
+    import tensorflow.compat.v1 as tf
+    from tensorflow.examples.tutorials.mnist import input_data
+    tf.disable_v2_behavior()
+
+    mnist = input_data.read_data_sets(sys.argv[1], one_hot=True, validation_size=100)
+    x = tf.placeholder(tf.float32, [None, 784])
+    y_ = tf.placeholder(tf.float32, [None, 10])
+    logits = tf.layers.dense(x, 10)
+    loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits_v2(labels=y_, logits=logits))
+    step = tf.train.AdamOptimizer(0.01).minimize(loss)
+    acc = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, 1), tf.argmax(y_, 1)), tf.float32))
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        for _ in range(60):
+            xs, ys = mnist.train.next_batch(50)
+            sess.run(step, {x: xs, y_: ys})
+        print("epochs", mnist.train.epochs_completed)
+        print("accuracy", sess.run(acc, {x: mnist.test.images, y_: mnist.test.labels}))
+    """)
+
+
+def test_a_tf2_compat_v1_program_trains_on_mnist_files(shim, tmp_path, monkeypatch, capsys):
+    # the committed end-to-end check (TensorFlow's own tutorials are in test_tf1_official.py)
+    monkeypatch.setattr(sys, "argv", sys.argv[:])
+    monkeypatch.setattr(sys, "path", sys.path[:])
+    rng = np.random.RandomState(0)
+    protos = rng.rand(10, 28, 28) < 0.3
+    labels = rng.randint(0, 10, 700)
+    images = np.clip(200 * protos[labels] + 60 * rng.rand(700, 28, 28), 0, 255)
+    input_data.write_idx(str(tmp_path / "train-images-idx3-ubyte.gz"), images[:500])
+    input_data.write_idx(str(tmp_path / "train-labels-idx1-ubyte.gz"), labels[:500])
+    input_data.write_idx(str(tmp_path / "t10k-images-idx3-ubyte.gz"), images[500:])
+    input_data.write_idx(str(tmp_path / "t10k-labels-idx1-ubyte.gz"), labels[500:])
+    p = tmp_path / "prog.py"
+    p.write_text(TF2_COMPAT_PROGRAM)
+    with tv.Graph().as_default():  # the program's graph stays out of the other tests
+        tf_shim.run_program(str(p), [str(tmp_path)])
+    out = dict(line.split() for line in capsys.readouterr().out.splitlines())
+    assert out["epochs"] == "7"  # 60 batches of 50 over 400 examples
+    chance = np.bincount(labels[500:]).max() / 200
+    assert float(out["accuracy"]) > chance + 4 * np.sqrt(chance * (1 - chance) / 200)
