@@ -205,6 +205,19 @@ class experimental:
         return group_by_window(key_func, reduce_func, window_size, window_size_func)
 
     @staticmethod
+    def group_by_reducer(key_func, reducer):
+        """One output per key (in increasing key order): ``reducer``'s state folded over
+        the key's elements, then finalized."""
+        from .ops.dataset_groups import group_by_reducer
+        return group_by_reducer(key_func, reducer)
+
+    @staticmethod
+    def Reducer(init_func, reduce_func, finalize_func):
+        """``tf.data.experimental.Reducer``: the three functions of ``group_by_reducer``."""
+        from .ops.dataset_groups import Reducer
+        return Reducer(init_func, reduce_func, finalize_func)
+
+    @staticmethod
     def bucket_by_sequence_length(element_length_func, bucket_boundaries, bucket_batch_sizes,
                                   padded_shapes=None, padding_values=None,
                                   pad_to_bucket_boundary=False, no_padding=False,

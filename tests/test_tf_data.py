@@ -1057,3 +1057,26 @@ def test_tfrecord_writer_writes_a_dataset_read_back_by_tfrecord_dataset():
         assert [bytes(b) for b in back] == [r + b"!" for r in recs]
     with pytest.raises(TypeError, match="`dataset` must produce scalar `DT_STRING` tensors"):
         tf.data.experimental.TFRecordWriter("memory://x").write(tf.data.Dataset.range(3))
+
+
+def test_group_by_reducer_folds_each_key_and_emits_in_key_order():
+    x = tf.data.experimental
+    count = x.Reducer(init_func=lambda k: k * 1000, reduce_func=lambda s, v: s + 1,
+                      finalize_func=lambda s: s)
+    for keys in ([9, 2, 7, 0, 100, -5, 2], list(range(40, 0, -3))):
+        ds = tf.data.Dataset.from_tensor_slices(tf.constant(keys, tf.int64)).apply(
+            x.group_by_reducer(lambda v: v, count))
+        want = [k * 1000 + keys.count(k) for k in sorted(set(keys))]  # TF's order: by key
+        assert as_lists(elements(ds)) == want
+    collect = x.Reducer(init_func=lambda k: (k, tf.zeros([0], tf.int64)),
+                        reduce_func=lambda s, v: (s[0], tf.concat([s[1], [v]], 0)),
+                        finalize_func=lambda k, v: {"k": k, "v": v})
+    ds = tf.data.Dataset.range(7).apply(x.group_by_reducer(lambda v: v % 3, collect))
+    assert ds.output_shapes["v"].as_list() == [None]  # the state's shape was relaxed
+    assert [(int(e["k"]), e["v"].tolist()) for e in elements(ds)] == \
+        [(0, [0, 3, 6]), (1, [1, 4]), (2, [2, 5])]  # as TF 2.21 gives it
+    with pytest.raises(TypeError, match="must be a tf.data.experimental.Reducer"):
+        tf.data.Dataset.range(3).apply(x.group_by_reducer(lambda v: v, lambda s: s))
+    with pytest.raises(TypeError, match="The element types for the new state must match"):
+        tf.data.Dataset.range(3).apply(x.group_by_reducer(lambda v: v, x.Reducer(
+            lambda k: k, lambda s, v: tf.cast(s, tf.float32), lambda s: s)))

@@ -1,4 +1,5 @@
-"""``group_by_window`` and ``bucket_by_sequence_length`` (``tf.data.experimental``): elements
+"""``group_by_window``, ``bucket_by_sequence_length`` and ``group_by_reducer``
+(``tf.data.experimental``): elements
 grouped by a key, each full group (and, at the end, each remaining group, in increasing key
 order, as TF's ``std::map``) turned into a dataset by a traced function.
 
@@ -236,3 +237,110 @@ def _fill_unknown(shapes, fill):
             d is None or isinstance(d, int) for d in shapes):
         return type(shapes)(_fill_unknown(s, fill) for s in shapes)
     return [fill if d is None else d for d in _as_shape(shapes).dims]
+
+
+# ---- group_by_reducer --------------------------------------------------------------------------
+
+class Reducer:
+    """``tf.data.experimental.Reducer``: ``init_func(key)`` makes a group's state,
+    ``reduce_func(state, element)`` folds an element into it, ``finalize_func(state)`` (the
+    state's parts as arguments when it is a tuple) makes the group's output."""
+
+    def __init__(self, init_func, reduce_func, finalize_func):
+        self.init_func, self.reduce_func = init_func, reduce_func
+        self.finalize_func = finalize_func
+
+
+class _GroupByReducer(Dataset):
+    def __init__(self, child, key_func, reducer):
+        from .array_ops import placeholder
+        from .control_flow_ops import flatten
+        from .dataset_ops import _shape_of
+        from .dataset_transforms import _result, _trace
+        from .dataset_windows import refuse_nested, trace_with_state
+        from .while_loop import Func, FuncGraph
+        refuse_nested(child, "group_by_reducer")
+        if not isinstance(reducer, Reducer):
+            raise TypeError(f"group_by_reducer: `reducer` must be a "
+                            f"tf.data.experimental.Reducer, got {reducer!r}")
+        where = _user_location()
+        fg, phs, res = _trace(child, key_func, "group_by_reducer")
+        with fg.as_default():
+            key = _int64_scalar(res, "key_func")
+        self._key = Func(fg, phs + list(fg.captures.values()), [key], "key_func", where)
+        self._key_caps = list(fg.captures)
+        ig = FuncGraph(child._graph, "Dataset.group_by_reducer.init_func")
+        with ig.as_default():
+            k = placeholder(_dt.int64, (), name="key")
+            state = _result(reducer.init_func(k), "group_by_reducer")
+        init = flatten(state)
+        self._init = Func(ig, [k] + list(ig.captures.values()), init, "init_func", where)
+        self._init_caps = list(ig.captures)
+        func, caps, _, state, shapes, _ = trace_with_state(child, reducer.reduce_func, state,
+                                                           "group_by_reducer", pair=False)
+        self._reduce, self._reduce_caps = func, caps
+        zg = FuncGraph(child._graph, "Dataset.group_by_reducer.finalize_func")
+        with zg.as_default():
+            s_phs = [placeholder(t.dtype, s, name="state") for t, s in zip(init, shapes)]
+            packed = pack_as(state, s_phs)
+            out = _result(reducer.finalize_func(*packed) if type(packed) is tuple
+                          else reducer.finalize_func(packed), "group_by_reducer")
+        flat = flatten(out)
+        self._final = Func(zg, s_phs + list(zg.captures.values()), flat, "finalize_func",
+                           where)
+        self._final_caps = list(zg.captures)
+        self._state_dtypes = tuple(t.dtype for t in init)
+        self._child = child
+        super().__init__(out, [t.dtype for t in flat], [_shape_of(t) for t in flat])
+
+    def _compile(self, b):
+        from .dataset_windows import _np_dtypes
+        refs = lambda ts: tuple(b.ref(t) for t in ts)
+        return GroupByReducer(self._child._compile(b), self._key, refs(self._key_caps),
+                              self._init, refs(self._init_caps), self._reduce,
+                              refs(self._reduce_caps), self._final, refs(self._final_caps),
+                              _np_dtypes(self._state_dtypes), _np_dtypes(self._dtypes))
+
+
+@dataclass
+class GroupByReducer(P.Stage):
+    """Each key's state folded over its elements; at the end, each key's finalized state,
+    in increasing key order (as TF)."""
+    child: P.Stage
+    key: Any
+    key_caps: tuple
+    init: Any
+    init_caps: tuple
+    reduce: Any
+    reduce_caps: tuple
+    final: Any
+    final_caps: tuple
+    state_dtypes: tuple
+    dtypes: tuple
+
+    def _call(self, env, func, args, dtypes):
+        return [P.as_component(P._host(v), d) for v, d in zip(func.call(env.ctx, args),
+                                                               dtypes)]
+
+    def blocks(self, env):
+        from .dataset_windows import _stack_runs
+        kc, ic, rc, fc = ([r.get(env) for r in refs] for refs in (
+            self.key_caps, self.init_caps, self.reduce_caps, self.final_caps))
+        states: dict = {}
+        for block in self.child.blocks(env):
+            for i in range(len(block[0])):
+                elem = [c[i] for c in block]
+                key = int(np.asarray(P._host(self.key.call(env.ctx, elem + kc)[0])))
+                state = states.get(key)
+                if state is None:
+                    state = self._call(env, self.init, [np.int64(key)] + ic,
+                                       self.state_dtypes)
+                states[key] = self._call(env, self.reduce, state + elem + rc,
+                                         self.state_dtypes)
+        yield from _stack_runs(self._call(env, self.final, states[k] + fc, self.dtypes)
+                               for k in sorted(states))
+
+
+def group_by_reducer(key_func, reducer):
+    """``dataset.apply(group_by_reducer(key_func, reducer))``: one output per key."""
+    return lambda ds: _GroupByReducer(ds, key_func, reducer)
