@@ -1,7 +1,8 @@
 """``group_by_window``, ``bucket_by_sequence_length`` and ``group_by_reducer``
-(``tf.data.experimental``): elements
-grouped by a key, each full group (and, at the end, each remaining group, in increasing key
-order, as TF's ``std::map``) turned into a dataset by a traced function.
+(``tf.data.experimental``): elements grouped by a key. ``group_by_window`` turns each full
+group (and, at the end, each remaining group, in increasing key order, as TF's ``std::map``)
+into a dataset by a traced function; ``group_by_reducer`` folds a state per key and gives one
+output per key, in key order too.
 
 Design
 ------
