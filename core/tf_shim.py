@@ -43,15 +43,8 @@ import runpy
 import sys
 import types
 
-__all__ = [
-    "RANGE_LIMIT_ENV",
-    "install",
-    "installed",
-    "main",
-    "resolve",
-    "run_program",
-    "uninstall",
-]
+__all__ = ["RANGE_LIMIT_ENV", "TF_API_VERSION", "install", "installed", "main", "resolve",
+           "run_program", "uninstall"]
 
 logger = logging.getLogger("tensorvm")
 
@@ -78,6 +71,15 @@ _REFUSED = {
 }
 
 
+TF_API_VERSION = "1.15.0"
+"""What ``tf.__version__`` and ``tf.VERSION`` say under the shim: the TensorFlow API that
+tensorvm implements (programs compare it to pick their code paths); tensorvm's own version is
+``tf.__tensorvm_version__``."""
+_VERSIONS = {"__version__": TF_API_VERSION, "VERSION": TF_API_VERSION,
+             "GIT_VERSION": f"tensorvm-{TF_API_VERSION}", "COMPILER_VERSION": "tensorvm",
+             "GRAPH_DEF_VERSION": 26, "__tensorvm_version__": None}
+
+
 class ShimModule(types.ModuleType):
     """``sys.modules['tensorflow…']``: reads of a missing attribute go to ``__target__``
     (the tensorvm module or object this name stands for)."""
@@ -86,6 +88,13 @@ class ShimModule(types.ModuleType):
         target = self.__dict__.get("__target__")
         if self.__name__ == _MNIST and name == "mnist":  # the program's own mnist.py first
             return importlib.import_module(_MNIST + ".mnist")
+        if name in _VERSIONS and getattr(target, "__name__", None) == "tensorvm":
+            return _VERSIONS[name] or target.__version__
+        if name == "__all__" and target is not None:  # ``from tensorflow import *``
+            return list(getattr(target, "__all__", None)
+                        or [n for n in dir(target) if not n.startswith("_")])
+        if name == "__file__" and target is not None:
+            return getattr(target, "__file__", None)
         if target is None or name.startswith("__") and name.endswith("__"):
             raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
         try:

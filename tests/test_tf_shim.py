@@ -417,3 +417,15 @@ def test_a_tf2_compat_v1_program_trains_on_mnist_files(shim, tmp_path, monkeypat
     assert out["epochs"] == "7"  # 60 batches of 50 over 400 examples
     chance = np.bincount(labels[500:]).max() / 200
     assert float(out["accuracy"]) > chance + 4 * np.sqrt(chance * (1 - chance) / 200)
+
+
+def test_version_and_star_import(shim):
+    import tensorflow as tf
+    import tensorflow.compat.v1 as tf1
+    assert tf.__version__ == tf.VERSION == tf1.__version__ == tf_shim.TF_API_VERSION
+    assert tf.__tensorvm_version__ == tv.__version__
+    assert tf.__version__.startswith("1.")  # programs pick TF 1.x code paths by it
+    namespace = {}
+    exec("from tensorflow import *", namespace)
+    assert namespace["placeholder"] is tv.placeholder and namespace["Session"] is tv.Session
+    assert tf.__file__ == tv.__file__
