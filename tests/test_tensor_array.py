@@ -452,3 +452,20 @@ def test_cond_writes_an_outer_array_in_one_branch_and_passes_it_in_the_other(gra
     assert yv.tolist() == [2, 5, 7, 10] and gv.tolist() == [1 + 4 * 5, 2 + 4 * 2, 3]
     yv, gv = run([y, g], {p: False, x: xv})
     assert yv.tolist() == [2, 5, 7, 0] and gv.tolist() == [1, 2, 3]  # index 3 reads zeros
+
+
+def test_nested_conds_return_tensor_arrays_with_gradients(graph):
+    p, q = tv.placeholder(tv.bool, []), tv.placeholder(tv.bool, [])
+    x = tv.placeholder(tv.float32, [2])
+    ta = tv.TensorArray(tv.float32, size=2)
+    out = tv.cond(p, lambda: tv.cond(q, lambda: ta.write(0, x[0] * 2.0).write(1, x[1]),
+                                     lambda: ta.unstack(x * x)),
+                  lambda: ta.unstack(-x))
+    y = out.stack()
+    (g,) = tv.gradients(tv.reduce_sum(y * [1.0, 10.0]), [x])
+    xv = np.array([3.0, 4.0], np.float32)
+    cases = {(True, True): ([6, 4], [2, 10]), (True, False): ([9, 16], [6, 80]),
+             (False, True): ([-3, -4], [-1, -10])}
+    for (pv, qv), (want_y, want_g) in cases.items():
+        yv, gv = run([y, g], {p: pv, q: qv, x: xv})
+        assert yv.tolist() == want_y and gv.tolist() == want_g
