@@ -437,3 +437,34 @@ def test_new_schedules_need_a_global_step():
                      (tf.train.noisy_linear_cosine_decay, (10,))):
         with pytest.raises(ValueError, match=f"global_step is required for {fn.__name__}"):
             fn(0.1, None, *args)
+
+
+def test_warm_start(tmp_path):
+    _save(str(tmp_path / "m"), {"dense/w": np.full(2, 4.0), "dense/b": np.float64(1.5),
+                                "old_emb": np.arange(6.0).reshape(3, 2),
+                                "other": np.float64(8.0)})
+    with tf.Graph().as_default():
+        with tf.variable_scope("dense"):
+            w = tf.get_variable("w", [2], tf.float64, initializer=tf.zeros_initializer())
+            b = tf.get_variable("b", [], tf.float64, initializer=tf.zeros_initializer())
+        with tf.variable_scope("e", partitioner=tf.fixed_size_partitioner(3)):
+            emb = tf.get_variable("emb", [3, 2], tf.float64)
+        other = tf.get_variable("other", [], tf.float64, initializer=tf.zeros_initializer(),
+                                trainable=False)
+        tf.train.warm_start(str(tmp_path), vars_to_warm_start="dense/w|e/.*",
+                            var_name_to_prev_var_name={"e/emb": "old_emb"})
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            np.testing.assert_array_equal(s.run(w), [4.0, 4.0])
+            assert s.run(b) == 0.0 and s.run(other) == 0.0  # not chosen / not trainable
+            np.testing.assert_array_equal(np.concatenate([s.run(p) for p in emb]),
+                                          np.arange(6.0).reshape(3, 2))
+        tf.train.warm_start(str(tmp_path), ["oth.*"])  # a list: every global variable
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            assert s.run(other) == 8.0
+        with pytest.raises(ValueError, match="that were not used: {'dense/q': 'x'}"):
+            tf.train.warm_start(str(tmp_path), "dense/.*",
+                                var_name_to_prev_var_name={"dense/q": "x"})
+        with pytest.raises(ValueError, match="vocabulary remapping"):
+            tf.train.warm_start(str(tmp_path), var_name_to_vocab_info={"dense/w": object()})

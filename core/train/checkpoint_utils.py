@@ -9,7 +9,7 @@
   :func:`NewCheckpointReader` (a :class:`CheckpointReader`), :func:`get_checkpoint_mtimes`,
   :func:`remove_checkpoint`;
 * :func:`init_from_checkpoint`: variables' initializers become restores of checkpoint
-  tensors (TF's assignment-map rules);
+  tensors (TF's assignment-map rules); :func:`warm_start` chooses them by name;
 * :func:`checkpoints_iterator` (new checkpoints as they are committed, with TF's timeout and
   ``timeout_fn``), :func:`summary_iterator` (the ``Event`` records of an event file) and
   :func:`write_graph`.
@@ -45,7 +45,7 @@ __all__ = ["CheckpointReader", "CheckpointState", "NewCheckpointReader", "checkp
            "generate_checkpoint_state_proto", "get_checkpoint_mtimes", "get_checkpoint_state",
            "global_step_of", "init_from_checkpoint", "latest_checkpoint_path", "list_variables",
            "load_checkpoint", "load_variable", "remove_checkpoint", "summary_iterator",
-           "update_checkpoint_state", "wait_for_new_checkpoint", "write_graph"]
+           "update_checkpoint_state", "wait_for_new_checkpoint", "warm_start", "write_graph"]
 _log = logging.getLogger("tensorvm")
 
 
@@ -483,6 +483,40 @@ def init_from_checkpoint(ckpt_dir_or_file, assignment_map) -> None:
                                  f"{tensor_name}) is not found in {ckpt_dir_or_file} "
                                  "checkpoint")
             _set_checkpoint_initializer(store[var_name], ckpt_file, full)
+
+
+def warm_start(ckpt_to_initialize_from, vars_to_warm_start=".*", var_name_to_vocab_info=None,
+               var_name_to_prev_var_name=None) -> None:
+    """Initialise chosen variables from a checkpoint (TF 1.x's ``tf.train.warm_start``, by
+    :func:`init_from_checkpoint`): ``vars_to_warm_start`` is a regular expression matched
+    against the trainable variables' names, a list of expressions matched against every
+    global variable, or a list of variables; ``var_name_to_prev_var_name`` gives a
+    variable's name in the checkpoint. Vocabulary remapping (``var_name_to_vocab_info``) is
+    not supported (``ValueError``)."""
+    from ..estimator.warm_start import _variables  # the Estimator's selection rules
+    from ..graph import get_default_graph
+    if var_name_to_vocab_info:
+        raise ValueError("warm_start: var_name_to_vocab_info (vocabulary remapping) is not "
+                         "supported by tensorvm")
+    prev = dict(var_name_to_prev_var_name or {})
+    g = get_default_graph()
+    candidates = _candidates(g)
+    chosen: dict = {}
+    for v in _variables(g, vars_to_warm_start):
+        name = v.op.name
+        base = name[:name.index("/part_")] if "/part_" in name else name
+        if base != name and isinstance(candidates.get(base), list):
+            chosen[base] = candidates[base]  # a partitioned variable, as one tensor
+        else:
+            chosen[name] = v
+    _log.info("Warm-starting from: %s", ckpt_to_initialize_from)
+    assignment = {prev.pop(name, name): var for name, var in chosen.items()}
+    if prev:
+        raise ValueError("You provided the following variables in var_name_to_prev_var_name "
+                         f"that were not used: {prev}.  Perhaps you misspelled them?  Here "
+                         f"is the list of viable variable names: {sorted(chosen)}")
+    if assignment:
+        init_from_checkpoint(ckpt_to_initialize_from, assignment)
 
 
 # ---- waiting for checkpoints, event files, graphs -----------------------------------------------
