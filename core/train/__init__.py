@@ -89,3 +89,6 @@ from .learning_rate import (cosine_decay_restarts, linear_cosine_decay,  # noqa:
 
 __all__ += ["cosine_decay_restarts", "linear_cosine_decay", "noisy_linear_cosine_decay",
             "piecewise_constant_decay"]
+from .checkpoint_utils import warm_start  # noqa: E402
+
+__all__ += ["warm_start"]
