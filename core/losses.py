@@ -20,11 +20,25 @@ from .graph import get_default_graph
 from .graph_keys import GraphKeys, get_collection
 from .tensor_conversion import convert_to_tensor
 
-__all__ = ["Reduction", "compute_weighted_loss", "add_loss", "get_losses",
-           "get_regularization_losses", "get_regularization_loss", "get_total_loss",
-           "mean_squared_error", "absolute_difference", "log_loss", "hinge_loss", "huber_loss",
-           "softmax_cross_entropy", "sparse_softmax_cross_entropy", "sigmoid_cross_entropy",
-           "cosine_distance", "mean_pairwise_squared_error"]
+__all__ = [
+    "Reduction",
+    "absolute_difference",
+    "add_loss",
+    "compute_weighted_loss",
+    "cosine_distance",
+    "get_losses",
+    "get_regularization_loss",
+    "get_regularization_losses",
+    "get_total_loss",
+    "hinge_loss",
+    "huber_loss",
+    "log_loss",
+    "mean_pairwise_squared_error",
+    "mean_squared_error",
+    "sigmoid_cross_entropy",
+    "softmax_cross_entropy",
+    "sparse_softmax_cross_entropy",
+]
 
 
 class Reduction:
@@ -241,8 +255,7 @@ def mean_pairwise_squared_error(labels, predictions, weights=1.0, scope=None,
     example's elements whose weight is not zero."""
     from .ops.array_ops import ones_like, zeros_like
     from .ops.math_ext import equal, greater, maximum, where_
-    from .ops.math_ops import cast
-    from .ops.math_ops import reduce_sum
+    from .ops.math_ops import cast, reduce_sum
     labels, predictions = _float_pair(labels, predictions, "mean_pairwise_squared_error")
     w = convert_to_tensor(weights)
     w = w if w.dtype == _dt.float32 else cast(w, _dt.float32)

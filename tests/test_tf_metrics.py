@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import tensorvm as tv
 
 RNG = np.random.default_rng(11)
@@ -70,10 +69,11 @@ def test_mean_errors_stream_over_batches(weighted):
     }
     for name, ref in cases.items():
         fn = getattr(tv.metrics, name)
-        stream(lambda labels, predictions, weights=None: fn(labels, predictions,
-                                                            weights=weights),
+        stream(lambda labels, predictions, weights=None, fn=fn: fn(labels, predictions,
+                                                                   weights=weights),
                {"labels": REG_L, "predictions": REG_P, "weights": w},
-               lambda labels, predictions, weights=None: ref(labels, predictions, weights))
+               lambda labels, predictions, weights=None, ref=ref: ref(labels, predictions,
+                                                                      weights))
 
 
 def test_mean_relative_error_cosine_distance_percentage_below_and_mean_tensor():
@@ -139,12 +139,12 @@ def test_confusion_counts_precision_recall(weighted):
             "recall": lambda c: c["tp"] / (c["tp"] + c["fn"])}
     for name, ref in refs.items():
         fn = getattr(tv.metrics, name)
-        final, reset = stream(
-            lambda labels, predictions, weights=None: fn(labels, tv.greater(predictions, 0.5),
-                                                         weights=weights),
+        _, reset = stream(
+            lambda labels, predictions, weights=None, fn=fn: fn(
+                labels, tv.greater(predictions, 0.5), weights=weights),
             {"labels": LAB, "predictions": PROB, "weights": w},
-            lambda labels, predictions, weights=None: ref(_counts(labels, predictions > 0.5,
-                                                                  weights)))
+            lambda labels, predictions, weights=None, ref=ref: ref(
+                _counts(labels, predictions > 0.5, weights)))
         assert reset == 0.0
 
 
@@ -175,10 +175,10 @@ def test_metrics_at_thresholds(weighted):
             "recall_at_thresholds": lambda c: c["tp"] / (c["tp"] + c["fn"] + 1e-7)}
     for name, ref in refs.items():
         fn = getattr(tv.metrics, name)
-        stream(lambda labels, predictions, weights=None: fn(labels, predictions, THRESH,
-                                                            weights=weights),
+        stream(lambda labels, predictions, weights=None, fn=fn: fn(labels, predictions, THRESH,
+                                                                   weights=weights),
                {"labels": LAB, "predictions": PROB, "weights": w},
-               lambda labels, predictions, weights=None: [
+               lambda labels, predictions, weights=None, ref=ref: [
                    ref(c) for c in _at_thresholds(labels, predictions, weights, THRESH)])
 
 
@@ -225,9 +225,9 @@ def test_auc(curve, method):
 def test_auc_closed_forms():
     """A perfect ranking has ROC AUC 1, a reversed one 0; explicit thresholds are sorted."""
     with tv.Graph().as_default():
-        good, good_up = tv.metrics.auc([0, 0, 1, 1], [0.1, 0.2, 0.8, 0.9], name="good")
-        bad, bad_up = tv.metrics.auc([1, 1, 0, 0], [0.1, 0.2, 0.8, 0.9], name="bad")
-        th, th_up = tv.metrics.auc([0, 1], [0.3, 0.6], thresholds=[0.7, 0.5, 0.1])
+        _, good_up = tv.metrics.auc([0, 0, 1, 1], [0.1, 0.2, 0.8, 0.9], name="good")
+        _, bad_up = tv.metrics.auc([1, 1, 0, 0], [0.1, 0.2, 0.8, 0.9], name="bad")
+        _, th_up = tv.metrics.auc([0, 1], [0.3, 0.6], thresholds=[0.7, 0.5, 0.1])
         with tv.Session() as s:
             s.run(tv.local_variables_initializer())
             g, b, t = s.run([good_up, bad_up, th_up])
@@ -383,11 +383,11 @@ def test_top_k_metrics_with_sparse_labels_and_duplicates():
         sparse = tv.SparseTensor(tv.constant([[0, 0], [1, 0], [1, 1]], tv.int64),
                                  tv.constant([2, 0, 1], tv.int64),
                                  tv.constant([2, 2], tv.int64))
-        p, p_up = tv.metrics.precision_at_k(sparse, logits, k=2)
-        r, r_up = tv.metrics.recall_at_k(tv.constant([[2, 2], [0, 0]], tv.int64), logits, k=1)
-        n, n_up = tv.metrics.precision_at_k(tv.constant([2, 0], tv.int64), logits, k=1,
+        _, p_up = tv.metrics.precision_at_k(sparse, logits, k=2)
+        _, r_up = tv.metrics.recall_at_k(tv.constant([[2, 2], [0, 0]], tv.int64), logits, k=1)
+        _, n_up = tv.metrics.precision_at_k(tv.constant([2, 0], tv.int64), logits, k=1,
                                             class_id=2)
-        t, t_up = tv.metrics.precision_at_top_k(tv.constant([[1], [0]], tv.int64),
+        _, t_up = tv.metrics.precision_at_top_k(tv.constant([[1], [0]], tv.int64),
                                                 tv.constant([[1, 1], [2, 0]], tv.int64))
         with tv.Session() as s:
             s.run(tv.local_variables_initializer())

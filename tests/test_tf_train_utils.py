@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import tensorvm as tf
-
 
 # ---- ExponentialMovingAverage -------------------------------------------------------------------
 
@@ -353,11 +351,13 @@ def test_summary_iterator_and_write_graph(tmp_path):
         out = tf.train.write_graph(g, str(tmp_path / "graphs"), "g.pbtxt")
         assert out == str(tmp_path / "graphs" / "g.pbtxt")
         import json
-        names = [n["name"] for n in json.load(open(out))["node"]]
+        with open(out) as f:
+            names = [n["name"] for n in json.load(f)["node"]]
         assert "x" in names
         binary = tf.train.write_graph(g, str(tmp_path / "graphs"), "g.pb", as_text=False)
         from tensorboardX.proto.graph_pb2 import GraphDef
-        gd = GraphDef.FromString(open(binary, "rb").read())
+        with open(binary, "rb") as f:
+            gd = GraphDef.FromString(f.read())
         assert "x" in [n.name for n in gd.node]
     with pytest.raises(tf.errors.NotFoundError, match="No such file"):
         list(tf.train.summary_iterator(str(tmp_path / "none")))

@@ -238,7 +238,7 @@ def generate_checkpoint_state_proto(save_dir, model_checkpoint_path,
 
 def _relative(save_dir, path) -> str:
     base, path = str(save_dir).rstrip("/") + "/", str(path)
-    return path[len(base):] if path.startswith(base) else path
+    return path.removeprefix(base)
 
 
 def update_checkpoint_state(save_dir, model_checkpoint_path, all_model_checkpoint_paths=None,
@@ -335,7 +335,7 @@ class CheckpointReader:
         return f"<tv.train.CheckpointReader {self._path!r} ({len(self._vars)} tensors)>"
 
 
-def NewCheckpointReader(filepattern: str) -> CheckpointReader:  # noqa: N802 (TF's name)
+def NewCheckpointReader(filepattern: str) -> CheckpointReader:
     """A :class:`CheckpointReader` of the checkpoint at ``filepattern`` (or a folder's
     latest); ``NotFoundError``, TF's message, when there is none."""
     return CheckpointReader(filepattern)

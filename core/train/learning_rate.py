@@ -15,9 +15,18 @@ from .. import dtypes as _dt
 from ..errors import InvalidArgumentError
 from ..tensor_conversion import convert_to_tensor
 
-__all__ = ["exponential_decay", "natural_exp_decay", "inverse_time_decay", "polynomial_decay",
-           "piecewise_constant", "piecewise_constant_decay", "cosine_decay",
-           "cosine_decay_restarts", "linear_cosine_decay", "noisy_linear_cosine_decay"]
+__all__ = [
+    "cosine_decay",
+    "cosine_decay_restarts",
+    "exponential_decay",
+    "inverse_time_decay",
+    "linear_cosine_decay",
+    "natural_exp_decay",
+    "noisy_linear_cosine_decay",
+    "piecewise_constant",
+    "piecewise_constant_decay",
+    "polynomial_decay",
+]
 
 
 def _prep(learning_rate, global_step, name):
