@@ -298,3 +298,144 @@ def test_orthogonal_initializer_is_graph_ops_not_a_py_func():
             w = s.run(v)
     assert "Qr" in types and not any("PyFunc" in t for t in types)
     np.testing.assert_allclose(w.T @ w, 4.0 * np.eye(4), atol=1e-5)
+
+
+# ---- einsum, tensordot, norm ------------------------------------------------------------------
+EINSUM = [("ij,jk->ik", [(3, 4), (4, 5)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 2)]),
+          ("ij->ji", [(3, 4)]), ("ij->i", [(3, 4)]), ("ij,kj", [(2, 3), (4, 3)]),
+          ("...ij,jk->...ik", [(2, 3, 4), (4, 5)]), ("i,i->", [(4,), (4,)]),
+          ("i,j->ij", [(3,), (2,)]), ("ii->i", [(3, 3)]), ("ii", [(3, 3)]),
+          ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)]), ("bii->b", [(2, 3, 3)]),
+          ("ijk,ikj->i", [(2, 3, 4), (2, 4, 3)])]
+
+
+@pytest.mark.parametrize("eq,shapes", EINSUM, ids=[e for e, _ in EINSUM])
+def test_einsum_forward_and_gradient(eq, shapes):
+    xs = [rng.normal(size=s) for s in shapes]
+    check_forward(lambda *t: tv.einsum(eq, *t), lambda *a: np.einsum(eq, *a), *xs)
+    check_gradients(lambda *t: tv.einsum(eq, *t), *xs)
+
+
+def test_einsum_static_shape_and_errors():
+    a = tv.placeholder(tv.float32, [None, 4])
+    assert tv.einsum("ij,jk->ik", a, tv.zeros([4, 6])).shape.as_list() == [None, 6]
+    with pytest.raises(InvalidArgumentError, match="axis 'j' has size 4 in one operand and 5"):
+        tv.einsum("ij,jk->ik", a, tv.zeros([5, 6]))
+    with pytest.raises(InvalidArgumentError, match="input 0 has rank 2 but its subscripts "
+                                                   "'ijk' name 3 axes"):
+        tv.einsum("ijk->i", a)
+    with pytest.raises(InvalidArgumentError, match="names 2 operands, got 1 inputs"):
+        tv.einsum("ij,jk->ik", a)
+
+
+def test_tensordot():
+    a, b, c = rng.normal(size=(3, 4)), rng.normal(size=(4, 5)), rng.normal(size=(2, 3, 4))
+    for x, y, axes in ((a, b, 1), (c, a, [[1, 2], [0, 1]]), (a, a, 0), (c, b, [[2], [0]]),
+                       (a, c, [[0, 1], [1, 2]])):
+        check_forward(lambda p, q: tv.tensordot(p, q, axes), lambda p, q: np.tensordot(p, q, axes),
+                      x, y)
+    check_gradients(lambda p, q: tv.tensordot(p, q, [[1, 2], [0, 1]]), c, a)
+    with pytest.raises(ValueError, match="Different number of contraction axes `a` and `b`, "
+                                         "1 != 2."):
+        tv.tensordot(a, b, [[1], [0, 1]])
+    with pytest.raises(ValueError, match="`axes` must not be larger than the number of "
+                                         "dimensions of tensor"):
+        tv.tensordot(a, b, 3)
+
+
+NORMS = [("euclidean", None), (1, None), (np.inf, 1), (3, 0), ("fro", (1, 2)), (1, (0, 1)),
+         (np.inf, (0, 1)), (2, (-2, -1)), (2, (2, 1)), (2, 0), (0.5, -1)]
+
+
+@pytest.mark.parametrize("ord,axis", NORMS, ids=[f"{o}-{a}" for o, a in NORMS])
+def test_norm(ord, axis):
+    x = rng.normal(size=(2, 3, 4) if isinstance(axis, tuple) and 2 in axis else (3, 4))
+
+    def ref(a):
+        if axis is None:
+            return np.linalg.norm(a.ravel(), 2 if ord == "euclidean" else ord)
+        return np.linalg.norm(a, "fro" if ord == "fro" else ord, axis=axis)
+    check_forward(lambda t: tv.norm(t, ord=ord, axis=axis), ref, x)
+    check_gradients(lambda t: tv.norm(t, ord=ord, axis=axis), x, rtol=1e-4)
+    kept = run(tv.norm(x, ord=ord, axis=axis, keepdims=True))
+    assert kept.ndim == x.ndim
+
+
+def test_norm_errors():
+    a = tv.zeros([3, 4])
+    with pytest.raises(ValueError, match="'ord' must be a supported matrix norm in "):
+        tv.norm(a, ord="nuc", axis=[0, 1])
+    with pytest.raises(ValueError, match="'ord' must be a supported vector norm, got 0.0"):
+        tv.norm(a, ord=0.0)
+    with pytest.raises(ValueError, match="'axis' must be None, an integer, or a tuple of 2 "
+                                         "unique integers, got \\(0, 0\\)"):
+        tv.norm(a, axis=[0, 0])
+
+
+# ---- svd, eigh, triangular solves, least squares ----------------------------------------------
+@pytest.mark.parametrize("shape", [(4, 3), (3, 4), (3, 3), (2, 4, 3)])
+def test_svd_forward_and_gradients(shape):
+    x = rng.normal(size=shape)
+    s, u, v = run(list(tv.svd(x)))
+    np.testing.assert_allclose(s, np.linalg.svd(x, compute_uv=False), rtol=1e-12)
+    np.testing.assert_allclose(u @ (s[..., :, None] * _t(v)), x, atol=1e-12)
+    sf, uf, vf = run(list(tv.svd(x, full_matrices=True)))
+    assert uf.shape[-1] == shape[-2] and vf.shape[-1] == shape[-1]
+    check_gradients(lambda t: tv.svd(t, compute_uv=False), x)
+    # a sign-invariant function of u and v (each column's sign is arbitrary)
+    check_gradients(lambda t: tv.svd(t)[0] + tv.reduce_sum(tv.square(tv.svd(t)[1][..., :1, :]))
+                    + tv.reduce_sum(tv.square(tv.svd(t)[2][..., :1, :])), x, rtol=1e-4)
+
+
+def test_self_adjoint_eig():
+    a = spd(2, n=4)
+    e, v = run(list(tv.self_adjoint_eig(a)))
+    np.testing.assert_allclose(e, np.linalg.eigvalsh(a), rtol=1e-12)
+    np.testing.assert_allclose(v @ (e[..., :, None] * _t(v)), a, atol=1e-11)
+    np.testing.assert_allclose(run(tv.self_adjoint_eigvals(a)), e, rtol=1e-12)
+    # only the lower triangle is read (as TF): the gradient is the lower triangle's
+    check_gradients(lambda t: tv.self_adjoint_eigvals(t), a)
+    check_gradients(lambda t: tv.square(tv.self_adjoint_eig(t)[1]), a, rtol=1e-4)
+
+
+def test_matrix_triangular_solve_cholesky_solve_and_lstsq():
+    lo = np.tril(rng.normal(size=(2, 4, 4))) + 3 * np.eye(4)
+    b = rng.normal(size=(2, 4, 3))
+    for lower, adjoint in ((True, False), (True, True), (False, False), (False, True)):
+        m = lo if lower else _t(lo)
+        tri = np.tril(m) if lower else np.triu(m)
+        want = np.linalg.solve(_t(tri) if adjoint else tri, b)
+        got = run(tv.matrix_triangular_solve(m + (np.triu(np.ones((4, 4)), 1) if lower else
+                                                  np.tril(np.ones((4, 4)), -1)),
+                                             b, lower=lower, adjoint=adjoint))
+        np.testing.assert_allclose(got, want, rtol=1e-12)  # the other triangle is ignored
+        check_gradients(lambda p, q: tv.matrix_triangular_solve(p, q, lower=lower,
+                                                                adjoint=adjoint), m, b)
+    a = spd(2, n=4)
+    np.testing.assert_allclose(run(tv.cholesky_solve(tv.cholesky(a), b)), np.linalg.solve(a, b),
+                               rtol=1e-10)
+    with pytest.raises(InvalidArgumentError, match="Input matrix is not invertible"):
+        run(tv.matrix_triangular_solve(np.zeros((2, 2)), np.ones((2, 1))))
+    tall, wide = rng.normal(size=(5, 3)), rng.normal(size=(3, 5))
+    y = rng.normal(size=(5, 2))
+    np.testing.assert_allclose(run(tv.matrix_solve_ls(tall, y)),
+                               np.linalg.lstsq(tall, y, rcond=None)[0], rtol=1e-9)
+    np.testing.assert_allclose(run(tv.matrix_solve_ls(wide, y[:3])),
+                               np.linalg.pinv(wide) @ y[:3], rtol=1e-9)
+    lam = 0.3
+    np.testing.assert_allclose(run(tv.matrix_solve_ls(tall, y, l2_regularizer=lam)),
+                               np.linalg.solve(tall.T @ tall + lam * np.eye(3), tall.T @ y),
+                               rtol=1e-10)
+    check_gradients(lambda p, q: tv.matrix_solve_ls(p, q), tall, y)
+
+
+def test_linalg_namespace_names():
+    for name in ("einsum", "tensordot", "norm", "svd", "eigh", "eigvalsh", "triangular_solve",
+                 "cholesky_solve", "lstsq", "logdet", "adjoint", "matvec", "matmul", "eye",
+                 "global_norm", "l2_normalize", "tensor_diag", "tensor_diag_part", "inv", "qr"):
+        assert callable(getattr(tv.linalg, name)), name
+    a = spd(n=3)
+    got = run([tv.linalg.logdet(a), tv.linalg.matvec(a, np.ones(3)), tv.linalg.adjoint(a)])
+    np.testing.assert_allclose(got[0], np.linalg.slogdet(a)[1], rtol=1e-12)
+    np.testing.assert_allclose(got[1], a @ np.ones(3), rtol=1e-12)
+    np.testing.assert_allclose(got[2], a.T)

@@ -28,7 +28,9 @@ from .math_ops import matmul, reduce_sum
 
 __all__ = ["matrix_inverse", "matrix_determinant", "matrix_solve", "cholesky",
            "matrix_transpose", "trace", "matrix_diag", "matrix_diag_part", "matrix_set_diag",
-           "matrix_band_part", "diag", "diag_part", "linalg", "qr"]
+           "matrix_band_part", "diag", "diag_part", "linalg", "qr", "einsum", "tensordot",
+           "norm", "svd", "self_adjoint_eig", "self_adjoint_eigvals",
+           "matrix_triangular_solve", "cholesky_solve", "matrix_solve_ls"]
 
 _LINALG_DTYPES = (_dt.float32, _dt.float64)
 
@@ -428,9 +430,537 @@ def qr(input, full_matrices=False, name=None):
     return op.outputs[0], op.outputs[1]
 
 
+# ---- einsum, tensordot -------------------------------------------------------------------------
+def _explicit_equation(equation: str, ranks) -> str:
+    """``equation`` with ``...`` spelled out in letters and the output made explicit (NumPy's
+    implicit rule: the letters that appear once, in alphabetical order, after the ellipsis)."""
+    import string
+    eq = equation.replace(" ", "")
+    lhs, out = eq.split("->") if "->" in eq else (eq, None)
+    subs = lhs.split(",")
+    if len(subs) != len(ranks):
+        raise InvalidArgumentError(f"Einsum: the equation {equation!r} names {len(subs)} "
+                                   f"operands, got {len(ranks)} inputs")
+    for sub in subs + ([out] if out is not None else []):
+        bad = [c for c in sub.replace("...", "") if not c.isalpha()]
+        if bad:
+            raise InvalidArgumentError(f"Einsum: invalid character {bad[0]!r} in {equation!r}")
+    ell = 0
+    if "..." in eq:
+        for sub, r in zip(subs, ranks):
+            if "..." in sub:
+                if r is None:
+                    raise InvalidArgumentError(f"Einsum {equation!r}: an operand with '...' "
+                                               "needs a known rank")
+                ell = max(ell, r - (len(sub) - 3))
+    free = [c for c in string.ascii_letters if c not in eq][:ell]
+    done = []
+    for sub, r in zip(subs, ranks):
+        if "..." in sub:
+            n = r - (len(sub) - 3)
+            sub = sub.replace("...", "".join(free[ell - n:]))
+        done.append(sub)
+    if out is None:
+        counts = {}
+        for sub in done:
+            for c in sub:
+                counts[c] = counts.get(c, 0) + 1
+        out = "".join(free) + "".join(sorted(c for c, k in counts.items()
+                                             if k == 1 and c not in free))
+    else:
+        out = out.replace("...", "".join(free))
+    return ",".join(done) + "->" + out
+
+
+def _einsum_shape(inputs, attrs):
+    lhs, out = attrs["equation"].split("->")
+    subs = lhs.split(",")
+    dt = check_same_dtype(inputs, "Einsum") if inputs else None
+    sizes: dict[str, int | None] = {}
+    for k, (sub, t) in enumerate(zip(subs, inputs)):
+        if t._shape is None:
+            continue
+        if len(sub) != len(t._shape):
+            raise InvalidArgumentError(f"Einsum: input {k} has rank {len(t._shape)} but its "
+                                       f"subscripts {sub!r} name {len(sub)} axes "
+                                       f"({attrs['equation']!r})")
+        for c, d in zip(sub, t._shape):
+            have = sizes.get(c)
+            if d is not None and have is not None and have != d and 1 not in (have, d):
+                raise InvalidArgumentError(
+                    f"Einsum: axis {c!r} has size {have} in one operand and {d} in another "
+                    f"({attrs['equation']!r})")
+            if d is not None and (have is None or have == 1):
+                sizes[c] = d
+    if any(c not in lhs for c in out):
+        raise InvalidArgumentError(f"Einsum: output subscript not in the inputs "
+                                   f"({attrs['equation']!r})")
+    return [(dt, tuple(sizes.get(c) for c in out))]
+
+
+def _einsum_kernel(*xs, equation):
+    return np.einsum(equation, *xs, optimize=len(xs) > 1)
+
+
+def _einsum_grad(op, g):
+    from .array_ops import ones_like
+    from .fill_ops import eye
+    lhs, out = op.attrs["equation"].split("->")
+    subs = lhs.split(",")
+    grads = []
+    for i, (sub, x) in enumerate(zip(subs, op.inputs)):
+        others = [(s, t) for j, (s, t) in enumerate(zip(subs, op.inputs)) if j != i]
+        have = set(out) | {c for s, _ in others for c in s}
+        uniq = "".join(dict.fromkeys(sub))
+        terms, operands = [out] + [s for s, _ in others], [g] + [t for _, t in others]
+        if any(c not in have for c in uniq):  # axes summed in this operand only
+            terms.append(sub)
+            operands.append(ones_like(x))
+        gu = einsum(",".join(terms) + "->" + uniq, *operands)
+        if len(uniq) != len(sub):  # a repeated axis (a diagonal): spread back with eyes
+            import string
+            fresh = iter(c for c in string.ascii_letters if c not in op.attrs["equation"])
+            target, eyes, seen = [], [], set()
+            for k, c in enumerate(sub):
+                if c in seen:
+                    n = x._shape[k] if x._shape is not None else None
+                    if n is None:
+                        raise InvalidArgumentError("Einsum gradient: a repeated axis needs a "
+                                                   "known size")
+                    z = next(fresh)
+                    target.append(z)
+                    eyes.append((c + z, eye(n, dtype=x.dtype)))
+                else:
+                    seen.add(c)
+                    target.append(c)
+            gu = einsum(",".join([uniq] + [e for e, _ in eyes]) + "->" + "".join(target),
+                        gu, *[t for _, t in eyes])
+        grads.append(gu)
+    return grads
+
+
+register_op("Einsum", _einsum_shape, _einsum_kernel, grad=_einsum_grad)
+
+
+def einsum(equation, *inputs, **kwargs):
+    """Einstein summation (NumPy's ``np.einsum`` notation, ``...`` and implicit outputs
+    included; TF's ``tf.einsum``), with gradients.
+
+    >>> import tensorvm as tv
+    >>> with tv.Session() as s:
+    ...     s.run(tv.einsum("ij,jk->ik", [[1.0, 2.0]], [[3.0], [4.0]])).tolist()
+    [[11.0]]
+    """
+    from ..tensor_conversion import convert_to_tensor
+    from .common import _convert_pair
+    name = kwargs.pop("name", None)
+    kwargs.pop("optimize", None)
+    if kwargs:
+        raise TypeError(f"Invalid keyword arguments for this function: "
+                        f"{', '.join(sorted(kwargs))}. Expected: name, optimize")
+    if len(inputs) == 2:
+        xs = list(_convert_pair(*inputs))
+    else:
+        xs = [convert_to_tensor(x) for x in inputs]
+    ranks = [None if t._shape is None else len(t._shape) for t in xs]
+    eq = _explicit_equation(str(equation), ranks)
+    return apply_op("Einsum", xs, {"equation": eq}, name=name).outputs[0]
+
+
+def tensordot(a, b, axes, name=None):
+    """Sum of products over ``axes`` (TF's ``tf.tensordot``): an int ``N`` (the last N axes of
+    ``a`` with the first N of ``b``) or a pair of axis lists; an einsum of the two.
+
+    >>> import tensorvm as tv
+    >>> with tv.Session() as s:
+    ...     float(s.run(tv.tensordot([1.0, 2.0], [3.0, 4.0], 1)))
+    11.0
+    """
+    import string
+    from .common import _convert_pair
+    a, b = _convert_pair(a, b)
+    ra, rb = (None if t._shape is None else len(t._shape) for t in (a, b))
+    if ra is None or rb is None:
+        raise InvalidArgumentError("tensordot needs inputs of known rank")
+    if isinstance(axes, (int, np.integer)) or (hasattr(axes, "ndim") and np.ndim(axes) == 0):
+        n = int(axes)
+        if n < 0:
+            raise ValueError(f"`axes` must be at least 0. Received: {n}.")
+        if n > ra or n > rb:
+            t, r = (a, ra) if n > ra else (b, rb)
+            raise ValueError(f"`axes` must not be larger than the number of dimensions of "
+                             f"tensor {t}.  Received {n}, vs tensor dimensions {r}.")
+        ax_a, ax_b = list(range(ra - n, ra)), list(range(n))
+    else:
+        if len(axes) != 2:
+            raise ValueError(f"'axes' must be an int or have length 2, got {axes}")
+        ax_a, ax_b = ([int(v) for v in np.atleast_1d(x)] for x in axes)
+        if len(ax_a) != len(ax_b):
+            raise ValueError(f"Different number of contraction axes `a` and `b`, "
+                             f"{len(ax_a)} != {len(ax_b)}.")
+    ax_a = [x % ra for x in ax_a]
+    ax_b = [x % rb for x in ax_b]
+    letters = iter(string.ascii_letters)
+    sa = [next(letters) for _ in range(ra)]
+    sb = [next(letters) for _ in range(rb)]
+    for i, j in zip(ax_a, ax_b):
+        sb[j] = sa[i]
+    out = [c for k, c in enumerate(sa) if k not in ax_a] + \
+        [c for k, c in enumerate(sb) if k not in ax_b]
+    return einsum(f"{''.join(sa)},{''.join(sb)}->{''.join(out)}", a, b, name=name)
+
+
+# ---- norm -----------------------------------------------------------------------------------------
+def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None, keep_dims=None):
+    """Vector norms (``axis`` None or an int: ``"euclidean"``/2, 1, ``np.inf``, any ``p >
+    0``) and matrix norms (``axis`` two ints: ``"fro"``/``"euclidean"``, 1, ``np.inf``, 2 —
+    the largest singular value), as TF's ``tf.norm``.
+
+    >>> import tensorvm as tv
+    >>> with tv.Session() as s:
+    ...     float(s.run(tv.norm([3.0, 4.0])))
+    5.0
+    """
+    from ..graph import get_default_graph
+    from ..tensor_conversion import convert_to_tensor
+    from .manip_ops import squeeze, transpose
+    from .math_ext import abs as _abs, reduce_max
+    from .math_ops import pow as _pow, sqrt
+    keepdims = bool(keep_dims if keepdims is None else keepdims)
+    is_matrix = isinstance(axis, (tuple, list)) and len(axis) == 2
+    if is_matrix:
+        axis = tuple(axis)
+        if not all(isinstance(a, (int, np.integer)) for a in axis) or axis[0] == axis[1]:
+            raise ValueError(f"'axis' must be None, an integer, or a tuple of 2 unique "
+                             f"integers, got {axis}")
+        supported = ["euclidean", "fro", 1, 2, np.inf]
+        if ord not in supported:
+            raise ValueError(f"'ord' must be a supported matrix norm in {supported}, got {ord}")
+    else:
+        if not (axis is None or isinstance(axis, (int, np.integer))):
+            raise ValueError(f"'axis' must be None, an integer, or a tuple of 2 unique "
+                             f"integers, got {axis}")
+        if (isinstance(ord, str) or not np.isreal(ord) or ord <= 0) and \
+                ord not in ["euclidean", 1, 2, np.inf]:
+            raise ValueError(f"'ord' must be a supported vector norm, got {ord}")
+        if axis is not None:
+            axis = (int(axis),)
+    with get_default_graph().name_scope(name or "norm"):
+        tensor = convert_to_tensor(tensor)
+        rank = None if tensor._shape is None else len(tensor._shape)
+        if ord in ("fro", "euclidean", 2, 2.0):
+            if is_matrix and ord in (2, 2.0):
+                if rank is None:
+                    raise InvalidArgumentError("norm: a matrix 2-norm needs a known rank")
+                pos = [a % rank for a in axis]
+                perm = [k for k in range(rank) if k not in pos] + pos
+                permed = transpose(tensor, perm)
+                top = reduce_max(svd(permed, compute_uv=False), axis=-1, keepdims=True)
+                from .manip_ops import expand_dims
+                result = transpose(expand_dims(top, -1), list(np.argsort(perm)))
+            else:
+                result = sqrt(reduce_sum(tensor * tensor, axis, keepdims=True))
+        else:
+            result = _abs(tensor)
+            if ord == 1:
+                result = reduce_sum(result, None if axis is None else axis[0], keepdims=True)
+                if is_matrix:
+                    result = reduce_max(result, axis[-1], keepdims=True)
+            elif ord == np.inf:
+                if is_matrix:
+                    result = reduce_sum(result, axis[1], keepdims=True)
+                result = reduce_max(result, None if axis is None else axis[0], keepdims=True)
+            else:
+                result = _pow(reduce_sum(_pow(result, float(ord)), axis, keepdims=True),
+                              1.0 / ord)
+        if not keepdims:
+            result = squeeze(result, axis)
+        return result
+
+
+# ---- svd, self-adjoint eigen-decomposition ---------------------------------------------------------
+def _svd_shape(inputs, attrs):
+    x = inputs[0]
+    s = _matrix_shape(x, "Svd", square=False)
+    if s is None:
+        return [(x.dtype, None)] * 3
+    m, n = s[-2], s[-1]
+    k = None if m is None or n is None else min(m, n)
+    if not attrs["compute_uv"]:
+        return [(x.dtype, s[:-2] + (k,)), (x.dtype, (0,)), (x.dtype, (0,))]
+    full = attrs["full_matrices"]
+    return [(x.dtype, s[:-2] + (k,)), (x.dtype, s[:-2] + (m, m if full else k)),
+            (x.dtype, s[:-2] + (n, n if full else k))]
+
+
+def _svd_kernel(x, compute_uv, full_matrices):
+    xp = array_namespace(x)
+    if not compute_uv:
+        empty = xp.zeros((0,), x.dtype)
+        return xp.linalg.svd(x, compute_uv=False).astype(x.dtype, copy=False), empty, empty
+    u, s, vh = xp.linalg.svd(x, full_matrices=full_matrices)
+    return s.astype(x.dtype, copy=False), u, np.swapaxes(vh, -1, -2).copy()
+
+
+def _safe_reciprocal(x, epsilon=1e-20):
+    return x * (1.0 / (x * x + epsilon))
+
+
+def _svd_grad(op, grad_s, grad_u, grad_v):  # TF's _SvdGrad (real inputs)
+    from ..errors import UnimplementedError
+    from .array_ops import zeros_like
+    from .manip_ops import expand_dims
+    a = op.inputs[0]
+    grad_s = zeros_like(op.outputs[0]) if grad_s is None else grad_s
+    grad_s_mat = matrix_diag(grad_s)
+    if not op.attrs["compute_uv"]:
+        _, u, v = svd(a, compute_uv=True)
+        return [matmul(u, matmul(grad_s_mat, v, transpose_b=True))]
+    s, u, v = op.outputs
+    grad_u = zeros_like(u) if grad_u is None else grad_u
+    grad_v = zeros_like(v) if grad_v is None else grad_v
+    shape = a._shape
+    if shape is None or shape[-2] is None or shape[-1] is None:
+        raise UnimplementedError("SVD gradient has not been implemented for input with "
+                                 "unknown inner matrix shape.")
+    m, n = shape[-2], shape[-1]
+    use_adjoint = m > n
+    if use_adjoint:
+        m, n = n, m
+        u, v = v, u
+        grad_u, grad_v = grad_v, grad_u
+    full = op.attrs["full_matrices"]
+    if full and abs(m - n) > 1:
+        raise UnimplementedError(f"svd gradient is not implemented for abs(m - n) > 1 when "
+                                 f"full_matrices is True. Received: m={m} and n={n}")
+    s_mat = matrix_diag(s)
+    s2 = s * s
+    f = matrix_set_diag(_safe_reciprocal(expand_dims(s2, -2) - expand_dims(s2, -1)),
+                        zeros_like(s))
+    s_inv_mat = matrix_diag(_safe_reciprocal(s))
+    v1, grad_v1 = v[..., :, :m], grad_v[..., :, :m]
+    u_gu = matmul(u, grad_u, transpose_a=True)
+    v_gv = matmul(v1, grad_v1, transpose_a=True)
+    f_u, f_v = f * u_gu, f * v_gv
+    term1_nouv = grad_s_mat + matmul(f_u + matrix_transpose(f_u), s_mat) + \
+        matmul(s_mat, f_v + matrix_transpose(f_v))
+    grad_a = matmul(u, matmul(term1_nouv, v1, transpose_b=True))
+    if m != n:
+        gv1t = matrix_transpose(grad_v1)
+        term2_nous = gv1t - matmul(matmul(gv1t, v1), v1, transpose_b=True)
+        if full:
+            v2, grad_v2 = v[..., :, m:n], grad_v[..., :, m:n]
+            term2_nous = term2_nous - matmul(matmul(v1, grad_v2, transpose_a=True), v2,
+                                             transpose_b=True)
+        grad_a = grad_a + matmul(matmul(u, s_inv_mat), term2_nous)
+    return [matrix_transpose(grad_a) if use_adjoint else grad_a]
+
+
+register_op("Svd", _svd_shape, _svd_kernel, grad=_svd_grad)
+
+
+def svd(tensor, full_matrices=False, compute_uv=True, name=None):
+    """The singular value decomposition of each matrix of ``tensor[..., M, N]``: ``s`` (the
+    ``K = min(M, N)`` singular values, descending), and if ``compute_uv`` also ``u`` and ``v``
+    with ``tensor = u @ diag(s) @ v^T`` (TF's order: ``s, u, v``; ``v``, not ``v^T``).
+
+    >>> import tensorvm as tv
+    >>> with tv.Session() as s:
+    ...     s.run(tv.svd([[3.0, 0.0], [0.0, -2.0]], compute_uv=False)).tolist()
+    [3.0, 2.0]
+    """
+    op = apply_op("Svd", [tensor], {"compute_uv": bool(compute_uv),
+                                    "full_matrices": bool(full_matrices)}, name=name)
+    if compute_uv:
+        return op.outputs[0], op.outputs[1], op.outputs[2]
+    return op.outputs[0]
+
+
+def _eig_shape(inputs, attrs):
+    x = inputs[0]
+    s = _matrix_shape(x, "SelfAdjointEigV2")
+    e = None if s is None else s[:-1]
+    return [(x.dtype, e), (x.dtype, s if attrs["compute_v"] else (0,))]
+
+
+def _eig_kernel(x, compute_v):
+    xp = array_namespace(x)
+    if not compute_v:
+        return xp.linalg.eigvalsh(x), xp.zeros((0,), x.dtype)
+    e, v = xp.linalg.eigh(x)  # reads the lower triangle, as TF
+    return e, v
+
+
+def _eig_grad(op, grad_e, grad_v):  # TF's _SelfAdjointEigV2Grad
+    from .array_ops import zeros_like
+    from .manip_ops import expand_dims
+    e = op.outputs[0]
+    grad_e = zeros_like(e) if grad_e is None else grad_e
+    if op.attrs["compute_v"]:
+        v = op.outputs[1]
+        grad_v = zeros_like(v) if grad_v is None else grad_v
+        f = matrix_set_diag(_safe_reciprocal(expand_dims(e, -2) - expand_dims(e, -1)),
+                            zeros_like(e))
+        grad_a = matmul(v, matmul(matrix_diag(grad_e) + f * matmul(v, grad_v, transpose_a=True),
+                                  v, transpose_b=True))
+    else:
+        _, v = self_adjoint_eig(op.inputs[0])
+        grad_a = matmul(v, matmul(matrix_diag(grad_e), v, transpose_b=True))
+    grad_a = matrix_band_part(grad_a + matrix_transpose(grad_a), -1, 0)
+    return [matrix_set_diag(grad_a, 0.5 * matrix_diag_part(grad_a))]
+
+
+register_op("SelfAdjointEigV2", _eig_shape, _eig_kernel, grad=_eig_grad)
+
+
+def self_adjoint_eig(tensor, name=None):
+    """``(e, v)``: the eigenvalues (ascending) and eigenvectors (columns) of each symmetric
+    matrix of ``tensor[..., N, N]`` (only its lower triangle is read)."""
+    op = apply_op("SelfAdjointEigV2", [tensor], {"compute_v": True}, name=name)
+    return op.outputs[0], op.outputs[1]
+
+
+def self_adjoint_eigvals(tensor, name=None):
+    """The eigenvalues (ascending) of each symmetric matrix of ``tensor[..., N, N]``."""
+    return apply_op("SelfAdjointEigV2", [tensor], {"compute_v": False}, name=name).outputs[0]
+
+
+# ---- triangular solves and least squares -------------------------------------------------------
+def _tri_kernel(a, b, lower, adjoint):
+    xp = array_namespace(a)
+    m = a.shape[-1]
+    i, j = xp.arange(m)[:, None], xp.arange(m)[None, :]
+    tri = xp.where((i >= j) if lower else (i <= j), a, a.dtype.type(0))
+    if adjoint:
+        tri = _t(tri)
+    diag = np.diagonal(tri, axis1=-2, axis2=-1)
+    if bool((diag == 0).any()):
+        raise InvalidArgumentError("Input matrix is not invertible.")
+    return xp.linalg.solve(tri, b).astype(a.dtype, copy=False)
+
+
+def _tri_grad(op, g):  # TF's _MatrixTriangularSolveGrad (equal batch shapes)
+    a = op.inputs[0]
+    lower, adj = op.attrs["lower"], op.attrs["adjoint"]
+    c = op.outputs[0]
+    grad_b = matrix_triangular_solve(a, g, lower=lower, adjoint=not adj)
+    grad_a = -matmul(c, grad_b, transpose_b=True) if adj else \
+        -matmul(grad_b, c, transpose_b=True)
+    grad_a = matrix_band_part(grad_a, -1, 0) if lower else matrix_band_part(grad_a, 0, -1)
+    return [grad_a, grad_b]
+
+
+def _tri_shape(inputs, attrs):
+    (dt, shape), = _solve_shape(inputs, attrs)
+    return [(dt, shape)]
+
+
+register_op("MatrixTriangularSolve", _tri_shape, _tri_kernel, grad=_tri_grad)
+
+
+def matrix_triangular_solve(matrix, rhs, lower=True, adjoint=False, name=None):
+    """``X`` with ``matrix @ X = rhs`` for triangular ``matrix[..., M, M]`` (its lower
+    triangle if ``lower``, else its upper; ``adjoint``: solve with its transpose)."""
+    return apply_op("MatrixTriangularSolve", [matrix, rhs],
+                    {"lower": bool(lower), "adjoint": bool(adjoint)}, name=name).outputs[0]
+
+
+def cholesky_solve(chol, rhs, name=None):
+    """``X`` with ``A @ X = rhs`` given ``chol = cholesky(A)``: two triangular solves."""
+    from ..graph import get_default_graph
+    with get_default_graph().name_scope(name or "cholesky_solve"):
+        y = matrix_triangular_solve(chol, rhs, lower=True, adjoint=False)
+        return matrix_triangular_solve(chol, y, lower=True, adjoint=True)
+
+
+def matrix_solve_ls(matrix, rhs, l2_regularizer=0.0, fast=True, name=None):
+    """The least-squares solution ``X`` of ``matrix @ X = rhs`` for ``matrix[..., M, N]``,
+    with an L2 penalty ``l2_regularizer``: ``(A^T A + l2 I)^-1 A^T rhs`` when ``M >= N``,
+    ``A^T (A A^T + l2 I)^-1 rhs`` otherwise, through Cholesky factors (TF's fast path;
+    ``fast`` is accepted). Gradients flow through the composition."""
+    from ..graph import get_default_graph
+    from ..tensor_conversion import convert_to_tensor
+    from .fill_ops import eye
+    with get_default_graph().name_scope(name or "matrix_solve_ls"):
+        a = convert_to_tensor(matrix, name="matrix")
+        b = convert_to_tensor(rhs, name="rhs", dtype=a.dtype)
+        s = a._shape
+        if s is None or s[-2] is None or s[-1] is None:
+            raise InvalidArgumentError("matrix_solve_ls needs the matrix dimensions known "
+                                       "when the graph is built")
+        m, n = s[-2], s[-1]
+        over = m >= n
+        gram = matmul(a, a, transpose_a=True) if over else matmul(a, a, transpose_b=True)
+        k = n if over else m
+        reg = convert_to_tensor(l2_regularizer, dtype=a.dtype)
+        chol = cholesky(gram + reg * eye(k, dtype=a.dtype))
+        if over:
+            return cholesky_solve(chol, matmul(a, b, transpose_a=True))
+        return matmul(a, cholesky_solve(chol, b), transpose_a=True)
+
+
+def _logdet(matrix, name=None):
+    """``log(det(matrix))`` of each Hermitian positive-definite matrix, from its Cholesky
+    factor (TF's ``tf.linalg.logdet``)."""
+    from ..graph import get_default_graph
+    from .math_ops import log
+    with get_default_graph().name_scope(name or "logdet"):
+        return 2.0 * reduce_sum(log(matrix_diag_part(cholesky(matrix))), axis=-1)
+
+
+def _adjoint(matrix, name=None):
+    """The conjugate transpose of each matrix (TF's ``tf.linalg.adjoint``)."""
+    return matrix_transpose(matrix, name=name or "adjoint", conjugate=True)
+
+
+def _matvec(a, b, transpose_a=False, name=None):
+    """``a @ b`` for a batch of matrices ``a`` and vectors ``b`` (TF's ``tf.linalg.matvec``)."""
+    from .manip_ops import expand_dims, squeeze
+    return squeeze(matmul(a, expand_dims(b, -1), transpose_a=transpose_a), -1, name=name)
+
+
+def _eye(num_rows, num_columns=None, batch_shape=None, dtype=_dt.float32, name=None):
+    from .fill_ops import eye
+    return eye(num_rows, num_columns, batch_shape, dtype=dtype, name=name)
+
+
+def _global_norm(t_list, name=None):
+    from .clip_ops import global_norm
+    return global_norm(t_list, name=name)
+
+
+def _l2_normalize(x, axis=None, epsilon=1e-12, name=None, dim=None):
+    from .nn_ops import l2_normalize
+    return l2_normalize(x, axis=axis, epsilon=epsilon, name=name, dim=dim)
+
+
+def _lstsq(matrix, rhs, l2_regularizer=0.0, fast=True, name=None):
+    return matrix_solve_ls(matrix, rhs, l2_regularizer, fast, name)
+
+
+def _eigh(tensor, name=None):
+    return self_adjoint_eig(tensor, name=name)
+
+
+def _eigvalsh(tensor, name=None):
+    return self_adjoint_eigvals(tensor, name=name)
+
+
+_logdet.__name__, _adjoint.__name__, _matvec.__name__ = "logdet", "adjoint", "matvec"
+_lstsq.__doc__ = matrix_solve_ls.__doc__
+_eigh.__doc__, _eigvalsh.__doc__ = self_adjoint_eig.__doc__, self_adjoint_eigvals.__doc__
+_eye.__doc__ = "An identity matrix, or a batch of them (``tv.eye``)."
+_global_norm.__doc__ = "``tv.global_norm``: the L2 norm of a list of tensors."
+_l2_normalize.__doc__ = "``tv.nn.l2_normalize``: ``x / sqrt(max(sum(x**2), epsilon))``."
+
+
 linalg = SimpleNamespace(
     inv=matrix_inverse, det=matrix_determinant, solve=matrix_solve, cholesky=cholesky,
     matrix_transpose=matrix_transpose, transpose=matrix_transpose, trace=trace,
     diag=matrix_diag, diag_part=matrix_diag_part, set_diag=matrix_set_diag,
-    band_part=matrix_band_part, qr=qr)
+    band_part=matrix_band_part, qr=qr, einsum=einsum, tensordot=tensordot, norm=norm,
+    svd=svd, eigh=_eigh, eigvalsh=_eigvalsh, triangular_solve=matrix_triangular_solve,
+    cholesky_solve=cholesky_solve, lstsq=_lstsq, logdet=_logdet, adjoint=_adjoint,
+    matvec=_matvec, matmul=matmul, eye=_eye, global_norm=_global_norm,
+    l2_normalize=_l2_normalize, tensor_diag=diag, tensor_diag_part=diag_part)
 linalg.__doc__ = "``tv.linalg``: TF's linalg names for the matrix ops (``tv.linalg.inv`` …)."
