@@ -34,12 +34,21 @@ def shim():
 
 
 # ---- finder semantics -------------------------------------------------------------------------
-def test_nothing_is_installed_by_importing_tensorvm():
-    code = "import tensorvm, sys; print(any(type(f).__name__ == 'TensorFlowFinder' " \
-           "for f in sys.meta_path), 'tensorflow' in sys.modules)"
+@pytest.fixture
+def real_tf(tmp_path):
+    """An environment where a (stand-in) real TensorFlow is installed."""
+    pkg = tmp_path / "site" / "tensorflow"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("REAL = True\n")
+    return {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
+
+
+def test_importing_tensorvm_never_shadows_an_installed_tensorflow(real_tf):
+    code = "import tensorvm, sys, tensorflow; print(any(type(f).__name__ == " \
+           "'TensorFlowFinder' for f in sys.meta_path), tensorflow.REAL)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.split()
-    assert out == ["False", "False"]
+                         check=True, env=real_tf).stdout.split()
+    assert out == ["False", "True"]
 
 
 def test_tensorflow_names_resolve_to_tensorvm(shim):
@@ -141,8 +150,9 @@ def test_runners_pass_args_to_the_programs_flags(prog, cmd):
     assert ok.stdout.split() == ["total", "6.0", "rest", "['extra']", "name", "__main__"]
 
 
-def test_cli_exits_with_the_programs_status(prog):
-    seven = subprocess.run(CLI + [str(prog), "--steps", "7"], capture_output=True, text=True)
+def test_cli_exits_with_the_programs_status_and_shadows_an_installed_tf(prog, real_tf):
+    seven = subprocess.run(CLI + [str(prog), "--steps", "7"], capture_output=True, text=True,
+                           env=real_tf)  # asked for: the program gets tensorvm
     assert seven.returncode == 21 and "total 21.0" in seven.stdout
 
 
