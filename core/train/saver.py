@@ -515,9 +515,11 @@ def list_checkpoints(checkpoint_dir: str) -> list[dict]:
 
 def checkpoint_exists(checkpoint_path: str) -> bool:
     """Whether a committed tensorvm checkpoint is at ``checkpoint_path`` (a URL or path, as
-    ``Saver.save`` returned it); a missing or damaged index counts as none."""
+    ``Saver.save`` returned it), or a TensorFlow 1.x one (``<prefix>.index``); a missing or
+    damaged index counts as none."""
     try:
         storage.read_index(checkpoint_path)
         return True
     except (storage.CheckpointNotFoundError, storage.DataLossError, FileNotFoundError):
-        return False
+        from ..storage import tensor_bundle
+        return tensor_bundle.is_tf_checkpoint(checkpoint_path)
