@@ -468,3 +468,32 @@ def test_warm_start(tmp_path):
                                 var_name_to_prev_var_name={"dense/q": "x"})
         with pytest.raises(ValueError, match="vocabulary remapping"):
             tf.train.warm_start(str(tmp_path), var_name_to_vocab_info={"dense/w": object()})
+
+
+TF_CKPT_DIR = str(__import__("pathlib").Path(__file__).parent / "data" / "tf_ckpt")
+
+
+def test_checkpoint_utilities_on_a_tensorflow_checkpoint():
+    """tests/data/tf_ckpt was written by TensorFlow's own Saver (text state file, bundle)."""
+    prefix = TF_CKPT_DIR + "/model.ckpt-7"
+    st = tf.train.get_checkpoint_state(TF_CKPT_DIR)
+    assert st.model_checkpoint_path == prefix
+    assert tf.train.checkpoint_exists(prefix)
+    assert not tf.train.checkpoint_exists(TF_CKPT_DIR + "/model.ckpt-8")
+    (mtime,) = tf.train.get_checkpoint_mtimes([prefix, TF_CKPT_DIR + "/model.ckpt-8"])
+    assert mtime > 0
+    r = tf.train.load_checkpoint(TF_CKPT_DIR)
+    assert r.get_variable_to_dtype_map() == {
+        "w": tf.float32, "dense/kernel": tf.float64, "dense/bias": tf.int32,
+        "global_step": tf.int64, "words": tf.string, "flag": tf.bool}
+    np.testing.assert_array_equal(r.get_tensor("dense/bias"), [1, -2, 3, -4])
+    with tf.Graph().as_default():
+        with tf.variable_scope("mine"):
+            k = tf.get_variable("kernel", [2, 4], tf.float64)
+        w = tf.Variable(np.zeros((3, 2), np.float32), name="w2")
+        tf.train.init_from_checkpoint(TF_CKPT_DIR, {"dense/kernel": "mine/kernel", "w": w})
+        with tf.Session() as s:
+            s.run(tf.global_variables_initializer())
+            np.testing.assert_allclose(s.run(k), np.linspace(-1, 1, 8).reshape(2, 4))
+            np.testing.assert_array_equal(s.run(w), np.arange(6, dtype=np.float32)
+                                          .reshape(3, 2) * 0.5)

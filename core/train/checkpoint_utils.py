@@ -316,7 +316,9 @@ class CheckpointReader:
             from .. import storage
             from ..storage import tensor_bundle
             if _is_tf(self._path):
-                raw = {k: d for k, (d, _) in tensor_bundle.list_bundle(self._path).items()}
+                aliases = {"float": "float32", "double": "float64", "half": "float16"}
+                raw = {k: aliases.get(d[3:].lower(), d[3:].lower())  # "DT_DOUBLE"
+                       for k, (d, _) in tensor_bundle.list_bundle(self._path).items()}
             else:
                 raw = {e["name"]: ("string" if e["dtype"] in ("|O", "object") or
                                    np.dtype(e["dtype"]).kind in "USO" else
