@@ -675,6 +675,12 @@ def test_ignore_errors_drops_failing_elements_and_ends_a_failed_input():
         raise ValueError("boom")  # ends the generator: ends the input
     ds = tf.data.Dataset.from_generator(gen, tf.int64).ignore_errors()
     assert as_lists(elements(ds)) == [1, 3]
+    # a batch of elements of different shapes fails alone: dropped, the next ones go on
+    sizes = tf.data.Dataset.from_tensor_slices([1, 1, 2, 2, 2, 3, 3]).map(
+        lambda n: tf.fill([n], n))
+    assert as_lists(elements(sizes.batch(2).ignore_errors())) == \
+        [[[1], [1]], [[2, 2], [2, 2]], [[3, 3, 3]]]  # as TF 2.21 gives it
+    assert as_lists(elements(sizes.batch(3).ignore_errors())) == [[[3, 3, 3]]]
     # without ignore_errors the same map fails the step, naming the bad value
     nxt = tf.data.Dataset.from_tensor_slices(["x"]).map(
         lambda s: tf.strings.to_number(s)).make_one_shot_iterator().get_next()

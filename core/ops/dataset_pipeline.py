@@ -223,13 +223,45 @@ class Batch(Stage):
             have += len(block[0])
             if have < n:
                 continue
-            rows = _concat(pending)
             k = have // n
+            try:
+                rows = _concat(pending)
+            except InvalidArgumentError:
+                if not env.skip_errors:
+                    raise
+                yield from _batches_of_one_shape(pending, n, k)  # ignore_errors, as TF
+                pending = _tail(pending, have - k * n)
+                have -= k * n
+                continue
             yield tuple(c[:k * n].reshape((k, n) + c.shape[1:]) for c in rows)
             pending = [_rows(rows, k * n, None)] if have > k * n else []
             have -= k * n
         if have and not self.drop_remainder:
-            yield tuple(c[None] for c in _concat(pending))
+            try:
+                yield tuple(c[None] for c in _concat(pending))
+            except InvalidArgumentError:
+                if not env.skip_errors:
+                    raise
+
+
+def _one_rows(blocks) -> list:
+    return [tuple(c[i:i + 1] for c in b) for b in blocks for i in range(len(b[0]))]
+
+
+def _batches_of_one_shape(blocks, n, k):
+    """The first ``k`` batches of ``n`` rows of ``blocks``, less those whose rows differ in
+    shape (TF fails such a batch alone; under ``ignore_errors`` it is dropped)."""
+    rows = _one_rows(blocks)
+    for j in range(k):
+        group = rows[j * n:(j + 1) * n]
+        if all(a.shape == b.shape for r in group for a, b in zip(r, group[0])):
+            yield tuple(np.concatenate(c)[None] for c in zip(*group))
+
+
+def _tail(blocks, m) -> list:
+    """The last ``m`` rows of ``blocks``, one block per row."""
+    rows = _one_rows(blocks)
+    return rows[len(rows) - m:] if m else []
 
 
 @dataclass
