@@ -644,3 +644,50 @@ def test_ensure_shape():
                                                    r"compatible with expected shape \[2,\?\]\."):
         run(y, {x: np.zeros((5, 3))})
     check_gradients(lambda t: tv.ensure_shape(t, [2, None]) * 2.0, rand(2, 3))
+
+
+# ---- tv.math --------------------------------------------------------------------------------------
+def test_tv_math_names_are_the_ops():
+    assert tv.math.log1p is tv.log1p and tv.math.segment_sum is tv.segment_sum
+    assert tv.math.softplus is tv.nn.softplus and tv.math.divide_no_nan is tv.div_no_nan
+    assert tv.confusion_matrix is tv.math.confusion_matrix
+    for name in tv.math.__all__:
+        assert callable(getattr(tv.math, name)), name
+
+
+def test_tv_math_composites():
+    x, y = np.array([0.0, 1.0, 2.0, 0.0]), np.array([0.0, 3.0, 0.5, np.inf])
+    m = np.array([[1.0, 2.0], [3.0, 5.0]])
+    got = run([tv.math.xlogy(x, y), tv.math.xdivy(x, y), tv.math.xlog1py(x, y),
+               tv.math.multiply_no_nan(np.array([np.nan, 1.0, 2.0, 3.0]), x),
+               tv.math.reciprocal_no_nan(x), tv.math.zero_fraction(x),
+               tv.math.reduce_std(m), tv.math.reduce_variance(m, axis=0),
+               tv.math.reduce_euclidean_norm(m, axis=1), tv.math.polyval([1.0, 2.0, 3.0], m),
+               tv.math.cumulative_logsumexp(np.array([1.0, 2.0, 3.0])),
+               tv.math.accumulate_n([m, m])])
+    assert got[0].tolist() == [0.0, np.log(3.0), 2 * np.log(0.5), 0.0]
+    assert got[1].tolist() == [0.0, 1 / 3, 4.0, 0.0]
+    np.testing.assert_allclose(got[2], [0.0, np.log1p(3.0), 2 * np.log1p(0.5), 0.0])
+    assert got[3].tolist() == [0.0, 1.0, 4.0, 0.0]
+    assert got[4].tolist() == [0.0, 1.0, 0.5, 0.0] and float(got[5]) == 0.5
+    np.testing.assert_allclose(got[6], np.std(m))
+    np.testing.assert_allclose(got[7], np.var(m, axis=0))
+    np.testing.assert_allclose(got[8], np.linalg.norm(m, axis=1))
+    np.testing.assert_allclose(got[9], m * m + 2 * m + 3)
+    np.testing.assert_allclose(got[10], np.log(np.cumsum(np.exp([1.0, 2.0, 3.0]))))
+    np.testing.assert_allclose(got[11], 2 * m)
+    check_gradients(lambda a, b: tv.math.xlogy(a, b), rand(3, lo=0.2), rand(3, lo=0.2))
+    check_gradients(lambda a: tv.math.cumulative_logsumexp(a, axis=1), rand(2, 3))
+
+
+def test_confusion_matrix():
+    labels, preds = np.array([1, 2, 4, 2]), np.array([2, 2, 4, 1])
+    want = np.zeros((5, 5), int)
+    np.add.at(want, (labels, preds), 1)
+    assert run(tv.confusion_matrix(labels, preds)).tolist() == want.tolist()
+    w = run(tv.math.confusion_matrix([0, 1], [1, 1], num_classes=3, weights=[0.5, 2.0],
+                                     dtype=tv.float32))
+    assert w.tolist() == [[0, 0.5, 0], [0, 2.0, 0], [0, 0, 0]]
+    with pytest.raises(InvalidArgumentError, match="`labels` out of bound"):
+        run(tv.confusion_matrix(tv.constant([0, 5]), tv.placeholder_with_default(
+            np.array([0, 1]), [2]), num_classes=3))
