@@ -71,3 +71,5 @@ for _name in sparse.TOP_LEVEL:  # tv.sparse_tensor_to_dense, tv.sparse_placehold
     globals()[_name] = getattr(sparse, _name)
 from . import kernels_gpu as _kernels_gpu  # noqa: E402
 _kernels_gpu.install()  # every op registered above: its GPU kernel or its CPU-only mark
+from . import math_api as math  # noqa: E402  (tv.math: TF's tf.math names)
+from .math_api import accumulate_n, confusion_matrix  # noqa: E402,F401  (tf.confusion_matrix)
