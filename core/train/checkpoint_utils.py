@@ -45,7 +45,8 @@ __all__ = ["CheckpointReader", "CheckpointState", "NewCheckpointReader", "checkp
            "generate_checkpoint_state_proto", "get_checkpoint_mtimes", "get_checkpoint_state",
            "global_step_of", "init_from_checkpoint", "latest_checkpoint_path", "list_variables",
            "load_checkpoint", "load_variable", "remove_checkpoint", "summary_iterator",
-           "update_checkpoint_state", "wait_for_new_checkpoint", "warm_start", "write_graph"]
+           "update_checkpoint_state", "wait_for_new_checkpoint", "warm_start",
+           "warm_start_variables", "write_graph"]
 _log = logging.getLogger("tensorvm")
 
 
@@ -487,6 +488,30 @@ def init_from_checkpoint(ckpt_dir_or_file, assignment_map) -> None:
             _set_checkpoint_initializer(store[var_name], ckpt_file, full)
 
 
+def warm_start_variables(graph, which) -> list:
+    """The variables ``vars_to_warm_start`` chooses (TF's rules): a regular expression
+    matched against the trainable variables' names, a list of expressions matched against
+    every global variable, or a list of variables."""
+    import re
+
+    from ..graph_keys import GraphKeys
+    from ..variables import Variable
+    if which is None:
+        return []
+    if isinstance(which, str):
+        pattern = re.compile(which)
+        return [v for v in graph.get_collection(GraphKeys.TRAINABLE_VARIABLES)
+                if pattern.match(v.op.name)]
+    if isinstance(which, (list, tuple)) and all(isinstance(w, str) for w in which):
+        out: list = []
+        for w in which:
+            pattern = re.compile(w)
+            out += [v for v in graph.get_collection(GraphKeys.GLOBAL_VARIABLES)
+                    if pattern.match(v.op.name) and v not in out]
+        return out
+    return [v for v in which if isinstance(v, Variable)]
+
+
 def warm_start(ckpt_to_initialize_from, vars_to_warm_start=".*", var_name_to_vocab_info=None,
                var_name_to_prev_var_name=None) -> None:
     """Initialise chosen variables from a checkpoint (TF 1.x's ``tf.train.warm_start``, by
@@ -495,7 +520,6 @@ def warm_start(ckpt_to_initialize_from, vars_to_warm_start=".*", var_name_to_voc
     global variable, or a list of variables; ``var_name_to_prev_var_name`` gives a
     variable's name in the checkpoint. Vocabulary remapping (``var_name_to_vocab_info``) is
     not supported (``ValueError``)."""
-    from ..estimator.warm_start import _variables  # the Estimator's selection rules
     from ..graph import get_default_graph
     if var_name_to_vocab_info:
         raise ValueError("warm_start: var_name_to_vocab_info (vocabulary remapping) is not "
@@ -504,7 +528,7 @@ def warm_start(ckpt_to_initialize_from, vars_to_warm_start=".*", var_name_to_voc
     g = get_default_graph()
     candidates = _candidates(g)
     chosen: dict = {}
-    for v in _variables(g, vars_to_warm_start):
+    for v in warm_start_variables(g, vars_to_warm_start):
         name = v.op.name
         base = name[:name.index("/part_")] if "/part_" in name else name
         if base != name and isinstance(candidates.get(base), list):
