@@ -294,6 +294,11 @@ HOST_MEMORY_INPUTS = {
     # embedding lookup, its sparse gradient and update, a sparse cross-entropy's labels)
     "GatherV2": (1,), "UnsortedSegmentSum": (1, 2), "SparseSoftmaxCrossEntropyWithLogits": (0,),
     "GatherDropNegatives": (1,), "ScatterRowsInto": (1,),
+    # sorted segment ids (checked increasing and in range, and their last one sizes the
+    # output), unsorted ones with their count; a repeat's counts (their sum sizes it)
+    "SegmentSum": (1,), "SegmentMean": (1,), "SegmentMax": (1,), "SegmentMin": (1,),
+    "SegmentProd": (1,), "UnsortedSegmentMax": (1, 2), "UnsortedSegmentMin": (1, 2),
+    "UnsortedSegmentProd": (1, 2), "Repeat": (1,), "RepeatGrad": (2,),
     "ScatterAdd": (0,), "ScatterSub": (0,), "ScatterUpdate": (0,),
     "Dropout": (1,),  # keep_prob (its mask is drawn on the host and uploaded: nn_ops)
     # the host's generators (HOST_OPS) read their shape and bounds where they run

@@ -267,3 +267,25 @@ def test_an_output_sized_by_the_data_is_a_wait(fake_gpu):
         got, waits = _run_twice(tv.reduce_sum(kept), {x: np.arange(6, dtype=np.float32)})
     assert float(got) == 3 + 4 + 5
     assert waits == 1 + 1  # the mask's count, the fetch
+
+
+def test_segment_reductions_and_repeat_read_their_ids_in_host_memory(fake_gpu):
+    """Sorted and unsorted segment reductions and repeat size their outputs by their ids or
+    counts and check them: read in host memory (like the gathers' and segment sums'
+    indices), a fed one waits for nothing (they waited 2 to 6 times a call)."""
+    g = tv.Graph()
+    with g.as_default():
+        ids = tv.placeholder(tv.int32, [None])
+        reps = tv.placeholder(tv.int32, [None])
+        with tv.device("/gpu:0"):
+            data = tv.constant(np.arange(8.0).reshape(4, 2)) * 1.0
+            parts = [tv.segment_sum(data, ids), tv.segment_mean(data, ids),
+                     tv.segment_max(data, ids), tv.unsorted_segment_max(data, ids, 3),
+                     tv.repeat(data, reps, axis=0)]
+            total = tv.add_n([tv.reduce_sum(p) for p in parts])
+        feed = {ids: [0, 0, 1, 2], reps: [1, 0, 2, 1]}
+        got, waits = _run_twice(total, feed)
+    assert waits == 1  # the fetch
+    fake_device.restore(None)
+    with tv.Session(graph=g) as s:
+        assert float(got) == float(s.run(total, feed))
