@@ -29,6 +29,7 @@ class GraphKeys:
     MODEL_VARIABLES = "model_variables"
     TRAINABLE_VARIABLES = "trainable_variables"
     MOVING_AVERAGE_VARIABLES = "moving_average_variables"
+    METRIC_VARIABLES = "metric_variables"
     SUMMARIES = "summaries"
     QUEUE_RUNNERS = "queue_runners"
     TABLE_INITIALIZERS = "table_initializer"
