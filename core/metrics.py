@@ -64,7 +64,7 @@ __all__ = [
     "true_positives",
     "true_positives_at_thresholds",
 ]
-METRIC_VARIABLES = "metric_variables"  # TF 1.x's GraphKeys.METRIC_VARIABLES
+METRIC_VARIABLES = GraphKeys.METRIC_VARIABLES  # "metric_variables", as TF 1.x
 _log = logging.getLogger("tensorvm")
 
 

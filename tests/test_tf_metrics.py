@@ -33,7 +33,7 @@ def stream(metric, arrays, reference, rtol=1e-5, atol=1e-6):
                arrays.items() if v is not None}
         value, update = metric(**phs)
         assert {v.op.name for v in tv.local_variables()} == \
-            {v.op.name for v in tv.get_collection("metric_variables")}
+            {v.op.name for v in tv.get_collection(tv.GraphKeys.METRIC_VARIABLES)}
         assert tv.trainable_variables() == [] and tv.global_variables() == []
         with tv.Session() as s:
             s.run(tv.local_variables_initializer())
