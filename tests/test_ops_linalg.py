@@ -439,3 +439,30 @@ def test_linalg_namespace_names():
     np.testing.assert_allclose(got[0], np.linalg.slogdet(a)[1], rtol=1e-12)
     np.testing.assert_allclose(got[1], a @ np.ones(3), rtol=1e-12)
     np.testing.assert_allclose(got[2], a.T)
+
+
+def test_slogdet_pinv_matrix_rank_normalize_cross():
+    a = rng.normal(size=(2, 3, 3))
+    sign, logdet = run(list(tv.linalg.slogdet(a)))
+    want_sign, want_logdet = np.linalg.slogdet(a)
+    np.testing.assert_allclose(sign, want_sign)
+    np.testing.assert_allclose(logdet, want_logdet, rtol=1e-12)
+    check_gradients(lambda t: tv.linalg.slogdet(t)[1], a)
+    big = np.eye(3) * 1e200  # det overflows, log det does not
+    assert run(tv.linalg.slogdet(big)[1]) == pytest.approx(600 * np.log(10))
+    x = rng.normal(size=(3, 4))
+    low = np.outer(rng.normal(size=4), rng.normal(size=3))
+    np.testing.assert_allclose(run(tv.linalg.pinv(x)), np.linalg.pinv(x), rtol=1e-10)
+    np.testing.assert_allclose(run(tv.linalg.pinv(low)), np.linalg.pinv(low), rtol=1e-8,
+                               atol=1e-12)
+    check_gradients(tv.linalg.pinv, x, rtol=1e-4)
+    assert run(tv.linalg.matrix_rank(low)) == 1 and run(tv.linalg.matrix_rank(x)) == 3
+    assert run(tv.linalg.matrix_rank(np.stack([low[:3], np.eye(3)]))).tolist() == [1, 3]
+    n, nrm = run(list(tv.linalg.normalize(x, axis=1)))
+    np.testing.assert_allclose(nrm[:, 0], np.linalg.norm(x, axis=1))
+    np.testing.assert_allclose(n, x / np.linalg.norm(x, axis=1, keepdims=True))
+    u, v = rng.normal(size=(4, 3)), rng.normal(size=(4, 3))
+    check_forward(tv.cross, np.cross, u, v)
+    check_gradients(tv.cross, u, v)
+    with pytest.raises(InvalidArgumentError, match="Cross: the last dimension must be 3"):
+        tv.cross(tv.zeros([2, 4]), tv.zeros([2, 4]))

@@ -30,7 +30,7 @@ __all__ = ["matrix_inverse", "matrix_determinant", "matrix_solve", "cholesky",
            "matrix_transpose", "trace", "matrix_diag", "matrix_diag_part", "matrix_set_diag",
            "matrix_band_part", "diag", "diag_part", "linalg", "qr", "einsum", "tensordot",
            "norm", "svd", "self_adjoint_eig", "self_adjoint_eigvals",
-           "matrix_triangular_solve", "cholesky_solve", "matrix_solve_ls"]
+           "matrix_triangular_solve", "cholesky_solve", "matrix_solve_ls", "cross"]
 
 _LINALG_DTYPES = (_dt.float32, _dt.float64)
 
@@ -954,6 +954,131 @@ _global_norm.__doc__ = "``tv.global_norm``: the L2 norm of a list of tensors."
 _l2_normalize.__doc__ = "``tv.nn.l2_normalize``: ``x / sqrt(max(sum(x**2), epsilon))``."
 
 
+# ---- slogdet, pinv, matrix_rank, normalize, cross ---------------------------------------------
+def _slogdet_shape(inputs, attrs):
+    s = _matrix_shape(inputs[0], "LogMatrixDeterminant")
+    b = None if s is None else s[:-2]
+    return [(inputs[0].dtype, b), (inputs[0].dtype, b)]
+
+
+def _slogdet_kernel(x):
+    xp = array_namespace(x)
+    sign, logdet = xp.linalg.slogdet(x)
+    return sign.astype(x.dtype, copy=False), logdet.astype(x.dtype, copy=False)
+
+
+def _slogdet_grad(op, g_sign, g_logdet):  # TF's _LogMatrixDeterminantGrad
+    a = op.inputs[0]
+    if g_logdet is None:
+        return [None]
+    scale = apply_op("ExpandReduced", [g_logdet, a], {"axis": (-2, -1)}).outputs[0]
+    return [scale * matrix_inverse(a, adjoint=True)]
+
+
+register_op("LogMatrixDeterminant", _slogdet_shape, _slogdet_kernel, grad=_slogdet_grad)
+
+
+def slogdet(input, name=None):
+    """``(sign, log_abs_determinant)`` of each square matrix of ``input[..., M, M]``: the
+    determinant is ``sign * exp(log_abs_determinant)``, without overflow."""
+    op = apply_op("LogMatrixDeterminant", [input], name=name)
+    return op.outputs[0], op.outputs[1]
+
+
+def pinv(a, rcond=None, validate_args=False, name=None):
+    """The Moore-Penrose pseudo-inverse of each matrix of ``a[..., M, N]``, through its SVD:
+    singular values at most ``rcond * max(s)`` (default ``10 * max(M, N) * eps``) count as
+    zero (TF's ``tf.linalg.pinv``; gradients flow through the SVD)."""
+    from ..graph import get_default_graph
+    from ..tensor_conversion import convert_to_tensor
+    from .math_ext import greater, reduce_max, where
+    from .array_ops import zeros_like
+    with get_default_graph().name_scope(name or "pinv"):
+        a = convert_to_tensor(a, name="a")
+        s = a._shape
+        if rcond is None:
+            if s is None or s[-2] is None or s[-1] is None:
+                raise InvalidArgumentError("pinv: rcond must be given for matrices of unknown "
+                                           "size")
+            rcond = 10.0 * max(s[-2], s[-1]) * float(np.finfo(a.dtype.np_dtype).eps)
+        sv, u, v = svd(a, full_matrices=False, compute_uv=True)
+        cutoff = rcond * reduce_max(sv, axis=-1, keepdims=True)
+        keep = greater(sv, cutoff)
+        safe = where(keep, sv, sv * 0.0 + 1.0)
+        s_inv = where(keep, 1.0 / safe, zeros_like(sv))
+        return matmul(v * _expand_last(s_inv), u, transpose_b=True)
+
+
+def _expand_last(t):
+    from .manip_ops import expand_dims
+    return expand_dims(t, -2)
+
+
+def matrix_rank(a, tol=None, validate_args=False, name=None):
+    """The number of singular values of each matrix of ``a`` above ``tol`` (default
+    ``eps * max(M, N) * max(s)``), an int32 tensor (TF's ``tf.linalg.matrix_rank``)."""
+    from .. import dtypes as _dtypes
+    from ..graph import get_default_graph
+    from ..tensor_conversion import convert_to_tensor
+    from .math_ext import greater, reduce_max
+    from .math_ops import cast
+    with get_default_graph().name_scope(name or "matrix_rank"):
+        a = convert_to_tensor(a, name="a")
+        sv = svd(a, compute_uv=False)
+        if tol is None:
+            s = a._shape
+            if s is None or s[-2] is None or s[-1] is None:
+                raise InvalidArgumentError("matrix_rank: tol must be given for matrices of "
+                                           "unknown size")
+            eps = float(np.finfo(a.dtype.np_dtype).eps)
+            tol = eps * max(s[-2], s[-1]) * reduce_max(sv, axis=-1, keepdims=True)
+        else:
+            tol = convert_to_tensor(tol, dtype=a.dtype)
+        return reduce_sum(cast(greater(sv, tol), _dtypes.int32), axis=-1)
+
+
+def normalize(tensor, ord="euclidean", axis=None, name=None):
+    """``(tensor / norm, norm)`` with ``norm = tv.norm(tensor, ord, axis, keepdims=True)``
+    (TF's ``tf.linalg.normalize``)."""
+    from ..graph import get_default_graph
+    from ..tensor_conversion import convert_to_tensor
+    from .math_ops import cast
+    with get_default_graph().name_scope(name or "normalize"):
+        tensor = convert_to_tensor(tensor)
+        n = cast(norm(tensor, ord=ord, axis=axis, keepdims=True), tensor.dtype)
+        return tensor / n, n
+
+
+def _cross_shape(inputs, attrs):
+    a, b = inputs
+    dt = check_same_dtype(inputs, "Cross")
+    for t in (a, b):
+        if t._shape is not None and (not t._shape or t._shape[-1] not in (None, 3)):
+            raise InvalidArgumentError(f"Cross: the last dimension must be 3, got shape "
+                                       f"{list(t._shape)}")
+    if a._shape is not None and b._shape is not None and (len(a._shape) != len(b._shape) or any(
+            x is not None and y is not None and x != y for x, y in zip(a._shape, b._shape))):
+        raise InvalidArgumentError(f"Cross: a and b must have the same shape, got "
+                                   f"{list(a._shape)} and {list(b._shape)}")
+    return [(dt, a._shape if a._shape is not None else b._shape)]
+
+
+def _cross_kernel(a, b):
+    return np.cross(a, b)
+
+
+register_op("Cross", _cross_shape, _cross_kernel,
+            grad=lambda op, g: [cross(op.inputs[1], g), cross(g, op.inputs[0])])
+
+
+def cross(a, b, name=None):
+    """The cross product of the 3-vectors in the last dimension of ``a`` and ``b`` (same
+    shapes), as TF's ``tf.cross``/``tf.linalg.cross``."""
+    from .common import _convert_pair
+    a, b = _convert_pair(a, b)
+    return apply_op("Cross", [a, b], name=name).outputs[0]
+
+
 linalg = SimpleNamespace(
     inv=matrix_inverse, det=matrix_determinant, solve=matrix_solve, cholesky=cholesky,
     matrix_transpose=matrix_transpose, transpose=matrix_transpose, trace=trace,
@@ -962,5 +1087,6 @@ linalg = SimpleNamespace(
     svd=svd, eigh=_eigh, eigvalsh=_eigvalsh, triangular_solve=matrix_triangular_solve,
     cholesky_solve=cholesky_solve, lstsq=_lstsq, logdet=_logdet, adjoint=_adjoint,
     matvec=_matvec, matmul=matmul, eye=_eye, global_norm=_global_norm,
-    l2_normalize=_l2_normalize, tensor_diag=diag, tensor_diag_part=diag_part)
+    l2_normalize=_l2_normalize, tensor_diag=diag, tensor_diag_part=diag_part,
+    slogdet=slogdet, pinv=pinv, matrix_rank=matrix_rank, normalize=normalize, cross=cross)
 linalg.__doc__ = "``tv.linalg``: TF's linalg names for the matrix ops (``tv.linalg.inv`` …)."
