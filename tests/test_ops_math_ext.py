@@ -691,3 +691,64 @@ def test_confusion_matrix():
     with pytest.raises(InvalidArgumentError, match="`labels` out of bound"):
         run(tv.confusion_matrix(tv.constant([0, 5]), tv.placeholder_with_default(
             np.array([0, 1]), [2]), num_classes=3))
+
+
+# ---- where_v2, histograms, tensor_scatter_nd_*, batch_gather ------------------------------------
+def test_where_v2_broadcasts_all_three():
+    c = np.array([[True], [False]])
+    x, y = rand(2, 3), rand(3)
+    check_forward(lambda a, b: tv.where_v2(c, a, b), lambda a, b: np.where(c, a, b), x, y)
+    assert run(tv.where_v2([True, False], [[1, 2], [3, 4]], 0)).tolist() == [[1, 0], [3, 0]]
+    assert run(tv.where_v2([True, False, True])).tolist() == [[0], [2]]
+    check_gradients(lambda a, b: tv.where_v2(c, a, b), x, y)
+    with pytest.raises(ValueError, match="x and y must both be non-None or both be None."):
+        tv.where_v2([True], [1])
+
+
+def test_histogram_fixed_width():
+    v = np.array([-1.0, 0.0, 1.5, 2.0, 5.0, 15, 4.999, 1.0])
+    got = run([tv.histogram_fixed_width(v, [0.0, 5.0], 5),
+               tv.histogram_fixed_width(v, [0.0, 5.0], nbins=3, dtype=tv.int64),
+               tv.histogram_fixed_width_bins(v, [0.0, 5.0], 5),
+               tv.histogram_fixed_width(np.array([1, 2, 9]), [0, 10], 4)])
+    assert got[0].tolist() == [2, 2, 1, 0, 3]
+    assert got[1].tolist() == [4, 1, 3] and got[1].dtype == np.int64
+    assert got[2].tolist() == [0, 0, 1, 2, 4, 4, 4, 1] and got[3].tolist() == [2, 0, 0, 1]
+    big = rng.normal(size=1000)
+    np.testing.assert_array_equal(run(tv.histogram_fixed_width(big, [-2.0, 2.0], 8)),
+                                  np.histogram(np.clip(big, -2, 2 - 1e-9), 8, (-2, 2))[0])
+    with pytest.raises(InvalidArgumentError, match="value_range should satisfy value_range"):
+        run(tv.histogram_fixed_width(v, [5.0, 0.0], 5))
+
+
+def test_tensor_scatter_nd_ops_and_gradients():
+    t = rand(3, 2)
+    idx = np.array([[2], [0]])
+    up = rand(2, 2)
+
+    def ref(kind):
+        out = t.copy()
+        for i, u in zip(idx[:, 0], up):
+            out[i] = {"update": u, "add": out[i] + u, "sub": out[i] - u,
+                      "max": np.maximum(out[i], u), "min": np.minimum(out[i], u)}[kind]
+        return out
+    fns = {"update": tv.tensor_scatter_nd_update, "add": tv.tensor_scatter_nd_add,
+           "sub": tv.tensor_scatter_nd_sub, "max": tv.tensor_scatter_nd_max,
+           "min": tv.tensor_scatter_nd_min}
+    for kind, fn in fns.items():
+        np.testing.assert_allclose(run(fn(t, idx, up)), ref(kind))
+        check_gradients(lambda a, b, fn=fn: fn(a, idx, b), t, up)
+    assert tv.tensor_scatter_update is tv.tensor_scatter_nd_update
+    assert run(tv.tensor_scatter_nd_add([1, 2], [[0], [0]], [5, 5])).tolist() == [11, 2]
+    with pytest.raises(InvalidArgumentError, match="updates of shape \\[3\\] do not match"):
+        tv.tensor_scatter_nd_update(tv.zeros([3, 2]), [[0]], tv.zeros([3]))
+
+
+def test_batch_gather():
+    p = rand(2, 3, 4)
+    i = np.array([[[1], [0], [3]], [[2], [2], [0]]])
+    want = np.take_along_axis(p, i, axis=-1)
+    np.testing.assert_array_equal(run(tv.batch_gather(p, i)), want)
+    assert run(tv.batch_gather([[1, 2, 3], [4, 5, 6]], [[2, 0], [1, 1]])).tolist() == \
+        [[3, 1], [5, 5]]
+    check_gradients(lambda a: tv.batch_gather(a, np.array([[2, 0, 2], [1, 1, 0]])), rand(2, 3))

@@ -840,3 +840,118 @@ def meshgrid(*args, **kwargs):
 
 __all__ += ["floormod", "floor_div", "realdiv", "div_no_nan", "scalar_mul", "saturate_cast",
             "cumprod", "linspace", "lin_space", "meshgrid"]
+
+
+# ---- where_v2 (NumPy broadcasting of all three) -------------------------------------------------
+def _select_v2_shape(inputs, attrs):
+    c, x, y = inputs
+    if not c.dtype.is_bool:
+        raise InvalidArgumentError(f"where_v2: condition must be bool, got {c.dtype.name}")
+    dt = check_same_dtype([x, y], "SelectV2")
+    return [(dt, broadcast_shapes(c._shape, broadcast_shapes(x._shape, y._shape)))]
+
+
+def _select_v2_grad(op, g):  # TF's _SelectGradV2
+    c, x, y = op.inputs
+    z = zeros_like(g)
+    return [None, unbroadcast(apply_op("SelectV2", [c, g, z]).outputs[0], x),
+            unbroadcast(apply_op("SelectV2", [c, z, g]).outputs[0], y)]
+
+
+def _select_v2_kernel(c, x, y):
+    return np.where(c, x, y)
+
+
+register_op("SelectV2", _select_v2_shape, _select_v2_kernel, grad=_select_v2_grad)
+
+
+def where_v2(condition, x=None, y=None, name=None):
+    """``tv.where_v2(c)``: the coordinates of the true elements of ``c`` (as ``tv.where``);
+    ``tv.where_v2(c, x, y)``: ``x`` where ``c`` holds, else ``y``, all three broadcast by
+    NumPy's rules (TF 2's ``tf.where``: a rank-1 ``c`` broadcasts as NumPy's, it does not
+    select rows).
+
+    >>> import tensorvm as tv
+    >>> with tv.Session() as s:
+    ...     s.run(tv.where_v2([True, False], [[1, 2], [3, 4]], 0)).tolist()
+    [[1, 0], [3, 0]]
+    """
+    if x is None and y is None:
+        return where(condition, name=name)
+    if x is None or y is None:
+        raise ValueError("x and y must both be non-None or both be None.")
+    condition = convert_to_tensor(condition)
+    x, y = _convert_pair(x, y)
+    return apply_op("SelectV2", [condition, x, y], name=name).outputs[0]
+
+
+# ---- histograms ---------------------------------------------------------------------------------
+def _histogram_bins(values, value_range, nbins):
+    """The bin of each value: ``floor((v - lo) / (hi - lo) * nbins)`` clipped to
+    ``[0, nbins - 1]`` (TF's rule: values outside the range go to the end bins)."""
+    xp = array_namespace(values)
+    lo, hi = value_range[0], value_range[1]
+    n = int(asarray(nbins).reshape(()).item()) if type(nbins) is np.ndarray else int(nbins)
+    scaled = (values.astype(np.float64) - float(lo)) / (float(hi) - float(lo)) * n
+    return xp.clip(xp.floor(scaled), 0, n - 1).astype(np.int32), n
+
+
+def _histogram_kernel(values, value_range, nbins, dtype):
+    from ..kernels_gpu import to_host
+    vr = np.asarray(to_host(value_range))
+    if not vr[0] < vr[1]:
+        raise InvalidArgumentError(f"value_range should satisfy value_range[0] < "
+                                   f"value_range[1], but got [{vr[0]}, {vr[1]}]")
+    nb = int(np.asarray(to_host(nbins)))
+    if nb <= 0:
+        raise InvalidArgumentError(f"nbins should be a positive number, but got '{nb}'")
+    bins, n = _histogram_bins(values.reshape(-1), vr, nb)
+    xp = array_namespace(values)
+    return xp.bincount(bins, minlength=n).astype(dtype.np_dtype, copy=False)
+
+
+def _histogram_bins_kernel(values, value_range, nbins, dtype):
+    from ..kernels_gpu import to_host
+    vr = np.asarray(to_host(value_range))
+    bins, _ = _histogram_bins(values, vr, int(np.asarray(to_host(nbins))))
+    return bins.astype(dtype.np_dtype, copy=False)
+
+
+def _histogram_shape(inputs, attrs):
+    from .common import static_value
+    v = static_value(inputs[2])
+    return [(attrs["dtype"], (None if v is None else int(v),))]
+
+
+register_op("HistogramFixedWidth", _histogram_shape, _histogram_kernel, differentiable=False)
+register_op("HistogramFixedWidthBins",
+            lambda inputs, attrs: [(attrs["dtype"], inputs[0]._shape)],
+            _histogram_bins_kernel, differentiable=False)
+
+
+def histogram_fixed_width(values, value_range, nbins=100, dtype=_dt.int32, name=None):
+    """How many of ``values`` fall in each of ``nbins`` equal bins over ``value_range``
+    (``[lo, hi]``); values below ``lo`` count in the first bin, above ``hi`` in the last.
+
+    >>> import tensorvm as tv
+    >>> with tv.Session() as s:
+    ...     s.run(tv.histogram_fixed_width([-1.0, 0.0, 1.5, 2.0, 5.0, 15], [0.0, 5.0], 5)).tolist()
+    [2, 1, 1, 0, 2]
+    """
+    values = convert_to_tensor(values)
+    vr = convert_to_tensor(value_range, dtype=values.dtype)
+    nb = convert_to_tensor(nbins, dtype=_dt.int32)
+    return apply_op("HistogramFixedWidth", [values, vr, nb], {"dtype": _dt.as_dtype(dtype)},
+                    name=name).outputs[0]
+
+
+def histogram_fixed_width_bins(values, value_range, nbins=100, dtype=_dt.int32, name=None):
+    """The bin index of each of ``values`` (as :func:`histogram_fixed_width` bins them)."""
+    values = convert_to_tensor(values)
+    vr = convert_to_tensor(value_range, dtype=values.dtype)
+    nb = convert_to_tensor(nbins, dtype=_dt.int32)
+    return apply_op("HistogramFixedWidthBins", [values, vr, nb],
+                    {"dtype": _dt.as_dtype(dtype)}, name=name).outputs[0]
+
+
+__all__ += ["where_v2", "histogram_fixed_width", "histogram_fixed_width_bins"]
