@@ -159,3 +159,15 @@ def test_functional_errors():
     with pytest.raises(TypeError, match="map_fn: fn returned a int32 tensor .* where float32 "
                                         "is expected; pass dtype="):
         tv.map_fn(lambda v: tv.cast(v, tv.int32), x)
+
+
+def test_vectorized_map_infers_output_dtypes_and_structure():
+    x = tv.constant(np.arange(6.0).reshape(3, 2))
+    a, b = tv.vectorized_map(lambda r: (r * 2, tv.cast(r[0], tv.int32)), x)
+    d = tv.vectorized_map(lambda e: {"s": tv.reduce_sum(e["x"]) > 2.0}, {"x": x})
+    got = run([a, b, d])
+    np.testing.assert_array_equal(got[0], np.arange(6.0).reshape(3, 2) * 2)
+    assert got[1].tolist() == [0, 2, 4] and got[1].dtype == np.int32
+    assert got[2]["s"].tolist() == [False, True, True]
+    check_gradients(lambda t: tv.vectorized_map(lambda r: tv.reduce_sum(r * r), t),
+                    rng.normal(size=(3, 2)))

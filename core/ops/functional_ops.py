@@ -307,3 +307,32 @@ def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True,
                                swap_memory=swap_memory, maximum_iterations=n)
         results = [_set_leading(r.stack(), n_static) for r in r_a]
     return out_pack(results)
+
+
+def vectorized_map(fn, elems, fallback_to_while_loop=True, warn=True):
+    """``fn`` applied to each element of ``elems`` (unstacked on dimension 0), the results
+    stacked — TF's ``tf.vectorized_map``, run as TF runs it when ``fn`` cannot be vectorised:
+    a :func:`map_fn` loop, whose output dtypes are read from ``fn`` traced on the first
+    element (so ``dtype=`` is never needed).
+
+    >>> import tensorvm as tv
+    >>> with tv.Session() as s:
+    ...     s.run(tv.vectorized_map(lambda r: tv.reduce_sum(r) > 2, tv.constant([[1, 1], [2, 3]]))
+    ...           ).tolist()
+    [False, True]
+    """
+    _check_callable(fn, "map_fn")
+    leaves = flatten(elems)
+    if not leaves:
+        raise ValueError("elems must be a Tensor or (possibly nested) sequence of Tensors. "
+                         f"Got {elems}, which does not contain any Tensors.")
+    g = get_default_graph()
+    with g.name_scope("vectorized_map"):
+        flat = [convert_to_tensor(t, name="elem") for t in leaves]
+        with g.name_scope("signature"):  # traced once for its dtypes: never run
+            probe = fn(pack_as(elems, [t[0] for t in flat]))
+        sig = pack_as(probe, [convert_to_tensor(t).dtype for t in flatten(probe)])
+        return map_fn(fn, pack_as(elems, flat), fn_output_signature=sig)
+
+
+__all__ += ["vectorized_map"]
