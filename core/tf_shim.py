@@ -37,13 +37,13 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import logging
 import os
-import runpy
 import sys
 import types
 
-__all__ = ["RANGE_LIMIT_ENV", "TF_API_VERSION", "install", "installed", "main", "resolve",
+__all__ = ["PROGRAM_ENV", "RANGE_LIMIT_ENV", "TF_API_VERSION", "install", "installed", "main", "resolve",
            "run_program", "uninstall"]
 
 logger = logging.getLogger("tensorvm")
@@ -268,26 +268,78 @@ class UsageError(Exception):
     """Bad use of the runner (no such program file): exit status 2, one line."""
 
 
+PROGRAM_ENV = "TENSORVM_TF_PROGRAM"
+"""Set by :func:`run_program` to the program's path, for the processes it spawns."""
+
+
+def _init_globals(warn: bool) -> dict:
+    limit = os.environ.get(RANGE_LIMIT_ENV)
+    if not limit:
+        return {}
+    try:
+        init = {"range": _range_limited(int(limit))}
+    except ValueError:
+        raise UsageError(f"{RANGE_LIMIT_ENV} must be an integer, got {limit!r}") from None
+    if warn:
+        logger.warning("tensorvm: %s=%s: the program's loops stop after %s iterations",
+                       RANGE_LIMIT_ENV, limit, limit)
+    return init
+
+
+def _exec_program(path: str, run_name: str, init_globals: dict) -> types.ModuleType:
+    """Run the file ``path`` as module ``run_name`` (``sys.modules[run_name]`` meanwhile) and
+    return it. As ``__main__``, its ``__spec__`` names this module: a process that
+    multiprocessing spawns from the program (Dask's workers) imports this module as its
+    ``__mp_main__``, which installs the shim before it runs the program's code (see the end of
+    this file); with the file's own path, its ``import tensorflow`` would fail there."""
+    with open(path, "rb") as f:
+        code = compile(f.read(), path, "exec", dont_inherit=True)
+    module = types.ModuleType(run_name)
+    module.__dict__.update(init_globals)
+    module.__file__ = path
+    module.__cached__ = None
+    module.__loader__ = None
+    module.__package__ = None
+    module.__spec__ = importlib.util.find_spec(__spec__.name if __spec__ else __name__) \
+        if run_name == "__main__" else None
+    saved = sys.modules.get(run_name)
+    sys.modules[run_name] = module
+    try:
+        exec(code, module.__dict__)  # noqa: S102  (running the user's program is the point)
+    finally:
+        if saved is None:
+            sys.modules.pop(run_name, None)
+        else:
+            sys.modules[run_name] = saved
+    return module
+
+
 def run_program(path: str, args: list[str] | tuple = ()) -> None:
     """Run the Python file ``path`` as ``__main__`` with ``sys.argv = [path, *args]`` and the
     shim installed, as ``python path args...`` would with TensorFlow installed; its
-    directory comes first on ``sys.path``. ``SystemExit`` (``tf.app.run``'s) passes
-    through."""
+    directory comes first on ``sys.path``, and the processes it spawns (a LocalCluster's
+    workers) get the shim too. ``SystemExit`` (``tf.app.run``'s) passes through. Meant for a
+    process of its own (the ``tensorvm tf`` command): the shim stays installed."""
     if not os.path.isfile(path):
         raise UsageError(f"no such program file: {path}")
+    init_globals = _init_globals(warn=True)
     install()
-    init_globals = None
-    limit = os.environ.get(RANGE_LIMIT_ENV)
-    if limit:
-        try:
-            init_globals = {"range": _range_limited(int(limit))}
-        except ValueError:
-            raise UsageError(f"{RANGE_LIMIT_ENV} must be an integer, got {limit!r}") from None
-        logger.warning("tensorvm: %s=%s: the program's loops stop after %s iterations",
-                       RANGE_LIMIT_ENV, limit, limit)
+    os.environ[PROGRAM_ENV] = os.path.abspath(path)
     sys.argv = [path, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-    runpy.run_path(path, init_globals=init_globals, run_name="__main__")
+    _exec_program(path, "__main__", init_globals)
+
+
+def _spawned_program_namespace() -> dict:
+    """In a process the program spawned: the program's module namespace, run as
+    ``__mp_main__`` (its ``if __name__ == "__main__":`` part skipped) with the shim."""
+    path = os.environ[PROGRAM_ENV]
+    install()
+    argv0, sys.argv[0] = sys.argv[0], path
+    try:
+        return dict(vars(_exec_program(path, "__mp_main__", _init_globals(warn=False))))
+    finally:
+        sys.argv[0] = argv0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -306,3 +358,8 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+elif __name__ == "__mp_main__" and os.environ.get(PROGRAM_ENV):
+    # multiprocessing imports this module as the __mp_main__ of a process the program spawned
+    # (the program's __main__ names it in its __spec__): become the program, shim installed
+    from tensorvm import tf_shim as _shim
+    globals().update(_shim._spawned_program_namespace())

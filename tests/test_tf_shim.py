@@ -439,3 +439,29 @@ def test_version_and_star_import(shim):
     exec("from tensorflow import *", namespace)
     assert namespace["placeholder"] is tv.placeholder and namespace["Session"] is tv.Session
     assert tf.__file__ == tv.__file__
+
+
+@pytest.mark.cluster
+def test_a_program_that_starts_worker_processes_runs_under_the_shim(tmp_path):
+    # Dask's spawned workers import the program's main module again: with the file's own
+    # path as main, its 'import tensorflow' failed there ('Nanny failed to start')
+    p = tmp_path / "dist.py"
+    p.write_text(textwrap.dedent("""\
+        import numpy as np
+        import tensorflow as tf
+
+        def double(v):
+            return (2 * v).astype(np.float32)
+
+        def main():
+            x = tf.placeholder(tf.float32, [None])
+            with tf.device("/job:worker/task:0"):
+                y = tf.reduce_sum(tf.py_func(double, [x], tf.float32))
+            with tf.Session("local") as sess:
+                print("value", sess.run(y, {x: [1.0, 2.0]}))
+
+        if __name__ == "__main__":
+            main()
+        """))
+    r = subprocess.run(CLI + [str(p)], capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0 and r.stdout.split() == ["value", "6.0"], r.stderr[-3000:]
