@@ -752,3 +752,23 @@ def test_batch_gather():
     assert run(tv.batch_gather([[1, 2, 3], [4, 5, 6]], [[2, 0], [1, 1]])).tolist() == \
         [[3, 1], [5, 5]]
     check_gradients(lambda a: tv.batch_gather(a, np.array([[2, 0, 2], [1, 1, 0]])), rand(2, 3))
+
+
+def test_erfinv_ndtri_erfcinv_nextafter():
+    x = np.linspace(-3.0, 3.0, 2001)  # (beyond, erf(x) rounds away most of 1 - erf(x))
+    y = np.array([math.erf(v) for v in x])
+    np.testing.assert_allclose(run(tv.math.erfinv(y)), x, rtol=1e-9, atol=1e-12)
+    q = np.array([1e-300, 1e-100, 1e-12, 1e-5, 0.3, 1.0, 1.7, 2.0 - 1e-9])
+    back = [math.erfc(v) for v in run(tv.math.erfcinv(q))]
+    np.testing.assert_allclose(back, q, rtol=1e-10)
+    p = np.array([1e-20, 0.025, 0.5, 0.975, 1 - 1e-10])
+    want = [-9.262340089798409, -1.959963984540054, 0.0, 1.959963984540054, 6.361340889697422]
+    np.testing.assert_allclose(run(tv.math.ndtri(p)), want, rtol=1e-12, atol=1e-15)
+    edges = run([tv.math.erfinv(np.array([-1.0, 1.0, 1.5])), tv.math.ndtri(np.array([0.0, 1.0,
+                                                                                      -0.1]))])
+    assert edges[0][:2].tolist() == [-np.inf, np.inf] and np.isnan(edges[0][2])
+    assert edges[1][:2].tolist() == [-np.inf, np.inf] and np.isnan(edges[1][2])
+    check_gradients(tv.math.erfinv, rand(5, lo=-0.9, hi=0.9), rtol=1e-5)
+    check_gradients(tv.math.ndtri, rand(5, lo=0.05, hi=0.95), rtol=1e-5)
+    n = run(tv.math.nextafter(np.array([1.0, 0.0], np.float32), np.array([2.0, -1.0], np.float32)))
+    assert n.tolist() == np.nextafter(np.float32([1, 0]), np.float32([2, -1])).tolist()

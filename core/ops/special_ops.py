@@ -372,6 +372,90 @@ def log_sigmoid(x, name=None):
     return negative(softplus(negative(x)), name=name or "LogSigmoid")
 
 
+# ---- inverse error functions, nextafter ------------------------------------------------------
+_WINITZKI_A = 0.147
+
+
+def _erfcinv_pos(q):
+    """``x >= 0`` with ``erfc(x) = q`` for ``q`` in ``(0, 1]``: Winitzki's approximation,
+    with ``log(1 - y^2)`` taken as ``log(q) + log(2 - q)`` (no cancellation near ``q = 0``),
+    then Newton's method on ``log(erfc(x)) = log(q)``."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+        lq = np.log(q)
+        big_l = lq + np.log(2.0 - q)
+        t = 2.0 / (np.pi * _WINITZKI_A) + 0.5 * big_l
+        x = np.sqrt(np.maximum(np.sqrt(t * t - big_l / _WINITZKI_A) - t, 0.0))
+        for _ in range(5):
+            small, e, c = _erf_parts(x)
+            ec = np.where(small, 1.0 - e, c)
+            # g(x) = log(erfc(x)) - log(q), g'(x) = -2/sqrt(pi) exp(-x^2) / erfc(x)
+            g = np.log(ec) - lq
+            dg = -(2.0 / _SQRT_PI) * np.exp(-x * x) / ec
+            step = np.where(np.isfinite(g) & (dg != 0), g / dg, 0.0)
+            x = np.maximum(x - step, 0.0)
+    return x
+
+
+def _erfinv_kernel(y):
+    yf = _f64(y)
+    with np.errstate(invalid="ignore"):
+        q = 1.0 - np.abs(yf)
+        x = np.sign(yf) * _erfcinv_pos(np.where((q > 0) & (q <= 1), q, 1.0))
+        x = np.where(q == 0, np.sign(yf) * np.inf, x)
+        x = np.where((q < 0) | np.isnan(yf), np.nan, x)
+    return _back(x, y)
+
+
+def _erfcinv_f64(z):
+    with np.errstate(invalid="ignore"):
+        low = z <= 1.0
+        q = np.where(low, z, 2.0 - z)
+        x = _erfcinv_pos(np.where((q > 0) & (q <= 1), q, 1.0))
+        x = np.where(low, x, -x)
+        x = np.where(z == 0, np.inf, np.where(z == 2, -np.inf, x))
+        return np.where((z < 0) | (z > 2) | np.isnan(z), np.nan, x)
+
+
+def _ndtri_kernel(p):
+    pf = _f64(p)
+    return _back(-np.sqrt(2.0) * _erfcinv_f64(2.0 * pf), p)
+
+
+def _erfinv_grad(op, g):
+    return [g * (_SQRT_PI / 2.0) * exp(square(op.outputs[0]))]
+
+
+def _ndtri_grad(op, g):
+    return [g * np.sqrt(2.0 * np.pi) * exp(0.5 * square(op.outputs[0]))]
+
+
+erfinv = _unary("Erfinv", _erfinv_kernel, _erfinv_grad)
+erfinv.__doc__ = "The inverse of ``erf`` on ``[-1, 1]`` (``+-inf`` at ``+-1``, NaN outside)."
+ndtri = _unary("Ndtri", _ndtri_kernel, _ndtri_grad)
+ndtri.__doc__ = ("The inverse of the standard normal CDF on ``[0, 1]``: "
+                 "``-sqrt(2) * erfcinv(2p)`` (accurate for tiny ``p``).")
+
+
+def erfcinv(x, name=None):
+    """The inverse of ``erfc`` on ``[0, 2]``: ``-ndtri(x / 2) / sqrt(2)``."""
+    from ..graph import get_default_graph
+    from ..tensor_conversion import convert_to_tensor
+    with get_default_graph().name_scope(name or "erfcinv"):
+        x = convert_to_tensor(x)
+        return negative(ndtri(x * 0.5)) * (1.0 / np.sqrt(2.0))
+
+
+def _nextafter_kernel(x1, x2):
+    return np.nextafter(x1, x2)
+
+
+_OPS.append("NextAfter")
+nextafter = def_binary("NextAfter", _nextafter_kernel, allowed=_is_float, differentiable=False)
+nextafter.__doc__ = "The next representable value after ``x1`` towards ``x2``, element-wise."
+
+__all__ += ["erfinv", "ndtri", "erfcinv", "nextafter"]
+
+
 # one source for both device types: the kernels above use only ufuncs and the namespace of
 # their inputs (``kernels_gpu``), and read only host counts (zeta's number of terms)
 for _t in _OPS:
