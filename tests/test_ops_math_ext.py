@@ -772,3 +772,30 @@ def test_erfinv_ndtri_erfcinv_nextafter():
     check_gradients(tv.math.ndtri, rand(5, lo=0.05, hi=0.95), rtol=1e-5)
     n = run(tv.math.nextafter(np.array([1.0, 0.0], np.float32), np.array([2.0, -1.0], np.float32)))
     assert n.tolist() == np.nextafter(np.float32([1, 0]), np.float32([2, -1])).tolist()
+
+
+def test_assert_shapes():
+    x, y = tv.zeros([2, 3], name="sx"), tv.zeros([3], name="sy")
+    z = tv.zeros([4, 2, 3], name="sz")
+    tv.debugging.assert_shapes([(x, ("N", "D")), (y, ("D",))])
+    tv.debugging.assert_shapes([(z, ("*", "N", 3)), (x, ("N", "."))])
+    with pytest.raises(ValueError, match=r"^Specified by tensor sx:0 dimension 0\.  Tensor sy:0 "
+                                         r"dimension 0 must have size 2\.  Received size 3, "
+                                         r"shape \(3,\)$"):
+        tv.debugging.assert_shapes([(x, ("N", "D")), (y, ("N",))])
+    with pytest.raises(ValueError, match=r"^mm\.  Specified explicitly\.  Tensor sx:0 dimension "
+                                         "1 must have size 4"):
+        tv.debugging.assert_shapes([(x, (2, 4))], message="mm")
+    with pytest.raises(ValueError, match="only allowed as the first entry"):
+        tv.debugging.assert_shapes([(z, (4, "*"))])
+    with pytest.raises(ValueError, match="Specified shape must be an iterable"):
+        tv.debugging.assert_shapes([(x, 3)])
+    with pytest.raises(ValueError, match="must have rank 3"):
+        tv.debugging.assert_shapes({x: ("a", "b", "c")})
+    p = tv.placeholder(tv.float32, [None, 3], name="sp")
+    q = tv.placeholder(tv.float32, [None], name="sq")
+    check = tv.debugging.assert_shapes([(p, ("N", 3)), (q, ("N",))])
+    run(check, {p: np.zeros((2, 3)), q: np.zeros(2)})
+    _run_fails(check, {p: np.zeros((2, 3)), q: np.zeros(5)},
+               r"assertion failed: \[\] \[Specified by tensor sp:0 dimension 0\] \[Tensor sq:0 "
+               r"dimension\] \[0\] \[must have size\] \[2\] \[Received shape: \] \[5\]")

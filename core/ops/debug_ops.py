@@ -77,7 +77,8 @@ def add_check_numerics_ops():
     checks = []
     for op in list(g.get_operations()):
         # Running a check runs what it checks: never an update, a dequeue or an initializer.
-        if op.type == "CheckNumerics" or (registry[op.type].stateful and op.type != "VariableV2"):
+        if op.type == "CheckNumerics" or (registry[op.type].stateful
+                                               and op.type not in ("VariableV2", "VariableRead")):
             continue
         for t in op.outputs:
             if t.dtype.is_floating:
@@ -558,3 +559,117 @@ def shape_n(input, out_type=None, name=None):
 
 
 __all__ += ["is_tensor", "get_static_value", "ensure_shape", "identity_n", "shape_n"]
+
+
+def assert_shapes(shapes, data=None, summarize=None, message=None, name=None):
+    """Check the shapes of several tensors against symbolic shapes (TF's
+    ``tf.debugging.assert_shapes``): ``shapes`` is a dict or a list of ``(tensor, shape)``
+    pairs; a shape lists ints (exact sizes), strings (one size shared by every use of the
+    name), ``None`` or ``"."`` (any size), and may start with ``...`` or ``"*"`` (any number
+    of leading dimensions). Known sizes are checked now (``ValueError`` with TF's message),
+    the rest by the returned op when it runs.
+
+    >>> import tensorvm as tv
+    >>> x, y = tv.zeros([2, 3]), tv.zeros([3])
+    >>> _ = tv.debugging.assert_shapes([(x, ("N", "D")), (y, ("D",))])
+    """
+    from ..graph import get_default_graph
+    from ..tensor_conversion import convert_to_tensor
+    from .array_ops import group, shape as _shape
+    from .control_flow_ops import Assert
+    from .math_ext import equal
+    if isinstance(shapes, dict):
+        shapes = shapes.items()
+    prefix = _message_prefix(message)
+    g = get_default_graph()
+    with g.name_scope(name or "assert_shapes"):
+        constraints = [(convert_to_tensor(x), s) for x, s in shapes if s is not None]
+        specs = []
+        for x, sym in constraints:
+            if not (hasattr(sym, "__iter__") or hasattr(sym, "__getitem__")):
+                raise ValueError(f"{prefix}Tensor {x.name}.  Specified shape must be an "
+                                 "iterable.  An iterable has the attribute `__iter__` or "
+                                 f"`__getitem__`.  Received specified shape: {sym}")
+            sym = tuple(sym)
+            inner = False
+            for i, s in enumerate(sym):
+                if s is Ellipsis or (isinstance(s, str) and s == "*"):
+                    if i != 0:
+                        raise ValueError(f"{prefix}Tensor {x.name} specified shape index {i}.  "
+                                         "Symbol `...` or `*` for a variable number of "
+                                         "unspecified dimensions is only allowed as the first "
+                                         "entry")
+                    inner = True
+            sym = sym[1:] if inner else sym
+            specs.append((x, inner, _dimension_sizes(x), sym if sym else (1,)))
+        rank_checks = []
+        for x, inner, _, sym in specs:
+            r = len(sym)
+            if inner:
+                if r in (0, 1):
+                    continue
+                rank_checks.append(assert_rank_at_least(x, r, data=data, summarize=summarize,
+                                                        message=message))
+            elif r in (0, 1):
+                rank_checks.append(assert_rank_in(x, [0, 1], data=data, summarize=summarize,
+                                                  message=message))
+            else:
+                rank_checks.append(assert_rank(x, r, data=data, summarize=summarize,
+                                               message=message))
+        size_checks, named = [], {}
+        for x, inner, actual, sym in specs:
+            for i, s in enumerate(sym):
+                if s is None or (isinstance(s, str) and s == "."):
+                    continue
+                dim = i - len(sym) if inner else i
+                known = _known_int(s)
+                if known is None and s not in named:
+                    named[s] = (actual[dim], x, dim)
+                    continue
+                if known is not None:
+                    want, how = known, "Specified explicitly"
+                else:
+                    want, by, at = named[s]
+                    how = f"Specified by tensor {by.name} dimension {at}"
+                have = actual[dim]
+                if _known_int(have) is not None and _known_int(want) is not None:
+                    if int(have) != int(want):
+                        raise ValueError(f"{prefix}{how}.  Tensor {x.name} dimension {dim} must "
+                                         f"have size {int(want)}.  Received size {int(have)}, "
+                                         f"shape {_tf_shape_str(x._shape)}")
+                    continue
+                with g.control_dependencies(rank_checks):
+                    cond = equal(convert_to_tensor(have), convert_to_tensor(want))
+                d = data if data is not None else [
+                    prefix, how, f"Tensor {x.name} dimension", dim, "must have size", want,
+                    "Received shape: ", _shape(x)]
+                size_checks.append(Assert(cond, [convert_to_tensor(v) for v in d],
+                                          summarize=summarize))
+        with g.control_dependencies(rank_checks):
+            return group(*size_checks)
+
+
+def _known_int(v):
+    from ..graph import Tensor
+    if v is None or isinstance(v, Tensor) or isinstance(v, str):
+        return None
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _dimension_sizes(x):
+    """Each dimension's size: an int where the static shape knows it, else a scalar tensor
+    (a scalar counts as shape ``(1,)``, as in TF)."""
+    from .array_ops import shape as _shape
+    s = x._shape
+    if s is not None and len(s) == 0:
+        return (1,)
+    dyn = _shape(x)
+    if s is None:
+        return dyn
+    return [int(d) if d is not None else dyn[i] for i, d in enumerate(s)]
+
+
+__all__ += ["assert_shapes"]
