@@ -18,7 +18,18 @@ worker takes the device over is told (its queues then fail until reset). Mapping
 worker left waits up to :data:`REPLACEMENT_WAIT_S` after the loss for a worker of the same name
 to come back (its Nanny restarting it), so the device returns there rather than onto another
 task's worker that happens to be free; a step with a timeout (``RunOptions.timeout_in_ms``)
-waits no longer than its deadline (DeadlineExceededError naming the worker awaited). A scheduler without :class:`DeviceHomes` still maps
+waits no longer than its deadline (DeadlineExceededError naming the worker awaited). Past that
+wait a *free* worker (one that holds no device and is not named after another task: a
+replacement with a new name, as a Kubernetes pod gets) may take the device over; another task's
+worker never does, unless the lost worker itself held several tasks' devices (a session that
+maps more tasks than the cluster has workers). Until one of them is there, mapping the device
+fails with UnavailableError naming the worker awaited — TF's behaviour for a parameter server
+that is down (measured with TF 2.21's ``tf.compat.v1`` over gRPC: every step fails with
+UnavailableError until the task is back at its address) — and a MonitoredTrainingSession waits
+and restores the latest checkpoint once it is back. Moving a PS device onto a worker task
+instead (what tensorvm did) put two tasks' load on one process for good (the returning ``ps-0``
+stayed idle) and turned the loss into ``FailedPreconditionError: uninitialized value`` for a
+plain session. A scheduler without :class:`DeviceHomes` still maps
 devices; it just has no loss tracking and no lost-worker events (:attr:`DeviceMap.events`).
 
 GPUs: :attr:`DeviceMap.gpus` (:class:`TaskGpus`) is the per-task inventory placement reads,
@@ -63,18 +74,20 @@ class DeviceHomes(SchedulerPlugin):
     def __init__(self):
         self.homes: dict[str, tuple[str, str]] = {}  # device resource -> (address, name)
         self.lost: dict[str, str] = {}  # device resource -> how its state was lost
-        # device resource -> (name of its worker that left, when), until it has a worker
-        self.left: dict[str, tuple[str, float]] = {}
+        # device resource -> (name of its worker that left, when, whether that worker held
+        # other devices too), until it has a worker again
+        self.left: dict[str, tuple[str, float, bool]] = {}
 
     def remove_worker(self, scheduler, worker, **kwargs):
         names = set()
+        held = [res for res, (addr, _) in self.homes.items() if addr == worker]
         for res, (addr, name) in list(self.homes.items()):
             if addr == worker:
                 del self.homes[res]
                 names.add(name)
                 self.lost[res] = (f"its worker {name!r} ({addr}) left the cluster at "
                                   f"{time.strftime('%H:%M:%S')}")
-                self.left[res] = (name, time.monotonic())
+                self.left[res] = (name, time.monotonic(), len(held) > 1)
         if names:  # sessions with a step on it fail it now (tensorvm.direct_steps)
             scheduler.log_event(TOPIC_LOST, {"worker": worker, "name": min(names)})
 
@@ -96,11 +109,14 @@ def _claim_home(res, addr, name, dask_scheduler):
 
 
 def _departed(res, dask_scheduler):
-    """On the scheduler: ``(name, seconds ago)`` of the worker the device ``res`` lived on if
-    it left the cluster and the device has no worker since, else None."""
+    """On the scheduler: ``(name, seconds ago, shared)`` of the worker the device ``res``
+    lived on if it left the cluster and the device has no worker since (``shared``: that
+    worker held other devices too), else None."""
     plugin = dask_scheduler.plugins.get(DeviceHomes.name)
     left = plugin.left.get(res) if plugin is not None else None
-    return None if left is None else (left[0], time.monotonic() - left[1])
+    if left is None:
+        return None
+    return left[0], time.monotonic() - left[1], bool(left[2]) if len(left) > 2 else True
 
 
 async def _adopt_device(resources, task_prefix, lost_how, dask_worker):
@@ -200,11 +216,11 @@ class DeviceMap:
                 info = info or self.scheduler_info()
                 if not info["workers"]:  # none at this instant (restarting): wait a little
                     info = self._await_any_worker()
-                prefer = None
+                prefer, lost = None, None
                 if not any(w.get("resources", {}).get(res) for w in info["workers"].values()):
-                    prefer, info = self._await_replacement(res, info)
+                    prefer, info, lost = self._await_replacement(res, info)
                 workers = info["workers"]  # address -> {name, resources, ...}
-                addr = self._choose_worker(job, task, workers, prefer)
+                addr = self._choose_worker(job, task, workers, prefer, lost)
                 name = str(workers[addr].get("name"))
                 try:
                     how = self._claim_home(res, addr, name)
@@ -234,19 +250,21 @@ class DeviceMap:
                 pass
         return self.version
 
-    def _await_replacement(self, res: str, info: dict) -> tuple[str | None, dict]:
+    def _await_replacement(self, res: str, info: dict
+                           ) -> tuple[str | None, dict, tuple | None]:
         """A device with no worker: if its last worker left the cluster (``DeviceHomes``),
         wait until a worker of the same name is back — its Nanny restarting it — up to
         ``REPLACEMENT_WAIT_S`` after the loss, so the device goes there rather than onto
         another task's worker that happens to be free at that instant. Returns that name (or
-        None) and the scheduler info to choose from."""
+        None), the scheduler info to choose from and ``(seconds since the loss, whether the
+        lost worker held other devices too)`` (None if the device never lost a worker)."""
         try:
             left = self.client.run_on_scheduler(_departed, res)
         except Exception:  # noqa: BLE001 - a scheduler without tensorvm: choose as before
-            return None, info
+            return None, info, None
         if left is None:
-            return None, info
-        name, age = left
+            return None, info, None
+        name, age, shared = left
         deadline = time.monotonic() + REPLACEMENT_WAIT_S - age
         step_deadline = getattr(self._step, "deadline", None)
         while not any(str(w.get("name")) == name for w in info["workers"].values()):
@@ -258,12 +276,10 @@ class DeviceMap:
                     f"(it is waited for up to {REPLACEMENT_WAIT_S:.0f} s after the loss, then "
                     "the device goes to another worker); restart that worker, or run again")
             if time.monotonic() > deadline:
-                logger.info("tensorvm: worker %r did not come back within %.0f s; its device "
-                            "%s goes to another worker", name, REPLACEMENT_WAIT_S, res)
                 break
             time.sleep(0.1)
             info = self.scheduler_info()
-        return name, info
+        return name, info, (age, shared)
 
     def _await_any_worker(self) -> dict:
         """The scheduler's info once it lists a worker, polled for up to
@@ -303,12 +319,15 @@ class DeviceMap:
                 "cluster while the device was being mapped")
         return got.get("how")
 
-    def _choose_worker(self, job: str, task: int, workers: dict, prefer: str | None = None
-                       ) -> str:
+    def _choose_worker(self, job: str, task: int, workers: dict, prefer: str | None = None,
+                       lost: tuple | None = None) -> str:
         """The worker for a logical task: the one the ClusterSpec names, else the one that
         already holds the task's device (put there by another session: every client must see
         one home per device), else the worker named ``prefer`` (the device's previous worker,
-        restarted), else the one named after the task, else the next free one."""
+        restarted), else the one named after the task, else the next free one. A device whose
+        worker left (``lost``: seconds since, whether that worker held other devices too)
+        goes only to a free worker — one holding no device and not named after another task —
+        unless its lost worker was shared: else UnavailableError until one is there."""
         res = resource_name(job, task)
         by_name = {str(w.get("name")): a for a, w in workers.items()}
         holders = sorted(a for a, w in workers.items() if w.get("resources", {}).get(res))
@@ -340,6 +359,21 @@ class DeviceMap:
         reserved = {by_name.get(n) for n in (self.spec.task_names() if self.spec else ())}
         used = {a for a, _ in self._map.values()}
         free = [a for a in ordered if a not in used and a not in reserved]
+        if lost is not None and not lost[1]:  # never onto another task's worker
+            free = [a for a in free if not any(
+                r.startswith("tvm-dev-") for r in workers[a].get("resources", {}))]
+            if not free:
+                raise UnavailableError(
+                    f"task {where} is unavailable: its worker {prefer!r} left the cluster "
+                    f"{lost[0]:.0f} s ago and has not come back; tensorvm waits for a worker "
+                    f"named {prefer!r} (its Nanny's restart) or a new worker that holds no "
+                    "task, and does not move the task onto another task's worker. The state "
+                    "on it (variables, queues) is lost: a MonitoredTrainingSession waits and "
+                    "restores the latest checkpoint once the task has a worker again")
+            logger.warning("tensorvm: task %s lost its worker %r %.0f s ago; worker %s (%s) "
+                           "takes it over", where, prefer, lost[0],
+                           workers[free[0]].get("name"), free[0])
+            return free[0]
         addr = free[0] if free else ordered[len(self._map) % len(ordered)]
         if self.verbose:
             logger.info("tensorvm: task %s -> worker %s (%s)", name, workers[addr].get("name"),

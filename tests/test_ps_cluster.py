@@ -216,3 +216,170 @@ def test_async_workers_lease_their_splits_from_the_split_queue(clean, tmp_path):
                 holdout=4000, tolerance=0.01, eval_every=50, steps_per_run=25, input=url,
                 session=clean._root)
     assert lg["ok"] and lg["global_step"] < 2000, lg
+
+
+# ---- failure modes (the "ps" audit) -------------------------------------------------------------
+
+def _holders(cluster):
+    info = cluster.client.scheduler_info(n_workers=-1)["workers"]
+    return {str(w["name"]): sorted(r for r in w["resources"] if r.startswith("tvm-dev-"))
+            for w in info.values()}
+
+
+def test_a_ps_not_back_in_time_stays_unavailable_until_it_returns(clean, monkeypatch):
+    """ps-0's worker dies and its Nanny does not bring it back within REPLACEMENT_WAIT_S.
+    Its device must not move onto another task's worker (it did: worker-0 then held both,
+    the returning ps-0 stayed idle, and steps failed with FailedPreconditionError); every
+    step fails with UnavailableError naming the worker awaited — as TF's do while a PS is
+    down — until ps-0 is back, where the device returns (its state lost, as in TF)."""
+    import os
+    import signal
+    import time
+
+    from distributed.core import Status
+    from tensorvm import device_map
+    monkeypatch.setattr(device_map, "REPLACEMENT_WAIT_S", 1.0)
+    g = tv.Graph()
+    with g.as_default():
+        with tv.device("/job:ps/task:0"):
+            v = tv.Variable(1.0, name="v_not_back")
+        with tv.device("/job:worker/task:0"):
+            y = v * 2.0
+    sess = clean.session(graph=g)
+    sess.run(v.initializer)
+    assert sess.run(y) == 2.0
+    lc = clean._root._backend._cluster
+    addr = clean.worker("ps-0")
+    pid = clean.client.run(os.getpid, workers=[addr])[addr]
+    lc.workers["ps-0"].status = Status.closing_gracefully  # its Nanny will not restart it
+    os.kill(pid, signal.SIGKILL)
+    try:
+        deadline = time.monotonic() + 30
+        while "ps-0" in clean.workers():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        with pytest.raises(tv.errors.UnavailableError, match="'ps-0'.*left the cluster"):
+            sess.run(y)  # the step that meets the loss
+        time.sleep(1.2)  # past REPLACEMENT_WAIT_S
+        for _ in range(2):
+            with pytest.raises(tv.errors.UnavailableError,
+                               match=r"task /job:ps/task:0 is unavailable: its worker 'ps-0' "
+                                     r"left the cluster \d+ s ago and has not come back"):
+                sess.run(y)
+        assert not any("tvm-dev-ps-0" in r for r in _holders(clean).values())
+    finally:  # ps-0 back (a new Nanny from the cluster's spec)
+        del lc.workers["ps-0"]
+        lc.sync(lc._correct_state)
+        clean.wait_full()
+    with pytest.raises(tv.errors.FailedPreconditionError, match="uninitialized value v_not"):
+        sess.run(y)  # back on ps-0, whose state was lost (TF: the same)
+    sess.run(v.initializer)
+    assert sess.run(y) == 2.0
+    held = _holders(clean)
+    assert held["ps-0"] == ["tvm-dev-ps-0"] and held["worker-0"] == ["tvm-dev-worker-0"], held
+
+
+class _KillAt(tv.train.SessionRunHook):
+    """On the chief: kill the worker of each ``{global step: task name}`` once that step is
+    passed, from another thread (so the kill lands mid-step of the other replicas)."""
+
+    def __init__(self, cluster, plan, gs):
+        self.cluster, self.plan, self.gs, self.killed = cluster, dict(plan), gs, []
+
+    def before_run(self, run_context):
+        return tv.train.SessionRunArgs(self.gs)
+
+    def after_run(self, run_context, run_values):
+        import threading
+        for at, name in sorted(self.plan.items()):
+            if int(run_values.results) >= at:
+                del self.plan[at]
+                self.killed.append(name)
+                threading.Thread(target=self.cluster.kill, args=(name,), daemon=True).start()
+
+
+def _kill_hooks(cluster, plan, out):
+    def hooks_fn(ctx):
+        if not ctx.is_chief:
+            return []
+        from tensorvm.train.optimizers import get_global_step
+        out.append(_KillAt(cluster, plan, get_global_step()))
+        return out[-1:]
+    return hooks_fn
+
+
+def test_sync_with_a_backup_goes_on_when_a_worker_and_then_the_chief_are_killed(clean, tmp_path):
+    """3 replicas, 2 gradients a step. worker-2 is killed mid-training: the other two carry
+    the steps while it recovers. Then the chief's worker (worker-0) is killed: the chief
+    restores the latest checkpoint and its loop restarts (this stalled for ever: the old and
+    new chief loops reset each other's step and every replica waited for a token)."""
+    X, y, _ = _linear_data(rows=256, seed=11)
+    best = np.linalg.lstsq(X, y, rcond=None)[0]
+    killers: list = []
+    r = run_replicas(_linear_model(X, y, 32, 0.05, "w_sync_kills"), TV_CLUSTER,
+                     session=clean._root, sync=True, last_step=60, replicas_to_aggregate=2,
+                     checkpoint_dir=f"file://{tmp_path}/ck", save_checkpoint_steps=10,
+                     hooks_fn=_kill_hooks(clean, {8: "worker-2", 25: "worker-0"}, killers),
+                     final=_final("w_sync_kills"))
+    assert killers[-1].killed == ["worker-2", "worker-0"]
+    assert r.global_step == 60 and r.recoveries >= 2, r
+    assert np.linalg.norm(r.final["w"] - best) < 0.1 * np.linalg.norm(best), (r.final, best)
+
+
+def test_async_goes_on_when_a_worker_is_killed(clean, tmp_path):
+    """Hogwild with 3 workers; worker-1's process is killed: its replica recovers (its local
+    input position restarts) and training reaches the step limit near the fit."""
+    X, y, _ = _linear_data(rows=256, seed=12)
+    best = np.linalg.lstsq(X, y, rcond=None)[0]
+    killers: list = []
+    r = run_replicas(_linear_model(X, y, 32, 0.05, "w_async_kill"), TV_CLUSTER,
+                     session=clean._root, sync=False, last_step=300,
+                     checkpoint_dir=f"file://{tmp_path}/ck", save_checkpoint_steps=50,
+                     hooks_fn=_kill_hooks(clean, {40: "worker-1"}, killers),
+                     final=_final("w_async_kill"))
+    assert killers[-1].killed == ["worker-1"]
+    assert r.global_step >= 300 and r.recoveries >= 1, r
+    assert np.linalg.norm(r.final["w"] - best) < 0.1 * np.linalg.norm(best), (r.final, best)
+
+
+def test_replicas_to_aggregate_beyond_the_clusters_workers_fails_at_the_start(clean):
+    """TF 1.x waits for ever for gradients that cannot come; the chief's session refuses."""
+    g = tv.Graph()
+    with g.as_default():
+        with tv.device(tv.train.replica_device_setter(cluster=TV_CLUSTER,
+                                                      worker_device="/job:worker/task:0")):
+            w = tv.Variable(np.zeros(2, np.float32), name="w_too_many")
+            gs = tv.train.get_or_create_global_step()
+            opt = tv.train.SyncReplicasOptimizer(tv.train.GradientDescentOptimizer(0.1),
+                                                 replicas_to_aggregate=4, total_num_replicas=4)
+            train = opt.minimize(tv.reduce_sum(w * w), global_step=gs)
+    assert train is not None
+    with pytest.raises(tv.errors.InvalidArgumentError,
+                       match=r"replicas_to_aggregate=4 but the cluster has 3 replica task\(s\) "
+                             r"\(/job:worker\): no step could ever gather"):
+        tv.train.MonitoredTrainingSession(session=clean.session(graph=g),
+                                          hooks=[opt.make_session_run_hook(True)])
+
+
+def test_two_trainers_with_one_variable_name_and_two_shapes(clean):
+    """Variables on the cluster are shared by name (TF's PS containers): a second program
+    declaring ``w`` with another shape fails clearly, naming both; the first is untouched."""
+    sessions = []
+    for n in (4, 5):
+        g = tv.Graph()
+        with g.as_default():
+            with tv.device("/job:ps/task:0"):
+                w = tv.Variable(np.ones(n, np.float32), name="w_two_shapes")
+            with tv.device("/job:worker/task:0"):
+                y = tv.reduce_sum(w * np.arange(n, dtype=np.float32))
+        sessions.append((clean.session(graph=g), w, y))
+    (s4, w4, y4), (s5, w5, y5) = sessions
+    s4.run(w4.initializer)
+    assert s4.run(y4) == 6.0
+    for fetch in (w5.initializer, y5):
+        with pytest.raises(tv.errors.InvalidArgumentError,
+                           match=r"variable 'w_two_shapes' on /job:ps/replica:0/task:0/device:"
+                                 r"CPU:0 already exists as float32\[4\], but this graph "
+                                 r"declares it float32\[5\]"):
+            s5.run(fetch)
+    assert s4.run(y4) == 6.0

@@ -181,3 +181,29 @@ def test_sparse_gradients_aggregated_in_sync_mode_equal_the_dense_average():
     finally:
         hook.end(sess)
         sess.close()
+
+
+def test_a_chief_step_waiting_long_for_gradients_is_logged(monkeypatch, caplog):
+    """No ClusterSpec to check replicas_to_aggregate against (in process, an existing
+    cluster): a chief step that waits STALL_WARNING_S for gradients says so, once."""
+    import logging
+
+    from tensorvm.train import sync_replicas
+    monkeypatch.setattr(sync_replicas, "STALL_WARNING_S", 0.3)
+    g, w, gs, ops, init, local, data, _ = _two_replicas()
+    (train0, opt0), _ = ops
+    sess = tv.Session(graph=g)
+    with caplog.at_level(logging.WARNING, logger="tensorvm"):
+        hook = _start(sess, g, opt0, init, local)  # no replica runs: the take waits
+        try:
+            deadline = time.monotonic() + 10
+            while not any("waited" in r.getMessage() for r in caplog.records):
+                assert time.monotonic() < deadline, "no warning"
+                time.sleep(0.05)
+            time.sleep(0.8)
+        finally:
+            hook.end(sess)
+            sess.close()
+    warned = [r.getMessage() for r in caplog.records if "waited" in r.getMessage()]
+    assert len(warned) == 1, warned
+    assert "for the 2 gradients of one step; is every replica running its train_op" in warned[0]

@@ -51,6 +51,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 
 import numpy as np
 
@@ -363,7 +364,7 @@ class SyncReplicasOptimizer(Optimizer):
     def get_chief_queue_runner(self):
         """A runner that runs :attr:`chief_train_op` in a thread (``start(sess)``/``stop()``)."""
         return ChiefRunner(self.chief_train_op, self.close_op, self.chief_steps_per_run,
-                           self.chief_run_options)
+                           self.chief_run_options, replicas_to_aggregate=self._n)
 
     def make_session_run_hook(self, is_chief: bool, num_tokens: int = -1):
         from .hooks import SyncReplicasHook
@@ -379,27 +380,83 @@ class SyncReplicasOptimizer(Optimizer):
         return self._opt.variables()
 
 
-class ChiefRunner:
-    """Runs ``op`` in a loop in a thread until stopped or an error (kept in ``error``)."""
+REPLICA_JOBS = ("chief", "master", "worker")  # the jobs whose tasks are training replicas
 
-    def __init__(self, op, close_op=None, steps_per_run: int = 1, options=None):
+
+def check_replicas(sess, replicas_to_aggregate: int) -> None:
+    """InvalidArgumentError if the session's ClusterSpec has fewer replica tasks (jobs
+    ``chief``, ``master``, ``worker``) than ``replicas_to_aggregate``: no step could ever
+    gather that many gradients (TF 1.x waits for ever). Sessions without a ClusterSpec (an
+    existing cluster's workers, in process) are not checked: the chief's runner warns instead
+    when a step waits :data:`STALL_WARNING_S`."""
+    spec = getattr(getattr(sess, "_backend", None), "spec", None)
+    if spec is None:
+        return
+    jobs = [j for j in spec.jobs if j in REPLICA_JOBS]
+    if not jobs:
+        return
+    n = sum(spec.num_tasks(j) for j in jobs)
+    if replicas_to_aggregate > n:
+        raise InvalidArgumentError(
+            f"SyncReplicasOptimizer: replicas_to_aggregate={replicas_to_aggregate} but the "
+            f"cluster has {n} replica task(s) ({', '.join(f'/job:{j}' for j in jobs)}): no "
+            "step could ever gather that many gradients (TF 1.x waits for ever here); "
+            f"aggregate at most {n}, or add workers")
+
+
+STALL_WARNING_S = 60.0  # a chief step that waits this long for gradients is logged
+
+
+class ChiefRunner:
+    """Runs ``op`` in a loop in a thread until stopped or an error (kept in ``error``).
+
+    ``start`` first checks the session's cluster has ``replicas_to_aggregate`` replica tasks
+    (:func:`check_replicas`); a run waiting longer than :data:`STALL_WARNING_S` for gradients
+    is logged as a warning (once per run)."""
+
+    def __init__(self, op, close_op=None, steps_per_run: int = 1, options=None,
+                 replicas_to_aggregate: int | None = None):
         self.op = op
         self.close_op = close_op
         self.steps_per_run = steps_per_run
         self.options = options
+        self.replicas_to_aggregate = replicas_to_aggregate
         self.error: BaseException | None = None
         self.runs = 0
+        self.stalls = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._run_since: float | None = None
+
+    def _watch(self) -> None:
+        """Warn once per run that waits more than STALL_WARNING_S (checked every 5 s)."""
+        warned = None
+        while not self._stop.wait(min(5.0, STALL_WARNING_S)):
+            since = self._run_since
+            if since is None or since == warned:
+                continue
+            waited = time.monotonic() - since
+            if waited >= STALL_WARNING_S:
+                warned = since
+                self.stalls += 1
+                _log.warning(
+                    "sync replicas: the chief has waited %.0f s for the %s gradients of one "
+                    "step; is every replica running its train_op? (replicas_to_aggregate "
+                    "cannot exceed the replicas that run)", waited,
+                    self.replicas_to_aggregate or "required")
 
     def start(self, sess) -> ChiefRunner:
+        if self.replicas_to_aggregate is not None:
+            check_replicas(sess, self.replicas_to_aggregate)
         self._stop.clear()
         self.error = None
 
         def loop():
             try:
                 while not self._stop.is_set():
+                    self._run_since = time.monotonic()
                     sess.run(self.op, options=self.options, steps=self.steps_per_run)
+                    self._run_since = None
                     self.runs += 1
             except Exception as exc:  # noqa: BLE001 - kept for the trainer; a stop cancels
                 if isinstance(exc, AbortedError):  # a restarted chief took over: not an error
@@ -407,22 +464,26 @@ class ChiefRunner:
                 elif not self._stop.is_set():
                     _log.warning("sync replicas: the chief's runner stopped: %s", exc)
                     self.error = exc
+            finally:
+                self._run_since = None
+                self._stop.set()  # the loop is over: so is its watch
         self._thread = threading.Thread(target=loop, name="tv-sync-chief", daemon=True)
         self._thread.start()
+        threading.Thread(target=self._watch, name="tv-sync-chief-watch", daemon=True).start()
         return self
 
     def stop(self, sess=None, timeout: float | None = None) -> None:
         """Stop after the current run. With ``sess``, run ``close_op`` first so that a run
         waiting for gradients ends (OutOfRangeError, expected and not kept), and wait for the
         thread (``timeout``: 30 s). Without it (the chief's session is being recreated after a
-        loss), wait at most ``timeout`` (1 s): a run still waiting for gradients then ends
+        loss), wait at most ``timeout`` (0.25 s): a run still waiting for gradients then ends
         when the chief's restart (``chief_init_op``) resets the accumulators — its take gives
         up with AbortedError — or, if the gradients come first, with that step."""
         self._stop.set()
         if sess is not None and self.close_op is not None:
             sess.run(self.close_op)
         if timeout is None:
-            timeout = 30.0 if sess is not None else 1.0
+            timeout = 30.0 if sess is not None else 0.25
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive() and sess is not None:
