@@ -257,6 +257,7 @@ def _drain(fn, n=None):
     with tv.Graph().as_default():
         out = fn()
         with tv.Session() as s:
+            s.run(tv.train.Scaffold.default_local_init_op())  # starts the input
             got = []
             for _ in itertools.count() if n is None else range(n):
                 try:
@@ -288,6 +289,7 @@ def test_numpy_input_fn_shuffle_covers_each_epoch_once():
         f, labels = tv.estimator.inputs.numpy_input_fn({"x": x}, y, batch_size=20,
                                                        num_epochs=2, shuffle=True)()
         with tv.Session() as s:
+            s.run(tv.train.Scaffold.default_local_init_op())
             e1, e2 = s.run([f["x"], labels["twice"]]), s.run(f["x"])
             with pytest.raises(tv.errors.OutOfRangeError):
                 s.run(f["x"])
@@ -673,3 +675,40 @@ def test_a_queue_runners_error_ends_the_monitored_session_and_is_raised():
                 tv.train.MonitoredTrainingSession() as sess:
             while not sess.should_stop():
                 sess.run(x)
+
+
+# ---- on a cluster: the variables on the ps task, the loop on the chief -----------------------
+
+TV_CLUSTER = {"ps": 1, "worker": 1}
+
+
+def test_an_estimator_on_a_cluster_keeps_its_variables_on_the_ps(tv_cluster, tmp_path):
+    devices = []
+
+    def model_fn(features, labels, mode, params):
+        spec = linear_model_fn(features, labels, mode, params)
+        devices.extend((mode, v.op.name, v.device) for v in tv.global_variables())
+        return spec
+
+    cfg = tv.estimator.RunConfig(master=tv_cluster.address, cluster_spec=TV_CLUSTER,
+                                 save_checkpoints_steps=20, log_step_count_steps=1000)
+    assert (cfg.num_ps_replicas, cfg.num_worker_replicas, cfg.task_type) == (1, 1, "worker")
+    est = tv.estimator.Estimator(model_fn, model_dir=f"file://{tmp_path}/m",
+                                 params={"lr": 0.1}, config=cfg)
+    est.train(_full_batch(), steps=30)
+    assert {d for m, _, d in devices if m == ModeKeys.TRAIN} == {"/job:ps/task:0"}
+    local = _estimator()
+    local.train(_full_batch(), steps=30)
+    np.testing.assert_allclose(_params(est)[0], _params(local)[0], rtol=1e-5)
+    fn = tv.estimator.inputs.numpy_input_fn({"x": X}, Y, batch_size=16, shuffle=False)
+    first, again = est.evaluate(fn), est.evaluate(fn)  # each call reads the whole input
+    w, b = _params(est)
+    for res in (first, again):
+        assert res["global_step"] == 30
+        np.testing.assert_allclose(res["mae"], np.mean(np.abs(X @ w + b - Y)), rtol=1e-5)
+    preds = [p["y"] for p in est.predict(fn)]
+    np.testing.assert_allclose(preds, X @ w + b, rtol=1e-5, atol=1e-5)
+    with pytest.raises(tv.errors.InvalidArgumentError, match="memory:// checkpoints on a "
+                                                            "distributed session"):
+        tv.estimator.Estimator(model_fn, model_dir=_mem_dir("cl"), params={"lr": 0.1},
+                               config=cfg).train(_full_batch(), steps=1)

@@ -229,8 +229,21 @@ class Estimator:
 
     def _session(self, graph):
         from ..session import Session
-        return Session(self._config.master or None, graph=graph,
-                       config=self._session_config, verbose=False)
+        return Session(self._config.master or None, graph=graph, config=self._session_config,
+                       cluster=self._config.cluster_spec, verbose=False)
+
+    def _device_fn(self):
+        """TF's training placement: ``RunConfig.device_fn``, else with ``ps`` tasks a
+        ``replica_device_setter`` over them, else none."""
+        cfg = self._config
+        if cfg.device_fn is not None:
+            return cfg.device_fn
+        if cfg.num_ps_replicas > 0:
+            from ..train.device_setter import replica_device_setter
+            return replica_device_setter(ps_tasks=cfg.num_ps_replicas,
+                                         worker_device="/job:worker",
+                                         cluster=cfg.cluster_spec)
+        return None
 
     def _scaffold(self, spec, graph, restore_path):
         """The spec's scaffold with a Saver keeping ``keep_checkpoint_max`` checkpoints and,

@@ -6,9 +6,13 @@
 ...                                         batch_size=2, shuffle=False)
 >>> with tv.Graph().as_default():
 ...     features, labels = fn()
-...     with tv.Session() as s:
+...     with tv.train.MonitoredSession(tv.Session(), own_session=True) as s:
 ...         print([s.run(labels).tolist() for _ in range(3)])
 [[0, 1], [2, 3], [4]]
+
+Outside an Estimator the input starts with the session's local initialisation
+(``tv.train.Scaffold.default_local_init_op()``), which a ``MonitoredSession`` runs, as TF's
+queue-fed ``numpy_input_fn`` needs its queue runners started.
 """
 from __future__ import annotations
 
@@ -56,6 +60,8 @@ def numpy_input_fn(x, y=None, batch_size=128, num_epochs=1, shuffle=None,
     def input_fn():
         """The NumPy input function."""
         from ..data import Dataset
+        from ..graph import get_default_graph
+        from ..train.monitored_session import LOCAL_RESOURCES
         data = _features_dict(x)
         feature_keys = list(data)
         if y is None:
@@ -85,7 +91,11 @@ def numpy_input_fn(x, y=None, batch_size=128, num_epochs=1, shuffle=None,
         if shuffle:
             ds = ds.shuffle(max(1, min(int(queue_capacity), n)))
         ds = ds.repeat(num_epochs).batch(int(batch_size))
-        batch = ds.make_one_shot_iterator().get_next()
+        # An iterator each new session restarts (a local resource, as TF's queue-fed input):
+        # a one-shot iterator on a cluster would outlive the session that read it.
+        iterator = ds.make_initializable_iterator()
+        get_default_graph().add_to_collection(LOCAL_RESOURCES, iterator)
+        batch = iterator.get_next()
         features = batch[_DIRECT] if isinstance(x, np.ndarray) else \
             {k: batch[k] for k in feature_keys}
         if target_keys is None:

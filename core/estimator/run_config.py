@@ -40,8 +40,12 @@ class RunConfig:
     (``save_checkpoints_steps`` or ``save_checkpoints_secs``, not both), 5 are kept, the
     step rate and loss are logged every 100 steps. ``session_config`` is passed to the
     :class:`tensorvm.Session` each call makes. Distribution strategies are accepted and not
-    used (an Estimator trains in one session; a tensorvm cluster is reached through device
-    scopes in the ``model_fn``)."""
+    used. tensorvm's keyword arguments ``master`` (a session target: ``"local"``, a Dask
+    scheduler address) and ``cluster_spec`` (a ``tv.train.ClusterSpec`` or dict) run the
+    Estimator's sessions on a cluster; training then places the model with ``device_fn``,
+    by default TF's ``replica_device_setter`` over the ``ps`` tasks. ``model_dir`` must then
+    be storage every worker reaches (a shared ``file://`` folder, ``s3://``), not
+    ``memory://``."""
 
     def __init__(self, model_dir=None, tf_random_seed=None, save_summary_steps=100,
                  save_checkpoints_steps=_USE_DEFAULT, save_checkpoints_secs=_USE_DEFAULT,
@@ -49,7 +53,7 @@ class RunConfig:
                  keep_checkpoint_every_n_hours=10000, log_step_count_steps=100,
                  train_distribute=None, device_fn=None, protocol=None, eval_distribute=None,
                  experimental_distribute=None, experimental_max_worker_delay_secs=None,
-                 session_creation_timeout_secs=7200):
+                 session_creation_timeout_secs=7200, *, master=None, cluster_spec=None):
         if save_checkpoints_steps is _USE_DEFAULT and save_checkpoints_secs is _USE_DEFAULT:
             save_checkpoints_steps, save_checkpoints_secs = None, 600
         elif save_checkpoints_secs is _USE_DEFAULT:
@@ -73,6 +77,9 @@ class RunConfig:
                   experimental_distribute=experimental_distribute,
                   experimental_max_worker_delay_secs=experimental_max_worker_delay_secs,
                   session_creation_timeout_secs=session_creation_timeout_secs)
+        from ..cluster import ClusterSpec
+        self._master = master or ""
+        self._cluster_spec = None if cluster_spec is None else ClusterSpec(cluster_spec)
 
     def _set(self, **kwargs) -> RunConfig:
         for key, value in kwargs.items():
@@ -98,17 +105,47 @@ class RunConfig:
         """A copy with the given properties changed (``ValueError`` for an unknown one)."""
         return copy.deepcopy(self)._set(**kwargs)
 
-    # TF's cluster properties: an Estimator here is always its own chief.
-    cluster_spec = None
-    master = ""
-    evaluation_master = ""
-    task_type = None
+    # TF's cluster properties. An Estimator is always its own chief: with ``cluster_spec``
+    # its sessions place the model on that cluster's jobs (the variables on the ``ps`` tasks
+    # by default) and the chief runs the loop.
     task_id = 0
     is_chief = True
-    num_ps_replicas = 0
-    num_worker_replicas = 1
     global_id_in_cluster = 0
     service = None
+
+    @property
+    def master(self) -> str:
+        """The session target (tensorvm's addition as a constructor argument, as TF 1.x's
+        ``contrib.learn.RunConfig``): ``""`` in-process, ``"local"`` or a Dask scheduler
+        address such as ``"tcp://host:8786"``."""
+        return self._master
+
+    @property
+    def evaluation_master(self) -> str:
+        """The session target of evaluations (the same as ``master``)."""
+        return self._master
+
+    @property
+    def cluster_spec(self):
+        """The ``tv.train.ClusterSpec`` the sessions map their jobs with, or ``None``."""
+        return self._cluster_spec
+
+    @property
+    def task_type(self):
+        """``"worker"`` on a cluster, else ``None``."""
+        return None if self._cluster_spec is None else "worker"
+
+    @property
+    def num_ps_replicas(self) -> int:
+        """The number of ``ps`` tasks of ``cluster_spec``."""
+        spec = self._cluster_spec
+        return spec.num_tasks("ps") if spec is not None and "ps" in spec.jobs else 0
+
+    @property
+    def num_worker_replicas(self) -> int:
+        """The number of ``worker`` tasks of ``cluster_spec`` (1 without one)."""
+        spec = self._cluster_spec
+        return spec.num_tasks("worker") if spec is not None and "worker" in spec.jobs else 1
 
     def __repr__(self):
         return f"<tv.estimator.RunConfig {self.__dict__}>"

@@ -83,7 +83,7 @@ def train_model(est, input_fn, hooks, listeners):
         if not isinstance(x, CheckpointSaverListener):
             raise TypeError("saving_listeners must be a list of CheckpointSaverListener, "
                             f"given: {x}")
-    with Graph().as_default() as g:
+    with Graph().as_default() as g, g.device(est._device_fn()):
         gs = est._new_graph(g)
         features, labels, input_hooks = _inputs(est, input_fn, ModeKeys.TRAIN)
         spec = est._call_model_fn(features, labels, ModeKeys.TRAIN, est.config)

@@ -42,26 +42,73 @@ from . import hooks as _hooks
 _log = logging.getLogger("tensorvm")
 
 
-class Scaffold:
-    """What makes a session ready: ``init_op`` (default: every global variable's
-    initializer), ``local_init_op``, ``saver`` (default: a Saver of the global variables),
-    ``init_fn(scaffold, session)``."""
+LOCAL_RESOURCES = "local_resources"  # TF's GraphKeys.LOCAL_RESOURCES
 
-    def __init__(self, init_op=None, local_init_op=None, saver=None, init_fn=None,
-                 ready_for_local_init_op=None):
-        self.init_op, self.local_init_op = init_op, local_init_op
-        self.saver, self.init_fn = saver, init_fn
+
+class Scaffold:
+    """What makes a session ready (TF 1.x's ``tf.train.Scaffold``, same arguments):
+    ``init_op`` (default: every global variable's initializer, run with
+    ``init_feed_dict``), ``local_init_op`` (default: the local variables' initializers and
+    those of the graph's ``local_resources`` collection — objects with an ``initializer``,
+    such as an input iterator that must restart in every new session), ``saver`` (default: a
+    Saver of the global variables), ``init_fn(scaffold, session)`` (run when nothing was
+    restored), ``summary_op`` (default: ``tv.summary.merge_all()``). ``ready_op`` and
+    ``ready_for_local_init_op`` are accepted: a non-chief waits until every global variable
+    is initialised. ``copy_from_scaffold`` takes the fields not given from another
+    scaffold."""
+
+    def __init__(self, init_op=None, init_feed_dict=None, init_fn=None, ready_op=None,
+                 ready_for_local_init_op=None, local_init_op=None, summary_op=None,
+                 saver=None, copy_from_scaffold=None, local_init_feed_dict=None):
+        if copy_from_scaffold is not None:
+            if not isinstance(copy_from_scaffold, Scaffold):
+                raise TypeError("copy_from_scaffold is not a Scaffold instance.")
+            c = copy_from_scaffold
+            init_op = init_op if init_op is not None else c.init_op
+            init_feed_dict = init_feed_dict if init_feed_dict is not None else c.init_feed_dict
+            init_fn = init_fn if init_fn is not None else c.init_fn
+            ready_op = ready_op if ready_op is not None else c.ready_op
+            ready_for_local_init_op = ready_for_local_init_op \
+                if ready_for_local_init_op is not None else c.ready_for_local_init_op
+            local_init_op = local_init_op if local_init_op is not None else c.local_init_op
+            summary_op = summary_op if summary_op is not None else c.summary_op
+            saver = saver if saver is not None else c.saver
+            local_init_feed_dict = local_init_feed_dict \
+                if local_init_feed_dict is not None else c.local_init_feed_dict
+        self.init_op, self.init_feed_dict, self.init_fn = init_op, init_feed_dict, init_fn
+        self.ready_op, self.ready_for_local_init_op = ready_op, ready_for_local_init_op
+        self.local_init_op, self.local_init_feed_dict = local_init_op, local_init_feed_dict
+        self.summary_op, self.saver = summary_op, saver
+
+    @staticmethod
+    def default_local_init_op(graph=None):
+        """The local variables' initializers and those of the ``local_resources``
+        collection, grouped (``None`` when there are none)."""
+        from ..graph import get_default_graph
+        from ..ops.array_ops import group
+        from ..variables import variables_initializer
+        g = graph or get_default_graph()
+        with g.as_default():
+            ops = []
+            local = g.get_collection("local_variables")
+            if local:
+                ops.append(variables_initializer(local))
+            for r in g.get_collection(LOCAL_RESOURCES):
+                ops.append(getattr(r, "initializer", None) or getattr(r, "create", r))
+            return group(*ops, name="local_init") if ops else None
 
     def finalize(self, graph) -> Scaffold:
+        # Fills in the defaults once the graph is complete; returns self. (Its docstring waits
+        # for tests/test_public_api_docs.py's allow-list to drop "Scaffold.finalize".)
         from ..variables import global_variables, global_variables_initializer
         with graph.as_default():
             if self.init_op is None:
                 self.init_op = global_variables_initializer()
             if self.local_init_op is None:
-                from ..variables import variables_initializer
-                local = graph.get_collection("local_variables")
-                self.local_init_op = variables_initializer(local, name="local_init") \
-                    if local else None
+                self.local_init_op = Scaffold.default_local_init_op(graph)
+            if self.summary_op is None:
+                from ..summary import merge_all
+                self.summary_op = merge_all()
             if self.saver is None and global_variables(graph):
                 from .saver import Saver
                 self.saver = Saver(global_variables(graph))
@@ -136,7 +183,7 @@ class MonitoredSession:
         sc = self._scaffold
         if self.is_chief:
             latest = self._ckpt_path or (latest_checkpoint(self._dir) if self._dir else None)
-            self._sess.run(sc.init_op)
+            self._sess.run(sc.init_op, sc.init_feed_dict)
             if latest is not None and sc.saver is not None:
                 sc.saver.restore(self._sess, latest)
                 _log.info("restored %s", latest)
@@ -145,7 +192,7 @@ class MonitoredSession:
         else:
             self._wait_until_ready()
         if sc.local_init_op is not None:
-            self._sess.run(sc.local_init_op)
+            self._sess.run(sc.local_init_op, sc.local_init_feed_dict)
         self._start_queue_runners()
         for h in self._hooks:
             h.after_create_session(self._sess, self._coord)
