@@ -299,6 +299,7 @@ HOST_MEMORY_INPUTS = {
     "SegmentSum": (1,), "SegmentMean": (1,), "SegmentMax": (1,), "SegmentMin": (1,),
     "SegmentProd": (1,), "UnsortedSegmentMax": (1, 2), "UnsortedSegmentMin": (1, 2),
     "UnsortedSegmentProd": (1, 2), "Repeat": (1,), "RepeatGrad": (2,),
+    "TensorScatterUpdate": (1,), "TensorScatterMax": (1,), "TensorScatterMin": (1,),
     "ScatterAdd": (0,), "ScatterSub": (0,), "ScatterUpdate": (0,),
     "Dropout": (1,),  # keep_prob (its mask is drawn on the host and uploaded: nn_ops)
     # the host's generators (HOST_OPS) read their shape and bounds where they run
@@ -428,9 +429,21 @@ STRING_PASS_THROUGH = frozenset({
 })
 
 
+# Variables whose dtype TF registers no GPU kernel for (variable_ops.cc: int64, uint32 and
+# the floating/complex/bool types): an int32 variable lives on the host, with its updates
+# (TF1's global steps and counters; soft placement moves them, else an error names them)
+VARIABLE_OPS = frozenset({"VariableV2"})
+NO_GPU_VARIABLE_DTYPES = frozenset({"int32", "int8", "int16", "uint8", "uint16"})
+
+
 def string_tensor_reason(op_type: str, in_dtypes, out_dtypes) -> str | None:
     """Why an ``op_type`` op with these input and output dtypes cannot run on a GPU because of
-    a string tensor, or None (no string, or a pass-through op)."""
+    a string tensor (or, for a variable, a dtype TF keeps on the host), or None."""
+    if op_type in VARIABLE_OPS:
+        for d in out_dtypes:
+            if d is not None and d.name in NO_GPU_VARIABLE_DTYPES:
+                return (f"no GPU kernel for {op_type} of {d.name} (TF registers {d.name} "
+                        f"variables on the CPU only: their values stay in host memory)")
     if op_type in STRING_PASS_THROUGH:
         return None
     for d in (*in_dtypes, *out_dtypes):

@@ -927,13 +927,14 @@ def test_a_loop_whose_body_updates_a_variable_joins_the_variable_s_group(fake_gp
     updates: the variable on GPU:0 pulls the loop there, in every step."""
     g = tv.Graph()
     with g.as_default():
-        with tv.device("/gpu:0"):
-            v = tv.Variable(0, name="counter")
-        r = tv.while_loop(lambda k: k < 4, lambda k: k + 1 + v.assign_add(2) * 0, [0])
+        with tv.device("/gpu:0"):  # (a float: TF keeps int32 variables on the host)
+            v = tv.Variable(0.0, name="counter")
+        r = tv.while_loop(lambda k: k < 4,
+                          lambda k: k + 1 + tv.cast(v.assign_add(2.0), tv.int32) * 0, [0])
         with tv.Session() as s:
             s.run(v.initializer)
             init_plan, loop_plan = s.plan(v.initializer), s.plan(r)
-            assert s.run(r) == 4 and s.run(v) == 8
+            assert s.run(r) == 4 and s.run(v) == 8.0
     assert init_plan.fallbacks == () and loop_plan.fallbacks == ()
     g0 = "/job:localhost/replica:0/task:0/device:GPU:0"
     assert init_plan.devices == (g0,)

@@ -269,10 +269,11 @@ def test_an_output_sized_by_the_data_is_a_wait(fake_gpu):
     assert waits == 1 + 1  # the mask's count, the fetch
 
 
-def test_segment_reductions_and_repeat_read_their_ids_in_host_memory(fake_gpu):
-    """Sorted and unsorted segment reductions and repeat size their outputs by their ids or
-    counts and check them: read in host memory (like the gathers' and segment sums'
-    indices), a fed one waits for nothing (they waited 2 to 6 times a call)."""
+def test_segment_reductions_repeat_and_tensor_scatters_read_their_ids_in_host_memory(fake_gpu):
+    """Sorted and unsorted segment reductions, repeat and the tensor scatters check their ids,
+    counts or indices (and the first two size their outputs by them): read in host memory
+    (like the gathers' and segment sums' indices), a fed one waits for nothing (they waited 1
+    to 6 times a call)."""
     g = tv.Graph()
     with g.as_default():
         ids = tv.placeholder(tv.int32, [None])
@@ -281,7 +282,9 @@ def test_segment_reductions_and_repeat_read_their_ids_in_host_memory(fake_gpu):
             data = tv.constant(np.arange(8.0).reshape(4, 2)) * 1.0
             parts = [tv.segment_sum(data, ids), tv.segment_mean(data, ids),
                      tv.segment_max(data, ids), tv.unsorted_segment_max(data, ids, 3),
-                     tv.repeat(data, reps, axis=0)]
+                     tv.repeat(data, reps, axis=0),
+                     tv.tensor_scatter_nd_update(data, tv.reshape(3 - tv.range(4), [4, 1]),
+                                                 data * 2.0)]
             total = tv.add_n([tv.reduce_sum(p) for p in parts])
         feed = {ids: [0, 0, 1, 2], reps: [1, 0, 2, 1]}
         got, waits = _run_twice(total, feed)
@@ -289,3 +292,31 @@ def test_segment_reductions_and_repeat_read_their_ids_in_host_memory(fake_gpu):
     fake_device.restore(None)
     with tv.Session(graph=g) as s:
         assert float(got) == float(s.run(total, feed))
+
+
+def test_an_int32_variable_on_a_gpu_lives_on_the_host_as_tfs(fake_gpu):
+    """TF registers no GPU kernel for int32 variables (variable_ops.cc: int64, uint32 and the
+    float, complex and bool types): a ``/gpu:0`` int32 counter falls back to the CPU with its
+    updates, saying why, and a loop that bumps it runs there with it. On the GPU its value
+    went back to the host every iteration (3 waits a step of 2 iterations, now 2 a step)."""
+    g = tv.Graph()
+    with g.as_default(), tv.device("/gpu:0"):
+        v = tv.Variable(0, name="counter")
+        w = tv.Variable(np.float32(1.0), name="w")
+        r = tv.while_loop(lambda k, x: k < 2,
+                          lambda k, x: (k + 1 + v.assign_add(1) * 0, x * w), [0, 3.0])
+        with tv.Session() as s:
+            s.run([v.initializer, w.initializer])
+            plan = s.plan(r)
+            s.run(r)
+            _reset()
+            got = s.run(r)
+            waits = _waits()
+            assert s.run(v) == 4
+    assert tuple(map(float, got)) == (2.0, 3.0)
+    assert waits == 2  # w and the constant 3.0, made on the GPU, copied to the CPU loop
+    reasons = " ".join(str(f) for f in plan.fallbacks)
+    assert "no GPU kernel for VariableV2 of int32" in reasons
+    with tv.Session(graph=g, config=tv.ConfigProto(allow_soft_placement=False)) as s, \
+            pytest.raises(tv.errors.InvalidArgumentError, match="VariableV2 of int32"):
+        s.run(v.initializer)
