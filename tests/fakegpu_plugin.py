@@ -21,7 +21,9 @@ device::
 
 (CuPy stays the backend; the plugin only moves the default device.) On the fake device the
 terminal summary lists, per op type, the copies to the host its GPU kernel made per call
-(where a real GPU makes the host wait). It lists the op types whose GPU kernel failed — the ``for op 'name' (Type)`` of the runtime's
+(where a real GPU makes the host wait), each marked "TF too" with why (:data:`TF_WAITS_TOO`:
+a predicate computed on the device, an output sized by the data...) or "to remove", then the
+totals: waits inside kernels (those to remove) apart from the explicit device-to-host copies. It lists the op types whose GPU kernel failed — the ``for op 'name' (Type)`` of the runtime's
 error — with counts. Failures that name no op are not kernel failures: a test that asserts
 CPU device strings or plan layouts, or compares exactly where a GPU's rounding differs; read
 them, don't count them. The tests known to assert a CPU default device are skipped, each with
