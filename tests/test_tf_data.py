@@ -474,6 +474,24 @@ def test_an_iterator_lives_on_its_device_in_a_worker_process(cluster):
         s.run(total)
 
 
+@pytest.mark.cluster
+def test_windows_groups_and_reduce_run_in_a_worker_process(cluster):
+    """The new stages and ops (traced functions, inner pipelines) travel to a worker."""
+    graph = tf.Graph()
+    with graph.as_default(), tf.device(PS):
+        ds = tf.data.Dataset.range(10).window(4, 3).flat_map(lambda w: w.batch(4)) \
+                .map(lambda b: tf.reduce_sum(b)).apply(tf.data.experimental.group_by_window(
+                lambda v: v % 2, lambda k, w: w.batch(10), 10))
+        nxt = ds.make_one_shot_iterator().get_next()
+        total = tf.data.Dataset.range(10).scan(
+            tf.constant(0, tf.int64), lambda s, v: (s + v, s)).reduce(
+            tf.constant(0, tf.int64), lambda s, v: s + v)
+    s = cluster.session(graph)
+    # window sums 6, 18, 30, 9 grouped by parity: the even ones, then the odd ones
+    assert [s.run(nxt).tolist() for _ in range(2)] == [[6, 18, 30], [9]]
+    assert int(s.run(total)) == sum(sum(range(k)) for k in range(10))
+
+
 def test_tf_contrib_data_spelling_of_tf_1_4_to_1_12():
     """``tf.contrib.data`` (TF 1.4-1.12 programs) was an AttributeError."""
     with tf.Graph().as_default():
