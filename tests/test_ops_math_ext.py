@@ -799,3 +799,31 @@ def test_assert_shapes():
     _run_fails(check, {p: np.zeros((2, 3)), q: np.zeros(5)},
                r"assertion failed: \[\] \[Specified by tensor sp:0 dimension 0\] \[Tensor sq:0 "
                r"dimension\] \[0\] \[must have size\] \[2\] \[Received shape: \] \[5\]")
+
+
+def _np_s2b(x, bs, pads):
+    m = len(bs)
+    y = np.pad(x, [(0, 0)] + list(pads) + [(0, 0)] * (x.ndim - 1 - m))
+    out = []
+    for offs in np.ndindex(*bs):  # batch index = offset index * B + b (TF's order)
+        idx = (slice(None),) + tuple(slice(o, None, b) for o, b in zip(offs, bs))
+        out.append(y[idx])
+    return np.concatenate(out, 0)
+
+
+def test_space_to_batch_and_back():
+    x = rand(2, 4, 6, 3)
+    for bs, pads in (([2, 3], [[0, 0], [0, 0]]), ([2, 2], [[1, 1], [2, 0]])):
+        check_forward(lambda t: tv.space_to_batch_nd(t, bs, pads),
+                      lambda a: _np_s2b(a, bs, pads), x)
+        back = run(tv.batch_to_space_nd(tv.space_to_batch_nd(x, bs, pads), bs, pads))
+        np.testing.assert_array_equal(back, x)
+        check_gradients(lambda t: tv.space_to_batch_nd(t, bs, pads), x)
+    y = rand(2, 5, 2)
+    check_forward(lambda t: tv.space_to_batch_nd(t, [3], [[1, 0]]),
+                  lambda a: _np_s2b(a, [3], [[1, 0]]), y)
+    np.testing.assert_array_equal(
+        run(tv.batch_to_space(tv.space_to_batch(x, [[0, 0], [0, 2]], 2), [[0, 0], [0, 2]], 2)), x)
+    with pytest.raises(InvalidArgumentError, match=r"padded_shape\[1\]=7 is not divisible by "
+                                                   r"block_shape\[1\]=2"):
+        tv.space_to_batch_nd(x, [2, 2], [[0, 0], [1, 0]])

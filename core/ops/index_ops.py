@@ -1273,3 +1273,145 @@ def batch_gather(params, indices, name=None) -> Tensor:
 __all__ += ["tensor_scatter_nd_update", "tensor_scatter_nd_add", "tensor_scatter_nd_sub",
             "tensor_scatter_nd_max", "tensor_scatter_nd_min", "tensor_scatter_update",
             "tensor_scatter_add", "tensor_scatter_sub", "batch_gather"]
+
+
+# ---- space_to_batch_nd, batch_to_space_nd -------------------------------------------------------
+def _s2b_kernel(x, block_shape, paddings):
+    m = len(block_shape)
+    xp = array_namespace(x)
+    pad = [(0, 0)] + [tuple(p) for p in paddings] + [(0, 0)] * (x.ndim - 1 - m)
+    y = xp.pad(x, pad)
+    batch, spatial, rest = y.shape[0], y.shape[1:1 + m], y.shape[1 + m:]
+    split = [batch]
+    for d, b in zip(spatial, block_shape):
+        split += [d // b, b]
+    y = y.reshape(split + list(rest))
+    perm = [2 + 2 * i for i in range(m)] + [0] + [1 + 2 * i for i in range(m)] + \
+        list(range(1 + 2 * m, y.ndim))
+    y = y.transpose(perm)
+    return y.reshape([batch * int(np.prod(block_shape))] +
+                     [d // b for d, b in zip(spatial, block_shape)] + list(rest))
+
+
+def _b2s_kernel(x, block_shape, crops):
+    m = len(block_shape)
+    nb = int(np.prod(block_shape))
+    batch = x.shape[0] // nb
+    spatial, rest = x.shape[1:1 + m], x.shape[1 + m:]
+    y = x.reshape(list(block_shape) + [batch] + list(spatial) + list(rest))
+    perm = [m]
+    for i in range(m):
+        perm += [m + 1 + i, i]
+    perm += list(range(2 * m + 1, y.ndim))
+    y = y.transpose(perm).reshape([batch] + [d * b for d, b in zip(spatial, block_shape)] +
+                                  list(rest))
+    idx = [slice(None)] + [slice(c[0], y.shape[1 + i] - c[1]) for i, c in enumerate(crops)]
+    return y[tuple(idx)]
+
+
+def _s2b_shape(to_batch):
+    op = "SpaceToBatchND" if to_batch else "BatchToSpaceND"
+
+    def shape_fn(inputs, attrs):
+        bs, pc = attrs["block_shape"], attrs["paddings" if to_batch else "crops"]
+        x = inputs[0]
+        if any(b < 1 for b in bs):
+            raise InvalidArgumentError(f"{op}: block_shape must be positive, got {list(bs)}")
+        if any(p < 0 for row in pc for p in row):
+            raise InvalidArgumentError(f"{op}: {'paddings' if to_batch else 'crops'} must be "
+                                       f"non-negative, got {[list(r) for r in pc]}")
+        s = x._shape
+        if s is None:
+            return [(x.dtype, None)]
+        m = len(bs)
+        if len(s) < m + 1:
+            raise InvalidArgumentError(f"{op}: input rank should be >= {m + 1} instead of "
+                                       f"{len(s)}")
+        nb = int(np.prod(bs))
+        out = list(s)
+        if to_batch:
+            out[0] = None if s[0] is None else s[0] * nb
+            for i, (b, (p0, p1)) in enumerate(zip(bs, pc)):
+                d = s[1 + i]
+                if d is not None:
+                    if (d + p0 + p1) % b:
+                        raise InvalidArgumentError(
+                            f"padded_shape[{i}]={d + p0 + p1} is not divisible by "
+                            f"block_shape[{i}]={b}")
+                    out[1 + i] = (d + p0 + p1) // b
+        else:
+            if s[0] is not None and s[0] % nb:
+                raise InvalidArgumentError(
+                    f"Input batch dimension ({s[0]}) is not divisible by product of "
+                    f"block sizes ({nb})")
+            out[0] = None if s[0] is None else s[0] // nb
+            for i, (b, (c0, c1)) in enumerate(zip(bs, pc)):
+                d = s[1 + i]
+                if d is not None:
+                    if c0 + c1 > d * b:
+                        raise InvalidArgumentError(
+                            f"crops must be less than or equal to the input size: "
+                            f"{c0}+{c1} > {d * b}")
+                    out[1 + i] = d * b - c0 - c1
+        return [(x.dtype, tuple(out))]
+    return shape_fn
+
+
+register_op("SpaceToBatchND", _s2b_shape(True), _s2b_kernel,
+            grad=lambda op, g: [batch_to_space_nd(g, op.attrs["block_shape"],
+                                                  op.attrs["paddings"])])
+register_op("BatchToSpaceND", _s2b_shape(False), _b2s_kernel,
+            grad=lambda op, g: [space_to_batch_nd(g, op.attrs["block_shape"],
+                                                  op.attrs["crops"])])
+
+
+def _static_pairs(v, what, op):
+    from .common import static_value
+    a = static_value(v)
+    if a is None:
+        raise InvalidArgumentError(f"{op}: {what} must be known when the graph is built")
+    a = np.asarray(a, dtype=np.int64)
+    if a.ndim != 2 or a.shape[1] != 2:
+        raise InvalidArgumentError(f"{op}: {what} must have shape [M, 2], got {list(a.shape)}")
+    return tuple(tuple(int(p) for p in row) for row in a)
+
+
+def space_to_batch_nd(input, block_shape, paddings, name=None) -> Tensor:
+    """Blocks of the spatial dimensions moved into the batch: ``input`` (``[B, S_1..S_M,
+    rest]``) zero-padded by ``paddings`` (``[M, 2]``), each spatial size divided by
+    ``block_shape``, the batch multiplied by its product (TF's ``tf.space_to_batch_nd``)."""
+    from .common import static_ints
+    bs = static_ints(block_shape, "block_shape", "SpaceToBatchND")
+    pads = _static_pairs(paddings, "paddings", "SpaceToBatchND")
+    if len(pads) != len(bs):
+        raise InvalidArgumentError(f"SpaceToBatchND: paddings has {len(pads)} rows for "
+                                   f"{len(bs)} block dimensions")
+    return apply_op("SpaceToBatchND", [input], {"block_shape": bs, "paddings": pads},
+                    name=name).outputs[0]
+
+
+def batch_to_space_nd(input, block_shape, crops, name=None) -> Tensor:
+    """The inverse of :func:`space_to_batch_nd`, cropping ``crops`` (``[M, 2]``)."""
+    from .common import static_ints
+    bs = static_ints(block_shape, "block_shape", "BatchToSpaceND")
+    cr = _static_pairs(crops, "crops", "BatchToSpaceND")
+    if len(cr) != len(bs):
+        raise InvalidArgumentError(f"BatchToSpaceND: crops has {len(cr)} rows for "
+                                   f"{len(bs)} block dimensions")
+    return apply_op("BatchToSpaceND", [input], {"block_shape": bs, "crops": cr},
+                    name=name).outputs[0]
+
+
+def space_to_batch(input, paddings, block_size=None, name=None, block_shape=None) -> Tensor:
+    """TF 1.x's 4-D ``tf.space_to_batch``: :func:`space_to_batch_nd` with a square block."""
+    b = block_shape if block_size is None else block_size
+    return space_to_batch_nd(input, [int(b), int(b)], paddings, name=name)
+
+
+def batch_to_space(input, crops, block_size, name=None, block_shape=None) -> Tensor:
+    """TF 1.x's 4-D ``tf.batch_to_space``: :func:`batch_to_space_nd` with a square block."""
+    b = block_shape if block_size is None else block_size
+    return batch_to_space_nd(input, [int(b), int(b)], crops, name=name)
+
+
+__all__ += ["space_to_batch_nd", "batch_to_space_nd", "space_to_batch", "batch_to_space"]
