@@ -23,7 +23,7 @@ from ..registry import register_op
 from ..tensor_conversion import convert_to_tensor
 from .array_ops import stop_gradient
 from .math_ext import sigmoid
-from .math_ops import norm_axes, reduce_sum
+from .math_ops import cast, norm_axes, reduce_sum
 
 __all__: list[str] = []
 
@@ -206,6 +206,8 @@ def softmax_cross_entropy_with_logits_v2(_sentinel=None, labels=None, logits=Non
     logits = convert_to_tensor(logits)
     labels = convert_to_tensor(labels, dtype=logits.dtype if not _is_graph_value(labels)
                                else None)
+    if labels.dtype != logits.dtype:  # TF casts the labels to the logits' dtype
+        labels = cast(labels, logits.dtype)
     axis = _axis_arg(None if dim is not None and axis == -1 else axis, dim)
     return apply_op("SoftmaxCrossEntropyWithLogits", [labels, logits], {"axis": axis},
                     name=name or "softmax_cross_entropy_with_logits").outputs[0]
