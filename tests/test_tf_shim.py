@@ -465,3 +465,21 @@ def test_a_program_that_starts_worker_processes_runs_under_the_shim(tmp_path):
         """))
     r = subprocess.run(CLI + [str(p)], capture_output=True, text=True, timeout=240)
     assert r.returncode == 0 and r.stdout.split() == ["value", "6.0"], r.stderr[-3000:]
+
+
+def test_softmax_cross_entropy_casts_labels_to_the_logits_dtype():
+    # TF casts labels to the logits' dtype: float64 one-hot labels (input_data's, through
+    # tf.data, as in aymericdamien's tensorflow_dataset_api.py) with float32 logits
+    logits = np.array([[1.0, 2.0, 0.5], [0.1, 0.2, 3.0]], np.float32)
+    labels = np.eye(3)[[1, 2]]  # float64
+    z = logits - logits.max(1, keepdims=True)
+    expected = -(labels * (z - np.log(np.exp(z).sum(1, keepdims=True)))).sum(1)
+    with tv.Graph().as_default():
+        y = tv.placeholder(tv.float64, [None, 3])
+        x = tv.constant(logits)
+        outs = [f(labels=y, logits=x) for f in (tv.nn.softmax_cross_entropy_with_logits,
+                                                tv.nn.softmax_cross_entropy_with_logits_v2)]
+        assert all(o.dtype == tv.float32 for o in outs)
+        with tv.Session() as sess:
+            for v in sess.run(outs, {y: labels}):
+                np.testing.assert_allclose(v, expected, rtol=1e-6)
