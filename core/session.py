@@ -354,6 +354,12 @@ class Session:
             self._finalizer()
 
     @property
+    def graph_def(self):
+        """The session graph's GraphDef (``graph.as_graph_def()``), as TF's
+        ``sess.graph_def`` (``tf.train.write_graph(sess.graph_def, ...)``)."""
+        return self.graph.as_graph_def()
+
+    @property
     def plans_cached(self) -> int:
         """How many compiled plans the session keeps (at most ``PLAN_CACHE_SIZE``)."""
         return len(self._cache)

@@ -82,13 +82,10 @@ class SparseTensor:
         return self.shape
 
     def eval(self, feed_dict=None, session=None):
-        """``session.run(self, feed_dict)`` in the default session."""
-        from .session import get_default_session
-        sess = session or get_default_session()
-        if sess is None:
-            raise ValueError("Cannot evaluate a SparseTensor without a session: pass "
-                             "session= or use it inside `with tv.Session():`")
-        return sess.run(self, feed_dict)
+        """``session.run(self, feed_dict)`` in ``session`` or the default session: a
+        :class:`SparseTensorValue`."""
+        from .graph import _session_for
+        return _session_for("evaluate a SparseTensor", session).run(self, feed_dict)
 
     def __iter__(self):
         return iter((self._indices, self._values, self._dense_shape))

@@ -239,3 +239,12 @@ def test_a_sparse_linear_model_trains():
         last, weights = s.run([loss, w], {x: feed_val, y: labels})
     assert first == pytest.approx(np.log(2)) and last < 0.1
     assert (weights[10:] > 0).all() and (weights[:10] < 0).all()
+
+
+def test_sparse_eval_and_session_graph_def():
+    sp = tv.SparseTensor([[0, 0]], [1.0], [1, 2])
+    with tv.Session() as s:
+        assert sp.eval().values.tolist() == [1.0]
+        assert sp.values.op.name in [n["name"] for n in s.graph_def["node"]]
+    with pytest.raises(ValueError, match="Cannot evaluate a SparseTensor"):
+        sp.eval()
