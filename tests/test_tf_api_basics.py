@@ -203,3 +203,18 @@ def test_flags_has_absls_validators():
     assert fv.steps == 3
     with pytest.raises(tv.flags.IllegalFlagValueError, match="steps must be positive"):
         fv(["prog", "--steps=-1"])
+
+
+def test_add_n_of_one_named_input_is_an_op_of_that_name():
+    """TF: add_n([x], name=...) is an identity of that name (CIFAR-10's total_loss summary and
+    its moving average would otherwise fold into the cross-entropy's)."""
+    import tensorvm as tv
+    x = tv.constant([1.0, 2.0], name="xent")
+    total = tv.add_n([x], name="total_loss")
+    assert total.op.name == "total_loss" and total.op.type == "Identity"
+    assert tv.add_n([x]) is x
+    with tv.Session() as s:
+        assert s.run(total).tolist() == [1.0, 2.0]
+        assert s.run(tv.add_n([x, x, x])).tolist() == [3.0, 6.0]
+    with pytest.raises(ValueError, match="inputs must be a list of at least one"):
+        tv.add_n([])

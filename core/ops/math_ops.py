@@ -152,6 +152,8 @@ register_op("Cast", lambda inputs, attrs: [(attrs["DstT"], inputs[0]._shape)], _
 
 
 def cast(x, dtype, name=None):
+    """``x`` converted to ``dtype`` (TF's rules: floats to integers truncate toward zero,
+    complex to real keeps the real part); the same tensor when it already has that dtype."""
     dt = _dt.as_dtype(dtype)
     x = convert_to_tensor(x)
     if x.dtype == dt:
@@ -192,8 +194,17 @@ register_op("AddN", _add_n_shape, _add_n_kernel,
 
 
 def add_n(inputs, name=None):
+    """The element-wise sum of a list of tensors of one dtype and shape. One input comes back
+    as it is, or as an identity called ``name`` when a name is given (TF's rule: a
+    ``total_loss`` of one loss is still a ``total_loss`` op)."""
+    if not isinstance(inputs, (list, tuple)) or not inputs:
+        raise ValueError("inputs must be a list of at least one Tensor/IndexedSlices with the "
+                         "same dtype and shape")
     inputs = [convert_to_tensor(x) for x in inputs]
     if len(inputs) == 1:
+        if name:
+            from .array_ops import identity
+            return identity(inputs[0], name=name)
         return inputs[0]
     return apply_op("AddN", inputs, name=name).outputs[0]
 
