@@ -712,3 +712,24 @@ def test_an_estimator_on_a_cluster_keeps_its_variables_on_the_ps(tv_cluster, tmp
                                                             "distributed session"):
         tv.estimator.Estimator(model_fn, model_dir=_mem_dir("cl"), params={"lr": 0.1},
                                config=cfg).train(_full_batch(), steps=1)
+
+
+def test_export_saved_model_and_load_it_back(trained, tmp_path):
+    fn = tv.estimator.export.build_raw_serving_input_receiver_fn(
+        {"x": tv.placeholder(tv.float32, [None, 3])})
+    path = trained.export_saved_model(str(tmp_path / "export"), fn)
+    assert isinstance(path, bytes) and (tmp_path / "export").is_dir()
+    second = trained.export_savedmodel(str(tmp_path / "export"), fn)
+    assert second != path  # a new timestamped folder
+    w, b = _params(trained)
+    with tv.Graph().as_default(), tv.Session() as sess:
+        sig = tv.estimator.export.load(sess, path)
+        assert set(sig["outputs"]) == {"y", "twice"}
+        got = sess.run(sig["outputs"]["y"], {sig["inputs"]["x"]: X})
+    np.testing.assert_allclose(got, X @ w + b, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="Couldn't find trained model at"):
+        _estimator().export_saved_model(str(tmp_path / "none"), fn)
+    with tv.Graph().as_default(), pytest.raises(
+            TypeError, match="Values in export_outputs must be ExportOutput objects"):
+        tv.estimator.EstimatorSpec(ModeKeys.PREDICT, predictions=tv.constant(1.0),
+                                   export_outputs={"a": 1})

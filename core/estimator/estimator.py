@@ -329,5 +329,24 @@ class Estimator:
         return predict_model(self, input_fn, predict_keys, hooks, checkpoint_path,
                              yield_single_examples)
 
+    # ---- export ----------------------------------------------------------------------------
+    def export_saved_model(self, export_dir_base, serving_input_receiver_fn,
+                           assets_extra=None, as_text=False, checkpoint_path=None,
+                           experimental_mode=None):
+        """Write the prediction graph on ``serving_input_receiver_fn``'s inputs with the
+        latest checkpoint's variables to ``<export_dir_base>/<timestamp>`` and return that
+        path (bytes, as TF). The folder is in tensorvm's formats, read back by
+        :func:`tensorvm.estimator.export.load` (see :mod:`tensorvm.estimator.export`)."""
+        from .export_model import export_saved_model
+        return export_saved_model(self, export_dir_base, serving_input_receiver_fn,
+                                  checkpoint_path)
+
+    def export_savedmodel(self, export_dir_base, serving_input_receiver_fn,
+                          assets_extra=None, as_text=False, checkpoint_path=None,
+                          strip_default_attrs=False):
+        """TF 1.x's older name of :meth:`export_saved_model`."""
+        return self.export_saved_model(export_dir_base, serving_input_receiver_fn,
+                                       assets_extra, as_text, checkpoint_path)
+
     def __repr__(self):
         return f"<tv.estimator.Estimator model_dir={self._model_dir!r}>"

@@ -151,6 +151,11 @@ def _export_outputs(export_outputs, mode):
         return export_outputs
     if not isinstance(export_outputs, dict):
         raise TypeError(f"export_outputs must be dict, given: {export_outputs}")
+    from .export import ExportOutput
+    for v in export_outputs.values():
+        if not isinstance(v, ExportOutput):
+            raise TypeError(f"Values in export_outputs must be ExportOutput objects. Given: "
+                            f"{export_outputs}")
     return export_outputs
 
 
