@@ -57,6 +57,7 @@ from .errors import InvalidArgumentError, NotFoundError
 from .graph import (Graph, Operation, Tensor, _default_session_stack, get_default_graph,
                     get_default_session)  # noqa: F401 (get_default_session re-exported)
 from .graph_def import snapshot
+from .config_options import GPUOptions, GraphOptions
 from .cluster import check_device_filters, resolve_target
 from .threads import set_intra_op_threads
 from .runtime import DEAD
@@ -120,8 +121,8 @@ class ConfigProto:
     intra_op_parallelism_threads: int = 0
     inter_op_parallelism_threads: int = 0
     device_count: dict = field(default_factory=dict)
-    gpu_options: object = None
-    graph_options: object = None
+    gpu_options: GPUOptions = field(default_factory=GPUOptions)  # a fresh message each,
+    graph_options: GraphOptions = field(default_factory=GraphOptions)  # as in protobuf
     operation_timeout_in_ms: int = 0
     use_per_session_threads: bool = False
     isolate_session_state: bool = False
