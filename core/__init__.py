@@ -32,6 +32,7 @@ from .variables import (Variable, assign, assign_add, assign_sub, global_variabl
                         variables_initializer)
 from .session import (ConfigProto, InteractiveSession, RunMetadata, RunOptions,  # noqa: F401
                       Session, get_default_session)
+from .config_options import GPUOptions, GraphOptions, OptimizerOptions  # noqa: F401
 from . import train  # noqa: F401,E402
 from .job_api import job  # noqa: F401,E402  (@tv.job: a batch job for the tensorvm CLI)
 from .ops import debug_ops as debugging  # noqa: E402  (tv.debugging.check_numerics)
