@@ -733,3 +733,26 @@ def test_export_saved_model_and_load_it_back(trained, tmp_path):
             TypeError, match="Values in export_outputs must be ExportOutput objects"):
         tv.estimator.EstimatorSpec(ModeKeys.PREDICT, predictions=tv.constant(1.0),
                                    export_outputs={"a": 1})
+
+
+def test_default_optimizers_train_and_a_parsing_export_serves_examples():
+    cols = [fc.numeric_column("x", shape=(3,))]
+    fn = tv.estimator.inputs.numpy_input_fn({"x": X}, Y, 50, None, False)
+    ev = tv.estimator.inputs.numpy_input_fn({"x": X}, Y, 50, 1, False)
+    for est in (tv.estimator.LinearRegressor(cols, model_dir=_mem_dir("ftrl")),  # FTRL
+                tv.estimator.DNNRegressor([8], cols, model_dir=_mem_dir("adagrad"))):
+        before = est.evaluate(ev)["average_loss"]
+        est.train(fn, steps=100)
+        assert est.evaluate(ev)["average_loss"] < 0.2 * before
+    spec = {"x": tv.FixedLenFeature([3], tv.float32)}
+    path = est.export_saved_model(
+        _mem_dir("exp"), tv.estimator.export.build_parsing_serving_input_receiver_fn(spec))
+    examples = np.array([tv.train.Example(features=tv.train.Features(feature={
+        "x": tv.train.Feature(float_list=tv.train.FloatList(value=row.tolist()))}))
+        .SerializeToString() for row in X[:4]], dtype=object)
+    with tv.Graph().as_default(), tv.Session() as sess:
+        sig = tv.estimator.export.load(sess, path)
+        served = sess.run(sig["outputs"]["predictions"], {sig["inputs"]["examples"]: examples})
+    want = [p["predictions"] for p in est.predict(
+        tv.estimator.inputs.numpy_input_fn({"x": X[:4]}, None, 4, 1, False))]
+    np.testing.assert_allclose(served, want, rtol=1e-6)
