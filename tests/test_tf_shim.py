@@ -483,3 +483,23 @@ def test_softmax_cross_entropy_casts_labels_to_the_logits_dtype():
         with tv.Session() as sess:
             for v in sess.run(outs, {y: labels}):
                 np.testing.assert_allclose(v, expected, rtol=1e-6)
+
+
+def test_config_proto_option_messages_as_tf1_programs_set_them():
+    config = tv.ConfigProto()
+    config.gpu_options.allow_growth = True  # the commonest TF 1.x line of all
+    config.gpu_options.per_process_gpu_memory_fraction = 0.5
+    config.graph_options.optimizer_options.global_jit_level = tv.OptimizerOptions.ON_1
+    other = tv.ConfigProto()
+    assert other.gpu_options.allow_growth is False  # each config its own messages
+    assert other.graph_options.optimizer_options.global_jit_level == 0
+    c2 = tv.ConfigProto(gpu_options=tv.GPUOptions(allow_growth=True),
+                        graph_options=tv.GraphOptions(optimizer_options=tv.OptimizerOptions(
+                            opt_level=tv.OptimizerOptions.L0, do_constant_folding=False)))
+    assert c2.graph_options.optimizer_options.opt_level == tv.OptimizerOptions.L0 == -1
+    assert (tv.OptimizerOptions.ON_1, tv.OptimizerOptions.ON_2, tv.OptimizerOptions.OFF) == \
+        (1, 2, -1)
+    with tv.Graph().as_default():
+        x = tv.constant(3.0)
+        with tv.Session(config=config) as sess:
+            assert sess.run(x * 2) == 6.0
