@@ -402,21 +402,22 @@ def _segment_reduce(data, ids, n, kind, op, empty):
         if flat.size and flat.max() >= n:
             _bad_id(ids, n)
         if not keep.all():
-            flat, vals = flat[keep], vals[xp.asarray(keep)] if xp is not np else vals[keep]
+            pos = np.nonzero(keep)[0]  # positions, not a mask: no size to read back
+            flat, vals = flat[pos], vals[xp.asarray(pos) if xp is not np else pos]
         flat = xp.asarray(flat) if xp is not np else flat
     else:
-        if flat.size and bool((flat >= n).any()):
-            from ..kernels_gpu import to_host
-            _bad_id(to_host(ids), n)
-        flat = xp.where(keep, flat, n)  # a spare row takes the dropped ones
+        # ids made on the device are not range-checked (TF's GPU segment kernels do not
+        # check them either; asking would make the host wait): a negative or too large id
+        # drops its row into a spare one
+        flat = xp.where(keep & (flat < n), flat, n)
     rows = n + (0 if host_ids else 1)
     out = xp.full((rows,) + tail, _fill_for(kind, data.dtype), dtype=data.dtype)
     _reduce_at(out, flat, vals, kind)
     out = out[:n]
     if empty is not None:  # the sorted ops: empty segments are 0
-        hit = xp.zeros((n,), dtype=bool)
-        hit[flat[flat < n] if not host_ids else flat] = True
-        out = xp.where(hit.reshape((n,) + (1,) * len(tail)), out, data.dtype.type(empty))
+        hit = xp.zeros((rows,), dtype=bool)
+        hit[flat] = True
+        out = xp.where(hit[:n].reshape((n,) + (1,) * len(tail)), out, data.dtype.type(empty))
     return out
 
 

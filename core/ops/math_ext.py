@@ -886,35 +886,39 @@ def where_v2(condition, x=None, y=None, name=None):
 
 
 # ---- histograms ---------------------------------------------------------------------------------
-def _histogram_bins(values, value_range, nbins):
+def _histogram_bins(values, value_range, n):
     """The bin of each value: ``floor((v - lo) / (hi - lo) * nbins)`` clipped to
-    ``[0, nbins - 1]`` (TF's rule: values outside the range go to the end bins)."""
+    ``[0, nbins - 1]`` (TF's rule: values outside the range go to the end bins). The range
+    stays where it is (a device range is not read by the host)."""
     xp = array_namespace(values)
-    lo, hi = value_range[0], value_range[1]
-    n = int(asarray(nbins).reshape(()).item()) if type(nbins) is np.ndarray else int(nbins)
-    scaled = (values.astype(np.float64) - float(lo)) / (float(hi) - float(lo)) * n
-    return xp.clip(xp.floor(scaled), 0, n - 1).astype(np.int32), n
+    vr = value_range.astype(np.float64)
+    scaled = (values.astype(np.float64) - vr[0]) / (vr[1] - vr[0]) * n
+    return xp.clip(xp.floor(scaled), 0, n - 1).astype(np.int32)
 
 
-def _histogram_kernel(values, value_range, nbins, dtype):
+def _histogram_nbins(nbins, value_range):
+    """``nbins`` (read on the host, as TF's HostMemory input), and a host range checked."""
     from ..kernels_gpu import to_host
-    vr = np.asarray(to_host(value_range))
-    if not vr[0] < vr[1]:
-        raise InvalidArgumentError(f"value_range should satisfy value_range[0] < "
-                                   f"value_range[1], but got [{vr[0]}, {vr[1]}]")
     nb = int(np.asarray(to_host(nbins)))
     if nb <= 0:
         raise InvalidArgumentError(f"nbins should be a positive number, but got '{nb}'")
-    bins, n = _histogram_bins(values.reshape(-1), vr, nb)
+    if type(value_range) is np.ndarray and not value_range[0] < value_range[1]:
+        raise InvalidArgumentError(f"value_range should satisfy value_range[0] < "
+                                   f"value_range[1], but got [{value_range[0]}, "
+                                   f"{value_range[1]}]")
+    return nb
+
+
+def _histogram_kernel(values, value_range, nbins, dtype):
+    n = _histogram_nbins(nbins, value_range)
+    bins = _histogram_bins(values.reshape(-1), value_range, n)
     xp = array_namespace(values)
     return xp.bincount(bins, minlength=n).astype(dtype.np_dtype, copy=False)
 
 
 def _histogram_bins_kernel(values, value_range, nbins, dtype):
-    from ..kernels_gpu import to_host
-    vr = np.asarray(to_host(value_range))
-    bins, _ = _histogram_bins(values, vr, int(np.asarray(to_host(nbins))))
-    return bins.astype(dtype.np_dtype, copy=False)
+    n = _histogram_nbins(nbins, value_range)
+    return _histogram_bins(values, value_range, n).astype(dtype.np_dtype, copy=False)
 
 
 def _histogram_shape(inputs, attrs):
