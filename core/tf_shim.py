@@ -12,7 +12,9 @@
 * ``tensorflow.examples.tutorials.mnist.input_data`` -> :mod:`tensorvm.tutorials.mnist.input_data`
   (MNIST's IDX ``.gz`` files read from the directory given, no download), and
   ``...mnist.mnist`` -> the ``mnist.py`` beside the program being run (as in TF's source tree),
-  else :mod:`tensorvm.tutorials.mnist.mnist`.
+  else :mod:`tensorvm.tutorials.mnist.mnist`;
+* ``tensorflow.python.client.timeline`` -> :mod:`tensorvm.timeline` (the one module of TF's
+  private ``tensorflow.python`` that its tutorials import).
 
 A name tensorvm lacks fails at the import with ``ModuleNotFoundError`` naming it. Each
 imported name is a small proxy module forwarding attribute reads to its tensorvm object, so
@@ -64,6 +66,10 @@ _SPECIAL = {
     "tensorflow.examples.tutorials": "tensorvm.tutorials",
     _MNIST: "tensorvm.tutorials.mnist",
     _MNIST + ".input_data": "tensorvm.tutorials.mnist.input_data",
+    # tensorflow.python.*: only the modules TF's own tutorials import
+    "tensorflow.python": "tensorvm",
+    "tensorflow.python.client": "tensorvm",
+    "tensorflow.python.client.timeline": "tensorvm.timeline",
 }
 _REFUSED = {
     "tensorflow.compat.v2": "tensorvm implements TensorFlow 1.x's graph API "

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import glob
 import io
+import json
 import math
 import os
 import re
@@ -134,6 +135,15 @@ def test_mnist_with_summaries(mnist_dir, tmp_path):
     assert any(t.startswith("input_reshape/input/image") for t in tags["images"])
     assert len(train.Scalars("dropout/dropout_keep_probability")) == 90
     assert "step099" in train.Tags()["run_metadata"]
+
+
+def test_mnist_softmax_xla_writes_a_chrome_trace(mnist_dir, tmp_path):
+    data, chance, margin = mnist_dir
+    out = run_tf(program("mnist_softmax_xla.py"), "--data_dir", str(data), cwd=tmp_path)
+    assert float(out.strip().splitlines()[-1]) > chance + margin, out
+    trace = json.loads((tmp_path / "timeline.ctf.json").read_text())["traceEvents"]
+    ops = [op for e in trace if e["ph"] == "X" for op in e["args"]["ops"]]
+    assert "MatMul" in ops and any(e["ph"] == "M" for e in trace)
 
 
 def test_mnist_deep_with_the_range_knob(mnist_dir):

@@ -65,6 +65,11 @@ def test_tensorflow_names_resolve_to_tensorvm(shim):
     from tensorflow import nn
     assert nn.relu is nn1.relu is tv.nn.relu
     assert tf_shim.resolve("tensorflow.compat.v1.contrib.rnn") is tv.contrib.rnn
+    from tensorflow.python.client import timeline  # mnist_softmax_xla.py's
+    import tensorvm.timeline
+    assert timeline.Timeline is tensorvm.timeline.Timeline
+    with pytest.raises(ModuleNotFoundError, match="tensorflow.python.framework"):
+        from tensorflow.python.framework import ops  # noqa: F401
 
 
 def test_generic_mapping_reaches_lazily_imported_submodules(shim):
