@@ -65,8 +65,8 @@ def test_tensorflow_names_resolve_to_tensorvm(shim):
     from tensorflow import nn
     assert nn.relu is nn1.relu is tv.nn.relu
     assert tf_shim.resolve("tensorflow.compat.v1.contrib.rnn") is tv.contrib.rnn
-    from tensorflow.python.client import timeline  # mnist_softmax_xla.py's
     import tensorvm.timeline
+    from tensorflow.python.client import timeline  # mnist_softmax_xla.py's
     assert timeline.Timeline is tensorvm.timeline.Timeline
     with pytest.raises(ModuleNotFoundError, match="tensorflow.python.framework"):
         from tensorflow.python.framework import ops  # noqa: F401
@@ -441,7 +441,7 @@ def test_version_and_star_import(shim):
     assert tf.__tensorvm_version__ == tv.__version__
     assert tf.__version__.startswith("1.")  # programs pick TF 1.x code paths by it
     namespace = {}
-    exec("from tensorflow import *", namespace)
+    exec("from tensorflow import *", namespace)  # noqa: S102
     assert namespace["placeholder"] is tv.placeholder and namespace["Session"] is tv.Session
     assert tf.__file__ == tv.__file__
 
