@@ -499,7 +499,8 @@ def _shape(plan) -> tuple:
 def _stateful(plan, devices) -> str:
     from .registry import registry
     ops = [i.name for t in plan.tasks if t.device in devices for i in t.program.instrs
-           if registry[i.type].stateful and i.type not in ("VariableV2", "IsVariableInitialized")]
+           if registry[i.type].stateful
+           and i.type not in ("VariableV2", "VariableRead", "IsVariableInitialized")]
     return ", ".join(ops)
 
 

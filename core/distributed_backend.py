@@ -622,7 +622,7 @@ def _count_bytes(md, plan, feed_values, values, replies, message_bytes) -> None:
 
 
 _NOT_DONE = ("waiting", "processing", "no-worker", "queued", "released", None)
-_READ_ONLY = ("VariableV2", "IsVariableInitialized")
+_READ_ONLY = ("VariableV2", "VariableRead", "IsVariableInitialized")
 def connect(target: str, security=None):
     """A Dask client of the scheduler at ``target``; a malformed address is
     InvalidArgumentError, a scheduler not reached within :data:`CONNECT_TIMEOUT_S` is

@@ -25,6 +25,16 @@ def _graph_of(inputs, graph=None):
     return get_default_graph()
 
 
+def _read_now(g, t):
+    """A fresh read of the variable whose tensor is ``t``, made in the current control
+    dependencies (TF 1.x reads a ref variable when the consuming op runs: an op made under
+    ``control_dependencies([update])`` sees the update). Colocated with the variable."""
+    op = t.op
+    attrs = {k: op.attrs[k] for k in ("var_name", "container", "dtype", "shape")}
+    return apply_op("VariableRead", [t], attrs, name=f"{op.name}/read",
+                    colocation=op.colocation).outputs[0]
+
+
 def apply_op(op_type: str, inputs: list, attrs: dict | None = None, name: str | None = None,
              graph=None, colocation: str | None = None):
     """Create an op of ``op_type`` and return the Operation; op functions return
@@ -46,6 +56,9 @@ def apply_op(op_type: str, inputs: list, attrs: dict | None = None, name: str | 
                 f"{op_type} {name or ''!s}: input {t.name!r} (created at {t.op.location}) is "
                 f"from a different graph than the op's other inputs")
         tensors.append(t)
+    if op_type != "VariableRead" and any(t.op.type == "VariableV2" for t in tensors) and \
+            any(g._control_stack):
+        tensors = [_read_now(g, t) if t.op.type == "VariableV2" else t for t in tensors]
     try:
         specs = d.shape_fn(tensors, attrs)
     except InvalidArgumentError as e:

@@ -118,7 +118,7 @@ def _drops(tasks: tuple, fetched: set) -> dict:
 
 # Ops with a context that never wait and never take long: variable state and random draws.
 _QUICK_STATEFUL = frozenset((
-    "VariableV2", "IsVariableInitialized", "Assign", "AssignAdd", "AssignSub", "ScatterAdd",
+    "VariableV2", "VariableRead", "IsVariableInitialized", "Assign", "AssignAdd", "AssignSub", "ScatterAdd",
     "ScatterSub", "ScatterUpdate", "RandomUniform", "RandomUniformInt", "RandomStandardNormal",
     "TruncatedNormal", "Multinomial", "Dropout"))
 _SLOW = frozenset(("PyFunc", "PyFuncStateless", "While", "StatelessWhile", "WhileGrad"))
@@ -159,7 +159,7 @@ def _never_blocks(program) -> bool:
                for i in program.instrs)
 
 
-_READ_ONLY = ("VariableV2", "IsVariableInitialized")
+_READ_ONLY = ("VariableV2", "VariableRead", "IsVariableInitialized")
 
 
 class PlanStore:

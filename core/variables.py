@@ -108,8 +108,13 @@ class Variable:
         return self._value
 
     def read_value(self) -> Tensor:
-        """The tensor of the variable's value in a step (here the same tensor as ``value()``: a
-        read under ``control_dependencies`` does not wait for them)."""
+        """The variable's value, read by a new op: under ``control_dependencies`` it reads
+        after those ops (TF 1.x: "can be different from value()"); elsewhere it is
+        ``value()``."""
+        g = get_default_graph()
+        if g is self.graph and any(g._control_stack):
+            from .ops.array_ops import identity
+            return identity(self._value, name=f"{self._op.name}/read_value")
         return self._value
 
     def _as_graph_element(self) -> Tensor:

@@ -241,9 +241,6 @@ def test_partitioned_variable_over_ps_tasks_and_mod_lookup():
     np.testing.assert_array_equal(got_mod, want)
 
 
-@pytest.mark.xfail(strict=True, reason="a Variable's read is one op made with the variable, so "
-                   "a read under control_dependencies does not wait for the update (TF: "
-                   "read_value() makes a new read in the context); found by the docs audit")
 def test_a_read_under_control_dependencies_sees_the_update():
     v = tf.Variable(1.0)
     with tf.control_dependencies([v.assign_add(1.0)]):
@@ -251,3 +248,29 @@ def test_a_read_under_control_dependencies_sees_the_update():
     with tf.Session() as s:
         s.run(v.initializer)
         assert s.run(after) == 2.0
+
+
+def test_ops_made_under_control_dependencies_read_variables_after_them():
+    """TF 1.x reads a variable when the consuming op runs: identity(v), v + 0 and a matmul
+    made under control_dependencies([update]) all see the update, every run; ops made outside
+    read the variable's own op; gradients pass through the fresh reads."""
+    v = tf.Variable(1.0)
+    w = tf.Variable(np.eye(2, dtype=np.float32))
+    up = v.assign_add(1.0)
+    before = tf.identity(v)
+    with tf.control_dependencies([up]):
+        ident, plus, rv = tf.identity(v), v + 0.0, v.read_value()
+        prod = tf.matmul(tf.ones([1, 2]), w) * v
+    grad = tf.gradients(prod, [v, w])
+    with tf.Session() as s:
+        s.run(tf.global_variables_initializer())
+        assert s.run([ident, plus, rv]) == [2.0, 2.0, 2.0]
+        assert s.run([ident, plus]) == [3.0, 3.0]  # each run updates again, then reads
+        got_prod, (gv, gw) = s.run([prod, grad])
+        np.testing.assert_allclose(got_prod, [[4.0, 4.0]])
+        assert gv == 2.0  # d(sum(ones @ w) * v)/dv with w = I
+        np.testing.assert_allclose(gw, np.full((2, 2), 4.0))
+        assert s.run(before) == 4.0  # no update in its step
+    assert ident.op.inputs[0].op.type == "VariableRead"
+    assert before.op.inputs[0].op.type == "VariableV2"
+

@@ -217,6 +217,19 @@ def _scatter_shape(inputs, attrs):
 
 register_op("VariableV2", _var_shape, _read_kernel, stateful=True, needs_ctx=True,
             differentiable=False, gpu_fallback=True)
+
+
+def _read_after_kernel(ctx, ref, *, var_name, container, dtype, shape):
+    return _var(ctx, var_name, container, dtype, shape).read_locked()
+
+
+# A read of a variable made under control_dependencies (TF 1.x's ref semantics: an op reading a
+# variable there sees it after those ops): it reads the state when it runs, not when the
+# variable's own op ran. Its input is the variable's tensor (for ordering and gradients, which
+# pass through to it); its value is read by name.
+register_op("VariableRead", lambda inputs, attrs: [(attrs["dtype"], attrs["shape"])],
+            _read_after_kernel, stateful=True, needs_ctx=True, grad=lambda op, g: [g],
+            gpu_fallback=True)
 register_op("Assign", _value_shape, _assign_kernel, stateful=True, needs_ctx=True,
             differentiable=False, gpu_fallback=True)
 register_op("AssignAdd", _value_shape, _update(lambda a, b: a + b), stateful=True,

@@ -337,8 +337,9 @@ class SyncReplicasOptimizer(Optimizer):
             update = self._opt.apply_gradients(taken, global_step=global_step)
             with graph.colocate_with(global_step.op):
                 with graph.control_dependencies([update]):
+                    # the step the update made: a read made under the dependency sees it
                     self.chief_train_op = apply_op(
-                        "SyncTokenRelease", [gs_value + convert_to_tensor(1, dtype=gs_value.dtype)],
+                        "SyncTokenRelease", [global_step.read_value()],
                         {"gate": gate, "tokens": self._total}, name="release")
                 release_now = apply_op("SyncTokenRelease", [gs_value],
                                        {"gate": gate, "tokens": self._total, "restart": True},
