@@ -70,6 +70,8 @@ io.read_file, io.write_file, io.matching_files = read_file, write_file, matching
 from . import sparse  # noqa: E402  (tv.sparse: TF 1.x's tf.sparse)
 for _name in sparse.TOP_LEVEL:  # tv.sparse_tensor_to_dense, tv.sparse_placeholder …
     globals()[_name] = getattr(sparse, _name)
+from . import lookup  # noqa: E402  (tv.lookup: TF 1.x's tf.lookup and tf.contrib.lookup)
+tables_initializer = initialize_all_tables = lookup.tables_initializer  # noqa: E402
 from . import kernels_gpu as _kernels_gpu  # noqa: E402
 _kernels_gpu.install()  # every op registered above: its GPU kernel or its CPU-only mark
 from . import math_api as math  # noqa: E402  (tv.math: TF's tf.math names)

@@ -7,7 +7,8 @@
 * ``tv.contrib.data``: TF 1.4-1.12's spelling of ``tf.data`` (``Dataset``,
   ``batch_and_drop_remainder``, ``map_and_batch``, ``shuffle_and_repeat``...);
 * ``tv.contrib.tensorboard.plugins.projector``: the embedding projector's config
-  (:mod:`tensorvm.projector`).
+  (:mod:`tensorvm.projector`);
+* ``tv.contrib.lookup``: the lookup tables of :mod:`tensorvm.lookup`.
 
 Everything else of ``tf.contrib`` (factorization, tensor_forest, boosted_trees, learn, eager)
 is not part of tensorvm; asking for it says so.
@@ -118,6 +119,11 @@ def __getattr__(name):
     if name == "tensorboard":  # tf.contrib.tensorboard.plugins.projector
         mod = globals()["tensorboard"] = _tensorboard_module()
         return mod
+    if name == "lookup":  # tf.contrib.lookup: tensorvm.lookup
+        from . import lookup
+        _sys.modules[f"{__name__}.lookup"] = lookup
+        globals()["lookup"] = lookup
+        return lookup
     raise AttributeError(f"module 'tensorvm.contrib' has no attribute {name!r}: tensorvm "
-                         f"provides tf.contrib.rnn, tf.contrib.layers, tf.contrib.data and "
-                         f"tf.contrib.tensorboard.plugins.projector only")
+                         f"provides tf.contrib.rnn, tf.contrib.layers, tf.contrib.data, "
+                         f"tf.contrib.lookup and tf.contrib.tensorboard.plugins.projector only")
