@@ -24,8 +24,9 @@ from .tensor_conversion import convert_to_tensor
 
 # tf.math names that are tensorvm's top-level ops under the same name
 _SAME = [
-    "abs", "acos", "acosh", "add", "add_n", "argmax", "argmin", "asin", "asinh", "atan",
-    "atan2", "atanh", "bincount", "ceil", "cos", "cosh", "count_nonzero", "cumprod", "cumsum",
+    "abs", "acos", "acosh", "add", "add_n", "angle", "argmax", "argmin", "asin", "asinh", "atan",
+    "atan2", "atanh", "bincount", "ceil", "conj", "cos", "cosh", "count_nonzero", "cumprod",
+    "cumsum", "imag", "real",
     "digamma", "divide", "equal", "erf", "erfc", "erfcinv", "erfinv", "exp", "expm1", "floor",
     "floordiv",
     "floormod", "greater", "greater_equal", "invert_permutation", "is_finite", "is_inf",

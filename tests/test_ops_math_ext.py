@@ -829,3 +829,27 @@ def test_space_to_batch_and_back():
     with pytest.raises(InvalidArgumentError, match=r"padded_shape\[1\]=7 is not divisible by "
                                                    r"block_shape\[1\]=2"):
         tv.space_to_batch_nd(x, [2, 2], [[0, 0], [1, 0]])
+
+
+def test_complex_real_imag_conj_angle():
+    a, b = rand(3), rand(3)
+    c = tv.complex(a, b)
+    assert c.dtype == tv.complex128
+    got = run([c, tv.real(c), tv.imag(c), tv.conj(c), tv.math.angle(c), tv.math.angle(a),
+               tv.real(a), tv.imag(a), tv.to_complex64(a)])
+    z = a + 1j * b
+    np.testing.assert_allclose(got[0], z)
+    np.testing.assert_allclose(got[1], a) and np.testing.assert_allclose(got[2], b)
+    np.testing.assert_allclose(got[3], np.conj(z))
+    np.testing.assert_allclose(got[4], np.angle(z))
+    np.testing.assert_allclose(got[5], np.where(a < 0, np.pi, 0.0))
+    np.testing.assert_allclose(got[6], a) and np.testing.assert_allclose(got[7], 0 * a)
+    assert got[8].dtype == np.complex64
+    assert tv.complex(np.float32(1), np.float32(2)).dtype == tv.complex64
+
+    def build(x, y):
+        cc = tv.complex(x, y)
+        return tv.real(cc) * 2.0 + tv.imag(tv.conj(cc)) * 3.0 + tv.math.angle(cc)
+    check_gradients(build, rand(4, lo=0.5), rand(4, lo=0.5))
+    with pytest.raises(InvalidArgumentError, match="real and imag must have one dtype"):
+        tv.complex(tv.constant(1.0), tv.constant(1.0, tv.float64))
