@@ -756,3 +756,23 @@ def test_default_optimizers_train_and_a_parsing_export_serves_examples():
     want = [p["predictions"] for p in est.predict(
         tv.estimator.inputs.numpy_input_fn({"x": X[:4]}, None, 4, 1, False))]
     np.testing.assert_allclose(served, want, rtol=1e-6)
+
+
+def test_early_stopping_hooks_read_the_evaluations():
+    est = _estimator(save_checkpoints_steps=5, lr=0.0)  # lr 0: the loss never decreases
+    stall = tv.estimator.experimental.stop_if_no_decrease_hook(
+        est, "loss", max_steps_without_decrease=10, run_every_secs=None, run_every_steps=1)
+    eval_spec = tv.estimator.EvalSpec(_full_batch(num_epochs=1), steps=None, throttle_secs=0)
+    tv.estimator.train_and_evaluate(
+        est, tv.estimator.TrainSpec(_full_batch(), max_steps=100, hooks=[stall]), eval_spec)
+    evals = tv.estimator.experimental.read_eval_metrics(est.eval_dir())
+    assert list(evals)[:3] == [5, 10, 15]  # evaluated at 5, no decrease by 15: stop
+    assert 15 <= int(est.get_variable_value("global_step")) < 20
+    low = _estimator(save_checkpoints_steps=5)
+    done = tv.estimator.experimental.stop_if_lower_hook(low, "loss", threshold=1e9,
+                                                        run_every_steps=1, run_every_secs=None)
+    tv.estimator.train_and_evaluate(
+        low, tv.estimator.TrainSpec(_full_batch(), max_steps=100, hooks=[done]), eval_spec)
+    assert int(low.get_variable_value("global_step")) < 10  # the first evaluation at 5
+    with pytest.raises(ValueError, match="Only one of `run_every_secs` and `run_every_steps`"):
+        tv.estimator.experimental.stop_if_higher_hook(low, "loss", 1.0, run_every_steps=1)

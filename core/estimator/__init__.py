@@ -5,13 +5,14 @@ its checks), :mod:`.run_config`, :mod:`.estimator` (the class and its design),
 :mod:`.training_loop` (the three loops), :mod:`.training` (train and evaluate),
 :mod:`.inputs`, :mod:`.warm_start`, :mod:`.summary_io`,
 :mod:`.run_hooks`, :mod:`.feature_column` (``tv.feature_column``), :mod:`.heads` and
-:mod:`.canned` (the premade estimators), :mod:`.export`.
+:mod:`.canned` (the premade estimators), :mod:`.export`, :mod:`.experimental` (early
+stopping).
 
 >>> import tensorvm as tv
 >>> tv.estimator.ModeKeys.PREDICT
 'infer'
 """
-from . import export, inputs
+from . import experimental, export, inputs
 from .canned import DNNClassifier, DNNRegressor, LinearClassifier, LinearRegressor
 from .estimator import Estimator
 from .model_fn import EstimatorSpec, ModeKeys
@@ -21,4 +22,5 @@ from .warm_start import WarmStartSettings
 
 __all__ = ["DNNClassifier", "DNNRegressor", "Estimator", "EstimatorSpec", "EvalSpec",
            "LinearClassifier", "LinearRegressor", "ModeKeys", "RunConfig", "TrainSpec",
-           "WarmStartSettings", "export", "inputs", "train_and_evaluate"]
+           "WarmStartSettings", "experimental", "export", "inputs",
+           "train_and_evaluate"]
