@@ -26,7 +26,7 @@ from .tensor_conversion import convert_to_tensor
 _SAME = [
     "abs", "acos", "acosh", "add", "add_n", "angle", "argmax", "argmin", "asin", "asinh", "atan",
     "atan2", "atanh", "bincount", "ceil", "conj", "cos", "cosh", "count_nonzero", "cumprod",
-    "cumsum", "imag", "real",
+    "cumsum", "imag", "real", "igamma", "igammac", "betainc",
     "digamma", "divide", "equal", "erf", "erfc", "erfcinv", "erfinv", "exp", "expm1", "floor",
     "floordiv",
     "floormod", "greater", "greater_equal", "invert_permutation", "is_finite", "is_inf",

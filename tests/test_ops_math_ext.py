@@ -853,3 +853,31 @@ def test_complex_real_imag_conj_angle():
     check_gradients(build, rand(4, lo=0.5), rand(4, lo=0.5))
     with pytest.raises(InvalidArgumentError, match="real and imag must have one dtype"):
         tv.complex(tv.constant(1.0), tv.constant(1.0, tv.float64))
+
+
+def test_igamma_igammac_betainc():
+    # closed forms: P(1, x) = 1 - exp(-x); P(n, x) for integer n; I_x(a, 1) = x^a;
+    # I_x(1, b) = 1 - (1 - x)^b; I_x(1/2, 1/2) = 2/pi asin(sqrt(x))
+    x = rand(6, lo=0.05, hi=12.0)
+    p1, q1 = run([tv.math.igamma(np.ones(6), x), tv.math.igammac(np.ones(6), x)])
+    np.testing.assert_allclose(p1, 1 - np.exp(-x), rtol=1e-12)
+    np.testing.assert_allclose(q1, np.exp(-x), rtol=1e-11)
+    n = 4.0
+    pn = run(tv.math.igamma(np.full(6, n), x))
+    want = 1 - np.exp(-x) * sum(x ** k / math.factorial(k) for k in range(int(n)))
+    np.testing.assert_allclose(pn, want, rtol=1e-11, atol=1e-15)
+    big = run(tv.math.igammac(np.array([1e4]), np.array([1.01e4])))
+    np.testing.assert_allclose(big, [0.15865124955], rtol=1e-9)  # TF's value
+    u = rand(5, lo=0.01, hi=0.99)
+    a = rand(5, lo=0.5, hi=5.0)
+    got = run([tv.math.betainc(a, np.ones(5), u), tv.math.betainc(np.ones(5), a, u),
+               tv.math.betainc(np.full(5, 0.5), np.full(5, 0.5), u)])
+    np.testing.assert_allclose(got[0], u ** a, rtol=1e-12)
+    np.testing.assert_allclose(got[1], 1 - (1 - u) ** a, rtol=1e-12)
+    np.testing.assert_allclose(got[2], 2 / np.pi * np.arcsin(np.sqrt(u)), rtol=1e-12)
+    edges = run(tv.math.igamma(np.array([3.0, 0.0, 2.0]), np.array([0.0, 1.0, np.inf])))
+    assert edges[0] == 0.0 and np.isnan(edges[1]) and edges[2] == 1.0
+    check_gradients(lambda t: tv.math.igamma(np.array([1.5, 2.0, 5.0]), t),
+                    np.array([0.5, 2.0, 7.0]))
+    check_gradients(lambda t: tv.math.betainc(np.array([1.5, 2.0]), np.array([2.0, 0.7]), t),
+                    np.array([0.3, 0.8]))
