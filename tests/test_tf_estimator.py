@@ -776,3 +776,42 @@ def test_early_stopping_hooks_read_the_evaluations():
     assert int(low.get_variable_value("global_step")) < 10  # the first evaluation at 5
     with pytest.raises(ValueError, match="Only one of `run_every_secs` and `run_every_steps`"):
         tv.estimator.experimental.stop_if_higher_hook(low, "loss", 1.0, run_every_steps=1)
+
+
+# ---- TF 1.x hooks an Estimator program uses ------------------------------------------------
+
+def test_feed_fn_final_ops_and_global_step_waiter_hooks():
+    with tv.Graph().as_default():
+        p = tv.placeholder(tv.float32, [])
+        gs = tv.train.get_or_create_global_step()
+        total = tv.Variable(0.0, name="total")
+        step = tv.group(total.assign_add(p), gs.assign_add(1))
+        feeds = iter([1.0, 2.0, 3.0])
+        final = tv.train.FinalOpsHook({"total": total})
+        naps = []
+        waiter = tv.train.GlobalStepWaiterHook(0, sleep=naps.append)
+        with tv.train.MonitoredTrainingSession(hooks=[
+                tv.train.FeedFnHook(lambda: {p: next(feeds)}), final, waiter,
+                tv.train.StopAtStepHook(last_step=3)]) as sess:
+            while not sess.should_stop():
+                sess.run(step)
+        assert final.final_ops_values == {"total": 6.0} and naps == []
+        blocked = tv.train.GlobalStepWaiterHook(5, sleep=naps.append)
+        blocked.begin()
+
+        class Ctx:  # the session's step moves on while the hook waits
+            class session:
+                runs = iter([0, 2, 5])
+
+                @staticmethod
+                def run(_):
+                    return next(Ctx.session.runs)
+
+        blocked.before_run(Ctx)
+        assert len(naps) == 2
+    timer = tv.train.SecondOrStepTimer(every_steps=3)
+    assert timer.should_trigger_for_step(1) and timer.update_last_triggered_step(1) == \
+        (None, None)
+    assert not timer.should_trigger_for_step(1) and not timer.should_trigger_for_step(3)
+    assert timer.should_trigger_for_step(4) and timer.update_last_triggered_step(4)[1] == 3
+    assert timer.last_triggered_step() == 4

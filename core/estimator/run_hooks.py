@@ -1,10 +1,11 @@
 """The session hooks an :class:`~tensorvm.estimator.Estimator` adds to its loops: start a
-``Dataset``'s iterator, stop an evaluation after N batches, read the metrics at the end."""
+``Dataset``'s iterator, stop an evaluation after N batches (the metrics are read at the end
+by ``tv.train.FinalOpsHook``)."""
 from __future__ import annotations
 
 from ..train.hooks import SessionRunHook
 
-__all__ = ["DatasetInitializerHook", "FinalOpsHook", "StopAfterNEvalsHook"]
+__all__ = ["DatasetInitializerHook", "StopAfterNEvalsHook"]
 
 
 class DatasetInitializerHook(SessionRunHook):
@@ -31,14 +32,3 @@ class StopAfterNEvalsHook(SessionRunHook):
         self._done += 1
         if self._done >= self._num_evals:
             run_context.request_stop()
-
-
-class FinalOpsHook(SessionRunHook):
-    """Fetch ``final_ops`` (a dict of tensors) when the session ends: the metrics' values
-    after every batch was added (``final_ops_values``)."""
-
-    def __init__(self, final_ops):
-        self._final_ops, self.final_ops_values = final_ops, None
-
-    def end(self, session):
-        self.final_ops_values = session.run(self._final_ops)

@@ -131,7 +131,7 @@ def _eval_graph(est, input_fn, hooks):
 def evaluate_model(est, input_fn, hooks, checkpoint_path, name):
     """Run the update ops over the input, then read the metrics; write them to the
     evaluation folder and return them."""
-    from .run_hooks import FinalOpsHook
+    from ..train.hooks import FinalOpsHook
     from .summary_io import write_dict_to_summary
     with Graph().as_default() as g:
         spec, update_op, values, all_hooks = _eval_graph(est, input_fn, hooks)

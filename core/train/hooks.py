@@ -403,6 +403,95 @@ class StepCounterHook(SessionRunHook):
             _log.debug("could not send training metrics", exc_info=True)
 
 
+class SecondOrStepTimer:
+    """TF's timer of hooks: triggers every ``every_secs`` seconds or ``every_steps`` steps
+    (exactly one of them)."""
+
+    def __init__(self, every_secs=None, every_steps=None):
+        self._every = _EveryN(every_steps, every_secs)
+        self._last_triggered_step = None
+
+    def reset(self) -> None:
+        """Forget the last trigger."""
+        self._every.last_step = self._every.last_time = None
+        self._last_triggered_step = None
+
+    def should_trigger_for_step(self, step: int) -> bool:
+        """Whether ``step`` is due (never the step that last triggered)."""
+        if self._last_triggered_step == step:
+            return False
+        return self._every.due(step)
+
+    def update_last_triggered_step(self, step: int):
+        """Mark ``step`` as triggered; returns ``(elapsed seconds, elapsed steps)`` since the
+        previous trigger (``(None, None)`` the first time)."""
+        t, s = self._every.last_time, self._every.last_step
+        self._every.mark(step)
+        self._last_triggered_step = step
+        if t is None:
+            return None, None
+        return self._every.clock() - t, step - s
+
+    def last_triggered_step(self):
+        """The step that last triggered, or ``None``."""
+        return self._last_triggered_step
+
+
+class FinalOpsHook(SessionRunHook):
+    """Run ``final_ops`` (a tensor, list or dict) when the session ends; their values are
+    ``final_ops_values`` (TF's hook, used by evaluations)."""
+
+    def __init__(self, final_ops, final_ops_feed_dict=None):
+        self._final_ops, self._feed = final_ops, final_ops_feed_dict
+        self._values = None
+
+    @property
+    def final_ops_values(self):
+        """The values fetched at the end (``None`` before)."""
+        return self._values
+
+    def end(self, session):
+        """Fetch the final ops."""
+        if self._final_ops is not None:
+            self._values = session.run(self._final_ops, self._feed)
+
+
+class FeedFnHook(SessionRunHook):
+    """Feed ``feed_fn()`` (a dict placeholder -> value) into every run."""
+
+    def __init__(self, feed_fn):
+        self.feed_fn = feed_fn
+
+    def before_run(self, run_context):
+        """The feeds of this run."""
+        return SessionRunArgs(fetches=None, feed_dict=self.feed_fn())
+
+
+class GlobalStepWaiterHook(SessionRunHook):
+    """Hold each run until the global step reaches ``wait_until_step`` (another worker trains
+    it there); TF's hook for staggered workers."""
+
+    def __init__(self, wait_until_step, poll_secs: float = 0.5, sleep=time.sleep):
+        self._wait_until_step = int(wait_until_step)
+        self._poll, self._sleep = poll_secs, sleep
+        self._done = self._wait_until_step <= 0
+
+    def begin(self):
+        """Find the global step."""
+        self._gs = _global_step_tensor()
+
+    def before_run(self, run_context):
+        """Wait (polling the global step) until it is reached, once."""
+        while not self._done:
+            step = int(run_context.session.run(self._gs))
+            if step >= self._wait_until_step:
+                self._done = True
+                break
+            _log.info("Waiting for global step %d before starting training (now %d)",
+                      self._wait_until_step, step)
+            self._sleep(self._poll)
+
+
 class SyncReplicasHook(SessionRunHook):
     """Set up a :class:`SyncReplicasOptimizer` replica: the local step on every worker, and
     on the chief the accumulators, the token gate and the chief's runner thread."""
