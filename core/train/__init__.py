@@ -92,3 +92,6 @@ __all__ += ["cosine_decay_restarts", "linear_cosine_decay", "noisy_linear_cosine
 from .checkpoint_utils import warm_start  # noqa: E402
 
 __all__ += ["warm_start"]
+from .hooks import FeedFnHook, FinalOpsHook, GlobalStepWaiterHook, SecondOrStepTimer  # noqa
+
+__all__ += ["FeedFnHook", "FinalOpsHook", "GlobalStepWaiterHook", "SecondOrStepTimer"]
