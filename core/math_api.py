@@ -132,7 +132,8 @@ def reduce_euclidean_norm(input_tensor, axis=None, keepdims=False, name=None):
 def polyval(coeffs, x, name=None):
     """``coeffs[0] * x**(n-1) + ... + coeffs[n-1]`` by Horner's rule (``coeffs`` a list)."""
     if not isinstance(coeffs, (list, tuple)):
-        raise ValueError(f"Argument coeffs must be list type. Received type: {type(coeffs)}.")
+        raise ValueError(  # noqa: TRY004  (TF's class and message)
+            f"Argument coeffs must be list type. Received type: {type(coeffs)}.")
     with get_default_graph().name_scope(name or "polyval"):
         x = convert_to_tensor(x)
         if not coeffs:
@@ -189,7 +190,7 @@ def confusion_matrix(labels, predictions, num_classes=None, weights=None, dtype=
         return _ops.scatter_nd(idx, values, _ops.stack([n, n]))
 
 
-__all__ = sorted(_SAME + _NN + [
+__all__ = _SAME + _NN + [
     "divide_no_nan", "xlogy", "xdivy", "xlog1py", "multiply_no_nan", "reciprocal_no_nan",
     "zero_fraction", "reduce_variance", "reduce_std", "reduce_euclidean_norm", "polyval",
-    "cumulative_logsumexp", "accumulate_n", "confusion_matrix"])
+    "cumulative_logsumexp", "accumulate_n", "confusion_matrix"]

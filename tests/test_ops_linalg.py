@@ -332,7 +332,8 @@ def test_tensordot():
     a, b, c = rng.normal(size=(3, 4)), rng.normal(size=(4, 5)), rng.normal(size=(2, 3, 4))
     for x, y, axes in ((a, b, 1), (c, a, [[1, 2], [0, 1]]), (a, a, 0), (c, b, [[2], [0]]),
                        (a, c, [[0, 1], [1, 2]])):
-        check_forward(lambda p, q: tv.tensordot(p, q, axes), lambda p, q: np.tensordot(p, q, axes),
+        check_forward(lambda p, q, axes=axes: tv.tensordot(p, q, axes),
+                      lambda p, q, axes=axes: np.tensordot(p, q, axes),
                       x, y)
     check_gradients(lambda p, q: tv.tensordot(p, q, [[1, 2], [0, 1]]), c, a)
     with pytest.raises(ValueError, match="Different number of contraction axes `a` and `b`, "
@@ -379,7 +380,7 @@ def test_svd_forward_and_gradients(shape):
     s, u, v = run(list(tv.svd(x)))
     np.testing.assert_allclose(s, np.linalg.svd(x, compute_uv=False), rtol=1e-12)
     np.testing.assert_allclose(u @ (s[..., :, None] * _t(v)), x, atol=1e-12)
-    sf, uf, vf = run(list(tv.svd(x, full_matrices=True)))
+    _, uf, vf = run(list(tv.svd(x, full_matrices=True)))
     assert uf.shape[-1] == shape[-2] and vf.shape[-1] == shape[-1]
     check_gradients(lambda t: tv.svd(t, compute_uv=False), x)
     # a sign-invariant function of u and v (each column's sign is arbitrary)
@@ -409,8 +410,8 @@ def test_matrix_triangular_solve_cholesky_solve_and_lstsq():
                                                   np.tril(np.ones((4, 4)), -1)),
                                              b, lower=lower, adjoint=adjoint))
         np.testing.assert_allclose(got, want, rtol=1e-12)  # the other triangle is ignored
-        check_gradients(lambda p, q: tv.matrix_triangular_solve(p, q, lower=lower,
-                                                                adjoint=adjoint), m, b)
+        check_gradients(lambda p, q, lo_=lower, adj=adjoint: tv.matrix_triangular_solve(
+            p, q, lower=lo_, adjoint=adj), m, b)
     a = spd(2, n=4)
     np.testing.assert_allclose(run(tv.cholesky_solve(tv.cholesky(a), b)), np.linalg.solve(a, b),
                                rtol=1e-10)

@@ -66,7 +66,8 @@ def test_clip_by_global_norm_use_norm_indexed_slices_and_infinite_norm():
     s = tv.IndexedSlices(tv.constant([[3.0, 4.0]]), tv.constant([1]), tv.constant([3, 2]))
     (cs, cb), n = tv.clip_by_global_norm([s, tv.constant([0.0])], 1.0, use_norm=10.0)
     assert isinstance(cs, tv.IndexedSlices)
-    vals, idx, gn = run([cs.values, cs.indices, n])
+    vals, idx, gn, zero = run([cs.values, cs.indices, n, cb])
+    assert zero.tolist() == [0.0]
     np.testing.assert_allclose(vals, [[0.3, 0.4]], rtol=1e-6)
     assert idx.tolist() == [1] and float(gn) == 10.0
     (ca,), _ = tv.clip_by_global_norm([tv.constant([1.0, 2.0])], 1.0, use_norm=np.inf)
@@ -111,9 +112,8 @@ def test_clip_by_average_norm():
 
 # ---- assertions (debug_ops) --------------------------------------------------------------------
 def _run_fails(op, feed, match):
-    with tv.Session() as s:
-        with pytest.raises(InvalidArgumentError, match=match):
-            s.run(op, feed)
+    with tv.Session() as s, pytest.raises(InvalidArgumentError, match=match):
+        s.run(op, feed)
 
 
 def test_binary_asserts_fail_the_step_with_tf_s_message():
@@ -568,8 +568,9 @@ def test_bincount_setdiff1d_invert_permutation_unravel_index():
 def test_roll_static_and_dynamic_with_gradients():
     x = rand(3, 4)
     for shift, axis in ((1, 0), (-2, 1), ([1, -1], [0, 1]), (5, -1)):
-        check_forward(lambda t: tv.roll(t, shift, axis), lambda a: np.roll(a, shift, axis), x)
-        check_gradients(lambda t: tv.roll(t, shift, axis), x)
+        check_forward(lambda t, s=shift, a_=axis: tv.roll(t, s, a_),
+                      lambda a, s=shift, a_=axis: np.roll(a, s, a_), x)
+        check_gradients(lambda t, s=shift, a_=axis: tv.roll(t, s, a_), x)
     sh = tv.placeholder(tv.int32, [])
     out = tv.roll(tv.constant(np.arange(5)), sh, 0)
     with tv.Session() as s:
@@ -582,8 +583,9 @@ def test_roll_static_and_dynamic_with_gradients():
 def test_repeat_with_gradients():
     x = rand(2, 3)
     for reps, axis in ((2, None), (3, 1), ([1, 2], 0), ([0, 2, 1], 1)):
-        check_forward(lambda t: tv.repeat(t, reps, axis), lambda a: np.repeat(a, reps, axis), x)
-        check_gradients(lambda t: tv.repeat(t, reps, axis), x)
+        check_forward(lambda t, r=reps, a_=axis: tv.repeat(t, r, a_),
+                      lambda a, r=reps, a_=axis: np.repeat(a, r, a_), x)
+        check_gradients(lambda t, r=reps, a_=axis: tv.repeat(t, r, a_), x)
     assert tv.repeat(tv.constant(x), [1, 2], 0).shape.as_list() == [3, 3]
     with pytest.raises(InvalidArgumentError, match="Dimensions 3 and 2 are not compatible"):
         tv.repeat([1, 2, 3], [1, 2])
@@ -816,11 +818,11 @@ def _np_s2b(x, bs, pads):
 def test_space_to_batch_and_back():
     x = rand(2, 4, 6, 3)
     for bs, pads in (([2, 3], [[0, 0], [0, 0]]), ([2, 2], [[1, 1], [2, 0]])):
-        check_forward(lambda t: tv.space_to_batch_nd(t, bs, pads),
-                      lambda a: _np_s2b(a, bs, pads), x)
+        check_forward(lambda t, b=bs, p=pads: tv.space_to_batch_nd(t, b, p),
+                      lambda a, b=bs, p=pads: _np_s2b(a, b, p), x)
         back = run(tv.batch_to_space_nd(tv.space_to_batch_nd(x, bs, pads), bs, pads))
         np.testing.assert_array_equal(back, x)
-        check_gradients(lambda t: tv.space_to_batch_nd(t, bs, pads), x)
+        check_gradients(lambda t, b=bs, p=pads: tv.space_to_batch_nd(t, b, p), x)
     y = rand(2, 5, 2)
     check_forward(lambda t: tv.space_to_batch_nd(t, [3], [[1, 0]]),
                   lambda a: _np_s2b(a, [3], [[1, 0]]), y)

@@ -92,7 +92,7 @@ def global_norm(t_list, name=None):
     t_list = _check_sequence(t_list)
     g = get_default_graph()
     with g.name_scope(name or "global_norm"):
-        values = [_values(t, "t_%d" % i) if t is not None else None
+        values = [_values(t, f"t_{i}") if t is not None else None
                   for i, t in enumerate(t_list)]
         half_squared_norms = []
         for v in values:
@@ -126,7 +126,7 @@ def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None):
         scale_for_finite = clip_norm * minimum(
             1.0 / use_norm, constant(1.0, dtype=use_norm.dtype) / clip_norm)
         scale = scale_for_finite + (use_norm - use_norm)  # NaN for an inf or NaN norm
-        values = [_values(t, "t_%d" % i) if t is not None else None
+        values = [_values(t, f"t_{i}") if t is not None else None
                   for i, t in enumerate(t_list)]
         clipped = []
         for i, v in enumerate(values):
@@ -134,7 +134,7 @@ def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None):
                 clipped.append(None)
                 continue
             with g.colocate_with(v):
-                clipped.append(identity(v * cast(scale, v.dtype), name="clipped_%d" % i))
+                clipped.append(identity(v * cast(scale, v.dtype), name=f"clipped_{i}"))
     out = [IndexedSlices(c, t.indices, t.dense_shape) if isinstance(t, IndexedSlices) else c
            for c, t in zip(clipped, t_list)]
     return out, use_norm

@@ -132,7 +132,6 @@ def _binary_assert(sym, default_name, op_func, static_func, x, y, data, summariz
     from ..graph import get_default_graph
     from ..tensor_conversion import convert_to_tensor
     from .common import static_value
-    from .control_flow_ops import Assert
     from .math_ext import reduce_all
     with get_default_graph().name_scope(name or default_name):
         x, y = _named_pair(x, y)
@@ -225,7 +224,6 @@ def assert_near(x, y, rtol=None, atol=None, data=None, summarize=None, message=N
     (default tolerances ``10 * eps`` of the dtype), as TF 1.x's ``tf.assert_near``."""
     from ..graph import get_default_graph
     from ..tensor_conversion import convert_to_tensor
-    from .control_flow_ops import Assert
     from .math_ext import abs as _abs, less, reduce_all
     message = _message_prefix(message)
     with get_default_graph().name_scope(name or "assert_near"):
@@ -235,9 +233,9 @@ def assert_near(x, y, rtol=None, atol=None, data=None, summarize=None, message=N
         rtol = convert_to_tensor(10 * eps if rtol is None else rtol, dtype=x.dtype, name="rtol")
         atol = convert_to_tensor(10 * eps if atol is None else atol, dtype=x.dtype, name="atol")
         if data is None:
-            data = [message, f"x and y not equal to tolerance rtol = {_tensor_str(rtol)}, "
-                             f"atol = {_tensor_str(atol)}",
-                    f"x ({x.name}) = ", x, f"y ({y.name}) = ", y]
+            tol_text = (f"x and y not equal to tolerance rtol = {_tensor_str(rtol)}, "
+                        f"atol = {_tensor_str(atol)}")
+            data = [message, tol_text, f"x ({x.name}) = ", x, f"y ({y.name}) = ", y]
         tol = atol + rtol * _abs(y)
         condition = reduce_all(less(_abs(x - y), tol))
         return Assert(condition, [convert_to_tensor(d) for d in data], summarize=summarize)
@@ -254,7 +252,6 @@ def _rank_assert(kind, x, ranks, data, summarize, message, name, static_ok, dyna
     from ..tensor_conversion import convert_to_tensor
     from .array_ops import no_op, shape
     from .common import static_value
-    from .control_flow_ops import Assert
     from .fill_ops import rank as _rank
     words = {"rank": "rank", "at_least": "rank at least", "in": "rank in"}[kind]
     with get_default_graph().name_scope(name or ("assert_" + (
@@ -276,7 +273,7 @@ def _rank_assert(kind, x, ranks, data, summarize, message, name, static_ok, dyna
                 if not static_ok(len(x._shape), given):
                     want = given[0] if kind != "in" else tuple(given)
                     raise ValueError(f"{message}Tensor {x.name} must have {words} "
-                                     f"{'%d' % want if kind != 'in' else want}.  Received rank "
+                                     f"{want}.  Received rank "
                                      f"{len(x._shape)}, shape {_tf_shape_str(x._shape)}")
                 return no_op(name="static_checks_determined_all_ok")
         condition = dynamic_cond(_rank(x), ranks)
@@ -452,8 +449,8 @@ __all__ += ["assert_equal", "assert_none_equal", "assert_less", "assert_less_equ
             "is_strictly_increasing"]
 
 # tf.debugging's other names (tv.debugging.is_nan, tv.debugging.Assert ...)
-from .control_flow_ops import Assert  # noqa: E402,F401
-from .math_ext import is_finite, is_inf, is_nan  # noqa: E402,F401
+from .control_flow_ops import Assert  # (used above; also tv.debugging.Assert)
+from .math_ext import is_finite, is_inf, is_nan  # noqa: F401
 
 
 # ---- static facts and shape checks: is_tensor, get_static_value, ensure_shape, identity_n, ...
@@ -576,7 +573,6 @@ def assert_shapes(shapes, data=None, summarize=None, message=None, name=None):
     from ..graph import get_default_graph
     from ..tensor_conversion import convert_to_tensor
     from .array_ops import group, shape as _shape
-    from .control_flow_ops import Assert
     from .math_ext import equal
     if isinstance(shapes, dict):
         shapes = shapes.items()
@@ -651,7 +647,7 @@ def assert_shapes(shapes, data=None, summarize=None, message=None, name=None):
 
 def _known_int(v):
     from ..graph import Tensor
-    if v is None or isinstance(v, Tensor) or isinstance(v, str):
+    if v is None or isinstance(v, (Tensor, str)):
         return None
     try:
         return int(v)

@@ -195,11 +195,11 @@ def _fold(fn, elems, initializer, parallel_iterations, back_prop, swap_memory, n
             def body(i, a):
                 i -= 1
                 return [i, fn(a, read(i))]
-            cond = lambda i, a: i > 0  # noqa: E731
+            cond = lambda i, a: i > 0
         else:
             def body(i, a):
                 return [i + 1, fn(a, read(i))]
-            cond = lambda i, a: i < n  # noqa: E731
+            cond = lambda i, a: i < n
 
         _, r_a = while_loop(cond, body, [i, a], parallel_iterations=parallel_iterations,
                             back_prop=back_prop, swap_memory=swap_memory,
@@ -296,10 +296,10 @@ def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True,
 
         if reverse:
             initial_i = n - 1 - i
-            cond = lambda i, _1, _2: i >= 0  # noqa: E731
+            cond = lambda i, _1, _2: i >= 0
         else:
             initial_i = i
-            cond = lambda i, _1, _2: i < n  # noqa: E731
+            cond = lambda i, _1, _2: i < n
         initial_i = convert_to_tensor(initial_i, _dt.int32) \
             if not isinstance(initial_i, Tensor) else initial_i
         _, _, r_a = while_loop(cond, compute, (initial_i, a_flat, accs_ta),

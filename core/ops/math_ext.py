@@ -812,7 +812,7 @@ def meshgrid(*args, **kwargs):
     indexing = kwargs.pop("indexing", "xy")
     name = kwargs.pop("name", "meshgrid")
     if kwargs:
-        key = list(kwargs.keys())[0]
+        key = next(iter(kwargs))
         raise TypeError(f"'{key}' is an invalid keyword argument for this function")
     if indexing not in ("xy", "ij"):
         raise ValueError(f"Argument `indexing` parameter must be either 'xy' or 'ij', got "
