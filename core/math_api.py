@@ -25,7 +25,7 @@ from .tensor_conversion import convert_to_tensor
 # tf.math names that are tensorvm's top-level ops under the same name
 _SAME = [
     "abs", "acos", "acosh", "add", "add_n", "angle", "argmax", "argmin", "asin", "asinh", "atan",
-    "atan2", "atanh", "bincount", "ceil", "conj", "cos", "cosh", "count_nonzero", "cumprod",
+    "atan2", "atanh", "bessel_i0", "bessel_i0e", "bessel_i1", "bessel_i1e", "bincount", "ceil", "conj", "cos", "cosh", "count_nonzero", "cumprod",
     "cumsum", "imag", "real", "igamma", "igammac", "betainc",
     "digamma", "divide", "equal", "erf", "erfc", "erfcinv", "erfinv", "exp", "expm1", "floor",
     "floordiv",

@@ -883,3 +883,33 @@ def test_igamma_igammac_betainc():
                     np.array([0.5, 2.0, 7.0]))
     check_gradients(lambda t: tv.math.betainc(np.array([1.5, 2.0]), np.array([2.0, 0.7]), t),
                     np.array([0.3, 0.8]))
+
+
+def _np_bessel_i(nu, x):
+    """A reference I_nu by the series with Python floats (exact enough for |x| <= 50)."""
+    out = []
+    for v in x:
+        t = (abs(v) / 2) ** nu / math.factorial(nu)
+        s, k = t, 0
+        while t > 1e-18 * s or k < 5:
+            k += 1
+            t *= (v * v / 4) / (k * (k + nu))
+            s += t
+        out.append(s * (np.sign(v) if nu else 1.0))
+    return np.array(out)
+
+
+def test_bessel_functions():
+    x = np.array([0.0, 1e-5, 0.5, -2.0, 10.0, 29.9, 30.1, -45.0])
+    got = run([tv.math.bessel_i0(x), tv.math.bessel_i1(x), tv.math.bessel_i0e(x),
+               tv.math.bessel_i1e(x)])
+    i0, i1 = _np_bessel_i(0, x), _np_bessel_i(1, x)
+    np.testing.assert_allclose(got[0], i0, rtol=1e-13)
+    np.testing.assert_allclose(got[1], i1, rtol=1e-13, atol=1e-300)
+    np.testing.assert_allclose(got[2], i0 * np.exp(-np.abs(x)), rtol=1e-13)
+    np.testing.assert_allclose(got[3], i1 * np.exp(-np.abs(x)), rtol=1e-13, atol=1e-300)
+    big = run(tv.math.bessel_i0e(np.array([1000.0])))
+    np.testing.assert_allclose(big, [1 / np.sqrt(2 * np.pi * 1000) * (1 + 1 / 8000)], rtol=1e-7)
+    y = np.array([0.5, -2.0, 10.0, 40.0])
+    for f in (tv.math.bessel_i0, tv.math.bessel_i0e, tv.math.bessel_i1, tv.math.bessel_i1e):
+        check_gradients(f, y, rtol=1e-5)
