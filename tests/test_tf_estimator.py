@@ -815,3 +815,14 @@ def test_feed_fn_final_ops_and_global_step_waiter_hooks():
     assert not timer.should_trigger_for_step(1) and not timer.should_trigger_for_step(3)
     assert timer.should_trigger_for_step(4) and timer.update_last_triggered_step(4)[1] == 3
     assert timer.last_triggered_step() == 4
+
+
+def test_stop_iteration_ends_training_cleanly_as_out_of_range():
+    class EndAt3(tv.train.SessionRunHook):
+        def after_run(self, run_context, run_values):
+            if int(run_context.session.run(tv.train.get_global_step())) >= 3:
+                raise StopIteration  # TF's MonitoredSession takes it as the input's end
+
+    est = _estimator(save_checkpoints_steps=1000)
+    est.train(_full_batch(), hooks=[EndAt3()])
+    assert est.latest_checkpoint().endswith("model.ckpt-3")

@@ -331,8 +331,10 @@ class MonitoredSession:
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        self._close(call_end=exc_type is None or issubclass(exc_type, OutOfRangeError))
-        return exc_type is not None and issubclass(exc_type, OutOfRangeError)
+        # the end of the input (OutOfRangeError, or StopIteration as TF's) ends the loop
+        end = exc_type is not None and issubclass(exc_type, (OutOfRangeError, StopIteration))
+        self._close(call_end=exc_type is None or end)
+        return end
 
 
 def MonitoredTrainingSession(master: str | None = None, is_chief: bool = True,
