@@ -910,6 +910,7 @@ def test_bessel_functions():
     np.testing.assert_allclose(got[3], i1 * np.exp(-np.abs(x)), rtol=1e-13, atol=1e-300)
     big = run(tv.math.bessel_i0e(np.array([1000.0])))
     np.testing.assert_allclose(big, [1 / np.sqrt(2 * np.pi * 1000) * (1 + 1 / 8000)], rtol=1e-7)
-    y = np.array([0.5, -2.0, 10.0, 40.0])
-    for f in (tv.math.bessel_i0, tv.math.bessel_i0e, tv.math.bessel_i1, tv.math.bessel_i1e):
-        check_gradients(f, y, rtol=1e-5)
+    for f in (tv.math.bessel_i0, tv.math.bessel_i1):
+        check_gradients(f, np.array([0.5, -2.0, 10.0]), rtol=1e-5)
+    for f in (tv.math.bessel_i0e, tv.math.bessel_i1e):
+        check_gradients(f, np.array([0.5, -2.0, 10.0, 40.0]), rtol=1e-5)
