@@ -39,6 +39,10 @@ class SparseTensor:
     """A sparse tensor as three tensors: ``indices`` (int64 ``[N, rank]``), ``values``
     (``[N]``) and ``dense_shape`` (int64 ``[rank]``)."""
 
+    # The static dense shape where it is known otherwise than from ``dense_shape`` (the
+    # element spec of a tv.data dataset: get_next and traced functions' arguments).
+    _shape_hint: tuple | None = None
+
     def __init__(self, indices, values, dense_shape):
         self._indices = convert_to_tensor(indices, dtype=_dt.int64, name="indices")
         self._values = convert_to_tensor(values, name="values")
@@ -71,6 +75,8 @@ class SparseTensor:
         v = _static(self._dense_shape)
         if v is not None:
             return TensorShape([int(d) for d in np.asarray(v).reshape(-1)])
+        if self._shape_hint is not None:
+            return TensorShape(list(self._shape_hint))
         for rank in (self._dense_shape._shape and self._dense_shape._shape[0],
                      self._indices._shape and self._indices._shape[1]):
             if rank is not None:
