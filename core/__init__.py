@@ -72,6 +72,9 @@ for _name in sparse.TOP_LEVEL:  # tv.sparse_tensor_to_dense, tv.sparse_placehold
     globals()[_name] = getattr(sparse, _name)
 from . import lookup  # noqa: E402  (tv.lookup: TF 1.x's tf.lookup and tf.contrib.lookup)
 tables_initializer = initialize_all_tables = lookup.tables_initializer  # noqa: E402
+from .framework_api import (NotDifferentiable, RegisterGradient,  # noqa: E402,F401
+                            custom_gradient, make_template, no_gradient, py_function)
+from .framework_api import print_ as print  # noqa: E402,F401,A001  (tf.print)
 from . import kernels_gpu as _kernels_gpu  # noqa: E402
 _kernels_gpu.install()  # every op registered above: its GPU kernel or its CPU-only mark
 from . import math_api as math  # noqa: E402  (tv.math: TF's tf.math names)

@@ -108,6 +108,10 @@ def gradients(ys, xs, grad_ys=None, name: str = "gradients", stop_gradients=None
                     id(t.op) in between for t in op.inputs):
                 continue
             d = get_op_def(op.type)
+            override = getattr(g, "_gradient_overrides", {}).get(op.name)
+            if override is not None:  # gradient_override_map
+                from .registry import override_gradient
+                d = override_gradient(override, op)
             if not d.differentiable:
                 continue
             if d.grad_fn is None:

@@ -360,6 +360,13 @@ class Graph:
             op.device = self._device_for(op, depth if coloc is not None else 0)
             op.outputs = tuple(Tensor(op, i, dt, shp) for i, (dt, shp) in enumerate(output_specs))
             op._id = len(self._ops)
+            overrides = getattr(self, "_override_stack", None)
+            if overrides:  # gradient_override_map: this op's gradient by another name
+                for mapping in reversed(overrides):
+                    if op_type in mapping:
+                        self.__dict__.setdefault("_gradient_overrides", {})[name] = \
+                            mapping[op_type]
+                        break
             self._ops.append(op)
             self._by_name[name] = op
             self.version += 1
@@ -476,6 +483,21 @@ class Graph:
             yield self._name_stack + "/" if self._name_stack else ""
         finally:
             self._name_stack = old
+
+    @contextlib.contextmanager
+    def gradient_override_map(self, op_type_map: dict):
+        """``with g.gradient_override_map({"Relu": "GuidedRelu"}):`` ops of those types made
+        inside take their gradient from the function registered under the new name
+        (``tv.RegisterGradient("GuidedRelu")``)."""
+        if not isinstance(op_type_map, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in op_type_map.items()):
+            raise TypeError("op_type_map must be a dictionary mapping strings to strings")
+        stack = self.__dict__.setdefault("_override_stack", [])
+        stack.append(dict(op_type_map))
+        try:
+            yield
+        finally:
+            stack.pop()
 
     @contextlib.contextmanager
     def control_dependencies(self, control_inputs: Iterable | None):

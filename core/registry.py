@@ -149,6 +149,41 @@ def set_cpu_only(op_type: str, reason: str) -> None:
     _bump()
 
 
+# Gradient functions registered under a name (TF's ``RegisterGradient`` for
+# ``gradient_override_map``), and op types declared without a gradient (``NotDifferentiable``).
+_NAMED_GRADIENTS: dict[str, Callable | None] = {}
+
+
+def register_named_gradient(name: str, fn: Callable | None) -> None:
+    """Register ``fn`` (or None: no gradient) under ``name``. An op type's own name also
+    becomes that type's gradient when the type is registered and has none."""
+    if name in _NAMED_GRADIENTS:
+        raise KeyError(f"Registering two gradient with name '{name}'! (Previous registration "
+                       "was in this process.)")
+    _NAMED_GRADIENTS[name] = fn
+    if name in _REGISTRY:
+        d = _REGISTRY[name]
+        if fn is None:
+            d.differentiable = False
+            d.grad_fn = None
+        elif d.grad_fn is None:
+            d.grad_fn, d.differentiable = fn, True
+        _bump()
+
+
+def override_gradient(name: str, op) -> OpDef:
+    """The OpDef whose gradient an op of ``op`` mapped to gradient ``name`` uses."""
+    import dataclasses
+    if name in _NAMED_GRADIENTS:
+        fn = _NAMED_GRADIENTS[name]
+    elif name in _REGISTRY:  # another op type's gradient ({"Round": "Identity"}: straight-through)
+        fn = _REGISTRY[name].grad_fn if _REGISTRY[name].differentiable else None
+    else:
+        raise LookupError(f"No gradient defined for operation '{op.name}' (op type: {name}): "
+                          f"no tv.RegisterGradient({name!r}) and no op type of that name")
+    return dataclasses.replace(get_op_def(op.type), grad_fn=fn, differentiable=fn is not None)
+
+
 def register_gradient(op_type: str, clobber: bool = False):
     """Decorator: ``@register_gradient("MyOp") def _grad(op, grad): ...``.
 
