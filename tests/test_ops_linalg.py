@@ -469,3 +469,22 @@ def test_slogdet_pinv_matrix_rank_normalize_cross():
     check_gradients(tv.cross, u, v)
     with pytest.raises(InvalidArgumentError, match="Cross: the last dimension must be 3"):
         tv.cross(tv.zeros([2, 4]), tv.zeros([2, 4]))
+
+
+@pytest.mark.parametrize("scale", [1e-3, 0.2, 0.8, 1.8, 4.0, 40.0])
+def test_expm_forward_and_gradient(scale):
+    a = rng.normal(size=(2, 4, 4)) * scale / 4
+    w, v = np.linalg.eig(a)
+    want = np.real(np.einsum("bij,bj,bjk->bik", v, np.exp(w), np.linalg.inv(v)))
+    np.testing.assert_allclose(run(tv.linalg.expm(a)), want, rtol=1e-11,
+                               atol=1e-13 * np.abs(want).max())
+    check_gradients(tv.linalg.expm, a, rtol=1e-5, atol=1e-6 * max(1.0, np.abs(want).max()))
+
+
+def test_expm_closed_forms():
+    assert run(tv.linalg.expm(np.zeros((2, 2)))).tolist() == [[1.0, 0.0], [0.0, 1.0]]
+    assert run(tv.linalg.expm([[0.0, 1.0], [0.0, 0.0]])).tolist() == [[1.0, 1.0], [0.0, 1.0]]
+    t = 0.7
+    rot = run(tv.linalg.expm(np.array([[0.0, -t], [t, 0.0]])))
+    np.testing.assert_allclose(rot, [[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]],
+                               rtol=1e-14)

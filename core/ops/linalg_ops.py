@@ -20,7 +20,7 @@ from .. import dtypes as _dt
 from ..errors import InvalidArgumentError
 from ..graph import Tensor
 from ..op_def_library import apply_op
-from ..kernels_gpu import array_namespace
+from ..kernels_gpu import array_namespace, to_host
 from ..registry import register_op
 from .array_ops import zeros_like
 from .common import asarray, check_same_dtype
@@ -1080,6 +1080,98 @@ def cross(a, b, name=None):
     return apply_op("Cross", [a, b], name=name).outputs[0]
 
 
+# ---- expm -----------------------------------------------------------------------------------------
+_PADE13 = (64764752532480000.0, 32382376266240000.0, 7771770303897600.0, 1187353796428800.0,
+           129060195264000.0, 10559470521600.0, 670442572800.0, 33522128640.0, 1323241920.0,
+           40840800.0, 960960.0, 16380.0, 182.0, 1.0)
+_THETA13 = 5.371920351148152
+
+
+_PADE_LOW = {3: (1.495585217958292e-2, (120.0, 60.0, 12.0, 1.0)),
+             5: (2.539398330063230e-1, (30240.0, 15120.0, 3360.0, 420.0, 30.0, 1.0)),
+             7: (9.504178996162932e-1, (17297280.0, 8648640.0, 1995840.0, 277200.0, 25200.0,
+                                        1512.0, 56.0, 1.0)),
+             9: (2.097847961257068, (17643225600.0, 8821612800.0, 2075673600.0, 302702400.0,
+                                     30270240.0, 2162160.0, 110880.0, 3960.0, 90.0, 1.0))}
+
+
+def _expm_np(a):
+    """``exp(a)`` of each matrix of ``a`` (float64) by Higham's (2005) scaling and squaring:
+    the Pade approximant of degree 3, 5, 7, 9 or 13 that the largest 1-norm of the batch
+    allows, scaled down by ``2**s`` for degree 13 and squared back."""
+    xp = array_namespace(a)
+    n = a.shape[-1]
+    if n == 0 or a.size == 0:
+        return a.copy()
+    norm = float(np.asarray(to_host(np.abs(a).sum(axis=-2).max())))
+    eye = xp.broadcast_to(xp.eye(n, dtype=a.dtype), a.shape)
+    a2 = a @ a
+    for m, (theta, b) in _PADE_LOW.items():
+        if norm <= theta:
+            powers = [eye, a2]
+            while len(powers) < (m + 1) // 2:
+                powers.append(powers[-1] @ a2)
+            u = a @ sum(b[2 * k + 1] * p for k, p in enumerate(powers))
+            v = sum(b[2 * k] * p for k, p in enumerate(powers))
+            return xp.linalg.solve(v - u, v + u)
+    s = max(0, int(np.ceil(np.log2(norm / _THETA13))))
+    if s:
+        a = a / (2.0 ** s)
+        a2 = a @ a
+    a4 = a2 @ a2
+    a6 = a4 @ a2
+    b = _PADE13
+    u = a @ (a6 @ (b[13] * a6 + b[11] * a4 + b[9] * a2) + b[7] * a6 + b[5] * a4 + b[3] * a2
+             + b[1] * eye)
+    v = a6 @ (b[12] * a6 + b[10] * a4 + b[8] * a2) + b[6] * a6 + b[4] * a4 + b[2] * a2 + \
+        b[0] * eye
+    r = xp.linalg.solve(v - u, v + u)
+    for _ in range(s):
+        r = r @ r
+    return r
+
+
+def _expm_kernel(x):
+    return _expm_np(x.astype(np.float64)).astype(x.dtype, copy=False)
+
+
+def _expm_frechet_kernel(a, e):
+    """The Frechet derivative of ``expm`` at ``a`` in direction ``e``: the top-right block of
+    ``expm([[a, e], [0, a]])``."""
+    xp = array_namespace(a)
+    n = a.shape[-1]
+    z = xp.zeros_like(a)
+    big = xp.concatenate([xp.concatenate([a, e], -1), xp.concatenate([z, a], -1)], -2)
+    return _expm_np(big.astype(np.float64))[..., :n, n:].astype(a.dtype, copy=False)
+
+
+def _expm_grad(op, g):
+    # d<G, expm(A)> / dA = L(A^T, G), the Frechet derivative at A^T in direction G
+    a = op.inputs[0]
+    return [apply_op("ExpmFrechet", [matrix_transpose(a), g]).outputs[0]]
+
+
+register_op("MatrixExponential",
+            lambda inputs, attrs: [(inputs[0].dtype, _matrix_shape(inputs[0],
+                                                                   "MatrixExponential"))],
+            _expm_kernel, grad=_expm_grad)
+register_op("ExpmFrechet", lambda inputs, attrs: [(inputs[0].dtype, inputs[0]._shape)],
+            _expm_frechet_kernel, grad=None, differentiable=False)
+
+
+def expm(input, name=None):
+    """The matrix exponential of each square matrix of ``input[..., M, M]`` (Pade 13 with
+    scaling and squaring), with its gradient (the Frechet derivative by the block-matrix
+    identity). TF's ``tf.linalg.expm``.
+
+    >>> import tensorvm as tv
+    >>> with tv.Session() as s:
+    ...     s.run(tv.linalg.expm([[0.0, 1.0], [0.0, 0.0]])).tolist()
+    [[1.0, 1.0], [0.0, 1.0]]
+    """
+    return apply_op("MatrixExponential", [input], name=name).outputs[0]
+
+
 linalg = SimpleNamespace(
     inv=matrix_inverse, det=matrix_determinant, solve=matrix_solve, cholesky=cholesky,
     matrix_transpose=matrix_transpose, transpose=matrix_transpose, trace=trace,
@@ -1089,5 +1181,6 @@ linalg = SimpleNamespace(
     cholesky_solve=cholesky_solve, lstsq=_lstsq, logdet=_logdet, adjoint=_adjoint,
     matvec=_matvec, matmul=matmul, eye=_eye, global_norm=_global_norm,
     l2_normalize=_l2_normalize, tensor_diag=diag, tensor_diag_part=diag_part,
-    slogdet=slogdet, pinv=pinv, matrix_rank=matrix_rank, normalize=normalize, cross=cross)
+    slogdet=slogdet, pinv=pinv, matrix_rank=matrix_rank, normalize=normalize, cross=cross,
+    expm=expm)
 linalg.__doc__ = "``tv.linalg``: TF's linalg names for the matrix ops (``tv.linalg.inv`` …)."
