@@ -195,6 +195,7 @@ def test_range_knob_limits_the_programs_own_loops(tmp_path):
 def test_the_programs_sibling_mnist_module_wins(shim, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", sys.argv[:])
     monkeypatch.setattr(sys, "path", sys.path[:])
+    monkeypatch.setenv(tf_shim.PROGRAM_ENV, "")  # run_program sets it: restored afterwards
     (tmp_path / "mnist.py").write_text("IMAGE_PIXELS = 'sibling'\n")
     p = tmp_path / "main.py"
     p.write_text("from tensorflow.examples.tutorials.mnist import mnist\n"
@@ -416,6 +417,7 @@ def test_a_tf2_compat_v1_program_trains_on_mnist_files(shim, tmp_path, monkeypat
     # the committed end-to-end check (TensorFlow's own tutorials are in test_tf1_official.py)
     monkeypatch.setattr(sys, "argv", sys.argv[:])
     monkeypatch.setattr(sys, "path", sys.path[:])
+    monkeypatch.setenv(tf_shim.PROGRAM_ENV, "")  # run_program sets it: restored afterwards
     rng = np.random.RandomState(0)
     protos = rng.rand(10, 28, 28) < 0.3
     labels = rng.randint(0, 10, 700)
