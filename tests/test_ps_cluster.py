@@ -345,14 +345,14 @@ def test_async_goes_on_when_a_worker_is_killed(clean, tmp_path):
 def test_replicas_to_aggregate_beyond_the_clusters_workers_fails_at_the_start(clean):
     """TF 1.x waits for ever for gradients that cannot come; the chief's session refuses."""
     g = tv.Graph()
-    with g.as_default():
-        with tv.device(tv.train.replica_device_setter(cluster=TV_CLUSTER,
-                                                      worker_device="/job:worker/task:0")):
-            w = tv.Variable(np.zeros(2, np.float32), name="w_too_many")
-            gs = tv.train.get_or_create_global_step()
-            opt = tv.train.SyncReplicasOptimizer(tv.train.GradientDescentOptimizer(0.1),
-                                                 replicas_to_aggregate=4, total_num_replicas=4)
-            train = opt.minimize(tv.reduce_sum(w * w), global_step=gs)
+    setter = tv.train.replica_device_setter(cluster=TV_CLUSTER,
+                                            worker_device="/job:worker/task:0")
+    with g.as_default(), tv.device(setter):
+        w = tv.Variable(np.zeros(2, np.float32), name="w_too_many")
+        gs = tv.train.get_or_create_global_step()
+        opt = tv.train.SyncReplicasOptimizer(tv.train.GradientDescentOptimizer(0.1),
+                                             replicas_to_aggregate=4, total_num_replicas=4)
+        train = opt.minimize(tv.reduce_sum(w * w), global_step=gs)
     assert train is not None
     with pytest.raises(tv.errors.InvalidArgumentError,
                        match=r"replicas_to_aggregate=4 but the cluster has 3 replica task\(s\) "

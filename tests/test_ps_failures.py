@@ -102,7 +102,7 @@ def test_a_replicas_step_rerun_after_its_gradient_was_accepted_is_not_averaged_t
     averages replica 0's and replica 1's gradients (was: replica 0's twice)."""
     g, w, gs, ops, init, local, data, _ = _two_replicas()
     (train0, opt0), (train1, opt1) = ops
-    accumulate0 = [op for op in g.get_operations() if op.type == "SyncAccApply"][0]
+    accumulate0 = next(op for op in g.get_operations() if op.type == "SyncAccApply")
     sess = tv.Session(graph=g)
     hook = _start(sess, g, opt0, init, local)
     sess.run(opt1.local_step_init_op)
@@ -148,6 +148,7 @@ def test_a_chief_restarted_at_the_step_its_workers_wait_on_lets_them_go():
         for th in (ta, tb):
             th.join(20)
         assert not ta.is_alive() and not tb.is_alive()
+        assert "e" not in outa and "e" not in outb, (outa, outb)
         w0 = np.ones(3, np.float32)
         want = w0 - 0.1 * (_dense_grad(data[0], w0) + _dense_grad(data[1], w0)) / 2
         np.testing.assert_allclose(sess.run(w), want, rtol=1e-5)
@@ -190,8 +191,8 @@ def test_a_chief_step_waiting_long_for_gradients_is_logged(monkeypatch, caplog):
 
     from tensorvm.train import sync_replicas
     monkeypatch.setattr(sync_replicas, "STALL_WARNING_S", 0.3)
-    g, w, gs, ops, init, local, data, _ = _two_replicas()
-    (train0, opt0), _ = ops
+    g, _w, _gs, ops, init, local, _data, _ = _two_replicas()
+    (_train0, opt0), _ = ops
     sess = tv.Session(graph=g)
     with caplog.at_level(logging.WARNING, logger="tensorvm"):
         hook = _start(sess, g, opt0, init, local)  # no replica runs: the take waits
@@ -207,3 +208,33 @@ def test_a_chief_step_waiting_long_for_gradients_is_logged(monkeypatch, caplog):
     warned = [r.getMessage() for r in caplog.records if "waited" in r.getMessage()]
     assert len(warned) == 1, warned
     assert "for the 2 gradients of one step; is every replica running its train_op" in warned[0]
+
+
+def test_a_take_completing_after_a_restore_does_not_apply_its_old_gradients():
+    """The chief's session is recreated while its loop waits for step 0's gradients; the
+    restore sets the global step to 3 (a checkpoint) before they arrive. The old loop's take
+    must give up rather than apply gradients of step 0 to the restored variables (it did:
+    w moved and the global step went to 4)."""
+    g, w, gs, ops, init, local, _data, _ = _two_replicas()
+    (train0, opt0), (train1, opt1) = ops
+    with g.as_default():
+        restore_gs = gs.assign(np.int64(3))
+    sess = tv.Session(graph=g)
+    hook = _start(sess, g, opt0, init, local)  # its loop waits in the take of step 0
+    sess.run(opt1.local_step_init_op)
+    try:
+        time.sleep(0.3)
+        sess.run(restore_gs)  # what Saver.restore does to the global step
+        threads = [_run_in_thread(sess, op) for op in (train0, train1)]  # step-0 gradients
+        deadline = time.monotonic() + 10
+        while hook._runner._thread.is_alive():
+            assert time.monotonic() < deadline, "the old take did not give up"
+            time.sleep(0.05)
+        assert hook._runner.error is None  # replaced, not failed
+        np.testing.assert_array_equal(sess.run(w), np.ones(3, np.float32))
+        assert int(sess.run(gs)) == 3
+    finally:
+        hook.end(sess)
+        for th, _out in threads:
+            th.join(10)
+        sess.close()

@@ -24,9 +24,19 @@ Both run their steps on the direct data plane from the first (:func:`may_block` 
 step cannot: an op that may block on a queue or reader keeps it on Dask), unless ``session``
 was made with ``ConfigProto(data_plane="dask"|"direct")``: then every step goes that way.
 
-A lost PS worker: every replica's step fails with ``UnavailableError``; the chief restores the
-latest checkpoint in ``checkpoint_dir`` onto the replacement worker, the others wait until it
-has, and all go on (:mod:`tensorvm.train.monitored_session`).
+Failures (each exercised with killed worker processes in ``tests/test_ps_cluster.py``):
+
+* a lost PS worker: every replica's step fails with ``UnavailableError``; the chief restores
+  the latest checkpoint in ``checkpoint_dir`` once the PS task has a worker again — its own,
+  restarted by its Nanny, or a new worker that holds no task; never another task's worker
+  (:mod:`tensorvm.device_map`) — the others wait until it has, and all go on
+  (:mod:`tensorvm.train.monitored_session`);
+* a lost worker (not the chief): its replica recovers (its local state, e.g. its input
+  position, starts again) while the others go on; in sync mode with backup workers the steps
+  go on without it, and its gradient of a half-done step counts at most once;
+* the chief's worker lost: the chief restores the latest checkpoint (TF's chief does the
+  same when it restarts) and its loop restarts; the other replicas' progress since that
+  checkpoint is undone, and in sync mode the old chief loop gives way to the new one.
 
 ``model_fn(ctx)`` returns a dict: ``loss`` (a scalar tensor), ``optimizer`` (a plain
 optimizer), optionally ``batch_size`` (examples per worker step) and ``hooks``.

@@ -29,6 +29,16 @@ steps run, the client's ``tvm_cancel`` after a timeout or a lost device marks th
 accumulator and the gate to the restored global step, and each worker's
 ``local_step_init_op`` sets its local step to it; :meth:`make_session_run_hook` runs both.
 
+Failures: a replica counts once per step (its step re-run after its worker was lost, with
+its first gradient already accepted, is dropped as a duplicate); the chief's restart lets go
+the workers that waited for a token (their gradients went with the reset), and a take of the
+chief loop it replaces gives up (AbortedError, not logged as an error). The chief's runner
+refuses ``replicas_to_aggregate`` beyond the ClusterSpec's replica tasks (TF 1.x waits for
+ever) and warns when a step waits :data:`STALL_WARNING_S` for gradients. While the chief's
+session is recreated (restore, then ``chief_init_op``), a take of its old loop that completes
+after the restore gives up when the global step it began at was restored away (checked where
+the global step lives on the accumulator's device — always with one PS task).
+
 >>> import numpy as np, tensorvm as tv
 >>> w = tv.Variable(np.zeros(2, np.float32), name="w")
 >>> loss = tv.reduce_sum((w - 1.0) ** 2)
@@ -121,12 +131,25 @@ def _apply_kernel(ctx, local_step, *flat, acc, kinds, num_required, replica=None
     return np.int32(_CODES[decision])
 
 
-def _take_kernel(ctx, step, *, acc, kinds, num_required, specs):
+def _take_kernel(ctx, step, *, acc, kinds, num_required, specs, global_step=None):
     held = _acc(ctx, acc, kinds, num_required)
     since: list = []  # the generation this take began waiting in
+    gs_var = None  # the global step, where it lives on this device
+    if global_step is not None:
+        try:
+            gs_var = ctx.resources.lookup(*global_step)
+        except Exception:  # noqa: BLE001 - on another device: not checked here
+            gs_var = None
 
     def attempt():
-        got = held.machine.take(int(step), since[0] if since else None)
+        m = held.machine
+        cur = getattr(gs_var, "value", None)
+        if cur is not None and m.ready() and m.step == int(step) and int(cur) != int(step):
+            raise AbortedError(  # the gradients were computed before the restore
+                f"the global step went from {int(step)} to {int(cur)} while the chief's take "
+                "waited (the chief's session was restored): that take's loop was replaced; "
+                "its gradients are not applied")
+        got = m.take(int(step), since[0] if since else None)
         if got is None and not since:
             since.append(held.machine.generation)
         return got
@@ -295,6 +318,9 @@ class SyncReplicasOptimizer(Optimizer):
                                             collections=["local_variables"])
             with graph.colocate_with(global_step.op):
                 gs_value = global_step.read_value()
+            gs_attrs = getattr(global_step.op, "attrs", {}) or {}
+            gs_key = (gs_attrs.get("container") or "", gs_attrs["var_name"]) \
+                if gs_attrs.get("var_name") else None
             by_device: dict[str, list] = {}
             for g, v in gv:
                 by_device.setdefault(v.op.colocation or v.op.name, []).append((g, v))
@@ -318,7 +344,8 @@ class SyncReplicasOptimizer(Optimizer):
                     applied.append(apply_op("SyncAccApply", [self._local_step.value()] + flat,
                                             {**attrs, "replica": tag},
                                             name="accumulate").outputs[0])
-                    outs = apply_op("SyncAccTake", [gs_value], {**attrs, "specs": tuple(specs)},
+                    outs = apply_op("SyncAccTake", [gs_value],
+                                    {**attrs, "specs": tuple(specs), "global_step": gs_key},
                                     name="take").outputs
                     acc_inits.append(apply_op("SyncAccSetStep", [gs_value], dict(attrs),
                                               name="acc_set_step").outputs[0])
