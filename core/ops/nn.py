@@ -3,12 +3,13 @@ importing tensorvm stays cheap. Each family module lists its ``tv.nn`` names in 
 nn_ops (activations, cross-entropies, conv/pool, dropout, embeddings), nn_norm (lrn, batch
 normalisation, small helpers), nn_sampled (candidate samplers, nce and sampled softmax), nn_deconv
 (conv2d_transpose), nn_conv_ext (depthwise/separable/1-D convolutions, selu, swish, moments
-helpers, pooling aliases), ctc_ops (ctc_loss, ctc_greedy_decoder);
+helpers, pooling aliases), ctc_ops (ctc_loss, ctc_greedy_decoder), nn_conv3d (3-D convolution
+and pooling, the public conv2d/conv1d gradient functions);
 ``tv.nn.rnn_cell`` and the recurrent networks (``dynamic_rnn`` …) come from
 :mod:`tensorvm.rnn_cell` and :mod:`tensorvm.rnn`."""
 import importlib as _importlib
 
-_MODULES = ("nn_ops", "nn_norm", "nn_sampled", "nn_deconv", "nn_conv_ext", "ctc_ops")
+_MODULES = ("nn_ops", "nn_norm", "nn_sampled", "nn_deconv", "nn_conv_ext", "ctc_ops", "nn_conv3d")
 _RNN = "tensorvm.rnn"
 _SPARSE = ("embedding_lookup_sparse", "safe_embedding_lookup_sparse")  # in tensorvm.sparse
 
