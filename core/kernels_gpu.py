@@ -314,6 +314,10 @@ HOST_MEMORY_INPUTS = {
     # the sizes of a depthwise convolution's gradient (TF: HostMemory("input_sizes"),
     # HostMemory("filter_sizes"))
     "DepthwiseConv2dNativeBackpropInput": (0,), "DepthwiseConv2dNativeBackpropFilter": (1,),
+    # the same for 3-D convolution and pooling (TF: HostMemory("input_sizes"), ...)
+    "Conv3DBackpropInputV2": (0,), "Conv3DBackpropFilterV2": (1,), "AvgPool3DGrad": (0,),
+    # fractional pooling's row/column sequences, and its input shape (nn_pool_ext)
+    "FractionalMaxPoolGrad": (3, 4), "FractionalAvgPoolGrad": (0, 2, 3),
     # a resize's output size (TF's Resize*: HostMemory("size"))
     "ResizeBilinear": (1,), "ResizeNearestNeighbor": (1,), "ResizeBicubic": (1,),
     "ResizeArea": (1,),
@@ -322,6 +326,7 @@ HOST_MEMORY_INPUTS = {
     "Switch": (1,),
 }
 HOST_MEMORY_OUTPUTS = {"Shape": (0,), "Size": (0,), "Rank": (0,),
+                       "FractionalMaxPool": (1, 2), "FractionalAvgPool": (1, 2),  # sequences
                        "Merge": (1,)}  # which input it forwarded (TF: HostMemory("value_index"))
 
 # Ops whose first half of inputs are indices read in host memory: DynamicStitch sizes its
