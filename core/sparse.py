@@ -61,8 +61,13 @@ def to_dense(sp_input, default_value=0, validate_indices=True, name=None):
     """The dense tensor of ``sp_input``: its values at their indices, ``default_value``
     elsewhere. With ``validate_indices`` the indices must be in bounds, sorted and unique."""
     sp = _sp(sp_input)
-    return sparse_to_dense(sp.indices, sp.dense_shape, sp.values, default_value,
-                           validate_indices, name=name or "SparseToDense")
+    out = sparse_to_dense(sp.indices, sp.dense_shape, sp.values, default_value,
+                          validate_indices, name=name or "SparseToDense")
+    if sp._shape_hint is not None and (out._shape is None or len(out._shape) ==
+                                       len(sp._shape_hint)):  # a tv.data element's shape
+        out._shape = tuple(h if h is not None else (None if out._shape is None else o)
+                           for h, o in zip(sp._shape_hint, out._shape or sp._shape_hint))
+    return out
 
 
 def sparse_to_dense(sparse_indices, output_shape, sparse_values, default_value=0,
