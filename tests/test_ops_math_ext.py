@@ -914,3 +914,63 @@ def test_bessel_functions():
         check_gradients(f, np.array([0.5, -2.0, 10.0]), rtol=1e-5)
     for f in (tv.math.bessel_i0e, tv.math.bessel_i1e):
         check_gradients(f, np.array([0.5, -2.0, 10.0, 40.0]), rtol=1e-5)
+
+
+# ---- FFTs, tv.spectral, tv.signal ---------------------------------------------------------------
+def test_fft_family_against_numpy():
+    x = rng.normal(size=(2, 6)) + 1j * rng.normal(size=(2, 6))
+    y = rng.normal(size=(3, 4, 5)) + 1j * rng.normal(size=(3, 4, 5))
+    z = rng.normal(size=(2, 3, 4, 5)) + 1j * rng.normal(size=(2, 3, 4, 5))
+    got = run([tv.fft(x), tv.ifft(x), tv.fft2d(y), tv.ifft2d(y), tv.fft3d(z), tv.ifft3d(z)])
+    for g, w in zip(got, [np.fft.fft(x), np.fft.ifft(x), np.fft.fft2(y), np.fft.ifft2(y),
+                          np.fft.fftn(z, axes=(-3, -2, -1)), np.fft.ifftn(z, axes=(-3, -2, -1))]):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+    assert tv.fft(tv.constant(x.astype(np.complex64))).dtype == tv.complex64
+    r = rng.normal(size=(2, 6))
+    sp = tv.spectral
+    got = run([sp.rfft(r), sp.rfft(r, [4]), sp.rfft(r, [9]), sp.irfft(np.fft.rfft(r)),
+               sp.irfft(np.fft.rfft(r), [7]), sp.rfft2d(r), sp.irfft2d(np.fft.rfft2(r))])
+    want = [np.fft.rfft(r), np.fft.rfft(r, 4), np.fft.rfft(r, 9), np.fft.irfft(np.fft.rfft(r)),
+            np.fft.irfft(np.fft.rfft(r), 7), np.fft.rfft2(r), np.fft.irfft2(np.fft.rfft2(r))]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+    with pytest.raises(InvalidArgumentError, match="RFFT requires tv.float32 or tv.float64"):
+        sp.rfft(tv.constant([1, 2]))
+
+
+def test_fft_gradients():
+    def through_fft(a, b):
+        return tv.abs(tv.fft(tv.complex(a, b))) + tv.real(tv.ifft2d(tv.complex(a, a * b)))
+    check_gradients(through_fft, rng.normal(size=(2, 5)), rng.normal(size=(2, 5)))
+    check_gradients(lambda a: tv.abs(tv.spectral.rfft(a)), rng.normal(size=(2, 6)))
+    check_gradients(lambda a: tv.abs(tv.spectral.rfft(a, [9])), rng.normal(size=(2, 6)))
+    check_gradients(lambda a: tv.abs(tv.spectral.rfft2d(a)), rng.normal(size=(3, 4, 5)))
+    for n in (7, 8):
+        check_gradients(lambda a, b, n=n: tv.spectral.irfft(tv.complex(a, b), [n]),
+                        rng.normal(size=(2, 4)), rng.normal(size=(2, 4)))
+    check_gradients(lambda a, b: tv.spectral.irfft2d(tv.complex(a, b), [4, 6]),
+                    rng.normal(size=(4, 4)), rng.normal(size=(4, 4)))
+
+
+def test_signal_frame_windows_stft():
+    x = rng.normal(size=(2, 20))
+    f = run(tv.signal.frame(x, 5, 3))
+    assert f.shape == (2, 6, 5) and f[1, 2].tolist() == x[1, 6:11].tolist()
+    fp = run(tv.signal.frame(x, 6, 4, pad_end=True, pad_value=7.0))
+    assert fp.shape == (2, 5, 6) and fp[0, -1].tolist() == x[0, 16:].tolist() + [7.0, 7.0]
+    f0 = run(tv.signal.frame(np.arange(12.0).reshape(6, 2), 3, 2, axis=0))
+    assert f0.shape == (2, 3, 2) and f0[1].tolist() == [[4, 5], [6, 7], [8, 9]]
+    n = np.arange(8)
+    np.testing.assert_allclose(run(tv.signal.hann_window(8)), 0.5 - 0.5 * np.cos(2 * np.pi * n / 8),
+                               rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(run(tv.signal.hamming_window(5)), np.hamming(5), rtol=1e-6)
+    np.testing.assert_allclose(run(tv.signal.hann_window(8, periodic=False)), np.hanning(8),
+                               atol=1e-7)
+    s = run(tv.signal.stft(x, 8, 4))
+    win = 0.5 - 0.5 * np.cos(2 * np.pi * n / 8)
+    frames = np.stack([x[:, i:i + 8] for i in range(0, 13, 4)], 1) * win
+    np.testing.assert_allclose(s, np.fft.rfft(frames, 8), rtol=1e-10, atol=1e-12)
+    check_gradients(lambda a: tv.abs(tv.signal.stft(a, 8, 4)), x)
+    assert run(tv.signal.fftshift(np.arange(10))).tolist() == np.fft.fftshift(np.arange(10)).tolist()
+    m = np.arange(9).reshape(3, 3)
+    assert run(tv.signal.ifftshift(m)).tolist() == np.fft.ifftshift(m).tolist()

@@ -49,7 +49,36 @@ def _is_bool(dt):
 
 
 # ---- unary math -------------------------------------------------------------------------------
-abs = def_unary("Abs", np.abs, lambda op, g: [g * sign(op.inputs[0])], allowed=_is_real)
+_abs_real = def_unary("Abs", np.abs, lambda op, g: [g * sign(op.inputs[0])], allowed=_is_real)
+
+
+def _complex_abs_kernel(x):
+    return np.abs(x)
+
+
+def _complex_abs_shape(inputs, attrs):
+    x = inputs[0]
+    real = _dt.float32 if x.dtype == _dt.complex64 else _dt.float64
+    return [(real, x._shape)]
+
+
+def _complex_abs_grad(op, g):  # TF's _ComplexAbsGrad
+    from .special_ops import complex as _complex
+    z = zeros_like(g)
+    y = op.outputs[0]
+    return [div_no_nan(_complex(g, z) * op.inputs[0], _complex(y, zeros_like(y)))]
+
+
+register_op("ComplexAbs", _complex_abs_shape, _complex_abs_kernel, grad=_complex_abs_grad)
+
+
+def abs(x, name=None):
+    """Element-wise absolute value; of a complex tensor, its modulus (a real tensor of the
+    matching precision, TF's ``ComplexAbs``)."""
+    x = convert_to_tensor(x)
+    if x.dtype.is_complex:
+        return apply_op("ComplexAbs", [x], name=name).outputs[0]
+    return _abs_real(x, name=name)
 sign = def_unary("Sign", np.sign, lambda op, g: [zeros_like(op.inputs[0])], allowed=_is_real)
 reciprocal = def_unary("Reciprocal", np.reciprocal,
                        lambda op, g: [-g * op.outputs[0] * op.outputs[0]], allowed=_is_real)
