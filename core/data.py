@@ -2,7 +2,9 @@
 
 Datasets are in :mod:`tensorvm.ops.dataset_ops`, iterators in :mod:`tensorvm.ops.iterator_ops`
 (their docstrings hold the design); the pipeline that runs inside an iterator is
-:mod:`tensorvm.ops.dataset_pipeline`.
+:mod:`tensorvm.ops.dataset_pipeline`. Components may be ``tv.SparseTensor`` s (a ``map`` that
+parses a ``VarLenFeature``, ``from_tensor_slices`` of one): see
+:mod:`tensorvm.ops.dataset_sparse`.
 
 >>> import tensorvm as tv
 >>> nxt = tv.data.Dataset.from_tensor_slices(([1, 2, 3], [4, 5, 6])).batch(2) \\
@@ -54,7 +56,7 @@ def get_output_shapes(dataset_or_iterator):
 
 
 def get_output_classes(dataset_or_iterator):
-    """The (nested) classes of the elements (``tv.Tensor``)."""
+    """The (nested) classes of the elements (``tv.Tensor`` or ``tv.SparseTensor``)."""
     return dataset_or_iterator.output_classes
 
 

@@ -37,6 +37,7 @@ from . import dataset_pipeline as P
 from .control_flow_ops import pack_as
 from .dataset_ops import Dataset, _scalar, _static_int
 from .dataset_sources import Rows
+from .dataset_sparse import refuse_sparse
 
 __all__: list[str] = []  # reached through tv.data.experimental
 
@@ -60,6 +61,7 @@ class _GroupByWindow(Dataset):
         from .dataset_windows import refuse_nested
         from .while_loop import Func, FuncGraph
         refuse_nested(child, "group_by_window")
+        refuse_sparse(child, "group_by_window")
         if (window_size is None) == (window_size_func is None):
             raise ValueError("Either the `window_size` argument or the `window_size_func` "
                              "argument must be specified.")
@@ -261,6 +263,7 @@ class _GroupByReducer(Dataset):
         from .dataset_windows import refuse_nested, trace_with_state
         from .while_loop import Func, FuncGraph
         refuse_nested(child, "group_by_reducer")
+        refuse_sparse(child, "group_by_reducer")
         if not isinstance(reducer, Reducer):
             raise TypeError(f"group_by_reducer: `reducer` must be a "
                             f"tf.data.experimental.Reducer, got {reducer!r}")

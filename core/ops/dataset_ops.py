@@ -43,11 +43,13 @@ import numpy as np
 from .. import dtypes as _dt
 from ..errors import InvalidArgumentError
 from ..graph import Tensor, TensorShape, get_default_graph
+from ..sparse_tensor import SparseTensor, SparseTensorValue
 from ..tensor_conversion import convert_to_tensor
 from . import dataset_pipeline as P
 from . import dataset_sources as S
 from .common import static_value
 from .control_flow_ops import flatten, pack_as
+from .dataset_sparse import is_sparse_leaf
 
 __all__: list[str] = []  # exported as tv.data (tensorvm.data)
 
@@ -59,14 +61,25 @@ def _normalize(value, convert):
     (a list included: TF makes a tensor of it) passed through ``convert``."""
     if isinstance(value, dict):
         return {k: _normalize(value[k], convert) for k in sorted(value)}
+    if isinstance(value, SparseTensorValue):  # a leaf (a sparse component), not a structure
+        return convert(value)
     if isinstance(value, tuple):
         vals = [_normalize(v, convert) for v in value]
         return type(value)(*vals) if hasattr(value, "_fields") else tuple(vals)
     return convert(value)
 
 
-def _shape_of(t: Tensor):
+def _shape_of(t):
+    """A tensor's static shape as a tuple (a SparseTensor's: its dense shape's)."""
+    if isinstance(t, SparseTensor):
+        from .dataset_sparse import dense_shape_of
+        return dense_shape_of(t)
     return None if t._shape is None else tuple(t._shape)
+
+
+def _np_dtypes(dtypes) -> tuple:
+    """The pipeline's NumPy dtype of each component (object for strings)."""
+    return tuple(np.dtype(object) if d.is_string else d.np_dtype for d in dtypes)
 
 
 def _as_shape(s) -> TensorShape:
@@ -159,6 +172,10 @@ class Dataset:
         self._dtypes = tuple(dtypes)
         self._shapes = tuple(shapes)
         self._graph = get_default_graph()
+        # per component: a SparseTensor (a structure leaf that is one; see dataset_sparse)
+        leaves = flatten(structure)
+        self._sparse = tuple(is_sparse_leaf(x) for x in leaves) \
+            if len(leaves) == len(self._dtypes) else (False,) * len(self._dtypes)
 
     # ---- the element's description -------------------------------------------------------
     @property
@@ -171,7 +188,7 @@ class Dataset:
 
     @property
     def output_classes(self):
-        return pack_as(self._structure, [Tensor] * len(self._dtypes))
+        return pack_as(self._structure, [SparseTensor if s else Tensor for s in self._sparse])
 
     def __repr__(self):
         return (f"<{type(self).__name__} shapes: {self.output_shapes}, types: "
@@ -188,8 +205,21 @@ class Dataset:
     # ---- sources ---------------------------------------------------------------------------
     @staticmethod
     def from_tensor_slices(tensors) -> Dataset:
-        """The slices of ``tensors`` along their first dimension (all components share it)."""
+        """The slices of ``tensors`` along their first dimension (all components share it);
+        a SparseTensor component gives SparseTensors of one rank less (rows without entries
+        included)."""
         return _TensorSlices(tensors)
+
+    @staticmethod
+    def from_sparse_tensor_slices(sparse_tensor) -> Dataset:
+        """The rows of ``sparse_tensor``, each as a tuple ``(indices, values, dense_shape)``
+        of tensors of one rank less (TF 1.x's deprecated spelling)."""
+        from .dataset_sparse import SparseTriples
+        ds = _TensorSlices(SparseTensor.from_value(sparse_tensor))
+        s = ds._shapes[0]
+        rank = None if s is None else len(s)
+        return T._Unary(ds, SparseTriples, (_dt.int64, ds._dtypes[0], _dt.int64),
+                        [(None, rank), (None,), (rank,)], structure=(0, 0, 0))
 
     @staticmethod
     def from_tensors(tensors) -> Dataset:
@@ -269,7 +299,8 @@ class Dataset:
         """The rows of every element (the inverse of :meth:`batch`)."""
         W.refuse_nested(self, "unbatch")
         return T._Unary(self, P.Unbatch, self._dtypes, [None if s is None else s[1:]
-                                                      for s in self._shapes])
+                                                      for s in self._shapes],
+                        sparse=self._sparse)
 
     def shuffle(self, buffer_size, seed=None, reshuffle_each_iteration=None) -> Dataset:
         """Elements drawn at random from a buffer of ``buffer_size`` (TF's algorithm); a
@@ -301,6 +332,8 @@ class Dataset:
         if isinstance(filename, str) and not filename:
             return T._Unary(self, P.Cache, self._dtypes, self._shapes, keyed=True)
         from .dataset_cache import cached
+        from .dataset_sparse import refuse_sparse
+        refuse_sparse(self, "cache(filename)")
         return cached(self, filename)
 
     def prefetch(self, buffer_size) -> Dataset:
@@ -405,6 +438,8 @@ def _tensors_of(value, what):
     def conv(x):
         if isinstance(x, Dataset) or x is None:
             raise TypeError(f"{what}: unsupported component {x!r}")
+        if isinstance(x, (SparseTensor, SparseTensorValue)):
+            return SparseTensor.from_value(x)
         return convert_to_tensor(x)
     return _normalize(value, conv)
 
@@ -414,15 +449,19 @@ class _TensorSlices(Dataset):
         s = _tensors_of(tensors, "from_tensor_slices")
         flat = flatten(s)
         n = None
-        for t in flat:
-            if t._shape is not None and len(t._shape) == 0:
+        shapes = [_shape_of(t) for t in flat]
+        for sh in shapes:
+            if sh is not None and len(sh) == 0:
                 raise ValueError("Unbatching a tensor is only supported for rank >= 1")
-            n = _merge_dim(n, None if t._shape is None else t._shape[0])
+            n = _merge_dim(n, None if sh is None else sh[0])
         self._flat = flat
         super().__init__(s, [t.dtype for t in flat],
-                         [None if t._shape is None else tuple(t._shape[1:]) for t in flat])
+                         [None if sh is None else tuple(sh[1:]) for sh in shapes])
 
     def _compile(self, b):
+        if any(self._sparse):
+            from .dataset_sparse import SparseSlices, refs
+            return SparseSlices(refs(b, self._flat), self._sparse, _np_dtypes(self._dtypes))
         return S.TensorSlices(tuple(b.ref(t) for t in self._flat),
                               tuple(d.np_dtype for d in self._dtypes))
 
@@ -434,6 +473,10 @@ class _Tensors(Dataset):
         super().__init__(s, [t.dtype for t in self._flat], [_shape_of(t) for t in self._flat])
 
     def _compile(self, b):
+        if any(self._sparse):
+            from .dataset_sparse import SparseSlices, refs
+            return SparseSlices(refs(b, self._flat), self._sparse, _np_dtypes(self._dtypes),
+                                whole=True)
         return S.Tensors(tuple(b.ref(t) for t in self._flat),
                          tuple(d.np_dtype for d in self._dtypes))
 
@@ -481,6 +524,9 @@ class _Concatenate(Dataset):
         if a._dtypes != c._dtypes or flatten_structure(a) != flatten_structure(c):
             raise TypeError(f"Two datasets to concatenate have different types "
                             f"{a.output_types} and {c.output_types}")
+        if a._sparse != c._sparse:
+            raise TypeError(f"Two datasets to concatenate have different classes "
+                            f"{a.output_classes} and {c.output_classes}")
         if a._nested != c._nested:
             raise TypeError("concatenate: a window dataset (of datasets) and a dataset of "
                             "tensors cannot be concatenated")

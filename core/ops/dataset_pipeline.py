@@ -210,12 +210,21 @@ class Batch(Stage):
     child: Stage
     size: Ref
     drop_remainder: bool
+    sparse: tuple = ()  # per component: a SparseTensor (see dataset_sparse)
 
     def check(self, env):
         _batch_size(self.size, env)
         super().check(env)
 
     def blocks(self, env):
+        if any(self.sparse):
+            from .dataset_sparse import fix_block
+            for block in self._blocks(env):
+                yield fix_block(block, self.sparse)
+            return
+        yield from self._blocks(env)
+
+    def _blocks(self, env):
         n = _batch_size(self.size, env)
         pending, have = [], 0
         for block in self.child.blocks(env):
@@ -312,8 +321,13 @@ class PaddedBatch(Stage):
 @dataclass
 class Unbatch(Stage):
     child: Stage
+    sparse: tuple = ()  # per component: a SparseTensor (see dataset_sparse)
 
     def blocks(self, env):
+        if any(self.sparse):
+            from .dataset_sparse import unbatch_blocks
+            yield from unbatch_blocks(self.child.blocks(env), self.sparse)
+            return
         for block in self.child.blocks(env):
             if any(c.ndim < 2 for c in block):
                 raise InvalidArgumentError("Input element must have a non-scalar value in "

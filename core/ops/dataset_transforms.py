@@ -10,6 +10,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..errors import InvalidArgumentError, OpError
 from ..graph import Operation, Tensor, _user_location
+from ..sparse_tensor import SparseTensor, SparseTensorValue
 from ..tensor_conversion import convert_to_tensor
 from . import dataset_pipeline as P
 from .common import static_value
@@ -20,6 +21,7 @@ from .dataset_ops import (
     _Builder,
     _flatten_like,
     _normalize,
+    _np_dtypes,
     _scalar,
     _shape_of,
     _static_int,
@@ -27,14 +29,19 @@ from .dataset_ops import (
 
 
 class _Unary(Dataset):
-    def __init__(self, child, stage, dtypes, shapes, keyed=False):
+    def __init__(self, child, stage, dtypes, shapes, keyed=False, sparse=None, structure=None):
         self._child, self._stage, self._keyed = child, stage, keyed
-        super().__init__(child._structure, dtypes, shapes)
+        self._stage_sparse = sparse  # given: the stage takes the sparse flags
+        super().__init__(child._structure if structure is None else structure, dtypes, shapes)
         self._nested = child._nested
 
     def _compile(self, b):
         child = self._child._compile(b)
-        return self._stage(child, key=b.key()) if self._keyed else self._stage(child)
+        if self._keyed:
+            return self._stage(child, key=b.key())
+        if self._stage_sparse is not None:
+            return self._stage(child, sparse=self._stage_sparse)
+        return self._stage(child)
 
 
 class _Counted(Dataset):
@@ -103,12 +110,20 @@ class _Batch(Dataset):
                          [None if s is None else (lead,) + s for s in child._shapes])
 
     def _compile(self, b):
-        return P.Batch(self._child._compile(b), b.ref(self._size), self._drop)
+        return P.Batch(self._child._compile(b), b.ref(self._size), self._drop, self._sparse)
 
 
 class _PaddedBatch(Dataset):
     def __init__(self, child, batch_size, padded_shapes, padding_values, drop_remainder):
         _refuse_nested(child, "padded_batch")
+        for leaf, sp in zip(flatten(child._structure), child._sparse):
+            if sp:
+                raise TypeError(
+                    "`padded_batch` is only supported for datasets that produce tensor "
+                    "elements but type spec of elements in the input dataset is not a subclass "
+                    "of TensorSpec: `SparseTensorSpec(TensorShape("
+                    f"{_fmt_shape(child._shapes[child._sparse.index(True)])}), "
+                    f"tf.{child._dtypes[child._sparse.index(True)].name})`.")
         self._child = child
         self._size, n = _batch_size(batch_size)
         self._drop = bool(drop_remainder)
@@ -146,6 +161,10 @@ class _PaddedBatch(Dataset):
                                    for d in self._dtypes))
 
 
+def _fmt_shape(s):
+    return "None" if s is None else str([d for d in s])
+
+
 def _pad_dims(s):
     """A padded shape as dims: ints, None (the batch's largest) or scalar tensors (a dim
     computed when the pipeline runs; static ones are read now)."""
@@ -171,12 +190,17 @@ def _refuse_nested(ds, what):
 
 # ---- traced functions ------------------------------------------------------------------------
 
-def _trace(ds: Dataset, fn, what: str):
-    """Trace ``fn`` on placeholders of ``ds``'s element; returns the Func's pieces."""
+def _trace(ds: Dataset, fn, what: str, sparse_ok: bool = False):
+    """Trace ``fn`` on placeholders of ``ds``'s element; returns the Func's pieces (a sparse
+    component is a SparseTensor of three placeholders, all three in the list; only where
+    ``sparse_ok``: the caller wraps its Func in ``dataset_sparse.SparseArgs``)."""
     from .array_ops import placeholder
+    from .dataset_sparse import placeholders, refuse_sparse
     from .while_loop import FuncGraph
     if not callable(fn):
         raise TypeError(f"{what}: the function must be callable, got {fn!r}")
+    if not sparse_ok:
+        refuse_sparse(ds, what)
     g = ds._graph
     fg = FuncGraph(g, f"Dataset.{what}")
     with fg.as_default():
@@ -185,8 +209,16 @@ def _trace(ds: Dataset, fn, what: str):
                    for d, s in zip(ds._dtypes, ds._shapes)]
             elem = pack_as(ds._structure, [Dataset.from_tensor_slices(p) for p in phs])
         else:
-            phs = [placeholder(d, s, name="arg") for d, s in zip(ds._dtypes, ds._shapes)]
-            elem = pack_as(ds._structure, phs)
+            phs, leaves = [], []
+            for d, s, sp in zip(ds._dtypes, ds._shapes, ds._sparse):
+                if sp:
+                    t, parts = placeholders(d, s)
+                    phs.extend(parts)
+                else:
+                    t = placeholder(d, s, name="arg")
+                    phs.append(t)
+                leaves.append(t)
+            elem = pack_as(ds._structure, leaves)
         res = fn(*elem) if type(elem) is tuple else fn(elem)
     return fg, phs, res
 
@@ -205,6 +237,11 @@ def _result(value, what: str):
                 not isinstance(x, Tensor):
             raise TypeError(f"Unsupported return value from function passed to "
                             f"Dataset.{what}(): {x}.")
+        if isinstance(x, (SparseTensor, SparseTensorValue)):
+            x = SparseTensor.from_value(x)
+            sp = SparseTensor(own(x.indices), own(x.values), own(x.dense_shape))
+            sp._shape_hint = x._shape_hint
+            return sp
         try:
             return own(convert_to_tensor(x))
         except (TypeError, ValueError, OpError) as e:
@@ -215,10 +252,23 @@ def _result(value, what: str):
     return _normalize(value, conv)
 
 
+def _sparse_func(func, child, out_sparse=(), out_dtypes=()):
+    """``func`` as the pipeline calls it: wrapped where its element or results are sparse."""
+    from .dataset_sparse import SparseArgs
+    if not any(child._sparse) and not any(out_sparse):
+        return func
+    return SparseArgs(func, tuple(child._sparse), tuple(out_sparse), tuple(out_dtypes))
+
+
+def _expand(flat) -> list:
+    """Tensors and SparseTensors as tensors (three for each SparseTensor)."""
+    return [x for t in flat for x in (t if isinstance(t, SparseTensor) else (t,))]
+
+
 class _Map(Dataset):
     def __init__(self, child, fn):
         from .while_loop import Func
-        fg, phs, res = _trace(child, fn, "map")
+        fg, phs, res = _trace(child, fn, "map", sparse_ok=True)
         with fg.as_default():
             out = _result(res, "map")
         flat = flatten(out)
@@ -227,21 +277,22 @@ class _Map(Dataset):
                             "an empty structure.")
         self._child = child
         self._captures = list(fg.captures)
-        self._func = Func(fg, phs + list(fg.captures.values()), flat, "Dataset.map",
-                          _user_location())
+        func = Func(fg, phs + list(fg.captures.values()), _expand(flat), "Dataset.map",
+                    _user_location())
         super().__init__(out, [t.dtype for t in flat], [_shape_of(t) for t in flat])
+        self._func = _sparse_func(func, child, self._sparse, _np_dtypes(self._dtypes))
 
     def _compile(self, b):
         return P.Map(self._child._compile(b), self._func,
                      tuple(b.ref(t) for t in self._captures),
-                     tuple(d.np_dtype if not d.is_string else np.dtype(object)
-                           for d in self._dtypes))
+                     tuple(np.dtype(object) if s else d
+                           for d, s in zip(_np_dtypes(self._dtypes), self._sparse)))
 
 
 class _Filter(Dataset):
     def __init__(self, child, predicate, what="filter"):
         from .while_loop import Func
-        fg, phs, res = _trace(child, predicate, what)
+        fg, phs, res = _trace(child, predicate, what, sparse_ok=what == "filter")
         with fg.as_default():
             out = own(convert_to_tensor(res)) if isinstance(res, (Tensor, bool, np.bool_)) \
                 else res
@@ -253,8 +304,8 @@ class _Filter(Dataset):
                              f"tensor, but its return type is {kind}.")
         self._child = child
         self._captures = list(fg.captures)
-        self._func = Func(fg, phs + list(fg.captures.values()), [out], f"Dataset.{what}",
-                          _user_location())
+        self._func = _sparse_func(Func(fg, phs + list(fg.captures.values()), [out],
+                                       f"Dataset.{what}", _user_location()), child)
         super().__init__(child._structure, child._dtypes, child._shapes)
         self._nested = child._nested
 
@@ -280,15 +331,15 @@ class _InnerBuilder(_Builder):
 class _FlatMap(Dataset):
     def __init__(self, child, fn, what, cycle_length=None, block_length=1):
         from .while_loop import Func
-        fg, phs, inner = _trace(child, fn, what)
+        fg, phs, inner = _trace(child, fn, what, sparse_ok=True)
         if not isinstance(inner, Dataset):
             raise TypeError(f"`map_func` must return a `Dataset` object. Got {type(inner)}")
         b = _InnerBuilder(fg)
         self._inner = inner._compile(b)
         self._child = child
         self._captures = list(fg.captures)
-        self._func = Func(fg, phs + list(fg.captures.values()), list(b.inputs),
-                          f"Dataset.{what}", _user_location())
+        self._func = _sparse_func(Func(fg, phs + list(fg.captures.values()), list(b.inputs),
+                                       f"Dataset.{what}", _user_location()), child)
         self._cycle = None if what == "flat_map" else \
             _scalar(-1 if cycle_length is None else cycle_length, _dt.int64, "cycle_length")
         self._block = _scalar(block_length, _dt.int64, "block_length")

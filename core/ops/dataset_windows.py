@@ -38,6 +38,7 @@ from ..graph import _user_location
 from . import dataset_pipeline as P
 from .control_flow_ops import flatten, pack_as, structure
 from .dataset_ops import Dataset, _normalize, _scalar, _shape_of, _static_int
+from .dataset_sparse import refuse_sparse
 
 __all__: list[str] = []  # reached through tv.data.Dataset and tv.data.experimental
 
@@ -63,6 +64,7 @@ def _tf_dtype(d) -> str:
 class _Window(Dataset):
     def __init__(self, child, size, shift, stride, drop_remainder):
         refuse_nested(child, "window")
+        refuse_sparse(child, "window")
         self._child = child
         self._size = _scalar(size, _dt.int64, "size")
         self._shift = _scalar(size if shift is None else shift, _dt.int64, "shift")
@@ -205,6 +207,7 @@ def trace_with_state(ds: Dataset, fn, initial_state, what: str, pair: bool):
 class _Scan(Dataset):
     def __init__(self, child, initial_state, scan_func):
         refuse_nested(child, "scan")
+        refuse_sparse(child, "scan")
         func, caps, init, _, _, out = trace_with_state(child, scan_func, initial_state,
                                                        "scan", pair=True)
         flat = flatten(out)
@@ -340,6 +343,7 @@ class IgnoreErrors(P.Stage):
 class _Unique(Dataset):
     def __init__(self, child):
         refuse_nested(child, "unique")
+        refuse_sparse(child, "unique")
         if len(child._dtypes) != 1 or child._dtypes[0] not in (_dt.int32, _dt.int64,
                                                                _dt.string):
             d = child._dtypes[0] if len(child._dtypes) == 1 else child.output_types

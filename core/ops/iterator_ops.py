@@ -40,8 +40,18 @@ from ..errors import FailedPreconditionError, InvalidArgumentError, OutOfRangeEr
 from ..graph import Tensor, TensorShape, get_default_graph
 from ..op_def_library import apply_op
 from ..registry import register_op
+from ..sparse_tensor import SparseTensor, SparseTensorValue
 from . import dataset_pipeline as P
-from .control_flow_ops import pack_as, structure
+from .control_flow_ops import flatten, pack_as, structure
+from .dataset_sparse import (
+    SPARSE,
+    expand_outputs,
+    expand_signature,
+    is_sparse_class,
+    is_sparse_leaf,
+    pack_outputs,
+    refuse_sparse,
+)
 
 __all__: list[str] = []  # exported as tv.data.Iterator
 
@@ -93,10 +103,24 @@ class IteratorState:
             i = self.pos
             self.pos += 1
             self.elements += 1
-            return tuple(P.as_component(c[i], c.dtype).copy() for c in self.block)
+            return tuple(_element(c[i], c.dtype) for c in self.block)
 
     def __repr__(self):
         return f"<Iterator '{self.name}' elements={self.elements}>"
+
+
+def _element(v, dtype):
+    if isinstance(v, SparseTensorValue):  # a sparse component (see dataset_sparse)
+        return v
+    return P.as_component(v, dtype).copy()
+
+
+def _outputs(spec, out: tuple):
+    """An element as the op's outputs (a sparse component as its three arrays)."""
+    sparse = spec.get("sparse")
+    if sparse and any(sparse):
+        out = expand_outputs(out, sparse)
+    return out[0] if len(out) == 1 else out
 
 
 def _state(ctx, spec) -> IteratorState:
@@ -114,7 +138,7 @@ def _handle_kernel(ctx, *inputs, iterator, stage=None):
                       dtype=object)
 
 
-def _from_handle_kernel(ctx, handle, *, dtypes, shapes):
+def _from_handle_kernel(ctx, handle, *, dtypes, shapes, sparse=None):
     text = str(np.asarray(handle, dtype=object)[()])
     parts = text.split(";")
     if len(parts) != 3:
@@ -130,8 +154,12 @@ def _from_handle_kernel(ctx, handle, *, dtypes, shapes):
         raise InvalidArgumentError(
             f"iterator {name!r} has output types {[d.name for d in st.spec['dtypes']]}, "
             f"expected {[d.name for d in dtypes]}")
-    out = st.get_next(ctx)
-    return out[0] if len(out) == 1 else out
+    none = (False,) * len(dtypes)
+    if tuple(st.spec.get("sparse") or none) != tuple(sparse or none):
+        raise InvalidArgumentError(f"iterator {name!r} has SparseTensor components where "
+                                   "the feedable iterator's output_classes have none, or the "
+                                   "other way round")
+    return _outputs({"sparse": sparse}, st.get_next(ctx))
 
 
 def _make_kernel(ctx, *inputs, iterator, stage):
@@ -143,13 +171,12 @@ def _get_next_kernel(ctx, *inputs, iterator, stage=None):
     st = _state(ctx, iterator)
     if stage is not None and st.gen is None:
         st.initialize(stage, inputs, ctx)  # a one-shot iterator starts on first use
-    out = st.get_next(ctx)
-    return out[0] if len(out) == 1 else out
+    return _outputs(iterator, st.get_next(ctx))
 
 
 def _get_next_shape(inputs, attrs):
     spec = attrs["iterator"]
-    return list(zip(spec["dtypes"], spec["shapes"]))
+    return expand_signature(spec["dtypes"], spec["shapes"], spec.get("sparse"))
 
 
 register_op("IteratorV2", lambda i, a: [(_dt.string, ())], _handle_kernel, stateful=True,
@@ -157,7 +184,8 @@ register_op("IteratorV2", lambda i, a: [(_dt.string, ())], _handle_kernel, state
 register_op("MakeIterator", lambda i, a: [], _make_kernel, stateful=True, needs_ctx=True,
             differentiable=False)
 register_op("IteratorGetNextFromStringHandle",
-            lambda i, a: list(zip(a["dtypes"], a["shapes"])), _from_handle_kernel,
+            lambda i, a: expand_signature(a["dtypes"], a["shapes"], a.get("sparse")),
+            _from_handle_kernel,
             stateful=True, needs_ctx=True, differentiable=False)
 register_op("IteratorGetNext", _get_next_shape, _get_next_kernel, stateful=True,
             needs_ctx=True, differentiable=False)
@@ -246,6 +274,7 @@ def reduce_dataset(ds, initial_state, reduce_func):
     from .dataset_ops import _Builder
     from .dataset_windows import refuse_nested, trace_with_state
     refuse_nested(ds, "reduce")
+    refuse_sparse(ds, "reduce")
     func, caps, init, state, shapes, _ = trace_with_state(ds, reduce_func, initial_state,
                                                           "reduce", pair=False)
     b = _Builder(one_shot=False)
@@ -264,6 +293,7 @@ def get_single_element(ds):
     from .dataset_ops import _Builder
     from .dataset_windows import refuse_nested
     refuse_nested(ds, "get_single_element")
+    refuse_sparse(ds, "get_single_element")
     b = _Builder(one_shot=False)
     stage = ds._compile(b)
     with ds._graph.as_default():
@@ -285,6 +315,21 @@ def _fmt(structure_, leaves):
     return pack_as(structure_, list(leaves))
 
 
+def _sparse_of(structure_, n) -> tuple:
+    leaves = flatten(structure_)
+    return tuple(is_sparse_leaf(x) for x in leaves) if len(leaves) == n else (False,) * n
+
+
+def _with_classes(structure_, output_classes):
+    """``structure_`` (of ``output_types``) with :data:`SPARSE` leaves where
+    ``output_classes`` names a SparseTensor."""
+    from .dataset_ops import _flatten_like
+    if output_classes is None:
+        return structure_
+    classes = _flatten_like(structure_, output_classes)
+    return pack_as(structure_, [SPARSE if is_sparse_class(c) else 0 for c in classes])
+
+
 class Iterator:
     """Reads a dataset's elements one ``get_next()`` at a time (TF 1.x ``tf.data.Iterator``).
 
@@ -299,7 +344,9 @@ class Iterator:
         self._structure = structure_
         self._dtypes = tuple(dtypes)
         self._shapes = tuple(shapes)
-        spec = {"name": None, "container": "", "dtypes": self._dtypes, "shapes": self._shapes}
+        self._sparse = _sparse_of(structure_, len(self._dtypes))
+        spec = {"name": None, "container": "", "dtypes": self._dtypes, "shapes": self._shapes,
+                "sparse": self._sparse}
         # A one-shot iterator's op starts the pipeline on its first run (so does its
         # get_next): its string_handle() is usable before any get_next ran, as TF's.
         stage, inputs = one_shot or (None, [])
@@ -340,7 +387,7 @@ class Iterator:
         dtypes = [_dt.as_dtype(d) for d in _flatten_like(structure_, output_types)]
         shapes = [None] * len(dtypes) if output_shapes is None else \
             [_as_shape(s).dims for s in _flatten_like(structure_, output_shapes)]
-        return Iterator(structure_, dtypes, shapes, shared_name)
+        return Iterator(_with_classes(structure_, output_classes), dtypes, shapes, shared_name)
 
     @staticmethod
     def from_string_handle(string_handle, output_types, output_shapes=None,
@@ -353,7 +400,8 @@ class Iterator:
         dtypes = [_dt.as_dtype(d) for d in _flatten_like(structure_, output_types)]
         shapes = [None] * len(dtypes) if output_shapes is None else \
             [_as_shape(s).dims for s in _flatten_like(structure_, output_shapes)]
-        return _FeedableIterator(string_handle, structure_, dtypes, shapes)
+        return _FeedableIterator(string_handle, _with_classes(structure_, output_classes),
+                                 dtypes, shapes)
 
     def string_handle(self, name=None) -> Tensor:
         """A string tensor naming this iterator, to feed a :meth:`from_string_handle`
@@ -370,6 +418,9 @@ class Iterator:
                 dataset._dtypes != self._dtypes:
             raise TypeError(f"Expected output types {self.output_types} but got dataset with "
                             f"output types {dataset.output_types}.")
+        if tuple(dataset._sparse) != self._sparse:
+            raise TypeError(f"Expected output classes {self.output_classes} but got dataset "
+                            f"with output classes {dataset.output_classes}.")
         if not all(_shapes_compatible(a, b) for a, b in zip(self._shapes, dataset._shapes)):
             raise TypeError(f"Expected output shapes compatible with {self.output_shapes} but "
                             f"got dataset with output shapes {dataset.output_shapes}.")
@@ -396,7 +447,7 @@ class Iterator:
         if self._one_shot is not None:
             attrs["stage"], inputs = self._one_shot
         op = self._apply("IteratorGetNext", inputs, attrs, name or "IteratorGetNext")
-        return pack_as(self._structure, list(op.outputs))
+        return pack_as(self._structure, pack_outputs(list(op.outputs), self._sparse, self._shapes))
 
     @property
     def name(self) -> str:
@@ -412,7 +463,7 @@ class Iterator:
 
     @property
     def output_classes(self):
-        return _fmt(self._structure, [Tensor] * len(self._dtypes))
+        return _fmt(self._structure, [SparseTensor if s else Tensor for s in self._sparse])
 
     def __repr__(self):
         return f"<tv.data.Iterator '{self.name}' types={self.output_types}>"
@@ -425,13 +476,14 @@ class _FeedableIterator:
         from ..tensor_conversion import convert_to_tensor
         self._handle = convert_to_tensor(handle, dtype=_dt.string)
         self._structure, self._dtypes, self._shapes = structure_, tuple(dtypes), tuple(shapes)
+        self._sparse = _sparse_of(structure_, len(self._dtypes))
 
     def get_next(self, name=None):
         """The next element of the iterator the handle names."""
         op = apply_op("IteratorGetNextFromStringHandle", [self._handle],
-                      {"dtypes": self._dtypes, "shapes": self._shapes},
-                      name=name or "IteratorGetNext")
-        return pack_as(self._structure, list(op.outputs))
+                      {"dtypes": self._dtypes, "shapes": self._shapes,
+                       "sparse": self._sparse}, name=name or "IteratorGetNext")
+        return pack_as(self._structure, pack_outputs(list(op.outputs), self._sparse, self._shapes))
 
     output_types = Iterator.output_types
     output_shapes = Iterator.output_shapes

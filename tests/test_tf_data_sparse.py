@@ -1,0 +1,300 @@
+"""SparseTensor components in ``tv.data`` (TF 1.x's ``SparseTensorSpec`` elements): sources,
+map/filter/batch/unbatch and the row-moving transformations, iterators, and TF 1.15's
+``output_types``/``output_shapes``/``output_classes``. Expected values are TF 2.21's
+(``tf.compat.v1``) on the same programs, written out; errors by class and message."""
+import numpy as np
+import pytest
+import tensorvm as tf
+
+SP = {"indices": [[0, 1], [2, 0], [2, 2]], "values": [1., 2., 3.], "dense_shape": [4, 3]}
+
+
+def drain(sess, nxt, limit=1000):
+    out = []
+    while True:
+        try:
+            out.append(sess.run(nxt))
+        except tf.errors.OutOfRangeError:
+            return out
+        assert len(out) < limit
+
+
+def elements(ds):
+    nxt = ds.make_one_shot_iterator().get_next()
+    with tf.Session() as sess:
+        return drain(sess, nxt)
+
+
+def triple(v):
+    """A SparseTensorValue as plain lists."""
+    assert isinstance(v, tf.SparseTensorValue)
+    assert v.indices.dtype == np.int64 and v.dense_shape.dtype == np.int64
+    return (v.indices.tolist(), v.values.tolist(), v.dense_shape.tolist())
+
+
+def _example(vals):
+    return tf.train.Example(features=tf.train.Features(feature={
+        "v": tf.train.Feature(int64_list=tf.train.Int64List(value=vals)),
+        "l": tf.train.Feature(float_list=tf.train.FloatList(value=[len(vals)]))})
+    ).SerializeToString()
+
+
+def parsed():
+    recs = [_example([1, 2]), _example([]), _example([5, 6, 7])]
+    return tf.data.Dataset.from_tensor_slices(recs).map(
+        lambda r: tf.parse_single_example(r, {"v": tf.VarLenFeature(tf.int64),
+                                              "l": tf.FixedLenFeature([1], tf.float32)}))
+
+
+# ---- sources ----------------------------------------------------------------------------------
+
+def test_from_tensor_slices_of_a_sparse_tensor_gives_its_rows_empty_ones_included():
+    ds = tf.data.Dataset.from_tensor_slices(tf.SparseTensor(**SP))
+    assert ds.output_types == tf.float32
+    assert ds.output_shapes.as_list() == [3]
+    assert ds.output_classes is tf.SparseTensor
+    got = elements(ds)
+    assert [triple(v) for v in got] == [([[1]], [1.0], [3]), ([], [], [3]),
+                                        ([[0], [2]], [2.0, 3.0], [3]), ([], [], [3])]
+    assert got[1].indices.shape == (0, 1) and got[0].values.dtype == np.float32
+
+
+def test_from_tensor_slices_of_a_sparse_tensor_value_and_a_tuple_with_dense():
+    ds = tf.data.Dataset.from_tensor_slices((tf.SparseTensorValue(**SP), np.arange(4)))
+    assert ds.output_classes == (tf.SparseTensor, tf.Tensor)
+    got = elements(ds)
+    assert [(triple(s), int(d)) for s, d in got][2] == (([[0], [2]], [2.0, 3.0], [3]), 2)
+    assert len(got) == 4
+
+
+def test_from_tensors_of_a_sparse_tensor_is_one_element():
+    ds = tf.data.Dataset.from_tensors(tf.SparseTensor(**SP))
+    assert ds.output_shapes.as_list() == [4, 3]
+    assert [triple(v) for v in elements(ds)] == [(SP["indices"], SP["values"], [4, 3])]
+
+
+def test_from_sparse_tensor_slices_gives_index_value_shape_triples():
+    ds = tf.data.Dataset.from_sparse_tensor_slices(tf.SparseTensor(**SP))
+    assert ds.output_types == (tf.int64, tf.float32, tf.int64)
+    assert [s.as_list() for s in ds.output_shapes] == [[None, 1], [None], [1]]
+    assert ds.output_classes == (tf.Tensor, tf.Tensor, tf.Tensor)
+    got = [tuple(np.asarray(x).tolist() for x in e) for e in elements(ds)]
+    assert got == [([[1]], [1.0], [3]), ([], [], [3]), ([[0], [2]], [2.0, 3.0], [3]),
+                   ([], [], [3])]
+
+
+def test_a_sparse_placeholder_fed_to_an_initializable_iterator():
+    p = tf.sparse_placeholder(tf.int64, shape=[None, None])
+    it = tf.data.Dataset.from_tensor_slices(p).map(tf.sparse.reduce_sum) \
+        .make_initializable_iterator()
+    nxt = it.get_next()
+    with tf.Session() as s:
+        s.run(it.initializer, {p: tf.SparseTensorValue([[0, 0], [0, 3], [1, 1]], [1, 2, 5],
+                                                       [3, 4])})
+        assert [int(x) for x in drain(s, nxt)] == [3, 5, 0]
+
+
+# ---- map and filter ---------------------------------------------------------------------------
+
+def test_map_returning_parse_single_example_with_a_varlen_feature():
+    ds = parsed()
+    assert ds.output_types == {"l": tf.float32, "v": tf.int64}
+    assert ds.output_shapes["v"].as_list() == [None] and ds.output_shapes["l"].as_list() == [1]
+    assert ds.output_classes == {"l": tf.Tensor, "v": tf.SparseTensor}
+    got = elements(ds)
+    assert [triple(e["v"]) for e in got] == [([[0], [1]], [1, 2], [2]), ([], [], [0]),
+                                             ([[0], [1], [2]], [5, 6, 7], [3])]
+    assert [e["l"].tolist() for e in got] == [[2.0], [0.0], [3.0]]
+
+
+def test_batch_stacks_sparse_components_with_the_largest_dense_shape():
+    ds = parsed().batch(2)
+    assert ds.output_shapes["v"].as_list() == [None, None]
+    got = elements(ds)
+    assert triple(got[0]["v"]) == ([[0, 0], [0, 1]], [1, 2], [2, 2])
+    assert got[0]["l"].tolist() == [[2.0], [0.0]]
+    assert triple(got[1]["v"]) == ([[0, 0], [0, 1], [0, 2]], [5, 6, 7], [1, 3])
+    assert len(got) == 2
+
+
+def test_batch_of_rows_and_drop_remainder_shapes():
+    ds = tf.data.Dataset.from_tensor_slices(tf.SparseTensor(**SP))
+    assert ds.batch(3).output_shapes.as_list() == [None, 3]
+    assert ds.batch(3, drop_remainder=True).output_shapes.as_list() == [3, 3]
+    got = elements(ds.batch(3))
+    assert [triple(v) for v in got] == [([[0, 1], [2, 0], [2, 2]], [1., 2., 3.], [3, 3]),
+                                        ([], [], [1, 3])]
+    assert got[1].indices.shape == (0, 2)
+    assert len(elements(ds.batch(3, drop_remainder=True))) == 1
+
+
+def test_batch_of_elements_whose_dense_shapes_differ():
+    ds = tf.data.Dataset.range(4).map(
+        lambda i: tf.SparseTensor([[0]], [i], tf.reshape(i + 1, [1])))
+    got = elements(ds.batch(3))
+    assert [triple(v) for v in got] == [([[0, 0], [1, 0], [2, 0]], [0, 1, 2], [3, 3]),
+                                        ([[0, 0]], [3], [1, 4])]
+
+
+def test_batch_of_sparse_elements_of_different_ranks_fails():
+    a = tf.data.Dataset.from_tensors(tf.SparseTensor([[0]], [1.], [3]))
+    b = tf.data.Dataset.from_tensors(tf.SparseTensor([[0, 0]], [1.], [3, 3])) \
+        .map(lambda x: tf.sparse.reshape(x, [9]))
+    ds = a.concatenate(b.map(lambda x: tf.SparseTensor(
+        tf.concat([x.indices, x.indices], 1), x.values, tf.concat([x.dense_shape, [1]], 0))))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Cannot add tensor to the batch"):
+        elements(ds.batch(2))
+
+
+def test_map_of_a_sparse_element_and_static_shapes_carried():
+    ds = tf.data.Dataset.from_tensor_slices(tf.SparseTensor([[0, 0, 0]], [1], [2, 2, 2]))
+    m = ds.map(lambda x: (x, tf.sparse.to_dense(x)))
+    assert [s.as_list() for s in m.output_shapes] == [[2, 2], [2, 2]]
+    assert m.map(lambda s, d: s).batch(2, drop_remainder=True).output_shapes.as_list() \
+        == [2, 2, 2]
+    got = elements(m)
+    assert triple(got[0][0]) == ([[0, 0]], [1], [2, 2])
+    assert got[0][1].tolist() == [[1, 0], [0, 0]] and got[1][1].tolist() == [[0, 0], [0, 0]]
+
+
+def test_map_returning_a_constant_sparse_tensor_value():
+    ds = tf.data.Dataset.range(2).map(lambda i: (i, tf.SparseTensorValue([[1]], [7], [2])))
+    assert ds.output_shapes[1].as_list() == [2]
+    assert [(int(i), triple(s)) for i, s in elements(ds)] == [(0, ([[1]], [7], [2])),
+                                                              (1, ([[1]], [7], [2]))]
+
+
+def test_filter_on_a_sparse_component():
+    ds = parsed().filter(lambda d: tf.size(d["v"].values) > 0)
+    assert [triple(e["v"])[1] for e in elements(ds)] == [[1, 2], [5, 6, 7]]
+
+
+def test_flat_map_reads_a_sparse_element():
+    ds = tf.data.Dataset.from_tensors(tf.SparseTensor(**SP)).flat_map(
+        lambda s: tf.data.Dataset.from_tensor_slices(s.values))
+    assert [float(x) for x in elements(ds)] == [1.0, 2.0, 3.0]
+
+
+# ---- unbatch and the row-moving transformations -----------------------------------------------
+
+def test_unbatch_inverts_batch():
+    ds = tf.data.Dataset.from_tensor_slices(tf.SparseTensor(**SP)).batch(3).unbatch()
+    assert ds.output_shapes.as_list() == [3]
+    assert [triple(v) for v in elements(ds)] == [([[1]], [1.0], [3]), ([], [], [3]),
+                                                 ([[0], [2]], [2.0, 3.0], [3]), ([], [], [3])]
+
+
+def test_unbatch_of_sparse_and_dense_components():
+    ds = tf.data.Dataset.from_tensors((tf.SparseTensor(**SP), tf.range(4))).unbatch()
+    got = elements(ds)
+    assert [(triple(s)[1], int(d)) for s, d in got] == [([1.0], 0), ([], 1), ([2.0, 3.0], 2),
+                                                       ([], 3)]
+    bad = tf.data.Dataset.from_tensors((tf.SparseTensor(**SP), tf.range(3))).unbatch()
+    with pytest.raises(tf.errors.InvalidArgumentError, match="same batch size"):
+        elements(bad)
+
+
+def test_shuffle_repeat_take_skip_prefetch_shard_cache_move_sparse_rows():
+    ds = tf.data.Dataset.from_tensor_slices((tf.SparseTensor(**SP), np.arange(4)))
+    out = elements(ds.shuffle(4, seed=3).repeat(2).skip(1).take(6).prefetch(2))
+    assert len(out) == 6
+    for s, i in out:  # each row still with its own index
+        assert triple(s) == [([[1]], [1.0], [3]), ([], [], [3]), ([[0], [2]], [2.0, 3.0], [3]),
+                             ([], [], [3])][int(i)]
+    assert [int(i) for _, i in elements(ds.shard(2, 1).cache().repeat(2))] == [1, 3, 1, 3]
+
+
+def test_zip_of_a_sparse_dataset_and_a_range_batched():
+    z = tf.data.Dataset.zip((tf.data.Dataset.from_tensor_slices(tf.SparseTensor(**SP)),
+                             tf.data.Dataset.range(10)))
+    assert z.output_classes == (tf.SparseTensor, tf.Tensor)
+    got = elements(z.batch(2))
+    assert triple(got[1][0]) == ([[0, 0], [0, 2]], [2.0, 3.0], [2, 3])
+    assert got[1][1].tolist() == [2, 3]
+
+
+def test_padded_batch_refuses_sparse_components_as_tf():
+    ds = tf.data.Dataset.from_tensor_slices(tf.SparseTensor(**SP))
+    with pytest.raises(TypeError, match=r"`padded_batch` is only supported for datasets that "
+                       r"produce tensor elements.*SparseTensorSpec\(TensorShape\(\[3\]\), "
+                       r"tf.float32\)"):
+        ds.padded_batch(2, padded_shapes=[3])
+
+
+def test_transformations_without_sparse_support_say_so():
+    ds = tf.data.Dataset.from_tensors(tf.SparseTensor(**SP))
+    with pytest.raises(TypeError, match="SparseTensor components"):
+        ds.reduce(0., lambda s, x: s)
+    with pytest.raises(TypeError, match="SparseTensor components"):
+        ds.cache("/tmp/never_written_sparse_cache")
+
+
+# ---- iterators --------------------------------------------------------------------------------
+
+def test_get_next_is_a_sparse_tensor_with_the_static_shape():
+    it = tf.data.Dataset.from_tensor_slices(tf.SparseTensor(**SP)).make_one_shot_iterator()
+    assert it.output_classes is tf.SparseTensor
+    nxt = it.get_next()
+    assert isinstance(nxt, tf.SparseTensor) and nxt.shape.as_list() == [3]
+    assert nxt.indices.dtype == tf.int64 and nxt.values.dtype == tf.float32
+    with tf.Session() as s:
+        assert triple(s.run(nxt)) == ([[1]], [1.0], [3])
+        assert s.run(tf.sparse.to_dense(nxt)).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_from_structure_with_output_classes_and_make_initializer():
+    it = tf.data.Iterator.from_structure(tf.float32, tf.TensorShape([3]),
+                                         output_classes=tf.SparseTensor)
+    assert it.output_classes is tf.SparseTensor
+    init = it.make_initializer(tf.data.Dataset.from_tensor_slices(tf.SparseTensor(**SP)))
+    nxt = it.get_next()
+    with tf.Session() as s:
+        s.run(init)
+        assert triple(s.run(nxt)) == ([[1]], [1.0], [3])
+    with pytest.raises(TypeError, match="Expected output classes"):
+        it.make_initializer(tf.data.Dataset.from_tensor_slices(tf.zeros([4, 3])))
+
+
+def test_feedable_iterator_of_sparse_elements():
+    ds = tf.data.Dataset.from_tensor_slices(tf.SparseTensor(**SP))
+    it = ds.make_one_shot_iterator()
+    h = tf.placeholder(tf.string, [])
+    feed = tf.data.Iterator.from_string_handle(h, ds.output_types, ds.output_shapes,
+                                               ds.output_classes)
+    nxt = feed.get_next()
+    assert isinstance(nxt, tf.SparseTensor)
+    with tf.Session() as s:
+        handle = s.run(it.string_handle())
+        assert [triple(s.run(nxt, {h: handle}))[1] for _ in range(3)] == [[1.0], [], [2.0, 3.0]]
+
+
+def test_window_scan_unique_and_grouping_refuse_sparse_components():
+    ds = tf.data.Dataset.from_tensor_slices(tf.SparseTensor(**SP))
+    for make in (lambda: ds.window(2), lambda: ds.scan(0, lambda s, x: (s, x)),
+                 lambda: ds.unique(),
+                 lambda: ds.apply(tf.data.experimental.group_by_window(
+                     lambda x: tf.constant(0, tf.int64), lambda k, w: w, 2))):
+        with pytest.raises(TypeError, match="SparseTensor components"):
+            make()
+
+
+# ---- on a cluster of worker processes ---------------------------------------------------------
+
+TV_CLUSTER = {"ps": 1, "worker": 1}
+
+
+@pytest.mark.cluster
+def test_sparse_elements_are_read_in_a_worker_process(cluster):
+    """The sparse stages (SparseArgs, sparse slices, stacking) travel to a worker; the three
+    tensors of get_next are consumed on another device."""
+    graph = tf.Graph()
+    with graph.as_default():
+        with tf.device("/job:ps/task:0"):
+            nxt = parsed().batch(2).make_one_shot_iterator().get_next()
+        with tf.device("/job:worker/task:0"):
+            dense = tf.sparse.to_dense(nxt["v"])
+    s = cluster.session(graph)
+    v, d = s.run([nxt["v"], dense])
+    assert triple(v) == ([[0, 0], [0, 1]], [1, 2], [2, 2])
+    assert d.tolist() == [[1, 2], [0, 0]]
+    assert s.run(dense).tolist() == [[5, 6, 7]]
