@@ -8,7 +8,10 @@ math_ops (arithmetic, matmul, reductions), math_ext (comparisons, logic, more el
 more reductions), linalg_ops, nn_ops (``tv.nn``), random_ops, string_ops, script_ops
 (``tv.py_func``), state_ops (variables), data_flow_ops (queues), io_ops (TF readers,
 ``tv.python_io``), parsing_ops (decode_csv, decode_raw, parse_example), rnn_ops
-(reverse_sequence, sequence_mask).
+(reverse_sequence, sequence_mask), clip_ops (clip_by_norm, clip_by_global_norm …),
+functional_ops (map_fn, foldl, foldr, scan), debug_ops (assertions, ``tv.debugging``),
+special_ops (inverse trig, erf, lgamma, digamma, zeta, Bessel, complex numbers, FFTs,
+``tv.signal``).
 """
 import importlib as _importlib
 

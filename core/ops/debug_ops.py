@@ -1,6 +1,8 @@
-"""Numeric checks (``tv.debugging``): stop a step when a tensor holds NaN or Inf, as TF's
-``tf.debugging.check_numerics`` and ``tf.add_check_numerics_ops`` do, instead of letting NaNs in
-training data spread silently into the variables.
+"""Numeric checks and assertions (``tv.debugging``): stop a step when a tensor holds NaN or Inf,
+as TF's ``tf.debugging.check_numerics`` and ``tf.add_check_numerics_ops`` do, instead of letting
+NaNs in training data spread silently into the variables; TF 1.x's ``tf.assert_*`` checks
+(``assert_equal`` … ``assert_shapes``), static where the graph knows the answer, else ``Assert``
+ops; and static facts (``is_tensor``, ``get_static_value``, ``ensure_shape``).
 
 ``check_numerics(t, message)`` returns ``t`` unchanged, or fails the step with
 ``InvalidArgumentError`` naming the op, the message and what was found; its gradient is checked

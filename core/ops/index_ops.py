@@ -1,5 +1,9 @@
 """Indexing ops: gather (with a sparse gradient), gather_nd/scatter_nd, segment sums, and
-``densify`` with the implicit conversion of an IndexedSlices to a dense tensor.
+``densify`` with the implicit conversion of an IndexedSlices to a dense tensor; the segment
+reductions (``segment_*``, ``unsorted_segment_*``), ``tensor_scatter_nd_*``, ``batch_gather``,
+``searchsorted``, ``bincount``, ``setdiff1d``, ``invert_permutation``, ``unravel_index``,
+``roll``, ``repeat``, ``space_to_depth``/``depth_to_space`` and
+``space_to_batch_nd``/``batch_to_space_nd``.
 
 Siblings: :mod:`~tensorvm.ops.partition_ops` (dynamic_partition/stitch, boolean_mask, one_hot),
 :mod:`~tensorvm.ops.sort_ops` (sort, argsort, top_k, unique). The gradient of

@@ -1,5 +1,7 @@
 """Matrix ops, batched over leading dimensions: inverse, determinant, solve, Cholesky, transpose,
-trace, diagonals and band parts, with their gradients.
+trace, diagonals and band parts, QR, SVD, self-adjoint eigen-decomposition, triangular and
+least-squares solves, slogdet, pinv, matrix_rank, expm, and einsum/tensordot/norm/cross, with
+their gradients (TF's formulas); ``tv.linalg`` gives them TF's ``tf.linalg`` names.
 
 A singular (or, for Cholesky, non positive-definite) input fails at run time with an
 ``InvalidArgumentError`` naming the op.

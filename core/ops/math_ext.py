@@ -1,5 +1,7 @@
 """More element-wise math, comparisons, logic, select, and more reductions (max, min, prod, any,
-all, logsumexp, argmax/argmin, cumsum, count_nonzero), with their gradients.
+all, logsumexp, argmax/argmin, cumsum, count_nonzero), with their gradients; TF's other
+arithmetic names (floormod, floor_div, realdiv, div_no_nan, scalar_mul, saturate_cast),
+cumprod, linspace, meshgrid, where_v2, the histograms and the modulus of complex tensors.
 
 Each op's definition, shape rule, kernel and gradient sit together, as in math_ops. Comparison,
 logical, rounding and index ops are not differentiable (TensorFlow returns ``None`` for them).
