@@ -231,11 +231,14 @@ def test_a_ps_not_back_in_time_stays_unavailable_until_it_returns(clean, monkeyp
     Its device must not move onto another task's worker (it did: worker-0 then held both,
     the returning ps-0 stayed idle, and steps failed with FailedPreconditionError); every
     step fails with UnavailableError naming the worker awaited — as TF's do while a PS is
-    down — until ps-0 is back, where the device returns (its state lost, as in TF)."""
+    down. A new worker that holds no task (a replacement with another name, as a pod gets)
+    takes the task over; when that one leaves too and ps-0 is back, the task returns to ps-0
+    (its state lost each time, as in TF)."""
     import os
     import signal
     import time
 
+    from distributed import Worker
     from distributed.core import Status
     from tensorvm import device_map
     monkeypatch.setattr(device_map, "REPLACEMENT_WAIT_S", 1.0)
@@ -267,10 +270,23 @@ def test_a_ps_not_back_in_time_stays_unavailable_until_it_returns(clean, monkeyp
                                      r"left the cluster \d+ s ago and has not come back"):
                 sess.run(y)
         assert not any("tvm-dev-ps-0" in r for r in _holders(clean).values())
-    finally:  # ps-0 back (a new Nanny from the cluster's spec)
+        lc.worker_spec["replacement-pod"] = {  # a free worker joins: it takes the task
+            "cls": Worker, "options": {"name": "replacement-pod", "nthreads": 1}}
+        lc.sync(lc._correct_state)
+        with pytest.raises(tv.errors.FailedPreconditionError, match="uninitialized value v_n"):
+            sess.run(y)
+        assert _holders(clean)["replacement-pod"] == ["tvm-dev-ps-0"]
+        sess.run(v.initializer)
+        assert sess.run(y) == 2.0
+    finally:  # the replacement leaves; ps-0 back (a new Nanny from the cluster's spec)
+        lc.worker_spec.pop("replacement-pod", None)
         del lc.workers["ps-0"]
         lc.sync(lc._correct_state)
         clean.wait_full()
+        while "replacement-pod" in clean.workers():
+            time.sleep(0.05)
+    with pytest.raises(tv.errors.UnavailableError, match="'replacement-pod'.*left the cluster"):
+        sess.run(y)  # the step that meets the replacement's loss
     with pytest.raises(tv.errors.FailedPreconditionError, match="uninitialized value v_not"):
         sess.run(y)  # back on ps-0, whose state was lost (TF: the same)
     sess.run(v.initializer)
