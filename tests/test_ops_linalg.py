@@ -488,3 +488,17 @@ def test_expm_closed_forms():
     rot = run(tv.linalg.expm(np.array([[0.0, -t], [t, 0.0]])))
     np.testing.assert_allclose(rot, [[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]],
                                rtol=1e-14)
+
+
+def test_matrix_square_root():
+    a = spd(2, n=4)
+    s = run(tv.matrix_square_root(a))
+    np.testing.assert_allclose(s @ s, a, rtol=1e-12, atol=1e-12)
+    e, v = np.linalg.eigh(a)
+    np.testing.assert_allclose(s, (v * np.sqrt(e)[..., None, :]) @ _t(v), rtol=1e-12)
+    b = rng.normal(size=(3, 3)) + 4 * np.eye(3)  # not symmetric
+    sb = run(tv.linalg.sqrtm(b))
+    np.testing.assert_allclose(sb @ sb, b, rtol=1e-12, atol=1e-12)
+    assert np.all(np.linalg.eigvals(sb).real > 0)  # the principal root
+    check_gradients(tv.linalg.sqrtm, b, rtol=1e-5)
+    check_gradients(tv.matrix_square_root, a, rtol=1e-5)

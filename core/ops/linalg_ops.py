@@ -32,7 +32,8 @@ __all__ = ["matrix_inverse", "matrix_determinant", "matrix_solve", "cholesky",
            "matrix_transpose", "trace", "matrix_diag", "matrix_diag_part", "matrix_set_diag",
            "matrix_band_part", "diag", "diag_part", "linalg", "qr", "einsum", "tensordot",
            "norm", "svd", "self_adjoint_eig", "self_adjoint_eigvals",
-           "matrix_triangular_solve", "cholesky_solve", "matrix_solve_ls", "cross"]
+           "matrix_triangular_solve", "cholesky_solve", "matrix_solve_ls", "cross",
+           "matrix_square_root"]
 
 _LINALG_DTYPES = (_dt.float32, _dt.float64)
 
@@ -1174,6 +1175,75 @@ def expm(input, name=None):
     return apply_op("MatrixExponential", [input], name=name).outputs[0]
 
 
+# ---- matrix square root -------------------------------------------------------------------------
+_SQRTM_MAX_ITER = 100
+
+
+def _sqrtm_kernel(x):
+    """The principal square root of each matrix, by the scaled Denman-Beavers iteration
+    (``Y -> (Y + Z^-1) / 2``, ``Z -> (Z + Y^-1) / 2`` from ``Y = A``, ``Z = I``, with
+    determinant scaling), in float64; a matrix with eigenvalues on the closed negative real
+    axis has no principal root (the result is then NaN or meaningless, as TF's)."""
+    xp = array_namespace(x)
+    a = x.astype(np.float64)
+    n = a.shape[-1]
+    if n == 0 or a.size == 0:
+        return x.copy()
+    y = a
+    z = xp.broadcast_to(xp.eye(n), a.shape).copy()
+    with np.errstate(all="ignore"):
+        for k in range(_SQRTM_MAX_ITER):
+            if k < 10:  # determinant scaling speeds up the first steps
+                _, ly = xp.linalg.slogdet(y)
+                _, lz = xp.linalg.slogdet(z)
+                mu = xp.exp(-(ly + lz) / (2.0 * n))[..., None, None]
+                y, z = y * mu, z * mu
+            yi, zi = xp.linalg.inv(y), xp.linalg.inv(z)
+            y_new, z = 0.5 * (y + zi), 0.5 * (z + yi)
+            delta = xp.abs(y_new - y).max()
+            y = y_new
+            if k % 4 == 3 and bool(np.asarray(to_host(~(delta > 1e-15 * xp.abs(y).max())))):
+                break
+    return y.astype(x.dtype, copy=False)
+
+
+def _sqrtm_grad_kernel(s, g):
+    """``X`` with ``S^T X + X S^T = G`` (the gradient of ``S = sqrtm(A)``), by the Kronecker
+    form of the Sylvester equation, batched."""
+    xp = array_namespace(s)
+    n = s.shape[-1]
+    st = np.swapaxes(s, -1, -2).astype(np.float64)
+    eye = xp.eye(n)
+    k = xp.einsum("...ik,jl->...ijkl", st, eye) + \
+        xp.einsum("ik,...jl->...ijkl", eye, s.astype(np.float64))
+    k = k.reshape(s.shape[:-2] + (n * n, n * n))
+    sol = xp.linalg.solve(k, g.astype(np.float64).reshape(g.shape[:-2] + (n * n, 1)))
+    return sol.reshape(g.shape).astype(g.dtype, copy=False)
+
+
+register_op("MatrixSquareRoot",
+            lambda inputs, attrs: [(inputs[0].dtype, _matrix_shape(inputs[0],
+                                                                   "MatrixSquareRoot"))],
+            _sqrtm_kernel,
+            grad=lambda op, g: [apply_op("MatrixSquareRootGrad",
+                                         [op.outputs[0], g]).outputs[0]])
+register_op("MatrixSquareRootGrad", lambda inputs, attrs: [(inputs[1].dtype, inputs[1]._shape)],
+            _sqrtm_grad_kernel, differentiable=False)
+
+
+def matrix_square_root(input, name=None):
+    """The principal square root ``S`` (``S @ S = input``, eigenvalues with positive real
+    parts) of each square matrix of ``input[..., M, M]``, with its gradient (a Sylvester
+    equation); TF's ``tf.matrix_square_root`` / ``tf.linalg.sqrtm``.
+
+    >>> import tensorvm as tv
+    >>> with tv.Session() as s:
+    ...     s.run(tv.matrix_square_root([[4.0, 0.0], [0.0, 9.0]])).round(6).tolist()
+    [[2.0, 0.0], [0.0, 3.0]]
+    """
+    return apply_op("MatrixSquareRoot", [input], name=name).outputs[0]
+
+
 linalg = SimpleNamespace(
     inv=matrix_inverse, det=matrix_determinant, solve=matrix_solve, cholesky=cholesky,
     matrix_transpose=matrix_transpose, transpose=matrix_transpose, trace=trace,
@@ -1184,5 +1254,5 @@ linalg = SimpleNamespace(
     matvec=_matvec, matmul=matmul, eye=_eye, global_norm=_global_norm,
     l2_normalize=_l2_normalize, tensor_diag=diag, tensor_diag_part=diag_part,
     slogdet=slogdet, pinv=pinv, matrix_rank=matrix_rank, normalize=normalize, cross=cross,
-    expm=expm)
+    expm=expm, sqrtm=matrix_square_root)
 linalg.__doc__ = "``tv.linalg``: TF's linalg names for the matrix ops (``tv.linalg.inv`` …)."
