@@ -31,8 +31,8 @@ from .tensor_conversion import convert_to_tensor
 
 logger = logging.getLogger("tensorvm")
 
-__all__ = ["scalar", "histogram", "image", "text", "merge", "merge_all", "FileWriter",
-           "Summary", "Event"]
+__all__ = ["scalar", "histogram", "image", "text", "audio", "tensor_summary", "merge",
+           "merge_all", "FileWriter", "FileWriterCache", "Summary", "Event", "SessionLog"]
 
 class _LazyProto:
     """A protobuf class of tensorboardX, imported on first use (tensorboardX takes ~0.1 s to
@@ -69,6 +69,7 @@ class _LazyProto:
 
 Summary = _LazyProto("tensorboardX.proto.summary_pb2", "Summary")
 Event = _LazyProto("tensorboardX.proto.event_pb2", "Event")
+SessionLog = _LazyProto("tensorboardX.proto.event_pb2", "SessionLog")
 
 
 def _tbx():
@@ -160,6 +161,64 @@ def _text_kernel(x, tag):
     return _out(Summary(value=[Summary.Value(tag=tag, metadata=meta, tensor=tensor)]))
 
 
+def _wav(clip: np.ndarray, sample_rate: int) -> bytes:
+    """16-bit PCM WAV of a ``[frames, channels]`` float clip in [-1, 1] (clipped)."""
+    import io
+    import wave
+    pcm = (np.clip(clip, -1.0, 1.0) * 32767.0).astype("<i2")
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(pcm.shape[1])
+        w.setsampwidth(2)
+        w.setframerate(int(sample_rate))
+        w.writeframes(pcm.tobytes())
+    return buf.getvalue()
+
+
+def _audio_kernel(x, rate, tag, max_outputs):
+    a = np.asarray(x, dtype=np.float64)
+    if a.ndim == 2:
+        a = a[:, :, None]
+    if a.ndim != 3:
+        raise InvalidArgumentError(f"audio summary '{tag}': tensor must be 3-D [batch, frames, "
+                                   f"channels] or 2-D [batch, frames], not {list(a.shape)}")
+    sr = float(np.asarray(rate))
+    if sr <= 0:
+        raise InvalidArgumentError(f"audio summary '{tag}': sample_rate must be positive, got "
+                                   f"{sr}")
+    values = []
+    for i in range(min(int(max_outputs), a.shape[0])):  # a few clips, each encoded whole
+        t = f"{tag}/audio" if max_outputs == 1 else f"{tag}/audio/{i}"
+        clip = Summary.Audio(sample_rate=sr, num_channels=a.shape[2], length_frames=a.shape[1],
+                             encoded_audio_string=_wav(a[i], int(sr)),
+                             content_type="audio/wav")
+        values.append(Summary.Value(tag=t, audio=clip))
+    return _out(Summary(value=values))
+
+
+_TENSOR_DTYPES = {"float32": "DT_FLOAT", "float64": "DT_DOUBLE", "int32": "DT_INT32",
+                  "int64": "DT_INT64", "uint8": "DT_UINT8", "int16": "DT_INT16",
+                  "int8": "DT_INT8", "bool": "DT_BOOL", "float16": "DT_HALF",
+                  "uint16": "DT_UINT16"}
+
+
+def _tensor_kernel(x, tag, description):
+    from tensorboardX.proto.summary_pb2 import SummaryMetadata
+    from tensorboardX.proto.tensor_pb2 import TensorProto
+    from tensorboardX.proto.tensor_shape_pb2 import TensorShapeProto
+    a = np.asarray(x)
+    shape = TensorShapeProto(dim=[TensorShapeProto.Dim(size=int(d)) for d in a.shape])
+    if a.dtype == object:
+        tensor = TensorProto(dtype="DT_STRING", tensor_shape=shape, string_val=[
+            v if isinstance(v, bytes) else str(v).encode("utf-8") for v in a.reshape(-1)])
+    else:  # TF's little-endian tensor_content
+        tensor = TensorProto(dtype=_TENSOR_DTYPES[a.dtype.name], tensor_shape=shape,
+                             tensor_content=np.ascontiguousarray(a).astype(
+                                 a.dtype.newbyteorder("<"), copy=False).tobytes())
+    meta = SummaryMetadata(summary_description=description) if description else None
+    return _out(Summary(value=[Summary.Value(tag=tag, tensor=tensor, metadata=meta)]))
+
+
 def _merge_kernel(*parts):
     return np.array(b"".join(bytes(np.asarray(p, dtype=object)[()]) for p in parts),
                     dtype=object)
@@ -202,6 +261,21 @@ def _strings(inputs):
                                    f"{[t.dtype.name for t in inputs]}")
 
 
+def _audio_check(inputs):
+    _numeric("AudioSummaryV2")(inputs[:1])
+    if not inputs[1].dtype.is_floating or (inputs[1]._shape not in (None, ())):
+        raise InvalidArgumentError("AudioSummaryV2: sample_rate must be a float scalar")
+
+
+def _tensor_check(inputs):
+    dt = inputs[0].dtype
+    if not (dt.is_string or dt.np_dtype.name in _TENSOR_DTYPES):
+        raise InvalidArgumentError(f"TensorSummaryV2: unsupported dtype {dt.name}")
+
+
+register_op("AudioSummaryV2", _summary_shape(_audio_check), _audio_kernel, differentiable=False)
+register_op("TensorSummaryV2", _summary_shape(_tensor_check), _tensor_kernel,
+            differentiable=False)
 for _op, _check, _k in (("ScalarSummary", _scalar_only, _scalar_kernel),
                         ("HistogramSummary", _numeric("HistogramSummary"), _histogram_kernel),
                         ("ImageSummary", _image_check, _image_kernel),
@@ -244,6 +318,36 @@ def image(name, tensor, max_outputs=3, collections=None, family=None):
 def text(name, tensor, collections=None):
     """A text summary of a string tensor (TensorBoard's text plugin)."""
     return _summary_op("TextSummary", name, tensor, collections, None)
+
+
+def audio(name, tensor, sample_rate, max_outputs=3, collections=None, family=None):
+    """Up to ``max_outputs`` WAV clips from a ``[batch, frames, channels]`` (or ``[batch,
+    frames]``) float tensor in [-1, 1] at ``sample_rate`` Hz."""
+    _tbx()
+    t = convert_to_tensor(tensor)
+    rate = convert_to_tensor(sample_rate, dtype=_dt_float32())
+    g = t.graph
+    with g.as_default():
+        op = apply_op("AudioSummaryV2", [t, rate], {"tag": "", "max_outputs": int(max_outputs)},
+                      name=name)
+    op.attrs["tag"] = f"{family}/{op.name}" if family else op.name
+    for c in (collections if collections is not None else [GraphKeys.SUMMARIES]):
+        g.add_to_collection(c, op.outputs[0])
+    return op.outputs[0]
+
+
+def _dt_float32():
+    from . import dtypes
+    return dtypes.float32
+
+
+def tensor_summary(name, tensor, summary_description=None, collections=None,
+                   summary_metadata=None, family=None, display_name=None):
+    """The whole tensor as a summary value (TensorBoard's ``tensor`` field)."""
+    desc = summary_description or (getattr(summary_metadata, "summary_description", None)
+                                   if summary_metadata is not None else None)
+    return _summary_op("TensorSummaryV2", name, tensor, collections, family,
+                       {"description": desc or ""})
 
 
 def merge(inputs, collections=None, name=None):
@@ -422,3 +526,30 @@ class FileWriter:
 
     def __repr__(self):
         return f"<tv.summary.FileWriter {self._logdir!r}>"
+
+
+class FileWriterCache:
+    """One :class:`FileWriter` per log directory, shared by whoever asks (TF 1.x's
+    ``tf.summary.FileWriterCache``, which Estimators and hooks use)."""
+
+    _writers: dict = {}
+    _lock = None
+
+    @classmethod
+    def get(cls, logdir) -> "FileWriter":
+        """The writer of ``logdir``, made on first use."""
+        import threading
+        if cls._lock is None:
+            cls._lock = threading.Lock()
+        with cls._lock:
+            w = cls._writers.get(str(logdir))
+            if w is None:
+                w = cls._writers[str(logdir)] = FileWriter(str(logdir))
+            return w
+
+    @classmethod
+    def clear(cls) -> None:
+        """Close every cached writer and forget them."""
+        for w in list(cls._writers.values()):
+            w.close()
+        cls._writers.clear()
