@@ -171,3 +171,13 @@ def test_vectorized_map_infers_output_dtypes_and_structure():
     assert got[2]["s"].tolist() == [False, True, True]
     check_gradients(lambda t: tv.vectorized_map(lambda r: tv.reduce_sum(r * r), t),
                     rng.normal(size=(3, 2)))
+
+
+def test_structure_mismatch_classes_as_tf():
+    x = tv.constant(X)
+    with pytest.raises(TypeError, match="don't have the same nested structure"):
+        tv.map_fn(lambda v: (v, v), x, dtype=[tv.float32, tv.float32])
+    with pytest.raises(ValueError, match="don't have the same nested structure"):
+        tv.map_fn(lambda t: t[0] + t[1], [x, x])
+    assert run(tv.map_fn(lambda t: t[0] + t[1], [x, x], dtype=tv.float32)).tolist() == \
+        (2 * X).tolist()

@@ -47,11 +47,25 @@ def _check_callable(fn, what: str):
                         "function.")
 
 
+def _untyped(s):
+    """``structure`` with lists and tuples alike (TF's nesting check, before its type check)."""
+    if isinstance(s, tuple) and s and s[0] in ("list", "tuple"):
+        return ("seq", tuple(_untyped(v) for v in s[1]))
+    if isinstance(s, tuple) and s and s[0] == "dict":
+        return ("dict", tuple((k, _untyped(v)) for k, v in s[1]))
+    return s
+
+
 def _assert_same_structure(want, got):
-    if structure(want) != structure(got):
-        raise ValueError("The two structures don't have the same nested structure.\n\n"
-                         f"First structure: {_describe(want)}\n\n"
-                         f"Second structure: {_describe(got)}")
+    """TF's ``nest.assert_same_structure``: a different nesting is ValueError, the same
+    nesting with a list where a tuple is expected (or the reverse) TypeError."""
+    a, b = structure(want), structure(got)
+    if a == b:
+        return
+    cls = TypeError if _untyped(a) == _untyped(b) else ValueError
+    raise cls("The two structures don't have the same nested structure.\n\n"
+              f"First structure: {_describe(want)}\n\n"
+              f"Second structure: {_describe(got)}")
 
 
 def _describe(s):
