@@ -190,7 +190,38 @@ def confusion_matrix(labels, predictions, num_classes=None, weights=None, dtype=
         return _ops.scatter_nd(idx, values, _ops.stack([n, n]))
 
 
+def approx_max_k(operand, k, reduction_dimension=-1, recall_target=0.95,
+                 reduction_input_size_override=-1, aggregate_to_topk=True, name=None):
+    """``(values, indices)`` of the ``k`` largest entries along ``reduction_dimension``: TF's
+    approximate top-k, computed exactly here (recall 1)."""
+    return _approx_k(operand, k, reduction_dimension, name, largest=True)
+
+
+def approx_min_k(operand, k, reduction_dimension=-1, recall_target=0.95,
+                 reduction_input_size_override=-1, aggregate_to_topk=True, name=None):
+    """``(values, indices)`` of the ``k`` smallest entries along ``reduction_dimension``
+    (exact)."""
+    return _approx_k(operand, k, reduction_dimension, name, largest=False)
+
+
+def _approx_k(operand, k, dim, name, largest):
+    x = convert_to_tensor(operand)
+    rank = None if x._shape is None else len(x._shape)
+    if rank is None:
+        raise ValueError("approx_max_k/approx_min_k need an operand of known rank")
+    dim = dim % rank
+    perm = [i for i in range(rank) if i != dim] + [dim]
+    inv = [perm.index(i) for i in range(rank)]
+    xt = _ops.transpose(x, perm) if dim != rank - 1 else x
+    values, indices = _nn.top_k(xt if largest else -xt, k=k, name=name)
+    if not largest:
+        values = -values
+    if dim != rank - 1:
+        values, indices = _ops.transpose(values, inv), _ops.transpose(indices, inv)
+    return values, indices
+
+
 __all__ = _SAME + _NN + [
     "divide_no_nan", "xlogy", "xdivy", "xlog1py", "multiply_no_nan", "reciprocal_no_nan",
     "zero_fraction", "reduce_variance", "reduce_std", "reduce_euclidean_norm", "polyval",
-    "cumulative_logsumexp", "accumulate_n", "confusion_matrix"]
+    "cumulative_logsumexp", "accumulate_n", "confusion_matrix", "approx_max_k", "approx_min_k"]

@@ -974,3 +974,11 @@ def test_signal_frame_windows_stft():
     assert run(tv.signal.fftshift(np.arange(10))).tolist() == np.fft.fftshift(np.arange(10)).tolist()
     m = np.arange(9).reshape(3, 3)
     assert run(tv.signal.ifftshift(m)).tolist() == np.fft.ifftshift(m).tolist()
+
+
+def test_approx_max_min_k_are_exact():
+    x = np.array([[3.0, 1.0, 2.0], [0.0, 5.0, 4.0]])
+    (v, i), (mv, mi) = run([list(tv.math.approx_max_k(x, 2)),
+                            list(tv.math.approx_min_k(x, 1, reduction_dimension=0))])
+    assert v.tolist() == [[3.0, 2.0], [5.0, 4.0]] and i.tolist() == [[0, 2], [1, 2]]
+    assert mv.tolist() == [[0.0, 1.0, 2.0]] and mi.tolist() == [[1, 0, 0]]
