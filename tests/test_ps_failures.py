@@ -238,3 +238,14 @@ def test_a_take_completing_after_a_restore_does_not_apply_its_old_gradients():
         for th, _out in threads:
             th.join(10)
         sess.close()
+
+
+def test_run_replicas_refuses_more_gradients_a_step_than_workers_before_starting_a_cluster():
+    from tensorvm.train.replicas import run_replicas
+    t = time.monotonic()
+    with pytest.raises(tv.errors.InvalidArgumentError,
+                       match=r"replicas_to_aggregate=3 but the cluster has 2 worker task\(s\): "
+                             r"a step needs between 1 and 2 gradients"):
+        run_replicas(lambda ctx: {}, {"ps": 1, "worker": 2}, sync=True,
+                     replicas_to_aggregate=3)
+    assert time.monotonic() - t < 2  # refused before any LocalCluster was started

@@ -231,9 +231,8 @@ def run_replicas(model_fn, cluster=None, *, session=None, sync: bool = False,
     global steps with the values of ``final``; True stops every replica (``TrainResult.history``
     keeps ``(step, seconds, monitor's return)``).
     """
-    own = session is None
-    if own:
-        session = Session(cluster=ClusterSpec(cluster), verbose=False, graph=Graph())
+    if cluster is None and session is not None:
+        cluster = getattr(getattr(session, "_backend", None), "spec", None)
     if cluster is None:
         raise InvalidArgumentError("run_replicas needs cluster= (a ClusterSpec or dict)")
     spec = ClusterSpec(cluster)
@@ -242,8 +241,17 @@ def run_replicas(model_fn, cluster=None, *, session=None, sync: bool = False,
     n = spec.num_tasks("worker")
     total = n
     n_required = replicas_to_aggregate or max(n - backup_workers, 1)
+    if sync and not 1 <= n_required <= n:
+        raise InvalidArgumentError(
+            f"run_replicas: replicas_to_aggregate={n_required} but the cluster has {n} worker "
+            f"task(s): a step needs between 1 and {n} gradients (TF 1.x would wait for ever "
+            "for more than there are workers)")
     if steps_per_run < 1:
         raise InvalidArgumentError(f"steps_per_run must be >= 1, got {steps_per_run}")
+    # checked before a LocalCluster is started for them
+    own = session is None
+    if own:
+        session = Session(cluster=spec, verbose=False, graph=Graph())
     # the data plane the caller's session was made with ("auto" unless forced)
     plane = getattr(getattr(session, "_backend", None), "data_plane", "auto")
     replicas = []
