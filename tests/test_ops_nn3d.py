@@ -281,3 +281,233 @@ def test_conv2d_backprop_depth_mismatch_is_refused():
                                   "same depth: 4 vs 3"):
         tv.nn.conv2d_backprop_input([2, 6, 4, 4], np.ones((2, 2, 3, 4)), np.ones((2, 3, 4, 4)),
                                     [1, 2, 1, 1], "SAME")
+
+
+# ---- max_pool_with_argmax ----------------------------------------------------------------------
+def ref_argmax_pool(x, k, s, padding, include_batch):
+    n, h, w, c = x.shape
+    (oh, pt), (ow, pl) = geo(h, k[0], s[0], 1, padding), geo(w, k[1], s[1], 1, padding)
+    out, arg = np.zeros((n, oh, ow, c)), np.zeros((n, oh, ow, c), np.int64)
+    for b, i, j, ch in itertools.product(range(n), range(oh), range(ow), range(c)):
+        best = None
+        for a, e in itertools.product(range(k[0]), range(k[1])):
+            y, xx = i * s[0] + a - pt, j * s[1] + e - pl
+            if 0 <= y < h and 0 <= xx < w and (best is None or x[b, y, xx, ch] > best):
+                best = x[b, y, xx, ch]
+                arg[b, i, j, ch] = ((b * h + y) * w + xx) * c + ch if include_batch else \
+                    (y * w + xx) * c + ch
+        out[b, i, j, ch] = best
+    return out, arg
+
+
+@pytest.mark.parametrize("k,s,padding,include_batch", [((2, 2), (2, 2), "VALID", False),
+                                                       ((3, 2), (1, 2), "SAME", True),
+                                                       ((2, 3), (2, 1), "SAME", False)])
+def test_max_pool_with_argmax_matches_a_per_window_reference(k, s, padding, include_batch):
+    x = np.round(RS.rand(2, 5, 6, 3) * 4)  # ties: the first maximum, row-major, wins
+    y, arg = tv.nn.max_pool_with_argmax(x, [1, *k, 1], [1, *s, 1], padding,
+                                        include_batch_in_index=include_batch)
+    got_y, got_arg = run([y, arg])
+    want_y, want_arg = ref_argmax_pool(x, k, s, padding, include_batch)
+    np.testing.assert_array_equal(got_y, want_y)
+    np.testing.assert_array_equal(got_arg, want_arg)
+    assert got_arg.dtype == np.int64
+    xu = RS.permutation(2 * 4 * 5 * 2).reshape(2, 4, 5, 2) / 3.0
+
+    def build(a):
+        return tv.nn.max_pool_with_argmax(a, [1, *k, 1], [1, *s, 1], padding,
+                                          include_batch_in_index=include_batch)[0]
+    check_gradients(build, xu)
+
+    def second(a):  # MaxPoolGradWithArgmax's gradient (MaxPoolGradGradWithArgmax)
+        (ga,) = tv.gradients(tv.reduce_sum(build(a) ** 2), [a])
+        return ga * ga
+    check_gradients(second, xu)
+
+
+def test_max_pool_with_argmax_dtype_and_errors():
+    x = np.ones((1, 4, 4, 1), np.float32)
+    _, arg = tv.nn.max_pool_with_argmax(x, [1, 2, 2, 1], [1, 2, 2, 1], "VALID", Targmax=tv.int32)
+    assert arg.dtype == tv.int32 and run(arg).dtype == np.int32
+    with pytest.raises(IAE, match="`data_format` values other  than 'NHWC' are not supported"):
+        tv.nn.max_pool_with_argmax(x, [1, 2, 2, 1], [1, 1, 1, 1], "SAME", data_format="NCHW")
+    with pytest.raises(IAE, match="Attr 'ksize' of 'MaxPoolWithArgmax' Op passed list of length "
+                                  "2 less than minimum 4"):
+        tv.nn.max_pool_with_argmax(x, [2, 2], [1, 1, 1, 1], "SAME")
+    with pytest.raises(IAE, match="Computed output size would be negative"):
+        tv.nn.max_pool_with_argmax(x, [1, 5, 2, 1], [1, 1, 1, 1], "VALID")
+
+
+# ---- dilation2d / erosion2d ---------------------------------------------------------------------
+def ref_dilation(x, f, s, r, padding):
+    n, h, w, c = x.shape
+    kh, kw, _ = f.shape
+    (oh, pt), (ow, pl) = geo(h, kh, s[0], r[0], padding), geo(w, kw, s[1], r[1], padding)
+    out = np.full((n, oh, ow, c), -np.inf)
+    for i, j, a, b in itertools.product(range(oh), range(ow), range(kh), range(kw)):
+        y, xx = i * s[0] + a * r[0] - pt, j * s[1] + b * r[1] - pl
+        if 0 <= y < h and 0 <= xx < w:
+            out[:, i, j] = np.maximum(out[:, i, j], x[:, y, xx] + f[a, b])
+    return out
+
+
+@pytest.mark.parametrize("s,r,padding", [((1, 1), (1, 1), "SAME"), ((2, 1), (1, 2), "SAME"),
+                                         ((1, 2), (2, 1), "VALID")])
+def test_dilation2d_and_erosion2d_match_a_per_window_reference(s, r, padding):
+    x, f = RS.rand(2, 6, 7, 2), RS.rand(2, 3, 2)
+
+    def dil(a, b):
+        return tv.nn.dilation2d(a, b, [1, *s, 1], [1, *r, 1], padding)
+
+    def ero(a, b):
+        return tv.nn.erosion2d(a, b, [1, *s, 1], [1, *r, 1], padding)
+    check_forward(dil, lambda a, b: ref_dilation(a, b, s, r, padding), x, f)
+    check_forward(ero, lambda a, b: -ref_dilation(-a, b[::-1, ::-1], s, r, padding), x, f)
+    check_gradients(dil, x[:1], f)
+    check_gradients(ero, x[:1], f)
+
+
+def test_dilation2d_errors():
+    x, f = np.ones((1, 10, 9, 1)), np.ones((2, 3, 1))
+    with pytest.raises(IAE, match="Attr 'padding' of 'Dilation2D' Op passed string 'FOO'"):
+        tv.nn.dilation2d(x, f, [1, 2, 1, 1], [1, 1, 2, 1], "FOO")
+    with pytest.raises(IAE, match="Shape must be rank 3 but is rank 4 for filter"):
+        tv.nn.dilation2d(x, f[..., None], [1, 1, 1, 1], [1, 1, 1, 1], "SAME")
+    with pytest.raises(IAE, match="Dimensions must be equal, but are 1 and 2"):
+        tv.nn.dilation2d(x, np.ones((2, 3, 2)), [1, 1, 1, 1], [1, 1, 1, 1], "SAME")
+    with pytest.raises(IAE, match=r"Computed output size would be negative: -9 \[input_size: "
+                                  r"10, effective_filter_size: 20, stride: 1\]"):
+        tv.nn.dilation2d(x, np.ones((20, 3, 1)), [1, 1, 1, 1], [1, 1, 1, 1], "VALID")
+
+
+# ---- fractional pooling -------------------------------------------------------------------------
+def ref_fractional(x, rows, cols, overlapping, kind):
+    n, h, w, c = x.shape
+    out = np.zeros((n, len(rows) - 1, len(cols) - 1, c))
+    for i, j in itertools.product(range(len(rows) - 1), range(len(cols) - 1)):
+        r1 = min(rows[i + 1] + (1 if overlapping else 0), h)
+        c1 = min(cols[j + 1] + (1 if overlapping else 0), w)
+        box = x[:, rows[i]:r1, cols[j]:c1].reshape(n, -1, c)
+        out[:, i, j] = box.max(1) if kind == "max" else box.mean(1)
+    return out
+
+
+def check_sequence(seq, n_in, n_out):
+    steps = np.diff(seq)
+    assert seq[0] == 0 and seq[-1] == n_in and len(seq) == n_out + 1
+    assert set(steps.tolist()) <= {n_in // n_out, n_in // n_out + 1}
+
+
+@pytest.mark.parametrize("kind", ["max", "avg"])
+@pytest.mark.parametrize("pseudo_random,overlapping", [(False, False), (True, False),
+                                                       (False, True), (True, True)])
+def test_fractional_pool_matches_a_per_box_reference(kind, pseudo_random, overlapping):
+    fn = tv.nn.fractional_max_pool if kind == "max" else tv.nn.fractional_avg_pool
+    x = RS.permutation(2 * 10 * 9 * 2).reshape(2, 10, 9, 2) / 7.0
+    y, rows, cols = fn(x, [1, 1.44, 1.73, 1], pseudo_random, overlapping, deterministic=True,
+                       seed=1, seed2=2)
+    got, r, c = run([y, rows, cols])
+    assert got.shape == (2, 6, 5, 2)
+    check_sequence(r, 10, 6)
+    check_sequence(c, 9, 5)
+    np.testing.assert_allclose(got, ref_fractional(x, r, c, overlapping, kind), rtol=1e-12)
+    # deterministic: the same boxes every run, and the gradient through them
+    check_gradients(lambda a: fn(a, [1, 1.44, 1.73, 1], pseudo_random, overlapping,
+                                 deterministic=True, seed=1, seed2=2)[0], x[:1, :7, :6])
+
+
+def test_fractional_pool_draws_per_run_repeatably_under_a_graph_seed():
+    x = RS.rand(1, 17, 17, 1)
+
+    def draws():
+        with tv.Graph().as_default():
+            tv.set_random_seed(5)
+            _, rows, _ = tv.nn.fractional_max_pool(x, [1, 1.6, 1.6, 1])
+            with tv.Session() as s:
+                return [tuple(s.run(rows)) for _ in range(6)]
+    first = draws()
+    assert first == draws()  # the graph seed repeats the sequence of draws
+    assert len(set(first)) > 1  # a new draw each run
+    for r in first:
+        check_sequence(np.array(r), 17, 10)
+
+
+def test_fractional_pool_errors():
+    x = np.ones((1, 10, 9, 1))
+    with pytest.raises(IAE, match="Both seed and seed2 should be 0 if deterministic is false"):
+        tv.nn.fractional_max_pool(x, [1, 1.5, 1.5, 1], seed=3)
+    with pytest.raises(IAE, match="pooling_ratio cannot be smaller than 1, got: 0.5"):
+        tv.nn.fractional_max_pool(x, [1, 0.5, 1.5, 1])
+    with pytest.raises(tv.errors.UnimplementedError,
+                       match="Fractional average pooling is not yet supported on the batch nor "
+                             "channel dimension"):
+        tv.nn.fractional_avg_pool(x, [1, 1.5, 1.5, 2])
+    with pytest.raises(IAE, match="Attr 'pooling_ratio' of 'FractionalMaxPool' Op passed list "
+                                  "of length 3 less than minimum 4"):
+        tv.nn.fractional_max_pool(x, [1.5, 1.5, 1])
+    with pytest.raises(IAE, match="Pooling ratio is higher than input dimension size for "
+                                  "dimension 1. Input dim size: 10 pooling ratio: 20"):
+        run(tv.nn.fractional_max_pool(x, [1, 20, 1.5, 1])[0])
+
+
+# ---- pool, with_space_to_batch ------------------------------------------------------------------
+def ref_pool_nd(x, window, kind, padding, rate, strides):
+    """Channels-last N-D pooling with dilated windows (unpadded elements only)."""
+    n, *sp, c = x.shape
+    g = [geo(e, k, s, r, padding) for e, k, s, r in zip(sp, window, strides, rate)]
+    out = np.zeros((n, *(o for o, _ in g), c))
+    for pos in itertools.product(*(range(o) for o, _ in g)):
+        vals = []
+        for tap in itertools.product(*(range(k) for k in window)):
+            at = [p * s + t * r - p0 for p, t, s, r, (_, p0) in zip(pos, tap, strides, rate, g)]
+            if all(0 <= a < e for a, e in zip(at, sp)):
+                vals.append(x[(slice(None), *at)])
+        v = np.stack(vals, 1)
+        out[(slice(None), *pos)] = v.max(1) if kind == "MAX" else v.mean(1)
+    return out
+
+
+@pytest.mark.parametrize("shape,window,kind,padding,rate,strides", [
+    ((2, 9, 2), [2], "MAX", "SAME", [1], [2]),
+    ((2, 9, 2), [3], "AVG", "VALID", [2], [1]),
+    ((1, 7, 8, 2), [2, 3], "MAX", "VALID", [2, 2], [1, 1]),
+    ((1, 7, 8, 2), [2, 2], "AVG", "SAME", [1, 1], [2, 1]),
+    ((1, 5, 6, 4, 1), [2, 2, 2], "AVG", "VALID", [2, 1, 1], [1, 1, 1]),
+])
+def test_pool_matches_a_dilated_window_reference(shape, window, kind, padding, rate, strides):
+    x = RS.permutation(int(np.prod(shape))).reshape(shape) / 5.0
+
+    def build(a):
+        return tv.nn.pool(a, window, kind, padding, dilation_rate=rate, strides=strides)
+    check_forward(build, lambda a: ref_pool_nd(a, window, kind, padding, rate, strides), x)
+    check_gradients(build, x)
+    nc = tv.nn.pool(np.moveaxis(x, -1, 1), window, kind, padding, dilation_rate=rate,
+                    strides=strides, data_format="NC" + "DHW"[3 - len(window):])
+    np.testing.assert_allclose(np.moveaxis(run(nc), 1, -1),
+                               ref_pool_nd(x, window, kind, padding, rate, strides), rtol=1e-12)
+
+
+def test_pool_errors_are_tf_s():
+    x = np.ones((1, 10, 9, 1))
+    with pytest.raises(ValueError, match="pooling with 'SAME' padding is not implemented for "
+                                         "`dilation_rate` > 1"):
+        tv.nn.pool(x, [2, 2], "MAX", "SAME", dilation_rate=[2, 2])
+    with pytest.raises(ValueError, match="`strides > 1` not supported in conjunction with "
+                                         "`dilation_rate > 1`"):
+        tv.nn.pool(x, [2, 2], "MAX", "VALID", dilation_rate=[2, 2], strides=[2, 2])
+    with pytest.raises(ValueError, match="2-D FOO pooling is not supported"):
+        tv.nn.pool(x, [2, 2], "FOO", "SAME")
+    with pytest.raises(ValueError, match=r"Shape \(1, 10, 9, 1\) must have rank 5"):
+        tv.nn.pool(x, [2, 2, 2], "MAX", "SAME")
+
+
+def test_with_space_to_batch_same_padding_is_a_dilated_convolution():
+    x, f = RS.rand(1, 7, 6, 2), RS.rand(3, 2, 2, 3)
+
+    def op(inp, _n, pad):
+        return tv.nn.conv2d(inp, f, [1, 1, 1, 1], pad)
+    got = run(tv.nn.with_space_to_batch(x, [2, 3], "SAME", op, filter_shape=[3, 2]))
+    want = run(tv.nn.conv2d(x, f, [1, 1, 1, 1], "SAME", dilations=[1, 2, 3, 1]))
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    with pytest.raises(ValueError, match="`filter_shape` must be specified for `padding='SAME'`"):
+        tv.nn.with_space_to_batch(x, [2, 3], "SAME", op)
