@@ -502,3 +502,51 @@ def test_matrix_square_root():
     assert np.all(np.linalg.eigvals(sb).real > 0)  # the principal root
     check_gradients(tv.linalg.sqrtm, b, rtol=1e-5)
     check_gradients(tv.matrix_square_root, a, rtol=1e-5)
+
+
+def test_lu_family():
+    a = rng.normal(size=(2, 4, 4))
+    lu_, p = run(list(tv.linalg.lu(a)))
+    lower = np.tril(lu_, -1) + np.eye(4)
+    upper = np.triu(lu_)
+    np.testing.assert_allclose(lower @ upper, np.take_along_axis(a, p[..., None], -2),
+                               rtol=1e-12, atol=1e-12)
+    assert np.all(np.abs(np.tril(lu_, -1)) <= 1 + 1e-12)  # partial pivoting
+    b = rng.normal(size=(2, 4, 3))
+    lt, pt = tv.linalg.lu(a)
+    got = run([tv.linalg.lu_reconstruct(lt, pt), tv.linalg.lu_solve(lt, pt, b),
+               tv.linalg.lu_matrix_inverse(lt, pt)])
+    np.testing.assert_allclose(got[0], a, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got[1], np.linalg.solve(a, b), rtol=1e-10)
+    np.testing.assert_allclose(got[2], np.linalg.inv(a), rtol=1e-10)
+    # (TF 2.21 has no gradient for Lu in graph mode; tensorvm's is checked numerically)
+    check_gradients(lambda t: tv.linalg.lu(t)[0], a[0], rtol=1e-5)
+    check_gradients(lambda t, r: tv.linalg.lu_solve(*tv.linalg.lu(t), r), a[0], b[0],
+                    rtol=1e-5)
+
+
+def test_tridiagonal_solve_matmul_and_eigh():
+    d = rng.normal(size=(3, 5))
+    d[1] += 4.0
+    dense = np.diag(d[1]) + np.diag(d[0, :-1], 1) + np.diag(d[2, 1:], -1)
+    rhs = rng.normal(size=(5, 2))
+    got = run([tv.linalg.tridiagonal_solve(d, rhs), tv.linalg.tridiagonal_matmul(d, rhs),
+               tv.linalg.tridiagonal_solve(d, rhs.T, transpose_rhs=True),
+               tv.linalg.tridiagonal_solve((d[0, :-1], d[1], d[2, 1:]), rhs,
+                                           diagonals_format="sequence"),
+               tv.linalg.tridiagonal_solve(dense, rhs[:, 0], diagonals_format="matrix")])
+    np.testing.assert_allclose(got[0], np.linalg.solve(dense, rhs), rtol=1e-12)
+    np.testing.assert_allclose(got[1], dense @ rhs, rtol=1e-12)
+    np.testing.assert_allclose(got[2], got[0], rtol=1e-12)
+    np.testing.assert_allclose(got[3], got[0], rtol=1e-12)
+    np.testing.assert_allclose(got[4], got[0][:, 0], rtol=1e-12)
+    check_gradients(lambda t, r: tv.linalg.tridiagonal_solve(t, r), d, rhs)
+    alpha, beta = np.array([1.0, 2.0, 3.0, 4.0]), np.array([0.5, 0.2, 0.1])
+    t = np.diag(alpha) + np.diag(beta, 1) + np.diag(beta, -1)
+    ev = np.linalg.eigvalsh(t)
+    got = run([tv.linalg.eigh_tridiagonal(alpha, beta),
+               tv.linalg.eigh_tridiagonal(alpha, beta, select="i", select_range=[1, 2]),
+               tv.linalg.eigh_tridiagonal(alpha, beta, select="v", select_range=[1.5, 3.5])])
+    np.testing.assert_allclose(got[0], ev, rtol=1e-12)
+    np.testing.assert_allclose(got[1], ev[1:3], rtol=1e-12)
+    np.testing.assert_allclose(got[2], ev[(ev > 1.5) & (ev <= 3.5)], rtol=1e-12)

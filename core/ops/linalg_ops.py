@@ -1244,6 +1244,222 @@ def matrix_square_root(input, name=None):
     return apply_op("MatrixSquareRoot", [input], name=name).outputs[0]
 
 
+# ---- LU decomposition -------------------------------------------------------------------------------
+def _lu_kernel(a, output_idx_type):
+    """``(lu, perm)``: partial-pivoting LU of each matrix, ``lu`` holding the unit lower factor
+    below the diagonal and the upper one on and above it, with ``lu = L U = a[perm]``. One
+    vectorised elimination step per column, over the whole batch."""
+    xp = array_namespace(a)
+    n = a.shape[-1]
+    batch = a.shape[:-2]
+    m = a.reshape((-1, n, n)).astype(a.dtype, copy=True)
+    b = m.shape[0]
+    perm = xp.broadcast_to(xp.arange(n), (b, n)).copy()
+    rows = xp.arange(b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for k in range(n):
+            piv = k + xp.argmax(xp.abs(m[:, k:, k]), axis=1)
+            top, low = m[rows, k].copy(), m[rows, piv].copy()
+            m[rows, k], m[rows, piv] = low, top
+            pk, pp = perm[rows, k].copy(), perm[rows, piv].copy()
+            perm[rows, k], perm[rows, piv] = pp, pk
+            if k + 1 < n:
+                m[:, k + 1:, k] = m[:, k + 1:, k] / m[:, k, k][:, None]
+                m[:, k + 1:, k + 1:] -= m[:, k + 1:, k:k + 1] * m[:, k:k + 1, k + 1:]
+    return m.reshape(a.shape), perm.reshape(batch + (n,)).astype(output_idx_type.np_dtype)
+
+
+def _lu_shape(inputs, attrs):
+    x = inputs[0]
+    s = _matrix_shape(x, "Lu")
+    return [(x.dtype, s), (attrs["output_idx_type"], None if s is None else s[:-1])]
+
+
+def _unit_lower_upper(lu):
+    from .array_ops import ones_like
+    lower = matrix_set_diag(matrix_band_part(lu, -1, 0), ones_like(matrix_diag_part(lu)))
+    return lower, matrix_band_part(lu, 0, -1)
+
+
+def _permute_rows(x, perm):
+    """``x[..., perm[...], :]`` per batch (``perm`` a batch of row indices)."""
+    from .index_ops import batch_gather
+    return batch_gather(x, perm)
+
+
+def invert_permutation_batched(perm):
+    """The inverse of each permutation along the last axis of ``perm`` (an argsort)."""
+    from .math_ops import cast
+    from .sort_ops import argsort
+    return cast(argsort(perm, axis=-1), perm.dtype)
+
+
+def _lu_grad(op, g, _g_perm):
+    # square matrices: with P A = L U, dA = P^T L^-T (tril(L^T G_L, -1) + triu(G_U U^T)) U^-T
+    lu, perm = op.outputs
+    lower, upper = _unit_lower_upper(lu)
+    phi = matrix_band_part(matmul(lower, matrix_band_part(g, -1, 0) - matrix_band_part(
+        g, 0, 0), transpose_a=True), -1, -1)
+    phi = matrix_band_part(phi, -1, 0) - matrix_band_part(phi, 0, 0) + \
+        matrix_band_part(matmul(matrix_band_part(g, 0, -1), upper, transpose_b=True), 0, -1)
+    x = matrix_triangular_solve(lower, phi, lower=True, adjoint=True)
+    x = matrix_transpose(matrix_triangular_solve(upper, matrix_transpose(x), lower=False,
+                                                 adjoint=False))
+    return [_permute_rows(x, invert_permutation_batched(perm))]
+
+
+register_op("Lu", _lu_shape, _lu_kernel, grad=_lu_grad)
+
+
+def lu(input, output_idx_type=_dt.int32, name=None):
+    """``(lower_upper, perm)``: the LU decomposition with partial pivoting of each square
+    matrix of ``input`` — ``lower_upper`` holds the unit lower factor ``L`` below its diagonal
+    and ``U`` on and above it, and ``L @ U == input[..., perm, :]`` (TF's ``tf.linalg.lu``).
+
+    >>> import tensorvm as tv
+    >>> lu_, p = tv.linalg.lu([[1.0, 2.0], [3.0, 4.0]])
+    >>> with tv.Session() as s:
+    ...     s.run(p).tolist(), s.run(tv.linalg.lu_reconstruct(lu_, p)).tolist()
+    ([1, 0], [[1.0, 2.0], [3.0, 4.0]])
+    """
+    op = apply_op("Lu", [input], {"output_idx_type": _dt.as_dtype(output_idx_type)},
+                  name=name)
+    return op.outputs[0], op.outputs[1]
+
+
+def lu_reconstruct(lower_upper, perm, validate_args=False, name=None):
+    """The matrix whose :func:`lu` is ``(lower_upper, perm)``."""
+    from ..graph import get_default_graph
+    from ..tensor_conversion import convert_to_tensor
+    with get_default_graph().name_scope(name or "lu_reconstruct"):
+        lower, upper = _unit_lower_upper(convert_to_tensor(lower_upper))
+        return _permute_rows(matmul(lower, upper), invert_permutation_batched(perm))
+
+
+def lu_solve(lower_upper, perm, rhs, validate_args=False, name=None):
+    """``X`` with ``A @ X = rhs`` given ``lu(A) = (lower_upper, perm)``: two triangular
+    solves of the permuted right-hand side."""
+    from ..graph import get_default_graph
+    from ..tensor_conversion import convert_to_tensor
+    with get_default_graph().name_scope(name or "lu_solve"):
+        lower, upper = _unit_lower_upper(convert_to_tensor(lower_upper))
+        y = matrix_triangular_solve(lower, _permute_rows(convert_to_tensor(rhs), perm),
+                                    lower=True)
+        return matrix_triangular_solve(upper, y, lower=False)
+
+
+def lu_matrix_inverse(lower_upper, perm, validate_args=False, name=None):
+    """The inverse of ``A`` given ``lu(A) = (lower_upper, perm)``."""
+    from ..tensor_conversion import convert_to_tensor
+    from .fill_ops import eye
+    lu_t = convert_to_tensor(lower_upper)
+    s = lu_t._shape
+    if s is None or s[-1] is None:
+        raise InvalidArgumentError("lu_matrix_inverse needs the matrix size known")
+    batch = None if None in s[:-2] else list(s[:-2])
+    ident = eye(s[-1], batch_shape=batch, dtype=lu_t.dtype) if batch is not None else \
+        eye(s[-1], dtype=lu_t.dtype) + matrix_transpose(lu_t) * 0.0
+    return lu_solve(lu_t, perm, ident, name=name or "lu_matrix_inverse")
+
+
+# ---- tridiagonal matrices ----------------------------------------------------------------------------
+def _tridiagonal_dense(diagonals, diagonals_format):
+    """The dense matrices of tridiagonal ``diagonals`` (TF's compact ``[..., 3, M]``: the
+    superdiagonal, its last entry ignored; the diagonal; the subdiagonal, its first entry
+    ignored — or a sequence of the three, or the matrices themselves)."""
+    from ..tensor_conversion import convert_to_tensor
+    from .array_ops import constant
+    from .manip_ops import unstack
+    if diagonals_format == "matrix":
+        return convert_to_tensor(diagonals)
+    if diagonals_format == "sequence_sym":  # (off-diagonal, diagonal, off-diagonal), n - 1
+        sup, main, sub = (convert_to_tensor(d) for d in diagonals)
+        from .manip_ops import pad
+        sup = pad(sup, [[0, 1]])
+        sub = pad(sub, [[1, 0]])
+    elif diagonals_format == "sequence":
+        sup, main, sub = (convert_to_tensor(d) for d in diagonals)
+        from .manip_ops import pad
+        rank = len(main._shape)
+        sup = pad(sup, [[0, 0]] * (rank - 1) + [[0, 1]])
+        sub = pad(sub, [[0, 0]] * (rank - 1) + [[1, 0]])
+    elif diagonals_format == "compact":
+        d = convert_to_tensor(diagonals)
+        sup, main, sub = unstack(d, num=3, axis=-2)
+    else:
+        raise ValueError(f"Unrecognized diagonals_format: {diagonals_format}")
+    n = main._shape[-1] if main._shape is not None else None
+    if n is None:
+        raise InvalidArgumentError("tridiagonal ops need the matrix size known")
+    shift = constant(np.eye(n, k=1).astype(main.dtype.np_dtype))
+    return matrix_diag(main) + matmul(matrix_diag(sup), shift) + \
+        matmul(matrix_diag(sub), shift, transpose_b=True)
+
+
+def tridiagonal_solve(diagonals, rhs, diagonals_format="compact", transpose_rhs=False,
+                      conjugate_rhs=False, name=None, partial_pivoting=True,
+                      perturb_singular=False):
+    """``X`` with ``T @ X = rhs`` for tridiagonal ``T`` given by ``diagonals`` (see
+    :func:`_tridiagonal_dense` for the formats); ``rhs`` is ``[..., M, K]`` (``[..., K, M]``
+    with ``transpose_rhs``). Solved as a dense system (pivoting, gradients through it)."""
+    from ..graph import get_default_graph
+    from ..tensor_conversion import convert_to_tensor
+    with get_default_graph().name_scope(name or "tridiagonal_solve"):
+        dense = _tridiagonal_dense(diagonals, diagonals_format)
+        b = convert_to_tensor(rhs)
+        vector = b._shape is not None and len(b._shape) == len(dense._shape) - 1
+        if vector:
+            from .manip_ops import expand_dims
+            b = expand_dims(b, -1)
+        elif transpose_rhs:
+            b = matrix_transpose(b, conjugate=conjugate_rhs)
+        x = matrix_solve(dense, b)
+        if vector:
+            from .manip_ops import squeeze
+            return squeeze(x, -1)
+        return x
+
+
+def tridiagonal_matmul(diagonals, rhs, diagonals_format="compact", name=None):
+    """``T @ rhs`` for tridiagonal ``T`` given by ``diagonals``."""
+    from ..graph import get_default_graph
+    with get_default_graph().name_scope(name or "tridiagonal_matmul"):
+        return matmul(_tridiagonal_dense(diagonals, diagonals_format), rhs)
+
+
+def eigh_tridiagonal(alpha, beta, eigvals_only=True, select="a", select_range=None, tol=None,
+                     name=None):
+    """The eigenvalues (and, unless ``eigvals_only``, eigenvectors) of the symmetric
+    tridiagonal matrix with diagonal ``alpha[n]`` and off-diagonal ``beta[n - 1]``;
+    ``select="i"`` keeps the eigenvalues with indices in ``select_range`` (inclusive),
+    ``"v"`` those in the half-open value range ``(lo, hi]`` (values only)."""
+    from ..graph import get_default_graph
+    from ..tensor_conversion import convert_to_tensor
+    from .partition_ops import boolean_mask
+    from .math_ext import greater, less_equal, logical_and
+    if select not in ("a", "i", "v"):
+        raise ValueError(f"select must be 'a', 'i' or 'v', got {select!r}")
+    with get_default_graph().name_scope(name or "eigh_tridiagonal"):
+        a = convert_to_tensor(alpha)
+        b = convert_to_tensor(beta, dtype=a.dtype)
+        dense = _tridiagonal_dense([b, a, b], "sequence_sym")
+        if eigvals_only:
+            e, v = self_adjoint_eigvals(dense), None
+        else:
+            e, v = self_adjoint_eig(dense)
+        if select == "i":
+            lo, hi = (int(i) for i in select_range)
+            e = e[lo:hi + 1]
+            v = None if v is None else v[:, lo:hi + 1]
+        elif select == "v":
+            lo, hi = select_range
+            keep = logical_and(greater(e, lo), less_equal(e, hi))
+            e = boolean_mask(e, keep)
+            if v is not None:
+                raise ValueError("eigh_tridiagonal: select='v' returns eigenvalues only here")
+        return e if eigvals_only else (e, v)
+
+
 linalg = SimpleNamespace(
     inv=matrix_inverse, det=matrix_determinant, solve=matrix_solve, cholesky=cholesky,
     matrix_transpose=matrix_transpose, transpose=matrix_transpose, trace=trace,
@@ -1254,5 +1470,8 @@ linalg = SimpleNamespace(
     matvec=_matvec, matmul=matmul, eye=_eye, global_norm=_global_norm,
     l2_normalize=_l2_normalize, tensor_diag=diag, tensor_diag_part=diag_part,
     slogdet=slogdet, pinv=pinv, matrix_rank=matrix_rank, normalize=normalize, cross=cross,
-    expm=expm, sqrtm=matrix_square_root)
+    expm=expm, sqrtm=matrix_square_root,
+    lu=lu, lu_reconstruct=lu_reconstruct, lu_solve=lu_solve, lu_matrix_inverse=lu_matrix_inverse,
+    tridiagonal_solve=tridiagonal_solve, tridiagonal_matmul=tridiagonal_matmul,
+    eigh_tridiagonal=eigh_tridiagonal)
 linalg.__doc__ = "``tv.linalg``: TF's linalg names for the matrix ops (``tv.linalg.inv`` …)."
