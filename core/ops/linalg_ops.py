@@ -1399,9 +1399,12 @@ def _tridiagonal_dense(diagonals, diagonals_format):
 def tridiagonal_solve(diagonals, rhs, diagonals_format="compact", transpose_rhs=False,
                       conjugate_rhs=False, name=None, partial_pivoting=True,
                       perturb_singular=False):
-    """``X`` with ``T @ X = rhs`` for tridiagonal ``T`` given by ``diagonals`` (see
-    :func:`_tridiagonal_dense` for the formats); ``rhs`` is ``[..., M, K]`` (``[..., K, M]``
-    with ``transpose_rhs``). Solved as a dense system (pivoting, gradients through it)."""
+    """``X`` with ``T @ X = rhs`` for tridiagonal ``T`` given by ``diagonals`` in TF's
+    formats: ``"compact"`` ``[..., 3, M]`` (superdiagonal with its last entry ignored,
+    diagonal, subdiagonal with its first entry ignored), ``"sequence"`` (the three, of
+    lengths ``M - 1``, ``M``, ``M - 1``) or ``"matrix"``; ``rhs`` is ``[..., M, K]``
+    (``[..., K, M]`` with ``transpose_rhs``) or ``[..., M]``. Solved as a dense system
+    (with pivoting; gradients flow through it)."""
     from ..graph import get_default_graph
     from ..tensor_conversion import convert_to_tensor
     with get_default_graph().name_scope(name or "tridiagonal_solve"):
