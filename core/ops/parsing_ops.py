@@ -81,6 +81,91 @@ def _convert(field: str, dt: str, col: int, rec: int):
 
 def _decode_csv_kernel(records, *, types, defaults, delim, quote, na_value, select):
     recs = np.asarray(records, dtype=object)
+    out = _decode_csv_fast(recs, types, defaults, delim, quote, na_value, select)
+    if out is None:  # an error to report (by record, as TF), or a field Arrow does not parse
+        out = _decode_csv_slow(recs, types, defaults, delim, quote, na_value, select)
+    return out[0] if len(out) == 1 else tuple(out)  # one output: the value itself
+
+
+# The fast path is vectorised with Arrow compute functions over the whole block: records
+# without quotes or line breaks are split by ``pc.split_pattern`` (the others by Python's csv,
+# TF's quoting rules), each column taken with ``pc.list_element`` and converted by one cast.
+# Any irregularity (a missing required field, a wrong field count, a field the cast refuses)
+# returns None: the record-by-record kernel then gives TF's error for the first bad record, or
+# converts the fields Arrow is stricter about (" 1", "+2") as Python's int/float do.
+_INT_FIELD = r"^-?[0-9]+$"
+
+
+def _decode_csv_fast(recs, types, defaults, delim, quote, na_value, select):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    flat = recs.reshape(-1)
+    if flat.size == 0:
+        return None
+    try:
+        arr = pa.array(flat, type=pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        return None  # not UTF-8 (surrogateescape in the other kernel) or not strings
+    if arr.null_count or pc.any(pc.equal(arr, "")).as_py():
+        return None
+    ncols = len(types)
+    need = ncols if select is None else max(select) + 1
+    special = np.asarray(pc.match_substring_regex(arr, '["\r\n]' if quote else "[\r\n]"),
+                         dtype=bool)
+    if special.any():
+        dialect = {"delimiter": delim, "quotechar": '"' if quote else None,
+                   "quoting": csv.QUOTE_MINIMAL if quote else csv.QUOTE_NONE, "strict": True}
+        where = np.flatnonzero(special)
+        try:  # one reader for all: a record whose quote is left open swallows the next
+            rows = list(csv.reader([_text(x) for x in flat[where]], **dialect))
+        except csv.Error:
+            return None
+        if len(rows) != len(where):
+            return None
+        fast = np.flatnonzero(~special)
+        lists = pa.concat_arrays([pc.split_pattern(arr.take(fast), pattern=delim),
+                                  pa.array(rows, type=pa.list_(pa.string()))])
+        perm = np.empty(len(flat), np.int64)
+        perm[fast] = np.arange(len(fast))
+        perm[where] = len(fast) + np.arange(len(where))
+        lists = lists.take(perm)
+    else:
+        lists = pc.split_pattern(arr, pattern=delim)
+    lengths = np.asarray(pc.list_value_length(lists))
+    if (lengths != ncols).any() if select is None else (lengths < need).any():
+        return None
+    out = []
+    for j, (dt, d) in enumerate(zip(types, defaults)):
+        col = pc.list_element(lists, j if select is None else select[j])
+        missing = pc.equal(col, "")
+        if na_value:
+            missing = pc.or_(missing, pc.equal(col, na_value))
+        any_missing = bool(pc.any(missing).as_py())
+        if any_missing and d is None:
+            return None
+        if dt == "string":
+            vals = pc.if_else(missing, d, col) if any_missing else col
+            out.append(vals.to_numpy(zero_copy_only=False).reshape(recs.shape))
+            continue
+        present = pc.if_else(missing, pa.scalar(None, pa.string()), col) if any_missing \
+            else col
+        ok = pc.all(pc.match_substring_regex(present, _INT_FIELD)) if dt in ("int32", "int64") \
+            else pc.invert(pc.any(pc.match_substring(present, "(")))
+        if ok.as_py() is False:
+            return None
+        try:
+            vals = pc.cast(present, getattr(pa, dt)())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None
+        if any_missing:
+            vals = pc.fill_null(vals, pa.scalar(d, vals.type))
+        out.append(np.asarray(vals.to_numpy(zero_copy_only=False), dtype=dt)
+                   .reshape(recs.shape))
+    return out
+
+
+def _decode_csv_slow(recs, types, defaults, delim, quote, na_value, select):
+    """decode_csv record by record (Python's csv): TF's errors, by record."""
     flat = [_text(r) for r in recs.reshape(-1)]
     ncols = len(types)
     dialect = {"delimiter": delim, "quotechar": '"' if quote else None,
@@ -115,7 +200,7 @@ def _decode_csv_kernel(records, *, types, defaults, delim, quote, na_value, sele
         if dt == "string":
             arr[:] = vals
         out.append(arr.reshape(recs.shape))
-    return out[0] if len(out) == 1 else tuple(out)  # one output: the value itself
+    return out
 
 
 def _decode_csv_shape(inputs, attrs):
