@@ -17,6 +17,13 @@ split one by its first index (empty rows included); traced functions (``map``, `
 ``flat_map``) get a SparseTensor of three placeholders and are called through
 :class:`SparseArgs`, which expands sparse arguments and packs sparse results. ``get_next``
 returns the three tensors of each sparse component, packed into a SparseTensor.
+
+>>> import tensorvm as tv
+>>> sp = tv.SparseTensor([[0, 1], [2, 0]], [1.0, 2.0], [3, 2])
+>>> nxt = tv.data.Dataset.from_tensor_slices(sp).batch(2).make_one_shot_iterator().get_next()
+>>> with tv.Session() as s: v = s.run(nxt)
+>>> v.indices.tolist(), v.dense_shape.tolist()
+([[0, 1]], [2, 2])
 """
 from __future__ import annotations
 
