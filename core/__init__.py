@@ -75,6 +75,8 @@ tables_initializer = initialize_all_tables = lookup.tables_initializer  # noqa: 
 from .framework_api import (NotDifferentiable, RegisterGradient,  # noqa: E402,F401
                             custom_gradient, make_template, no_gradient, py_function)
 from .framework_api import print_ as print  # noqa: E402,F401,A001  (tf.print)
+from .variables import (assert_variables_initialized, count_up_to,  # noqa: E402,F401
+                        report_uninitialized_variables)
 from . import kernels_gpu as _kernels_gpu  # noqa: E402
 _kernels_gpu.install()  # every op registered above: its GPU kernel or its CPU-only mark
 from . import math_api as math  # noqa: E402  (tv.math: TF's tf.math names)

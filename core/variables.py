@@ -156,6 +156,18 @@ class Variable:
         """An op that subtracts ``delta`` from the variable; its output is the new value."""
         return self._update("AssignSub", delta, name or "AssignSub")
 
+    def count_up_to(self, limit):
+        """An op that adds 1 to this integer variable and outputs its value before the
+        increment; once the value has reached ``limit`` it raises ``OutOfRangeError``
+        (``Reached limit of <limit>``) without changing it."""
+        if not self.dtype.is_integer:
+            raise InvalidArgumentError(f"count_up_to: {self.name} must be int32 or int64, got "
+                                       f"{self.dtype.name}")
+        g = self._build_graph()
+        with g.as_default(), g.colocate_with(self._op):
+            return apply_op("CountUpTo", [], {**self._attrs, "limit": int(limit)},
+                            name="CountUpTo", colocation=self._op.colocation).outputs[0]
+
     def _scatter(self, op_type, indices, updates, name):
         g = self._build_graph()
         with g.as_default():
@@ -278,3 +290,34 @@ def global_variables_initializer():
 
 
 initialize_variables = variables_initializer
+
+
+def count_up_to(ref, limit, name=None):
+    """``ref.count_up_to(limit)`` (TF 1.x's ``tf.count_up_to``)."""
+    return ref.count_up_to(limit)
+
+
+def report_uninitialized_variables(var_list=None, name="report_uninitialized_variables"):
+    """A 1-D string tensor of the names of the variables in ``var_list`` (default: global and
+    local) that hold no value yet."""
+    from .ops import boolean_mask, constant, logical_not, stack
+    if var_list is None:  # global and local ("local_variables", TF's GraphKeys.LOCAL_VARIABLES)
+        var_list = global_variables() + _collection("local_variables", None, None)
+    var_list = list(var_list)
+    if not var_list:
+        return constant([], dtype=_dt.string, name=name)
+    inited = stack([v.is_initialized() for v in var_list])
+    names = constant([v.op.name for v in var_list], dtype=_dt.string)
+    return boolean_mask(names, logical_not(inited), name=name)
+
+
+def assert_variables_initialized(var_list=None):
+    """An op that fails (``FailedPreconditionError``-like assertion) unless every variable of
+    ``var_list`` (default: global) is initialised."""
+    from .ops import Assert, reduce_all, stack
+    from .ops.array_ops import no_op
+    var_list = list(global_variables() if var_list is None else var_list)
+    if not var_list:
+        return no_op()
+    return Assert(reduce_all(stack([v.is_initialized() for v in var_list])),
+                  [report_uninitialized_variables(var_list)], name="assert_variables_initialized")

@@ -230,6 +230,20 @@ def _read_after_kernel(ctx, ref, *, var_name, container, dtype, shape):
 register_op("VariableRead", lambda inputs, attrs: [(attrs["dtype"], attrs["shape"])],
             _read_after_kernel, stateful=True, needs_ctx=True, grad=lambda op, g: [g],
             gpu_fallback=True)
+def _count_up_to_kernel(ctx, *, var_name, container, dtype, shape, limit):
+    from ..errors import OutOfRangeError
+    v = _var(ctx, var_name, container, dtype, shape)
+    with v.lock:
+        cur = v.read()
+        if int(cur) >= limit:
+            raise OutOfRangeError(f"Reached limit of {limit}")
+        v.set(np.asarray(cur + 1, dtype=cur.dtype))
+        return cur
+
+
+register_op("CountUpTo", lambda inputs, attrs: [(attrs["dtype"], ())], _count_up_to_kernel,
+            stateful=True, needs_ctx=True, differentiable=False,
+            cpu_only="an integer variable's counter (TF's CountUpTo is CPU-only too)")
 register_op("Assign", _value_shape, _assign_kernel, stateful=True, needs_ctx=True,
             differentiable=False, gpu_fallback=True)
 register_op("AssignAdd", _value_shape, _update(lambda a, b: a + b), stateful=True,

@@ -95,3 +95,9 @@ __all__ += ["warm_start"]
 from .hooks import FeedFnHook, FinalOpsHook, GlobalStepWaiterHook, SecondOrStepTimer  # noqa
 
 __all__ += ["FeedFnHook", "FinalOpsHook", "GlobalStepWaiterHook", "SecondOrStepTimer"]
+from .session_creators import (ChiefSessionCreator, LooperThread, SessionCreator,  # noqa: E402
+                               SessionManager, SingularMonitoredSession, WorkerSessionCreator,
+                               assert_global_step, basic_train_loop, global_step, limit_epochs)
+__all__ += ["ChiefSessionCreator", "LooperThread", "SessionCreator", "SessionManager",
+            "SingularMonitoredSession", "WorkerSessionCreator", "assert_global_step",
+            "basic_train_loop", "global_step", "limit_epochs"]

@@ -127,6 +127,48 @@ class _Coordinator:
         return self.stop or (self.stop_event is not None and self.stop_event.is_set())
 
 
+# ---- session creators (TF's MonitoredSession(session_creator=...)) ----------------------------
+
+class SessionCreator:
+    """Makes the session a :class:`~tensorvm.train.MonitoredSession` wraps."""
+
+    is_chief = True
+
+    def __init__(self, scaffold=None, master="", config=None, checkpoint_dir=None,
+                 checkpoint_filename_with_path=None):
+        self.scaffold, self.master, self.config = scaffold, master, config
+        self.checkpoint_dir = checkpoint_dir
+        self.checkpoint_filename_with_path = checkpoint_filename_with_path
+
+    def make_session(self):
+        """A :class:`tensorvm.Session` on ``master`` (in process when empty)."""
+        from ..session import Session
+        return Session(self.master or None, config=self.config, verbose=False)
+
+    def create_session(self):
+        """A session whose state is ready: initialised or restored by a chief, waited for
+        by a worker."""
+        return MonitoredSession(session_creator=self).session
+
+
+class ChiefSessionCreator(SessionCreator):
+    """The chief's: it initialises the variables, or restores the latest checkpoint of
+    ``checkpoint_dir`` (or ``checkpoint_filename_with_path``)."""
+
+    is_chief = True
+
+
+class WorkerSessionCreator(SessionCreator):
+    """A non-chief worker's: it waits until the chief has initialised the variables."""
+
+    is_chief = False
+
+    def __init__(self, scaffold=None, master="", config=None, max_wait_secs=30 * 60):
+        super().__init__(scaffold, master, config)
+        self.max_wait_secs = max_wait_secs
+
+
+
 class MonitoredSession:
     """See the module docstring; made by :func:`MonitoredTrainingSession`.
     ``checkpoint_filename_with_path`` restores that checkpoint instead of the latest of
@@ -135,11 +177,25 @@ class MonitoredSession:
     exists and stopped when the session closes (waiting up to ``stop_grace_period_secs``); a
     runner's error stops the loop and is raised by ``close``, as TF's."""
 
-    def __init__(self, session, is_chief: bool = True, checkpoint_dir: str | None = None,
+    def __init__(self, session=None, is_chief: bool = True, checkpoint_dir: str | None = None,
                  scaffold: Scaffold | None = None, hooks=(), own_session: bool = False,
                  max_wait_secs: float = 7200.0, max_recoveries: int = 10, stop_event=None,
                  checkpoint_filename_with_path: str | None = None,
-                 stop_grace_period_secs: float = 120):
+                 stop_grace_period_secs: float = 120, session_creator=None):
+        if isinstance(session, SessionCreator):  # TF's MonitoredSession(session_creator, hooks)
+            session_creator, session = session, None
+            if not isinstance(is_chief, bool):  # TF's second positional argument: the hooks
+                hooks, is_chief = is_chief, True
+        if session is None:  # TF's signature: a session creator (a chief's by default)
+            creator = session_creator or ChiefSessionCreator()
+            session = creator.make_session()
+            is_chief = creator.is_chief
+            checkpoint_dir = checkpoint_dir or creator.checkpoint_dir
+            checkpoint_filename_with_path = (checkpoint_filename_with_path
+                                             or creator.checkpoint_filename_with_path)
+            scaffold = scaffold or creator.scaffold
+            own_session = True
+        hooks = list(hooks or ())
         self._sess = session
         self._ckpt_path = checkpoint_filename_with_path
         self.graph = session.graph
@@ -170,6 +226,10 @@ class MonitoredSession:
     @property
     def session(self):
         """The wrapped :class:`tensorvm.Session` (for hooks and ``Saver``)."""
+        return self._sess
+
+    def raw_session(self):
+        """The wrapped :class:`tensorvm.Session` (TF's ``SingularMonitoredSession``)."""
         return self._sess
 
     def _count_workers(self) -> int:
