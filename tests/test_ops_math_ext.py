@@ -982,3 +982,44 @@ def test_approx_max_min_k_are_exact():
                             list(tv.math.approx_min_k(x, 1, reduction_dimension=0))])
     assert v.tolist() == [[3.0, 2.0], [5.0, 4.0]] and i.tolist() == [[0, 2], [1, 2]]
     assert mv.tolist() == [[0.0, 1.0, 2.0]] and mi.tolist() == [[1, 0, 0]]
+
+
+def _np_dct2(x):
+    n = x.shape[-1]
+    k, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    return x @ (2 * np.cos(np.pi * k * (2 * j + 1) / (2 * n))).T
+
+
+def test_dct_idct_mel_mfcc():
+    x = rng.normal(size=(2, 8))
+    d2 = run(tv.signal.dct(x))
+    np.testing.assert_allclose(d2, _np_dct2(x), rtol=1e-12, atol=1e-12)
+    for t in (2, 3, 4):  # ortho transforms are inverted by idct
+        back = run(tv.signal.idct(tv.signal.dct(x, type=t, norm="ortho"), type=t, norm="ortho"))
+        np.testing.assert_allclose(back, x, rtol=1e-12, atol=1e-12)
+    back = run(tv.signal.idct(tv.signal.dct(x, type=2), type=2)) / 16.0  # TF: divide by 2N
+    np.testing.assert_allclose(back, x, rtol=1e-12, atol=1e-12)
+    back1 = run(tv.signal.idct(tv.signal.dct(x, type=1), type=1)) / 14.0
+    np.testing.assert_allclose(back1, x, rtol=1e-12, atol=1e-12)
+    check_gradients(lambda t: tv.signal.dct(t, type=2, norm="ortho"), x)
+    with pytest.raises(ValueError, match="Normalization is not supported for the Type-I DCT."):
+        tv.signal.dct(x, type=1, norm="ortho")
+    m = run(tv.signal.linear_to_mel_weight_matrix(10, 33, 16000, 20.0, 7000.0, tv.float64))
+    assert m.shape == (33, 10) and (m >= 0).all() and m[0].tolist() == [0.0] * 10
+    assert (m.argmax(0)[1:] >= m.argmax(0)[:-1]).all()  # centres rise with the band
+    mf = run(tv.signal.mfccs_from_log_mel_spectrograms(x))
+    np.testing.assert_allclose(mf, _np_dct2(x) / np.sqrt(16.0), rtol=1e-12)
+
+
+def test_overlap_and_add_and_inverse_stft():
+    f = rng.normal(size=(2, 5, 4))
+    want = np.zeros((2, 16))
+    for i in range(5):
+        want[:, i * 3:i * 3 + 4] += f[:, i]
+    np.testing.assert_allclose(run(tv.signal.overlap_and_add(f, 3)), want, rtol=1e-12)
+    check_gradients(lambda t: tv.signal.overlap_and_add(t, 3), f)
+    sig = rng.normal(size=(2, 64))
+    st = tv.signal.stft(sig, 16, 4)
+    rec = run(tv.signal.inverse_stft(st, 16, 4,
+                                     window_fn=tv.signal.inverse_stft_window_fn(4)))
+    np.testing.assert_allclose(rec[:, 12:-12], sig[:, 12:52], rtol=1e-10, atol=1e-12)
