@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorvm as tv
 
-from tests.opcheck import check_forward, check_gradients, run
+from tests.opcheck import check_forward, check_gradients, numeric_grad, run
 
 RS = np.random.RandomState(7)
 IAE = tv.errors.InvalidArgumentError
@@ -511,3 +511,91 @@ def test_with_space_to_batch_same_padding_is_a_dilated_convolution():
     np.testing.assert_allclose(got, want, rtol=1e-12)
     with pytest.raises(ValueError, match="`filter_shape` must be specified for `padding='SAME'`"):
         tv.nn.with_space_to_batch(x, [2, 3], "SAME", op)
+
+
+# ---- raw_rnn, static_state_saving_rnn -----------------------------------------------------------
+def ref_rnn(x, seq, kernel, bias, h0):
+    """BasicRNNCell over time-major ``x``: rows past their length emit zeros, keep state."""
+    h, outs = h0.copy(), []
+    for t in range(x.shape[0]):
+        new = np.tanh(np.concatenate([x[t], h], 1) @ kernel + bias)
+        done = (t >= seq)[:, None]
+        outs.append(np.where(done, 0, new))
+        h = np.where(done, h, new)
+    return np.stack(outs), h
+
+
+def test_raw_rnn_matches_a_reference_recurrence_with_loop_state_and_gradients():
+    x = RS.rand(4, 2, 3)
+    seq = np.array([4, 2], np.int32)
+
+    def build(xt):
+        cell = tv.nn.rnn_cell.BasicRNNCell(5, dtype=tv.float64)
+
+        def loop_fn(time, cell_output, cell_state, loop_state):
+            state = cell.zero_state(2, tv.float64) if cell_output is None else cell_state
+            count = tv.constant(0) if loop_state is None else loop_state + 1  # steps taken
+            finished = time >= seq
+            inp = tv.cond(tv.reduce_all(finished), lambda: tv.zeros([2, 3], tv.float64),
+                          lambda: xt[tv.minimum(time, 3)])
+            return finished, inp, state, cell_output, count
+        ta, state, count = tv.nn.raw_rnn(cell, loop_fn, scope="raw")
+        return ta.stack(), state, count
+    w = RS.rand(4, 2, 5)
+    with tv.Graph().as_default():
+        xt = tv.constant(x)
+        out, state, count = build(xt)
+        (dx,) = tv.gradients(tv.reduce_sum(out * w), [xt])
+        with tv.Session() as s:
+            s.run(tv.global_variables_initializer())
+            got_out, got_state, got_count, got_dx, (kernel, bias) = s.run(
+                [out, state, count, dx, tv.trainable_variables()])
+    want_out, want_state = ref_rnn(x, seq, kernel, bias, np.zeros((2, 5)))
+    np.testing.assert_allclose(got_out, want_out, rtol=1e-12)
+    np.testing.assert_allclose(got_state, want_state, rtol=1e-12)
+    assert got_count == 4
+    # the gradient through the loop, against central differences of the reference
+    want_dx = numeric_grad(lambda a: float((ref_rnn(a, seq, kernel, bias,
+                                                    np.zeros((2, 5)))[0] * w).sum()), x)
+    np.testing.assert_allclose(got_dx, want_dx, rtol=1e-5, atol=1e-7)
+
+
+def test_raw_rnn_loop_fn_errors():
+    cell = tv.nn.rnn_cell.BasicRNNCell(2)
+    with pytest.raises(IAE, match="loop_fn's finished must be bool, got int32"):
+        tv.nn.raw_rnn(cell, lambda t, o, s, ls: (tv.zeros([1], tv.int32), tv.zeros([1, 2]),
+                                                 cell.zero_state(1, tv.float32), None, None))
+    with pytest.raises(TypeError, match="loop_fn must be a callable"):
+        tv.nn.raw_rnn(cell, None)
+
+
+class _VariableSaver:
+    """A state saver keeping each named state in a variable (contrib's saver's interface)."""
+
+    def __init__(self, shapes):
+        self.vars = {n: tv.Variable(np.full(s, 0.5), name=n) for n, s in shapes.items()}
+
+    def state(self, name):
+        return self.vars[name].read_value()
+
+    def save_state(self, name, value):
+        return tv.assign(self.vars[name], value)
+
+
+def test_static_state_saving_rnn_reads_and_saves_the_state():
+    x = [RS.rand(2, 3) for _ in range(3)]
+    cell = tv.nn.rnn_cell.BasicLSTMCell(4, dtype=tv.float64)
+    saver = _VariableSaver({"c": (2, 4), "h": (2, 4)})
+    outs, state = tv.nn.static_state_saving_rnn(cell, [tv.constant(v) for v in x], saver,
+                                                ("c", "h"))
+    with tv.Session() as s:
+        s.run(tv.global_variables_initializer())
+        first = s.run([outs[-1], state])
+        saved = s.run([saver.vars["c"], saver.vars["h"]])
+        np.testing.assert_allclose(saved[0], first[1].c, rtol=1e-12)
+        np.testing.assert_allclose(saved[1], first[1].h, rtol=1e-12)
+        second = s.run(outs[-1])  # starts from the saved state: a different result
+        assert not np.allclose(second, first[0])
+    with pytest.raises(ValueError, match="state_name should be the same type as "
+                                         "cell.state_size"):
+        tv.nn.static_state_saving_rnn(cell, [tv.constant(v) for v in x], saver, "c")
