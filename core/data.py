@@ -19,6 +19,7 @@ from .ops.dataset_files import TextLineDataset, TFRecordDataset
 from .ops.dataset_misc import Options
 from .ops.dataset_ops import Dataset
 from .ops.iterator_ops import Iterator
+from .ops.iterator_ops import Optional as _Optional
 
 __all__ = [
     "Dataset",
@@ -64,10 +65,27 @@ class experimental:
     """``tf.data.experimental``: ``AUTOTUNE`` and the transformations TF 1.x programs
     ``apply``."""
 
+    Optional = _Optional
+
     AUTOTUNE = -1
     INFINITE_CARDINALITY = -1
     UNKNOWN_CARDINALITY = -2
     Options = Options
+
+    @staticmethod
+    def get_next_as_optional(iterator):
+        """The next element of ``iterator`` as an :class:`Optional` (empty at the end of the
+        data, instead of ``OutOfRangeError``); each run reads one element."""
+        from .ops.iterator_ops import get_next_as_optional
+        return get_next_as_optional(iterator)
+
+    @staticmethod
+    def dense_to_sparse_batch(batch_size, row_shape):
+        """``batch_size`` consecutive elements (one tensor each, of ``row_shape``'s rank and
+        at most its dims) as one SparseTensor of all their entries, dense shape
+        ``[n] + row_shape`` (a ``None``/-1 dim: the batch's largest)."""
+        from .ops.dataset_transforms import dense_to_sparse_batch
+        return lambda ds: dense_to_sparse_batch(ds, batch_size, row_shape)
 
     @staticmethod
     def cardinality(dataset):

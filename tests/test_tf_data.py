@@ -1104,3 +1104,53 @@ def test_group_by_reducer_folds_each_key_and_emits_in_key_order():
     with pytest.raises(TypeError, match="The element types for the new state must match"):
         tf.data.Dataset.range(3).apply(x.group_by_reducer(lambda v: v, x.Reducer(
             lambda k: k, lambda s, v: tf.cast(s, tf.float32), lambda s: s)))
+
+
+# ---- get_next_as_optional / tf.data.experimental.Optional -------------------------------------
+
+def test_get_next_as_optional_reads_one_element_per_run_and_ends_empty():
+    it = tf.data.Dataset.range(2).map(lambda x: (x, tf.fill([x], 1.0))) \
+        .make_initializable_iterator()
+    opt = tf.data.experimental.get_next_as_optional(it)
+    has, val = opt.has_value(), opt.get_value()
+    assert has.dtype == tf.bool and [v.shape.as_list() for v in val] == [[], [None]]
+    assert opt.output_types == (tf.int64, tf.float32)
+    with tf.Session() as s:
+        s.run(it.initializer)
+        assert [bool(s.run(has)) for _ in range(3)] == [True, True, False]
+        s.run(it.initializer)
+        h, (i, f) = s.run([has, val])  # one element for both
+        assert bool(h) and int(i) == 0 and f.tolist() == []
+        i, f = s.run(val)
+        assert int(i) == 1 and f.tolist() == [1.0]
+        with pytest.raises(errors.InvalidArgumentError,
+                           match="The given optional does not have a value."):
+            s.run(val)
+        assert not s.run(has)
+
+
+def test_iterator_get_next_as_optional_of_a_one_shot_iterator_with_sparse_elements():
+    it = tf.data.Dataset.from_tensor_slices(
+        tf.SparseTensor([[0, 1]], [5], [2, 3])).make_one_shot_iterator()
+    opt = it.get_next_as_optional()
+    has, val = opt.has_value(), opt.get_value()
+    assert isinstance(val, tf.SparseTensor) and opt.output_classes is tf.SparseTensor
+    with tf.Session() as s:
+        got = [s.run([has, val]) for _ in range(2)]
+        assert [bool(h) for h, _ in got] == [True, True]
+        assert [v.values.tolist() for _, v in got] == [[5], []]
+        assert got[0][1].indices.tolist() == [[1]] and got[1][1].dense_shape.tolist() == [3]
+        assert not s.run(has)
+
+
+def test_optional_from_value_and_empty():
+    opt = tf.data.experimental.Optional.from_value(
+        {"a": tf.constant(1), "b": tf.SparseTensor([[0]], [1.0], [3])})
+    assert opt.output_classes == {"a": tf.Tensor, "b": tf.SparseTensor}
+    none = tf.data.experimental.Optional.empty(tf.zeros([2], tf.int32))
+    with tf.Session() as s:
+        h, v = s.run([opt.has_value(), opt.get_value()])
+        assert bool(h) and int(v["a"]) == 1 and v["b"].values.tolist() == [1.0]
+        assert not s.run(none.has_value())
+        with pytest.raises(errors.InvalidArgumentError, match="does not have a value"):
+            s.run(none.get_value())

@@ -298,3 +298,41 @@ def test_sparse_elements_are_read_in_a_worker_process(cluster):
     assert triple(v) == ([[0, 0], [0, 1]], [1, 2], [2, 2])
     assert d.tolist() == [[1, 2], [0, 0]]
     assert s.run(dense).tolist() == [[5, 6, 7]]
+
+
+# ---- tf.data.experimental.dense_to_sparse_batch -----------------------------------------------
+
+def _ragged():
+    return tf.data.Dataset.from_tensor_slices([[1, 2, 0], [3, 0, 0], [4, 5, 6]]).map(
+        lambda r: tf.boolean_mask(r, r > 0))
+
+
+def test_dense_to_sparse_batch_against_tf():
+    ds = _ragged().apply(tf.data.experimental.dense_to_sparse_batch(2, [4]))
+    assert ds.output_classes is tf.SparseTensor and ds.output_types == tf.int32
+    assert ds.output_shapes.as_list() == [None, 4]
+    assert [triple(v) for v in elements(ds)] == [
+        ([[0, 0], [0, 1], [1, 0]], [1, 2, 3], [2, 4]), ([[0, 0], [0, 1], [0, 2]], [4, 5, 6], [1, 4])]
+    big = _ragged().apply(tf.data.experimental.dense_to_sparse_batch(3, [None]))
+    assert big.output_shapes.as_list() == [None, None]
+    assert triple(elements(big)[0])[2] == [3, 3]
+    # every entry of a dense element, zeros included
+    two = tf.data.Dataset.from_tensor_slices(tf.constant([[[1, 0], [0, 2]]])).apply(
+        tf.data.experimental.dense_to_sparse_batch(2, [3, 3]))
+    assert triple(elements(two)[0]) == ([[0, 0, 0], [0, 0, 1], [0, 1, 0], [0, 1, 1]],
+                                        [1, 0, 0, 2], [1, 3, 3])
+
+
+def test_dense_to_sparse_batch_errors_as_tf():
+    small = _ragged().apply(tf.data.experimental.dense_to_sparse_batch(3, [2]))
+    with pytest.raises(tf.errors.DataLossError, match=r"Input element had shape \(\[3\]\) that "
+                       r"is larger than the row shape \(\[2\]\)\."):
+        elements(small)
+    rank = _ragged().apply(tf.data.experimental.dense_to_sparse_batch(2, [2, 2]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"Input element had shape "
+                       r"\(\[2\]\) that is incompatible with the row shape \(\[2,2\]\)\."):
+        elements(rank)
+    with pytest.raises(TypeError, match=r"requires an input dataset whose elements have a "
+                       r"single component.*\(tf.int64, tf.int64\)"):
+        tf.data.Dataset.range(3).map(lambda x: (x, x)).apply(
+            tf.data.experimental.dense_to_sparse_batch(2, [2]))

@@ -322,6 +322,57 @@ class SparseTriples(Stage):
                 yield (v.indices[None], v.values[None], v.dense_shape[None])
 
 
+def _fmt_dims(dims) -> str:
+    return "[" + ",".join(str(-1 if d is None else d) for d in dims) + "]"
+
+
+@dataclass
+class DenseToSparseBatch(Stage):
+    """``dense_to_sparse_batch``: ``size`` elements (one dense component) as one
+    SparseTensorValue of all their entries, dense shape ``[n] + row`` (None: the largest)."""
+    child: Stage
+    size: Ref
+    row: tuple
+
+    def check(self, env):
+        from .dataset_pipeline import _batch_size
+        _batch_size(self.size, env)
+        super().check(env)
+
+    def blocks(self, env):
+        from .dataset_pipeline import _batch_size
+        n = _batch_size(self.size, env)
+        buf: list = []
+        for (col,) in self.child.blocks(env):
+            for i in range(len(col)):
+                buf.append(np.asarray(col[i]))
+                if len(buf) == n:
+                    yield (column([self._batch(buf)]),)
+                    buf = []
+        if buf:
+            yield (column([self._batch(buf)]),)
+
+    def _batch(self, elems) -> SparseTensorValue:
+        from ..errors import DataLossError
+        rank = len(self.row)
+        for e in elems:
+            if e.ndim != rank:
+                raise InvalidArgumentError(f"Input element had shape ({_fmt_dims(e.shape)}) "
+                                           "that is incompatible with the row shape "
+                                           f"({_fmt_dims(self.row)}).")
+            if any(r is not None and d > r for d, r in zip(e.shape, self.row)):
+                raise DataLossError(f"Input element had shape ({_fmt_dims(e.shape)}) that is "
+                                    f"larger than the row shape ({_fmt_dims(self.row)}).")
+        ind = [np.concatenate([np.full((e.size, 1), k, np.int64),
+                               np.indices(e.shape, dtype=np.int64).reshape(rank, -1).T], axis=1)
+               for k, e in enumerate(elems)]
+        shape = [len(elems)] + [r if r is not None else max(e.shape[j] for e in elems)
+                                for j, r in enumerate(self.row)]
+        return SparseTensorValue(np.concatenate(ind), np.concatenate([e.reshape(-1)
+                                                                       for e in elems]),
+                                 np.asarray(shape, np.int64))
+
+
 def refs(b, leaves) -> tuple:
     """The Refs of a source's leaves: three per SparseTensor."""
     out: list[Ref] = []

@@ -165,6 +165,33 @@ def _fmt_shape(s):
     return "None" if s is None else str([d for d in s])
 
 
+def dense_to_sparse_batch(child, batch_size, row_shape) -> Dataset:
+    """``tf.data.experimental.dense_to_sparse_batch``: see ``tv.data.experimental``."""
+    return _DenseToSparseBatch(child, batch_size, row_shape)
+
+
+class _DenseToSparseBatch(Dataset):
+    def __init__(self, child, batch_size, row_shape):
+        from .dataset_sparse import SPARSE
+        _refuse_nested(child, "dense_to_sparse_batch")
+        if len(child._dtypes) != 1 or child._sparse[0]:
+            kinds = ", ".join(f"tf.{d.name}" for d in child._dtypes)
+            raise TypeError("`dense_to_sparse_batch` requires an input dataset whose elements "
+                            "have a single component, but the given dataset has the following "
+                            f"component types: ({kinds}).")
+        row = _pad_dims(row_shape)
+        if row is None or any(isinstance(d, Tensor) for d in row):
+            raise ValueError("dense_to_sparse_batch: row_shape must be known when the graph is "
+                             f"built, got {row_shape!r}")
+        self._child, self._row = child, row
+        self._size, _ = _batch_size(batch_size)
+        super().__init__(SPARSE, child._dtypes, [(None,) + row])
+
+    def _compile(self, b):
+        from .dataset_sparse import DenseToSparseBatch
+        return DenseToSparseBatch(self._child._compile(b), b.ref(self._size), self._row)
+
+
 def _pad_dims(s):
     """A padded shape as dims: ints, None (the batch's largest) or scalar tensors (a dim
     computed when the pipeline runs; static ones are read now)."""

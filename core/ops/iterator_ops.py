@@ -441,6 +441,11 @@ class Iterator:
             raise ValueError("Iterator does not have an initializer.")
         return self._initializer
 
+    def get_next_as_optional(self):
+        """The next element as a ``tv.data.experimental.Optional`` (empty at the end of the
+        data, instead of ``OutOfRangeError``)."""
+        return get_next_as_optional(self)
+
     def get_next(self, name=None):
         """The next element, in the dataset's structure (``OutOfRangeError`` at the end)."""
         inputs, attrs = [], {}
@@ -491,3 +496,132 @@ class _FeedableIterator:
 
     def __repr__(self):
         return f"<tv.data.Iterator (feedable) types={self.output_types}>"
+
+
+# ---- get_next_as_optional and tf.data.experimental.Optional ----------------------------------
+
+def _empty_values(spec) -> tuple:
+    """The outputs of an element-less optional: arrays of the components' dtypes and static
+    shapes (unknown dims 0; a sparse component: an empty SparseTensorValue of its rank)."""
+    out = []
+    for d, s, sp in zip(spec["dtypes"], spec["shapes"], spec.get("sparse") or
+                        (False,) * len(spec["dtypes"])):
+        np_dt = np.dtype(object) if d.is_string else d.np_dtype
+        if sp:
+            rank = 0 if s is None else len(s)
+            out.append(SparseTensorValue(np.zeros((0, rank), np.int64), np.zeros(0, np_dt),
+                                         np.array([0 if x is None else x for x in (s or ())],
+                                                  np.int64)))
+        else:
+            out.append(np.full(tuple(0 if x is None else x for x in (s or ())),
+                               "" if d.is_string else 0, dtype=np_dt))
+    return tuple(out)
+
+
+def _next_optional_kernel(ctx, *inputs, iterator, stage=None):
+    st = _state(ctx, iterator)
+    if stage is not None and st.gen is None:
+        st.initialize(stage, inputs, ctx)
+    try:
+        got, has = st.get_next(ctx), True
+    except OutOfRangeError:
+        got, has = _empty_values(iterator), False
+    out = _outputs(iterator, got)
+    return (np.asarray(has),) + (out if isinstance(out, tuple) else (out,))
+
+
+def _optional_get_kernel(has, *values):
+    if not bool(np.asarray(has)):
+        raise InvalidArgumentError("The given optional does not have a value.")
+    return values[0] if len(values) == 1 else values
+
+
+register_op("IteratorGetNextAsOptional",
+            lambda i, a: [(_dt.bool_, ())] + _get_next_shape(i, a), _next_optional_kernel,
+            stateful=True, needs_ctx=True, differentiable=False)
+register_op("OptionalGetValue", lambda i, a: [(t.dtype, t._shape) for t in i[1:]],
+            _optional_get_kernel, differentiable=False)
+
+
+class Optional:
+    """``tf.data.experimental.Optional``: an element that may be absent. ``has_value()`` is a
+    bool tensor; ``get_value()`` the element's tensors (in its structure), which fail with
+    ``InvalidArgumentError`` when run on an empty optional. Made by
+    ``tv.data.experimental.get_next_as_optional(iterator)`` (one element read per run, an
+    empty optional at the end of the data instead of ``OutOfRangeError``),
+    :meth:`from_value` or :meth:`empty`."""
+
+    def __init__(self, has_value, values, structure_, dtypes, shapes, sparse):
+        self._has = has_value
+        self._values = list(values)  # op outputs: three per sparse component
+        self._structure, self._dtypes = structure_, tuple(dtypes)
+        self._shapes, self._sparse = tuple(shapes), tuple(sparse)
+
+    def has_value(self, name=None) -> Tensor:
+        """A bool scalar tensor: whether the optional holds an element."""
+        return self._has
+
+    def get_value(self, name=None):
+        """The element, as tensors in its structure (``InvalidArgumentError`` when run on an
+        empty optional)."""
+        g = self._has.graph
+        with g.as_default():
+            op = apply_op("OptionalGetValue", [self._has] + self._values, {},
+                          name=name or "OptionalGetValue")
+        return pack_as(self._structure, pack_outputs(list(op.outputs), self._sparse,
+                                                     self._shapes))
+
+    output_types = Iterator.output_types
+    output_shapes = Iterator.output_shapes
+    output_classes = Iterator.output_classes
+
+    @staticmethod
+    def from_value(value) -> Optional:
+        """An optional holding ``value`` (a structure of tensors and SparseTensors)."""
+        from .array_ops import constant
+        from .dataset_ops import _normalize, _shape_of
+        from .dataset_transforms import _expand
+
+        def conv(x):
+            if isinstance(x, (SparseTensor, SparseTensorValue)):
+                return SparseTensor.from_value(x)
+            from ..tensor_conversion import convert_to_tensor
+            return convert_to_tensor(x)
+        s = _normalize(value, conv)
+        flat = flatten(s)
+        return Optional(constant(True), _expand(flat), s, [t.dtype for t in flat],
+                        [_shape_of(t) for t in flat], [isinstance(t, SparseTensor) for t in flat])
+
+    @staticmethod
+    def empty(element_spec) -> Optional:
+        """An optional without a value, of ``element_spec``'s structure: leaves with a
+        ``dtype`` and a ``shape`` (tensors, SparseTensors, or TF's TensorSpec-like objects;
+        a leaf whose class is named SparseTensor or SparseTensorSpec is sparse)."""
+        from .array_ops import constant
+        from .dataset_ops import _normalize
+        s = _normalize(element_spec, lambda x: x)
+        leaves = flatten(s)
+        dtypes = [_dt.as_dtype(x.dtype) for x in leaves]
+        shapes = [None if TensorShape(x.shape).dims is None else tuple(TensorShape(x.shape).dims)
+                  for x in leaves]
+        sparse = [isinstance(x, SparseTensor) or type(x).__name__ == "SparseTensorSpec"
+                  for x in leaves]
+        spec = {"dtypes": dtypes, "shapes": shapes, "sparse": sparse}
+        values = expand_outputs(_empty_values(spec), sparse)
+        return Optional(constant(False), [constant(v) for v in values],
+                        pack_as(s, [SPARSE if sp else 0 for sp in sparse]), dtypes, shapes,
+                        sparse)
+
+    def __repr__(self):
+        return f"<tv.data.experimental.Optional types={self.output_types}>"
+
+
+def get_next_as_optional(iterator) -> Optional:
+    """``tf.data.experimental.get_next_as_optional(iterator)``: the next element as an
+    :class:`Optional` (empty at the end of the data); each run reads one element."""
+    inputs, attrs = [], {}
+    if iterator._one_shot is not None:
+        attrs["stage"], inputs = iterator._one_shot
+    op = iterator._apply("IteratorGetNextAsOptional", inputs, attrs, "IteratorGetNextAsOptional")
+    return Optional(op.outputs[0], list(op.outputs[1:]), iterator._structure, iterator._dtypes,
+                    iterator._shapes, iterator._sparse)
