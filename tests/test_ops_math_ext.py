@@ -1023,3 +1023,16 @@ def test_overlap_and_add_and_inverse_stft():
     rec = run(tv.signal.inverse_stft(st, 16, 4,
                                      window_fn=tv.signal.inverse_stft_window_fn(4)))
     np.testing.assert_allclose(rec[:, 12:-12], sig[:, 12:52], rtol=1e-10, atol=1e-12)
+
+
+def test_float32_erf_erfc_erfinv_fast_path_to_float32_rounding():
+    x = np.linspace(-11.0, 11.0, 40001).astype(np.float32)
+    e, c = run([tv.erf(x), tv.erfc(x)])
+    want_e = np.array([math.erf(v) for v in x.astype(np.float64)])
+    want_c = np.array([math.erfc(v) for v in x.astype(np.float64)])
+    np.testing.assert_allclose(e, want_e, rtol=0, atol=6e-8)
+    ok = want_c > 1e-37  # float32's normal range
+    np.testing.assert_allclose(c[ok], want_c[ok], rtol=2e-7)
+    y = np.linspace(-0.999, 0.999, 2001).astype(np.float32)
+    back = [math.erf(v) for v in run(tv.math.erfinv(y)).astype(np.float64)]
+    np.testing.assert_allclose(back, y, rtol=0, atol=1e-7)
