@@ -205,6 +205,48 @@ def test_conv3d_transpose_with_a_dynamic_output_shape_checks_at_run_time():
             s.run(y, {shp: [1, 5, 5, 5, 1]})
 
 
+@pytest.fixture
+def cpu_backend(monkeypatch):
+    """Choose the CPU kernel backend for one test (and leave the process's choice as it was)."""
+    from tensorvm import cpu_accel
+    monkeypatch.delenv(cpu_accel.ENV, raising=False)
+    yield cpu_accel.set_backend
+    cpu_accel.set_backend(None)
+
+
+@pytest.mark.parametrize("df,s,d,padding", [("NDHWC", (1, 1, 1), (1, 1, 1), "SAME"),
+                                            ("NDHWC", (2, 1, 2), (1, 1, 1), "SAME"),
+                                            ("NCDHW", (1, 2, 1), (1, 1, 1), "VALID"),
+                                            ("NDHWC", (1, 1, 1), (2, 1, 1), "SAME")])
+def test_conv3d_float32_on_torch_equals_the_im2col_kernels(cpu_backend, monkeypatch, df, s, d,
+                                                           padding):
+    from tensorvm import cpu_accel
+    from tensorvm.ops import nn_conv3d_accel
+    if not cpu_accel.available():
+        pytest.skip("PyTorch is not installed: the accelerated CPU kernels are not used here")
+    seen = []
+    for name in ("conv3d", "conv3d_backprop_input", "conv3d_backprop_filter"):
+        real = getattr(nn_conv3d_accel, name)
+        monkeypatch.setattr(nn_conv3d_accel, name,
+                            lambda *a, _r=real, _n=name: seen.append(_n) or _r(*a))
+    x = RS.rand(2, 5, 6, 4, 3).astype(np.float32)  # even and uneven SAME paddings
+    if df == "NCDHW":
+        x = x.transpose(0, 4, 1, 2, 3).copy()
+    f = RS.rand(2, 3, 2, 3, 4).astype(np.float32)
+    xt, ft = tv.constant(x), tv.constant(f)
+    y = tv.nn.conv3d(xt, ft, [1, *s, 1] if df == "NDHWC" else [1, 1, *s], padding,
+                     data_format=df, dilations=[1, *d, 1] if df == "NDHWC" else [1, 1, *d])
+    w = tv.constant(RS.rand(*y.shape.as_list()).astype(np.float32))
+    fetches = [y, *tv.gradients(tv.reduce_sum(y * w), [xt, ft])]
+    got = {}
+    for b in ("torch", "numpy"):
+        cpu_backend(b)
+        got[b] = run(fetches)
+    assert sorted(set(seen)) == ["conv3d", "conv3d_backprop_filter", "conv3d_backprop_input"]
+    for a, b in zip(got["torch"], got["numpy"]):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-5)
+
+
 # ---- the public 2-D and 1-D gradient functions -----------------------------------------------
 def ref_conv2d(x, f, s, padding):
     return ref_conv3d(x[:, None], f[None], (1, *s), (1, 1, 1), padding)[:, 0]

@@ -16,7 +16,9 @@ view ``[N, OD, OH, OW, C]`` of the padded input, so max/avg pooling and their gr
 ``KD * KH * KW`` whole-array operations (max-pool's gradient goes to each window's first
 maximum in row-major window order, as TF's; average pooling divides by the number of
 unpadded elements of each window, as TF's). Every kernel creates its arrays in the namespace
-of its inputs, so it is also the op's GPU kernel.
+of its inputs, so it is also the op's GPU kernel. With the torch CPU backend
+(:mod:`tensorvm.cpu_accel`) float32 convolutions run on oneDNN instead
+(:mod:`tensorvm.ops.nn_conv3d_accel`).
 
 Padding follows TF: "VALID" uses only full windows; "SAME" gives ``ceil(in / stride)``
 outputs, padding ``max((out - 1) * stride + window - in, 0)`` split with the smaller half first.
@@ -40,6 +42,7 @@ from ..kernels_gpu import array_namespace
 from ..op_def_library import apply_op
 from ..registry import register_kernel, register_op
 from ..tensor_conversion import convert_to_tensor
+from . import nn_conv3d_accel as _accel
 from .common import static_shape_of, static_value
 from .nn_conv import _blocks, _out_and_pads, _share
 
@@ -216,12 +219,14 @@ def _conv_ndhwc(x, f, s, d, out, pads):
 
 
 def _conv3d_kernel(x, f, strides, padding, data_format, dilations):
-    x = _to_last(x, data_format)
+    x_df, x = x, _to_last(x, data_format)
     s, d = _sp(strides, data_format), _sp(dilations, data_format)
     if f.shape[3] != x.shape[4]:
         raise InvalidArgumentError(f"Conv3D: input depth {x.shape[4]} != filter in_depth "
                                    f"{f.shape[3]}")
     out, pads = _geometry(x.shape[1:4], f.shape[:3], s, d, padding)
+    if 0 not in out and _accel.wants(x_df, f):  # oneDNN through PyTorch (nn_conv3d_accel)
+        return _accel.conv3d(x_df, f, s, d, pads, data_format)
     return _from_last(_conv_ndhwc(x, f, s, d, out, pads).astype(x.dtype, copy=False),
                       data_format)
 
@@ -232,10 +237,12 @@ def _conv3d_backprop_input_kernel(input_sizes, f, g, strides, padding, data_form
         raise InvalidArgumentError(f"Conv3DBackpropInputV2: input_sizes must have 5 entries, "
                                    f"got {list(sizes)}")
     xs = sizes if data_format == "NDHWC" else (sizes[0], *sizes[2:], sizes[1])
-    g = _to_last(g, data_format)
+    g_df, g = g, _to_last(g, data_format)
     s, d, k = _sp(strides, data_format), _sp(dilations, data_format), f.shape[:3]
     out, pads = _geometry(xs[1:4], k, s, d, padding)
     _check_out_backprop("Conv3DBackpropInputOp", xs[1:4], k, s, d, padding, g.shape[1:4])
+    if 0 not in xs and f.shape[3] == xs[4] and _accel.wants(g_df, f):
+        return _accel.conv3d_backprop_input(xs, f, g_df, s, d, pads, data_format)
     xpn = array_namespace(g, f)
     dt = np.result_type(g.dtype, f.dtype)
     if s == (1, 1, 1):  # the transposed convolution: flipped filter over the padded gradient
@@ -263,11 +270,14 @@ def _conv3d_backprop_filter_kernel(x, filter_sizes, g, strides, padding, data_fo
     if len(fs) != 5:
         raise InvalidArgumentError(f"Conv3DBackpropFilterV2: filter_sizes must have 5 entries, "
                                    f"got {list(fs)}")
+    x_df, g_df = x, g
     x, g = _to_last(x, data_format), _to_last(g, data_format)
     s, d, k = _sp(strides, data_format), _sp(dilations, data_format), fs[:3]
     out, pads = _geometry(x.shape[1:4], k, s, d, padding)
     _check_out_backprop("Conv3DBackpropFilterOp", x.shape[1:4], k, s, d, padding,
                         g.shape[1:4])
+    if 0 not in fs and fs[3] == x.shape[4] and _accel.wants(x_df, g_df):
+        return _accel.conv3d_backprop_filter(x_df, fs, g_df, s, d, pads, data_format)
     o = fs[4]
 
     def work(n0, n1, z0, z1, cols, acc):
