@@ -123,7 +123,7 @@ def test_pool3d_matches_a_per_window_reference_and_its_gradients(kind, k, s, pad
     def build(a):
         return fn(a, [1, *k, 1], [1, *s, 1], padding)
     check_forward(build, lambda a: ref_pool3d(a, k, s, padding, kind), x)
-    check_gradients(build, x[:1, :4, :3, :4])
+    check_gradients(build, x[:1, :4, :4, :4])
     nc = check_forward(lambda a: fn(a, k, s, padding, data_format="NCDHW"),
                        lambda a: ref_pool3d(a.transpose(0, 2, 3, 4, 1), k, s, padding,
                                             kind).transpose(0, 4, 1, 2, 3),
@@ -143,6 +143,34 @@ def test_max_pool3d_gradient_goes_to_the_first_maximum_and_has_second_order():
         (ga,) = tv.gradients(tv.reduce_sum(y * y), [a])
         return ga * ga
     check_gradients(second, RS.permutation(2 * 3 * 2 * 3).reshape(1, 2, 3, 2, 3) / 5.0)
+
+
+def ref_max_pool3d_grad(x, g, k, s, padding):
+    """Each window's output gradient added at its first maximum (row-major), as TF."""
+    n, *sp, c = x.shape
+    geos = [geo(e, kk, ss, 1, padding) for e, kk, ss in zip(sp, k, s)]
+    dx = np.zeros_like(x)
+    for b, ch in itertools.product(range(n), range(c)):
+        for pos in itertools.product(*(range(o) for o, _ in geos)):
+            best, at = None, None
+            for tap in itertools.product(*(range(kk) for kk in k)):
+                q = tuple(p * ss + t - p0 for p, t, ss, (_, p0) in zip(pos, tap, s, geos))
+                if all(0 <= a < e for a, e in zip(q, sp)) and (best is None or
+                                                               x[(b, *q, ch)] > best):
+                    best, at = x[(b, *q, ch)], q
+            dx[(b, *at, ch)] += g[(b, *pos, ch)]
+    return dx
+
+
+@pytest.mark.parametrize("k,s,padding,shape", [((2, 2, 2), (2, 2, 2), "VALID", (2, 4, 6, 4, 3)),
+                                               ((2, 2, 1), (1, 2, 1), "SAME", (1, 3, 4, 3, 2))])
+def test_max_pool3d_gradient_with_ties_goes_to_each_first_maximum(k, s, padding, shape):
+    x = np.round(RS.rand(*shape) * 2)  # many ties; the first window shape tiles the input
+    xt = tv.constant(x)
+    y = tv.nn.max_pool3d(xt, [1, *k, 1], [1, *s, 1], padding)
+    g = RS.rand(*y.shape.as_list())
+    (dx,) = tv.gradients(y, [xt], grad_ys=tv.constant(g))
+    np.testing.assert_allclose(run(dx), ref_max_pool3d_grad(x, g, k, s, padding), rtol=1e-12)
 
 
 def test_avg_pool3d_same_counts_only_unpadded_elements():
