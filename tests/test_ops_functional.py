@@ -54,14 +54,24 @@ def test_map_fn_on_a_fed_batch_of_unknown_size():
             np.testing.assert_allclose(s.run(out, {ph: v}), v.sum(1) * 2.0, rtol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="TensorArrayStack of a zero-size array ignores the "
-                   "element shape the writes inferred while the graph was built (its shape "
-                   "attr): tensor_array_ops, another helper's file")
-def test_map_fn_over_an_empty_batch_gives_an_empty_result():
+def test_map_fn_and_scan_over_an_empty_batch_give_empty_results():
     ph = tv.placeholder(tv.float32, [None, 3])
     out = tv.map_fn(lambda r: tv.reduce_sum(r) * 2.0, ph)
+    rows = tv.map_fn(lambda r: r * 2.0, ph)
+    sc = tv.scan(lambda a, r: a + r, ph, initializer=tv.zeros([3]))
     with tv.Session() as s:
-        assert s.run(out, {ph: np.zeros((0, 3), np.float32)}).shape == (0,)
+        got = s.run([out, rows, sc], {ph: np.zeros((0, 3), np.float32)})
+        assert [g.shape for g in got] == [(0,), (0, 3), (0, 3)]
+        got = s.run([out, rows, sc], {ph: np.ones((2, 3), np.float32)})
+        assert got[0].tolist() == [6.0, 6.0] and got[2].tolist() == [[1.0] * 3, [2.0] * 3]
+    # gradients through the stack's cond, for a batch and for no batch
+    ph = tv.placeholder(tv.float64, [None, 2])
+    y = tv.map_fn(lambda r: r * r, ph)
+    sc2 = tv.scan(lambda a, r: a * r, ph, initializer=tv.ones([2], tv.float64))
+    g = tv.gradients(tv.reduce_sum(y) + tv.reduce_sum(sc2), ph)[0]
+    with tv.Session() as s:
+        assert s.run(g, {ph: np.zeros((0, 2))}).shape == (0, 2)
+        assert s.run(g, {ph: np.ones((3, 2))}).tolist() == [[5.0, 5.0], [4.0, 4.0], [3.0, 3.0]]
 
 
 def test_foldl_foldr_with_and_without_initializer():

@@ -108,6 +108,19 @@ def _set_leading(t: Tensor, n_static):
     return t
 
 
+def _stacked(ta, n, n_static):
+    """``ta.stack()``, its leading dimension set; when the element count is only known at run
+    time and may be 0, an empty array of the element shape the writes inferred (TF 1.x's
+    zero-size stack) — a ``cond`` around the stack."""
+    es = ta._meta.element_shape
+    if n_static is None and es is not None and None not in es:
+        from .control_flow_ops import cond
+        from .fill_ops import zeros
+        from .math_ext import greater
+        return cond(greater(n, 0), ta.stack, lambda: zeros((0,) + tuple(es), ta.dtype))
+    return _set_leading(ta.stack(), n_static)
+
+
 def _unstacked(elems_flat, n, element_shapes=False):
     tas = []
     for e in elems_flat:
@@ -169,7 +182,7 @@ def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True,
         _, r_a = while_loop(lambda i, _: i < n, compute, (constant(0), acc_ta),
                             parallel_iterations=parallel_iterations, back_prop=back_prop,
                             swap_memory=swap_memory, maximum_iterations=n)
-        results = [_set_leading(r.stack(), n_static) for r in r_a]
+        results = [_stacked(r, n, n_static) for r in r_a]
     return pack_as(out_struct, results)
 
 
@@ -319,7 +332,7 @@ def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True,
         _, _, r_a = while_loop(cond, compute, (initial_i, a_flat, accs_ta),
                                parallel_iterations=parallel_iterations, back_prop=back_prop,
                                swap_memory=swap_memory, maximum_iterations=n)
-        results = [_set_leading(r.stack(), n_static) for r in r_a]
+        results = [_stacked(r, n, n_static) for r in r_a]
     return out_pack(results)
 
 
