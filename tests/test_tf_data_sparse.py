@@ -224,9 +224,28 @@ def test_padded_batch_refuses_sparse_components_as_tf():
 def test_transformations_without_sparse_support_say_so():
     ds = tf.data.Dataset.from_tensors(tf.SparseTensor(**SP))
     with pytest.raises(TypeError, match="SparseTensor components"):
-        ds.reduce(0., lambda s, x: s)
-    with pytest.raises(TypeError, match="SparseTensor components"):
         ds.cache("/tmp/never_written_sparse_cache")
+    with pytest.raises(TypeError, match="a SparseTensor in the state is not supported"):
+        ds.reduce(tf.constant(0.), lambda s, x: x)
+
+
+def test_reduce_scan_take_while_and_get_single_element_of_sparse_elements():
+    sp = tf.SparseTensor([[0, 1], [1, 0]], [1, 2], [2, 3])
+    rows = tf.data.Dataset.from_tensor_slices(sp)
+    total = rows.reduce(tf.constant(0, tf.int32), lambda s, x: s + tf.sparse.reduce_sum(x))
+    scanned = rows.apply(tf.data.experimental.scan(
+        tf.constant(0, tf.int32),
+        lambda s, x: (s + 1, tf.SparseTensor(x.indices, x.values + s, x.dense_shape))))
+    assert scanned.output_classes is tf.SparseTensor and scanned.output_shapes.as_list() == [3]
+    single = tf.data.experimental.get_single_element(tf.data.Dataset.from_tensors(sp))
+    assert isinstance(single, tf.SparseTensor) and single.shape.as_list() == [2, 3]
+    first = rows.apply(tf.data.experimental.take_while(
+        lambda x: tf.reduce_all(tf.equal(x.indices[:, 0], 1))))
+    with tf.Session() as s:
+        assert int(s.run(total)) == 3
+        assert triple(s.run(single)) == ([[0, 1], [1, 0]], [1, 2], [2, 3])
+    assert [triple(v) for v in elements(scanned)] == [([[1]], [1], [3]), ([[0]], [3], [3])]
+    assert [triple(v) for v in elements(first)] == [([[1]], [1], [3])]
 
 
 # ---- iterators --------------------------------------------------------------------------------
@@ -268,10 +287,9 @@ def test_feedable_iterator_of_sparse_elements():
         assert [triple(s.run(nxt, {h: handle}))[1] for _ in range(3)] == [[1.0], [], [2.0, 3.0]]
 
 
-def test_window_scan_unique_and_grouping_refuse_sparse_components():
+def test_window_unique_and_grouping_refuse_sparse_components():
     ds = tf.data.Dataset.from_tensor_slices(tf.SparseTensor(**SP))
-    for make in (lambda: ds.window(2), lambda: ds.scan(0, lambda s, x: (s, x)),
-                 lambda: ds.unique(),
+    for make in (lambda: ds.window(2), lambda: ds.unique(),
                  lambda: ds.apply(tf.data.experimental.group_by_window(
                      lambda x: tf.constant(0, tf.int64), lambda k, w: w, 2))):
         with pytest.raises(TypeError, match="SparseTensor components"):
@@ -312,7 +330,8 @@ def test_dense_to_sparse_batch_against_tf():
     assert ds.output_classes is tf.SparseTensor and ds.output_types == tf.int32
     assert ds.output_shapes.as_list() == [None, 4]
     assert [triple(v) for v in elements(ds)] == [
-        ([[0, 0], [0, 1], [1, 0]], [1, 2, 3], [2, 4]), ([[0, 0], [0, 1], [0, 2]], [4, 5, 6], [1, 4])]
+        ([[0, 0], [0, 1], [1, 0]], [1, 2, 3], [2, 4]),
+        ([[0, 0], [0, 1], [0, 2]], [4, 5, 6], [1, 4])]
     big = _ragged().apply(tf.data.experimental.dense_to_sparse_batch(3, [None]))
     assert big.output_shapes.as_list() == [None, None]
     assert triple(elements(big)[0])[2] == [3, 3]

@@ -180,13 +180,18 @@ def unbatch_blocks(blocks, sparse: tuple):
 def placeholders(dtype, shape):
     """The SparseTensor of three placeholders a traced function receives for a sparse
     component of ``dtype`` and static dense shape ``shape``; returns (it, [its tensors])."""
-    from .array_ops import placeholder
+    from .array_ops import constant, placeholder
     rank = None if shape is None else len(shape)
-    sp = SparseTensor(placeholder("int64", [None, rank], name="indices"),
-                      placeholder(dtype, [None], name="values"),
-                      placeholder("int64", [rank], name="dense_shape"))
+    parts = [placeholder("int64", [None, rank], name="indices"),
+             placeholder(dtype, [None], name="values"),
+             placeholder("int64", [rank], name="dense_shape")]
+    # A fully known dense shape is a constant in the function (its value is fed all the
+    # same), so SparseTensors the function builds from it know their shape, as TF's.
+    known = shape is not None and all(d is not None for d in shape)
+    sp = SparseTensor(parts[0], parts[1],
+                      constant(np.asarray(shape, np.int64)) if known else parts[2])
     sp._shape_hint = None if shape is None else tuple(shape)
-    return sp, [sp.indices, sp.values, sp.dense_shape]
+    return sp, parts
 
 
 def dense_shape_of(sp: SparseTensor):

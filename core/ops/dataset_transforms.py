@@ -319,7 +319,7 @@ class _Map(Dataset):
 class _Filter(Dataset):
     def __init__(self, child, predicate, what="filter"):
         from .while_loop import Func
-        fg, phs, res = _trace(child, predicate, what, sparse_ok=what == "filter")
+        fg, phs, res = _trace(child, predicate, what, sparse_ok=what in ("filter", "take_while"))
         with fg.as_default():
             out = own(convert_to_tensor(res)) if isinstance(res, (Tensor, bool, np.bool_)) \
                 else res

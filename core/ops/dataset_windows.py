@@ -35,6 +35,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..errors import InvalidArgumentError, OpError
 from ..graph import _user_location
+from ..sparse_tensor import SparseTensor
 from . import dataset_pipeline as P
 from .control_flow_ops import flatten, pack_as, structure
 from .dataset_ops import Dataset, _normalize, _scalar, _shape_of, _static_int
@@ -159,7 +160,8 @@ def trace_with_state(ds: Dataset, fn, initial_state, what: str, pair: bool):
     output structure of tensors (``pair``) or None."""
     from ..tensor_conversion import convert_to_tensor
     from .array_ops import placeholder
-    from .dataset_transforms import _result
+    from .dataset_sparse import SparseArgs, placeholders
+    from .dataset_transforms import _expand, _result
     from .while_loop import Func, FuncGraph
     if not callable(fn):
         raise TypeError(f"{what}: the function must be callable, got {fn!r}")
@@ -173,8 +175,12 @@ def trace_with_state(ds: Dataset, fn, initial_state, what: str, pair: bool):
         fg = FuncGraph(ds._graph, f"Dataset.{what}")
         with fg.as_default():
             s_phs = [placeholder(d, s, name="state") for d, s in zip(dtypes, shapes)]
-            e_phs = [placeholder(d, s, name="arg") for d, s in zip(ds._dtypes, ds._shapes)]
-            res = fn(pack_as(state, s_phs), pack_as(ds._structure, e_phs))
+            e_phs, leaves = [], []  # a sparse component: a SparseTensor of 3 placeholders
+            for d, s, sp in zip(ds._dtypes, ds._shapes, ds._sparse):
+                t, parts = placeholders(d, s) if sp else (None, [placeholder(d, s, name="arg")])
+                e_phs.extend(parts)
+                leaves.append(parts[0] if t is None else t)
+            res = fn(pack_as(state, s_phs), pack_as(ds._structure, leaves))
             if pair:
                 if not isinstance(res, (tuple, list)) or len(res) != 2:
                     raise TypeError(
@@ -188,6 +194,9 @@ def trace_with_state(ds: Dataset, fn, initial_state, what: str, pair: bool):
                             f"state. Expected {structure(state)}, got "
                             f"{structure(new_state)}.")
         flat_new = flatten(new_state)
+        if any(isinstance(t, SparseTensor) for t in flat_new):
+            raise TypeError(f"{what}: a SparseTensor in the state is not supported in "
+                            "tensorvm (elements and outputs may be SparseTensors)")
         for d, t in zip(dtypes, flat_new):
             if t.dtype != d:
                 sep = ", got" if pair else " but got"
@@ -199,15 +208,19 @@ def trace_with_state(ds: Dataset, fn, initial_state, what: str, pair: bool):
             break
         shapes = relaxed
     outs = [] if out is None else flatten(out)
-    func = Func(fg, s_phs + e_phs + list(fg.captures.values()), flat_new + outs,
+    func = Func(fg, s_phs + e_phs + list(fg.captures.values()), flat_new + _expand(outs),
                 f"Dataset.{what}", _user_location())
+    out_sparse = [isinstance(t, SparseTensor) for t in outs]
+    if any(ds._sparse) or any(out_sparse):
+        n = len(flat_new)
+        func = SparseArgs(func, (False,) * n + tuple(ds._sparse), (False,) * n +
+                          tuple(out_sparse), (None,) * n + _np_dtypes(t.dtype for t in outs))
     return func, list(fg.captures), init, state, shapes, out
 
 
 class _Scan(Dataset):
     def __init__(self, child, initial_state, scan_func):
         refuse_nested(child, "scan")
-        refuse_sparse(child, "scan")
         func, caps, init, _, _, out = trace_with_state(child, scan_func, initial_state,
                                                        "scan", pair=True)
         flat = flatten(out)
@@ -218,7 +231,9 @@ class _Scan(Dataset):
         return Scan(self._child._compile(b), self._func,
                     tuple(b.ref(t) for t in self._captures),
                     tuple(b.ref(t) for t in self._init),
-                    _np_dtypes(t.dtype for t in self._init), _np_dtypes(self._dtypes))
+                    _np_dtypes(t.dtype for t in self._init),
+                    tuple(np.dtype(object) if sp else d
+                          for d, sp in zip(_np_dtypes(self._dtypes), self._sparse)))
 
 
 def _stack_runs(outs):

@@ -50,7 +50,6 @@ from .dataset_sparse import (
     is_sparse_class,
     is_sparse_leaf,
     pack_outputs,
-    refuse_sparse,
 )
 
 __all__: list[str] = []  # exported as tv.data.Iterator
@@ -201,7 +200,7 @@ def _reduce_kernel(ctx, *inputs, stage, func, n_inputs, n_state, dtypes, shapes)
     return out[0] if len(out) == 1 else tuple(out)
 
 
-def _single_kernel(ctx, *inputs, stage, dtypes, shapes):
+def _single_kernel(ctx, *inputs, stage, dtypes, shapes, sparse=None):
     env = P.Env(list(inputs), ctx)
     stage.check(env)
     got = None
@@ -212,8 +211,7 @@ def _single_kernel(ctx, *inputs, stage, dtypes, shapes):
         env.ctx = ctx
     if got is None:
         raise InvalidArgumentError("Dataset was empty.")
-    out = tuple(P.as_component(c[0], c.dtype) for c in got)
-    return out[0] if len(out) == 1 else out
+    return _outputs({"sparse": sparse}, tuple(_element(c[0], c.dtype) for c in got))
 
 
 def _to_tfrecord_kernel(ctx, *inputs, stage, compression):
@@ -264,7 +262,9 @@ def _outputs_shape(inputs, attrs):
 
 register_op("ReduceDataset", _outputs_shape, _reduce_kernel, stateful=True, needs_ctx=True,
             differentiable=False)
-register_op("DatasetToSingleElement", _outputs_shape, _single_kernel, stateful=True,
+register_op("DatasetToSingleElement",
+            lambda i, a: expand_signature(a["dtypes"], a["shapes"], a.get("sparse")),
+            _single_kernel, stateful=True,
             needs_ctx=True, differentiable=False)
 
 
@@ -274,7 +274,6 @@ def reduce_dataset(ds, initial_state, reduce_func):
     from .dataset_ops import _Builder
     from .dataset_windows import refuse_nested, trace_with_state
     refuse_nested(ds, "reduce")
-    refuse_sparse(ds, "reduce")
     func, caps, init, state, shapes, _ = trace_with_state(ds, reduce_func, initial_state,
                                                           "reduce", pair=False)
     b = _Builder(one_shot=False)
@@ -293,14 +292,13 @@ def get_single_element(ds):
     from .dataset_ops import _Builder
     from .dataset_windows import refuse_nested
     refuse_nested(ds, "get_single_element")
-    refuse_sparse(ds, "get_single_element")
     b = _Builder(one_shot=False)
     stage = ds._compile(b)
     with ds._graph.as_default():
         op = apply_op("DatasetToSingleElement", list(b.inputs),
-                      {"stage": stage, "dtypes": ds._dtypes, "shapes": ds._shapes},
-                      name="DatasetToSingleElement")
-    return pack_as(ds._structure, list(op.outputs))
+                      {"stage": stage, "dtypes": ds._dtypes, "shapes": ds._shapes,
+                       "sparse": ds._sparse}, name="DatasetToSingleElement")
+    return pack_as(ds._structure, pack_outputs(list(op.outputs), ds._sparse, ds._shapes))
 
 
 # ---- the Python class ------------------------------------------------------------------------
