@@ -669,3 +669,74 @@ def test_static_state_saving_rnn_reads_and_saves_the_state():
     with pytest.raises(ValueError, match="state_name should be the same type as "
                                          "cell.state_size"):
         tv.nn.static_state_saving_rnn(cell, [tv.constant(v) for v in x], saver, "c")
+
+
+# ---- the small rest (nn_misc_ext) ---------------------------------------------------------------
+def test_atrous_conv2d_transpose_is_the_adjoint_of_a_dilated_conv2d():
+    v, f = RS.rand(1, 6, 5, 2), RS.rand(3, 2, 3, 2)  # filters [KH, KW, out, in]
+
+    def build(a, b):
+        return tv.nn.atrous_conv2d_transpose(a, b, [1, 10, 7, 3], 2, "VALID")
+
+    def want(a, b):  # element i is <atrous_conv2d(e_i, f), v>
+        out, x0 = np.zeros((1, 10, 7, 3)), np.zeros((1, 10, 7, 3))
+        for idx in itertools.product(*(range(e) for e in out.shape)):
+            x0[idx] = 1
+            dil = ref_conv3d(x0[:, None], b[None], (1, 1, 1), (1, 2, 2), "VALID")[:, 0]
+            out[idx] = (dil * a).sum()
+            x0[idx] = 0
+        return out
+    check_forward(build, want, v, f)
+    check_gradients(build, v, f)
+    with pytest.raises(ValueError, match="rate 0 cannot be less than one"):
+        tv.nn.atrous_conv2d_transpose(v, f, [1, 10, 7, 3], 0, "VALID")
+
+
+def test_batch_norm_with_global_normalization_and_average_losses():
+    t = RS.rand(2, 3, 4)
+    got = run([tv.nn.batch_norm_with_global_normalization(t, 0.3, 2.0, 0.1, 3.0, 1e-3, True),
+               tv.nn.batch_norm_with_global_normalization(t, 0.3, 2.0, 0.1, 3.0, 1e-3, False),
+               tv.nn.compute_average_loss(t[:, 0, 0], sample_weight=2.0),
+               tv.nn.compute_average_loss(t[:, 0, 0], global_batch_size=8),
+               tv.nn.scale_regularization_loss(t[0])])
+    np.testing.assert_allclose(got[0], (t - 0.3) / np.sqrt(2.001) * 3.0 + 0.1, rtol=1e-12)
+    np.testing.assert_allclose(got[1], (t - 0.3) / np.sqrt(2.001) + 0.1, rtol=1e-12)
+    np.testing.assert_allclose(got[2], (t[:, 0, 0] * 2).sum() / 2, rtol=1e-12)
+    np.testing.assert_allclose(got[3], t[:, 0, 0].sum() / 8, rtol=1e-12)
+    np.testing.assert_allclose(got[4], t[0].sum(), rtol=1e-12)
+    with pytest.raises(ValueError, match="Expected a tensor with at least rank 1"):
+        tv.nn.compute_average_loss(3.0)
+    with pytest.raises(tv.errors.InvalidArgumentError, match="global_batch_size must be positive"):
+        run(tv.nn.compute_average_loss(t[:, 0, 0], global_batch_size=0))
+
+
+def test_collapse_repeated_and_ctc_unique_labels():
+    lab = np.array([[1, 1, 2, 2, 3, 3], [4, 4, 4, 0, 0, 5], [7, 8, 8, 8, 9, 9]], np.int32)
+    collapsed, lengths = run(list(tv.nn.collapse_repeated(lab, [6, 4, 2])))
+    assert collapsed.tolist() == [[1, 2, 3], [4, 0, 0], [7, 8, 0]]  # TF 2.21's values
+    assert lengths.tolist() == [3, 2, 2]
+    u, idx = run(list(tv.nn.ctc_unique_labels(lab)))
+    assert u.dtype == np.int64 and idx.dtype == np.int32
+    assert u.tolist() == [[1, 2, 3, 0, 0, 0], [4, 0, 5, 0, 0, 0], [7, 8, 9, 0, 0, 0]]
+    assert idx.tolist() == [[0, 0, 1, 1, 2, 2], [0, 0, 0, 1, 1, 2], [0, 1, 1, 1, 2, 2]]
+
+
+def test_approx_max_k_and_min_k_are_exact():
+    x = RS.permutation(60).reshape(3, 4, 5).astype(np.float64)
+    vmax, imax = run(list(tv.nn.approx_max_k(x, 2, reduction_dimension=1)))
+    order = np.argsort(-x, axis=1, kind="stable")[:, :2]
+    np.testing.assert_array_equal(imax, order)
+    np.testing.assert_array_equal(vmax, np.take_along_axis(x, order, 1))
+    vmin, imin = run(list(tv.nn.approx_min_k(x, 3)))
+    order = np.argsort(x, axis=-1, kind="stable")[..., :3]
+    np.testing.assert_array_equal(imin, order)
+    np.testing.assert_array_equal(vmin, np.take_along_axis(x, order, -1))
+
+
+def test_nn_aliases_are_the_ops():
+    assert tv.nn.depthwise_conv2d_backprop_input is tv.nn.depthwise_conv2d_native_backprop_input
+    assert tv.nn.depthwise_conv2d_backprop_filter is \
+        tv.nn.depthwise_conv2d_native_backprop_filter
+    assert tv.nn.space_to_depth is tv.space_to_depth
+    assert tv.nn.depth_to_space is tv.depth_to_space
+    assert tv.nn.space_to_batch is tv.space_to_batch
