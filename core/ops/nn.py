@@ -6,13 +6,14 @@ normalisation, small helpers), nn_sampled (candidate samplers, nce and sampled s
 helpers, pooling aliases), ctc_ops (ctc_loss, ctc_greedy_decoder), nn_conv3d (3-D convolution
 and pooling, the public conv2d/conv1d gradient functions), nn_pool_ext (max_pool_with_argmax,
 dilation2d/erosion2d, fractional pooling, pool, with_space_to_batch), nn_rnn_ext (raw_rnn,
-static_state_saving_rnn);
+static_state_saving_rnn), nn_misc_ext (the small rest: atrous_conv2d_transpose, CTC label helpers,
+approx_max_k, compute_average_loss, aliases);
 ``tv.nn.rnn_cell`` and the recurrent networks (``dynamic_rnn`` …) come from
 :mod:`tensorvm.rnn_cell` and :mod:`tensorvm.rnn`."""
 import importlib as _importlib
 
 _MODULES = ("nn_ops", "nn_norm", "nn_sampled", "nn_deconv", "nn_conv_ext", "ctc_ops", "nn_conv3d",
-            "nn_pool_ext", "nn_rnn_ext")
+            "nn_pool_ext", "nn_rnn_ext", "nn_misc_ext")
 _RNN = "tensorvm.rnn"
 _SPARSE = ("embedding_lookup_sparse", "safe_embedding_lookup_sparse")  # in tensorvm.sparse
 
