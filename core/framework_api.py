@@ -20,7 +20,7 @@ import numpy as np
 from .errors import InvalidArgumentError
 from .graph import Tensor
 from .op_def_library import apply_op
-from .registry import register_named_gradient, register_op
+from .registry import register_kernel, register_named_gradient, register_op
 from .tensor_conversion import convert_to_tensor
 
 __all__ = ["RegisterGradient", "NotDifferentiable", "no_gradient", "custom_gradient",
@@ -78,6 +78,7 @@ def _custom_grad(op, *grads):
 
 
 register_op("CustomGradient", _custom_shape, _custom_kernel, grad=_custom_grad, foldable=False)
+register_kernel("CustomGradient", "GPU", _custom_kernel)  # passes its inputs through
 
 
 def custom_gradient(f):

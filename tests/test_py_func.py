@@ -160,7 +160,8 @@ def test_construction_errors():
 def test_no_gradient_unless_given():
     x = tv.constant([1.0, 2.0])
     y = tv.py_func(np.square, [x], tv.float32, name="sq")
-    with pytest.raises(tv.errors.NotFoundError, match="no gradient.*'sq'"):
+    # 'sq' or 'sq_<n>': the default graph is shared with earlier tests
+    with pytest.raises(tv.errors.NotFoundError, match=r"no gradient.*'sq(_\d+)?'"):
         tv.gradients(tv.reduce_sum(y), x)
     assert tv.gradients(tv.reduce_sum(tv.stop_gradient(y) + x), x)[0] is not None
 

@@ -242,6 +242,11 @@ def test_a_sparse_linear_model_trains():
 
 
 def test_sparse_eval_and_session_graph_def():
+    with tv.Graph().as_default():
+        _sparse_eval_and_graph_def()
+
+
+def _sparse_eval_and_graph_def():
     sp = tv.SparseTensor([[0, 0]], [1.0], [1, 2])
     with tv.Session() as s:
         assert sp.eval().values.tolist() == [1.0]
