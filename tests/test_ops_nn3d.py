@@ -740,3 +740,44 @@ def test_nn_aliases_are_the_ops():
     assert tv.nn.space_to_depth is tv.space_to_depth
     assert tv.nn.depth_to_space is tv.depth_to_space
     assert tv.nn.space_to_batch is tv.space_to_batch
+
+
+# ---- ctc_loss_v2 --------------------------------------------------------------------------------
+def ref_ctc(logits, label, blank):
+    """-log p(label | logits) by enumerating every path of one ``[T, K]`` sequence."""
+    t, k = logits.shape
+    p = np.exp(logits - logits.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    total = 0.0
+    for path in itertools.product(range(k), repeat=t):
+        merged = [c for i, c in enumerate(path) if i == 0 or c != path[i - 1]]
+        if [c for c in merged if c != blank] == list(label):
+            total += np.prod([p[i, c] for i, c in enumerate(path)])
+    return -np.log(total)
+
+
+@pytest.mark.parametrize("blank_index", [None, 1, -1])
+def test_ctc_loss_v2_matches_path_enumeration_for_any_blank(blank_index):
+    blank = {None: 0, 1: 1, -1: 3}[blank_index]
+    logits = RS.randn(5, 2, 4)  # [time, batch, classes]
+    labels = np.array([[c for c in range(4) if c != blank][:2],
+                       [c for c in range(4) if c != blank][2:3] + [0]], np.int32)
+    lengths, frames = np.array([2, 1], np.int32), np.array([5, 4], np.int32)
+
+    def build(lg):
+        return tv.nn.ctc_loss_v2(labels, lg, lengths, frames, blank_index=blank_index)
+    want = [ref_ctc(logits[:frames[b], b], labels[b, :lengths[b]], blank) for b in range(2)]
+    check_forward(build, lambda lg: np.array(want), logits, rtol=1e-9)
+    check_gradients(build, logits)
+    batch_major = tv.nn.ctc_loss_v2(labels, logits.transpose(1, 0, 2), lengths, frames,
+                                    logits_time_major=False, blank_index=blank_index)
+    np.testing.assert_allclose(run(batch_major), want, rtol=1e-9)
+
+
+def test_ctc_loss_v2_sparse_labels_need_a_blank_index():
+    st = tv.SparseTensor([[0, 0]], np.array([1], np.int32), [1, 1])
+    with pytest.raises(ValueError, match="Argument `blank_index` must be provided when "
+                                         "`labels` is a `SparseTensor`"):
+        tv.nn.ctc_loss_v2(st, np.zeros((3, 1, 3)), None, [3])
+    got = run(tv.nn.ctc_loss_v2(st, np.zeros((3, 1, 3)), None, [3], blank_index=0))
+    np.testing.assert_allclose(got, [ref_ctc(np.zeros((3, 3)), [1], 0)], rtol=1e-9)
