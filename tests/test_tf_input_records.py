@@ -270,23 +270,25 @@ def test_decode_csv_vectorised_kernel_agrees_with_the_record_by_record_one():
     rng = np.random.default_rng(0)
     ints = (["0", "-12", "7", "", "NA"], [" 3", "+4", "0x1", "1_0", "99999999999", "x"])
     floats = (["1.5", "-2e3", ".5", "nan", "inf", "", "NA"], [" 1.5", "nan(1)", "1e400", "y"])
-    strs = (["a", '"b,c"', '"q""t"', "", "NA", "h i"], ['d"e', '"f\ng"', '"open'])
+    strs = (["a", '"b,c"', '"q""t"', "", "NA", "h i", '""', '"x\ty"', '"|"'],
+            ['d"e', '"f\ng"', '"open', '"a"b', '"\r"'])
 
     def pick(kinds):
         good, odd = kinds
         return str(rng.choice(odd if rng.random() < 0.04 else good))
     types, defaults = ("int32", "float32", "string", "int64"), (5, -1.0, "D", 9)
     outcomes = {"fast": 0, "slow": 0, "error": 0}
-    for trial in range(300):
+    for trial in range(600):
         n = int(rng.integers(1, 6))
         picks = [(ints, floats, strs, ints)[j] for j in range(4)]
-        recs = np.array([",".join(pick(p) for p in picks) for _ in range(n)],
-                        dtype=object)
+        delim = ",;\t|"[trial % 4]
+        recs = np.array([delim.join(pick(p).replace(",", delim) for p in picks)
+                         for _ in range(n)], dtype=object)
         if trial % 3 == 0:
             recs = recs.astype(str).astype(object)
             recs[0] = recs[0].encode()  # bytes records too
         na = "NA" if trial % 2 else ""
-        args = (types, defaults, ",", True, na, None)
+        args = (types, defaults, delim, trial % 5 != 4, na, None)
         fast = P._decode_csv_fast(recs, *args)
         try:
             slow = P._decode_csv_slow(recs, *args)

@@ -32,11 +32,11 @@ from ..errors import InvalidArgumentError
 from ..graph import Tensor
 from ..op_def_library import apply_op
 from ..registry import register_op
+from ..sparse_tensor import SparseTensor, SparseTensorValue
 from ..storage import tf_protos
 from ..tensor_conversion import convert_to_tensor
 from . import io_ops as _io_ops
 from .common import static_value
-from ..sparse_tensor import SparseTensor, SparseTensorValue  # noqa: F401  (tv.SparseTensor)
 
 __all__ = [
     "FixedLenFeature",
@@ -96,6 +96,95 @@ def _decode_csv_kernel(records, *, types, defaults, delim, quote, na_value, sele
 _INT_FIELD = r"^-?[0-9]+$"
 
 
+def _csv_columns(arr, flat, delim, quote, exact, need, srcs):
+    """The fields ``srcs`` of every record as string arrays, or None where a record has
+    another number of fields (``exact``) or fewer than ``need``, or a quote Python's csv
+    refuses. Records without quotes or line breaks are split by ``split_pattern``; quoted
+    ones that are well formed (TF's rules: ``"..."`` whole fields, ``""`` inside) by Arrow's
+    CSV reader; the others (a line break inside quotes) by Python's csv."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    def fields_ok(lengths) -> bool:
+        lengths = np.asarray(lengths)
+        return not ((lengths != exact).any() if exact is not None else (lengths < need).any())
+
+    special = np.asarray(pc.match_substring_regex(arr, '["\r\n]' if quote else "[\r\n]"),
+                         dtype=bool)
+    if not special.any():
+        lists = pc.split_pattern(arr, pattern=delim)
+        if not fields_ok(pc.list_value_length(lists)):
+            return None
+        return [pc.list_element(lists, j) for j in srcs]
+    groups: list[tuple[np.ndarray, list]] = []  # (record indices, their fields' arrays)
+    fast = np.flatnonzero(~special)
+    if fast.size:
+        lists = pc.split_pattern(arr.take(fast), pattern=delim)
+        if not fields_ok(pc.list_value_length(lists)):
+            return None
+        groups.append((fast, [pc.list_element(lists, j) for j in srcs]))
+    where = np.flatnonzero(special)
+    if quote:
+        d = f"\\x{{{ord(delim):x}}}"  # RE2's escape of any character
+        field = f'(?:"(?:[^"\r\n]|"")*"|[^"{d}\r\n]*)'
+        formed = np.asarray(pc.match_substring_regex(arr.take(where),
+                                                     f"^{field}(?:{d}{field})*$"), dtype=bool)
+        if formed.any():
+            got = _csv_by_arrow(arr.take(where[formed]), delim, exact, need, srcs)
+            if got is None:
+                return None
+            groups.append((where[formed], got))
+            where = where[~formed]
+    if where.size:
+        dialect = {"delimiter": delim, "quotechar": '"' if quote else None,
+                   "quoting": csv.QUOTE_MINIMAL if quote else csv.QUOTE_NONE, "strict": True}
+        try:  # one reader for all: a record whose quote is left open swallows the next
+            rows = list(csv.reader([_text(x) for x in flat[where]], **dialect))
+        except csv.Error:
+            return None
+        if len(rows) != len(where) or not fields_ok([len(r) for r in rows]):
+            return None
+        lists = pa.array(rows, type=pa.list_(pa.string()))
+        groups.append((where, [pc.list_element(lists, j) for j in srcs]))
+    order = np.concatenate([g[0] for g in groups])
+    perm = np.empty(len(flat), np.int64)
+    perm[order] = np.arange(len(order))
+    return [pa.concat_arrays([g[1][k] for g in groups]).take(perm) for k in range(len(srcs))]
+
+
+def _csv_by_arrow(arr, delim, exact, need, srcs):
+    """Well-formed quoted records parsed by Arrow's CSV reader (every field a string), or
+    None where they have different numbers of fields or the count is wrong."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyarrow import csv as pacsv
+    first = arr[0].as_py()
+    if first.startswith("\ufeff"):
+        return None  # Arrow would drop it as a byte-order mark
+    width = len(next(csv.reader([first], delimiter=delim, quotechar='"')))
+    if (exact is not None and width != exact) or width < need:
+        return None
+    lines = pc.binary_join_element_wise(arr, "", "\n")  # each record and a line break
+    offsets = np.frombuffer(lines.buffers()[1], np.int32)[lines.offset:lines.offset + len(lines)
+                                                          + 1]
+    data = lines.buffers()[2][int(offsets[0]):int(offsets[-1])]
+    try:
+        table = pacsv.read_csv(
+            pa.BufferReader(data),
+            read_options=pacsv.ReadOptions(autogenerate_column_names=True, use_threads=False),
+            parse_options=pacsv.ParseOptions(delimiter=delim, quote_char='"', double_quote=True,
+                                              escape_char=False, newlines_in_values=False,
+                                              ignore_empty_lines=False),
+            convert_options=pacsv.ConvertOptions(
+                column_types={f"f{i}": pa.string() for i in range(width)},
+                strings_can_be_null=False, quoted_strings_can_be_null=False))
+    except pa.ArrowInvalid:
+        return None  # another number of fields in some record
+    if table.num_rows != len(arr) or table.num_columns != width:
+        return None
+    return [table.column(j).combine_chunks() for j in srcs]
+
+
 def _decode_csv_fast(recs, types, defaults, delim, quote, na_value, select):
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -109,34 +198,13 @@ def _decode_csv_fast(recs, types, defaults, delim, quote, na_value, select):
     if arr.null_count or pc.any(pc.equal(arr, "")).as_py():
         return None
     ncols = len(types)
-    need = ncols if select is None else max(select) + 1
-    special = np.asarray(pc.match_substring_regex(arr, '["\r\n]' if quote else "[\r\n]"),
-                         dtype=bool)
-    if special.any():
-        dialect = {"delimiter": delim, "quotechar": '"' if quote else None,
-                   "quoting": csv.QUOTE_MINIMAL if quote else csv.QUOTE_NONE, "strict": True}
-        where = np.flatnonzero(special)
-        try:  # one reader for all: a record whose quote is left open swallows the next
-            rows = list(csv.reader([_text(x) for x in flat[where]], **dialect))
-        except csv.Error:
-            return None
-        if len(rows) != len(where):
-            return None
-        fast = np.flatnonzero(~special)
-        lists = pa.concat_arrays([pc.split_pattern(arr.take(fast), pattern=delim),
-                                  pa.array(rows, type=pa.list_(pa.string()))])
-        perm = np.empty(len(flat), np.int64)
-        perm[fast] = np.arange(len(fast))
-        perm[where] = len(fast) + np.arange(len(where))
-        lists = lists.take(perm)
-    else:
-        lists = pc.split_pattern(arr, pattern=delim)
-    lengths = np.asarray(pc.list_value_length(lists))
-    if (lengths != ncols).any() if select is None else (lengths < need).any():
+    srcs = list(range(ncols)) if select is None else list(select)
+    cols = _csv_columns(arr, flat, delim, quote, ncols if select is None else None,
+                        max(srcs) + 1, srcs)
+    if cols is None:
         return None
     out = []
-    for j, (dt, d) in enumerate(zip(types, defaults)):
-        col = pc.list_element(lists, j if select is None else select[j])
+    for col, dt, d in zip(cols, types, defaults):
         missing = pc.equal(col, "")
         if na_value:
             missing = pc.or_(missing, pc.equal(col, na_value))
