@@ -77,6 +77,11 @@ from .framework_api import (NotDifferentiable, RegisterGradient,  # noqa: E402,F
 from .framework_api import print_ as print  # noqa: E402,F401,A001  (tf.print)
 from .variables import (assert_variables_initialized, count_up_to,  # noqa: E402,F401
                         report_uninitialized_variables)
+from .tf_misc import *  # noqa: E402,F401,F403  (versions, tf.half/double, shape helpers …)
+from .variables import (scatter_div, scatter_max, scatter_min, scatter_mul,  # noqa: E402,F401
+                        scatter_nd_add, scatter_nd_sub, scatter_nd_update)
+from .gradients import AggregationMethod, UnconnectedGradients  # noqa: E402,F401
+from .summary import SessionLog  # noqa: E402,F401
 from . import kernels_gpu as _kernels_gpu  # noqa: E402
 _kernels_gpu.install()  # every op registered above: its GPU kernel or its CPU-only mark
 from . import math_api as math  # noqa: E402  (tv.math: TF's tf.math names)

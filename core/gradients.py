@@ -54,12 +54,36 @@ def _as_tensor(x) -> Tensor:
     return convert_to_tensor(x)
 
 
-def gradients(ys, xs, grad_ys=None, name: str = "gradients", stop_gradients=None):
+class AggregationMethod:
+    """TF's ways of summing a tensor's gradients; tensorvm always adds them with one
+    ``AddN`` (each is accepted)."""
+    ADD_N = 0
+    DEFAULT = ADD_N
+    EXPERIMENTAL_TREE = 1
+    EXPERIMENTAL_ACCUMULATE_N = 2
+
+
+class UnconnectedGradients:
+    """What ``gradients`` gives for an ``x`` that ``ys`` do not depend on."""
+    NONE = "none"
+    ZERO = "zero"
+
+
+def gradients(ys, xs, grad_ys=None, name: str = "gradients", stop_gradients=None,
+              colocate_gradients_with_ops=False, gate_gradients=False,
+              aggregation_method=None, unconnected_gradients=UnconnectedGradients.NONE):
     """Symbolic derivatives of ``sum(ys)`` with respect to each of ``xs``.
 
     Returns a list with one entry per ``x``: a Tensor, an :class:`IndexedSlices` (for
-    embedding-style sparse gradients) or ``None`` where ``x`` does not influence ``ys``.
+    embedding-style sparse gradients) or ``None`` where ``x`` does not influence ``ys``
+    (zeros with ``unconnected_gradients="zero"``). ``colocate_gradients_with_ops``,
+    ``gate_gradients`` and ``aggregation_method`` are TF's, accepted: gradient ops are always
+    colocated with the ops they differentiate, the graph's data flow orders them, and sums are
+    one ``AddN``.
     """
+    if str(getattr(unconnected_gradients, "value", unconnected_gradients)) not in ("none",
+                                                                                   "zero"):
+        raise ValueError(f"Unknown value for unconnected_gradients: {unconnected_gradients!r}")
     ys = [_as_tensor(y) for y in (ys if isinstance(ys, (list, tuple)) else [ys])]
     xs = [_as_tensor(x) for x in (xs if isinstance(xs, (list, tuple)) else [xs])]
     if grad_ys is None:
@@ -133,7 +157,12 @@ def gradients(ys, xs, grad_ys=None, name: str = "gradients", stop_gradients=None
         out = []
         for x in xs:
             with g._colocate_gradients_with(x.op):
-                out.append(_sum_grads(pending.get(x, []), x))
+                got = _sum_grads(pending.get(x, []), x)
+                if got is None and str(getattr(unconnected_gradients, "value",
+                                               unconnected_gradients)) == "zero":
+                    from .ops.array_ops import zeros_like
+                    got = zeros_like(x)
+                out.append(got)
         return out
 
 

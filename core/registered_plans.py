@@ -119,8 +119,9 @@ def _drops(tasks: tuple, fetched: set) -> dict:
 # Ops with a context that never wait and never take long: variable state and random draws.
 _QUICK_STATEFUL = frozenset((
     "VariableV2", "VariableRead", "IsVariableInitialized", "CountUpTo", "Assign", "AssignAdd", "AssignSub", "ScatterAdd",
-    "ScatterSub", "ScatterUpdate", "RandomUniform", "RandomUniformInt", "RandomStandardNormal",
-    "TruncatedNormal", "Multinomial", "Dropout"))
+    "ScatterSub", "ScatterUpdate", "ScatterMul", "ScatterDiv", "ScatterMin", "ScatterMax",
+    "ScatterNdUpdate", "ScatterNdAdd", "ScatterNdSub", "RandomUniform", "RandomUniformInt",
+    "RandomStandardNormal", "TruncatedNormal", "Multinomial", "Dropout"))
 _SLOW = frozenset(("PyFunc", "PyFuncStateless", "While", "StatelessWhile", "WhileGrad"))
 MAX_INLINE_OPS = 64
 

@@ -187,6 +187,34 @@ class Variable:
         """Set the rows ``sparse_delta`` (an ``IndexedSlices``) names to its values."""
         return self._scatter("ScatterUpdate", sparse_delta.indices, sparse_delta.values, name)
 
+    def scatter_mul(self, sparse_delta, use_locking=False, name=None):
+        """Multiply the rows ``sparse_delta`` (an ``IndexedSlices``) names by its values."""
+        return self._scatter("ScatterMul", sparse_delta.indices, sparse_delta.values, name)
+
+    def scatter_div(self, sparse_delta, use_locking=False, name=None):
+        """Divide the rows ``sparse_delta`` names by its values."""
+        return self._scatter("ScatterDiv", sparse_delta.indices, sparse_delta.values, name)
+
+    def scatter_min(self, sparse_delta, use_locking=False, name=None):
+        """The element-wise minimum of the rows ``sparse_delta`` names and its values."""
+        return self._scatter("ScatterMin", sparse_delta.indices, sparse_delta.values, name)
+
+    def scatter_max(self, sparse_delta, use_locking=False, name=None):
+        """The element-wise maximum of the rows ``sparse_delta`` names and its values."""
+        return self._scatter("ScatterMax", sparse_delta.indices, sparse_delta.values, name)
+
+    def scatter_nd_update(self, indices, updates, name=None):
+        """Set the slices at ``indices`` (``[..., k]`` index tuples) to ``updates``."""
+        return self._scatter("ScatterNdUpdate", indices, updates, name)
+
+    def scatter_nd_add(self, indices, updates, name=None):
+        """Add ``updates`` at ``indices`` (``[..., k]`` index tuples; repeats add up)."""
+        return self._scatter("ScatterNdAdd", indices, updates, name)
+
+    def scatter_nd_sub(self, indices, updates, name=None):
+        """Subtract ``updates`` at ``indices`` (``[..., k]`` index tuples)."""
+        return self._scatter("ScatterNdSub", indices, updates, name)
+
     def is_initialized(self):
         """A boolean tensor: whether the variable holds a value on its device."""
         with self.graph.as_default():
@@ -321,3 +349,25 @@ def assert_variables_initialized(var_list=None):
         return no_op()
     return Assert(reduce_all(stack([v.is_initialized() for v in var_list])),
                   [report_uninitialized_variables(var_list)], name="assert_variables_initialized")
+
+
+def _scatter_fn(op_type, doc):
+    def fn(ref, indices, updates, use_locking=False, name=None):
+        return _var_of(ref)._scatter(op_type, indices, updates, name)
+    fn.__name__ = op_type
+    fn.__doc__ = doc
+    return fn
+
+
+scatter_mul = _scatter_fn("ScatterMul", "Multiply rows ``indices`` of ``ref`` by ``updates``.")
+scatter_div = _scatter_fn("ScatterDiv", "Divide rows ``indices`` of ``ref`` by ``updates``.")
+scatter_min = _scatter_fn("ScatterMin", "Rows ``indices`` of ``ref``: the minimum with "
+                                        "``updates``.")
+scatter_max = _scatter_fn("ScatterMax", "Rows ``indices`` of ``ref``: the maximum with "
+                                        "``updates``.")
+scatter_nd_update = _scatter_fn("ScatterNdUpdate", "Set the slices of ``ref`` at ``indices`` "
+                                                   "(``[..., k]``) to ``updates``.")
+scatter_nd_add = _scatter_fn("ScatterNdAdd", "Add ``updates`` to ``ref`` at ``indices`` "
+                                             "(``[..., k]``).")
+scatter_nd_sub = _scatter_fn("ScatterNdSub", "Subtract ``updates`` from ``ref`` at "
+                                             "``indices`` (``[..., k]``).")

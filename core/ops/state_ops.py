@@ -175,6 +175,8 @@ def _scatter(mode):
                     add_at(new, idx, upd)
                 elif mode == "ScatterSub":
                     add_at(new, idx, -upd)
+                elif mode in _AT_UFUNCS:  # repeated indices combine, as TF's kernels do
+                    _AT_UFUNCS[mode].at(new, idx, upd)
                 else:
                     new[idx] = upd
             finally:
@@ -253,6 +255,50 @@ register_op("AssignSub", _value_shape, _update(lambda a, b: a - b), stateful=Tru
 for _mode in ("ScatterAdd", "ScatterSub", "ScatterUpdate"):
     register_op(_mode, _scatter_shape, _scatter(_mode), stateful=True, needs_ctx=True,
                 differentiable=False)
+# Multiply, divide, min and max by rows: host kernels (CuPy has no ufunc.at for them)
+_AT_UFUNCS = {"ScatterMul": np.multiply, "ScatterDiv": np.divide, "ScatterMin": np.minimum,
+              "ScatterMax": np.maximum}
+for _mode in _AT_UFUNCS:
+    register_op(_mode, _scatter_shape, _scatter(_mode), stateful=True, needs_ctx=True,
+                differentiable=False, cpu_only="row-wise multiply/divide/min/max updates run "
+                "on the host (CuPy has no ufunc.at for them)")
+
+
+def _scatter_nd(mode):
+    def kernel(ctx, indices, updates, *, var_name, container, dtype, shape):
+        v = _var(ctx, var_name, container, dtype, shape)
+        with v.lock:
+            cur = v.read()
+            idx = np.asarray(indices)
+            k = idx.shape[-1] if idx.ndim else 0
+            if idx.ndim == 0 or k > cur.ndim:
+                raise InvalidArgumentError(f"{mode}: indices must end in a dimension of at most "
+                                           f"{cur.ndim} (the variable's rank), got shape "
+                                           f"{list(idx.shape)}")
+            bad = ((idx < 0) | (idx >= np.asarray(cur.shape[:k]))).any(axis=-1)
+            if bad.any():
+                first = np.argwhere(bad)[0]
+                raise InvalidArgumentError(f"{mode}: indices{first.tolist()} = "
+                                           f"{idx[tuple(first)].tolist()} does not index into "
+                                           f"shape {list(cur.shape)} of variable {v.name}")
+            where = tuple(np.moveaxis(idx, -1, 0))
+            upd = np.broadcast_to(np.asarray(updates, dtype=cur.dtype),
+                                  idx.shape[:-1] + cur.shape[k:])
+            new = cur.copy()
+            if mode == "ScatterNdAdd":
+                np.add.at(new, where, upd)
+            elif mode == "ScatterNdSub":
+                np.subtract.at(new, where, upd)
+            else:
+                new[where] = upd
+            return v.set(new)
+    return kernel
+
+
+for _mode in ("ScatterNdUpdate", "ScatterNdAdd", "ScatterNdSub"):
+    register_op(_mode, _scatter_shape, _scatter_nd(_mode), stateful=True, needs_ctx=True,
+                differentiable=False, cpu_only="n-d scatter updates of a variable run on the "
+                "host")
 
 
 def _is_init_kernel(ctx, *, var_name, container, dtype, shape):
