@@ -23,7 +23,8 @@ the host but behave as CuPy's do where it matters to tensorvm's one-source kerne
   ``take_along_axis``, ``ufunc.at``; NumPy raises IndexError); of duplicate indices in a
   scatter the *first* value lands (CuPy leaves it undefined, NumPy's last one wins); a float
   cast to a 32/64-bit integer saturates and NaN gives 0 (CUDA's conversion; NumPy's x86 one
-  gives the minimum integer); ufuncs never warn (``x // 0`` is 0 for integers). (float16 sums
+  gives the minimum integer); ``sort``/``argsort`` take ``kind`` None or "stable" only
+  (CuPy's sorts are stable); ufuncs never warn (``x // 0`` is 0 for integers). (float16 sums
   accumulate in float32 in both: nothing to model.)
 
 ``install()`` makes it tensorvm's device backend (``kernels_gpu.set_device_backend``).
@@ -164,6 +165,13 @@ def _first_wins(a, key, value):
     return True
 
 
+def _sorting(method):
+    def sort(axis=-1, kind=None):
+        _check_sort_kind(kind)
+        return method(axis=axis, kind="stable")
+    return sort
+
+
 def _cupy_astype(a, dtype, *args, **kw):
     """``a.astype(dtype)`` with CUDA's float-to-integer conversion (32/64-bit targets): it
     saturates at the target's bounds and gives 0 for NaN, where NumPy's x86 conversion gives
@@ -180,6 +188,13 @@ def _cupy_astype(a, dtype, *args, **kw):
     out[big] = info.max
     return out
 
+
+
+def _check_sort_kind(kind):
+    """CuPy sorts stably and takes ``kind`` None or "stable" only (``_check_kind_sort``)."""
+    if kind not in (None, "stable"):
+        raise NotInCuPyError(f"CuPy's sort takes kind=None or 'stable' (always stable), "
+                             f"got kind={kind!r}")
 
 
 # Functions whose result's size depends on the data: CuPy copies that size to the host (a
@@ -255,6 +270,9 @@ class FakeDeviceArray(NDArrayOperatorsMixin):
 
     def __array_function__(self, func, types_, args, kwargs):
         _check_params(func.__name__, _cupy_function(func), args, kwargs)
+        if func.__name__ in ("sort", "argsort"):  # CuPy's sorts are stable, whatever asked
+            _check_sort_kind(args[2] if len(args) > 2 else kwargs.get("kind"))
+            args, kwargs = args[:2], {**kwargs, "kind": "stable"}
         if func.__name__ in _SIZED_BY_DATA or (func is np.where and len(args) == 1):
             _synced()  # CuPy reads the size of the result from the device
         args, kwargs = _unwrap(args), _unwrap(kwargs)
@@ -295,6 +313,8 @@ class FakeDeviceArray(NDArrayOperatorsMixin):
 
         if name == "astype":
             attr = functools.partial(_cupy_astype, self._a)
+        elif name in ("sort", "argsort"):
+            attr = _sorting(attr)
 
         def method(*args, **kw):
             _check_params(f"ndarray.{name}", methods[name], args, kw)

@@ -114,10 +114,13 @@ def test_integer_division_by_zero_gives_0_on_the_device(xp):
     assert np.fmod(x, y).get().tolist() == [0, 0, 0]
 
 
-def test_argsort_on_the_device_is_stable(xp):
+def test_argsort_on_the_device_is_stable_and_takes_no_other_kind(xp):
     v = np.array([2, 1, 2, 1, 0, 2] * 50)
     np.testing.assert_array_equal(np.argsort(xp.asarray(v), kind="stable").get(),
                                   np.argsort(v, kind="stable"))
+    np.testing.assert_array_equal(xp.asarray(v).argsort().get(), np.argsort(v, kind="stable"))
+    with pytest.raises((TypeError, ValueError)):  # (NotInCuPyError is a TypeError)
+        np.argsort(xp.asarray(v), kind="quicksort")
 
 
 # ---- tensorvm's GPU kernels where they differ --------------------------------------------------
