@@ -781,3 +781,57 @@ def test_ctc_loss_v2_sparse_labels_need_a_blank_index():
         tv.nn.ctc_loss_v2(st, np.zeros((3, 1, 3)), None, [3])
     got = run(tv.nn.ctc_loss_v2(st, np.zeros((3, 1, 3)), None, [3], blank_index=0))
     np.testing.assert_allclose(got, [ref_ctc(np.zeros((3, 3)), [1], 0)], rtol=1e-9)
+
+
+# ---- the other candidate samplers (nn_sampler_ext) ----------------------------------------------
+def test_all_candidate_sampler_gives_every_class_with_expected_counts_one():
+    s, tc, sc = run(list(tv.nn.all_candidate_sampler(np.array([[1, 2], [3, 0]]), 2, 4, True)))
+    assert s.tolist() == [0, 1, 2, 3] and tc.tolist() == [[1, 1], [1, 1]]
+    assert sc.tolist() == [1, 1, 1, 1]
+
+
+def test_fixed_unigram_candidate_sampler_expected_counts_are_tf_s():
+    tc = np.array([[1, 2], [3, 0]], np.int64)
+    # reserved ids have probability 0; without unique every draw is kept: p * num_sampled
+    s, t, e = run(list(tv.nn.fixed_unigram_candidate_sampler(
+        tc, 2, 3, False, 6, unigrams=[2, 3, 4, 5], num_reserved_ids=2, seed=3)))
+    p = np.array([0, 0, 2, 3, 4, 5]) / 14
+    np.testing.assert_allclose(t, p[tc] * 3, rtol=1e-6)  # TF 2.21: [[0, .428571], [.642857, 0]]
+    np.testing.assert_allclose(e, p[s] * 3, rtol=1e-6)
+    assert set(s.tolist()) <= {2, 3, 4, 5}
+    # distortion, unique, a vocabulary file; draws follow the distribution
+    import fsspec
+    with fsspec.open("memory://nn3d/vocab.csv", "wt") as fh:
+        fh.write("".join(f"w{i},{c}\n" for i, c in enumerate([1, 4, 9, 16])))
+    draws = []
+    with tv.Session() as sess:
+        op = tv.nn.fixed_unigram_candidate_sampler(tc[:, :1], 1, 2, True, 4,
+                                                   vocab_file="memory://nn3d/vocab.csv",
+                                                   distortion=0.5, seed=1)
+        for _ in range(200):
+            s, t, e = sess.run(list(op))
+            assert len(set(s.tolist())) == 2
+            draws.extend(s.tolist())
+    p = np.sqrt([1, 4, 9, 16]) / 10
+    freq = np.bincount(draws, minlength=4) / len(draws)
+    assert freq[3] > freq[2] > freq[1] > freq[0] and abs(freq.sum() - 1) < 1e-12
+    assert np.all(e <= 1) and np.all(e >= p[s] * 0.999)
+    with pytest.raises(IAE, match="range is 6 must be equal to weights size  3"):
+        run(tv.nn.fixed_unigram_candidate_sampler(tc, 2, 3, False, 6, unigrams=[1, 2, 3])[0])
+    with pytest.raises(IAE, match="give exactly one of vocab_file and unigrams"):
+        tv.nn.fixed_unigram_candidate_sampler(tc, 2, 3, False, 6)
+
+
+def test_learned_unigram_candidate_sampler_learns_the_true_classes_seen():
+    tc = np.array([[1, 2], [3, 1]], np.int64)
+    got = []
+    with tv.Session() as sess:
+        op = tv.nn.learned_unigram_candidate_sampler(tc, 2, 3, False, 5, seed=3)
+        for _ in range(3):
+            got.append(sess.run(list(op)))
+    # TF 2.21's counts: uniform first, then each run's true classes added after its draw
+    np.testing.assert_allclose(got[0][1], np.full((2, 2), 0.6), rtol=1e-6)
+    np.testing.assert_allclose(got[1][1], [[1, 2 / 3], [2 / 3, 1]], rtol=1e-6)
+    np.testing.assert_allclose(got[2][1], [[15 / 13, 9 / 13], [9 / 13, 15 / 13]], rtol=1e-6)
+    with tv.Session() as sess:  # a new session starts from the uniform weights again
+        np.testing.assert_allclose(sess.run(op[1]), np.full((2, 2), 0.6), rtol=1e-6)
