@@ -7,14 +7,15 @@ helpers, pooling aliases), ctc_ops (ctc_loss, ctc_greedy_decoder), nn_conv3d (3-
 and pooling, the public conv2d/conv1d gradient functions), nn_pool_ext (max_pool_with_argmax,
 dilation2d/erosion2d, fractional pooling, pool, with_space_to_batch), nn_rnn_ext (raw_rnn,
 static_state_saving_rnn), nn_misc_ext (the small rest: atrous_conv2d_transpose, CTC label helpers,
-approx_max_k, compute_average_loss, aliases), nn_ctc_ext (ctc_loss_v2);
+approx_max_k, compute_average_loss, aliases), nn_ctc_ext (ctc_loss_v2), nn_sampler_ext
+(all/fixed/learned unigram candidate samplers);
 ``tv.nn.rnn_cell`` and the recurrent networks (``dynamic_rnn`` …) come from
 :mod:`tensorvm.rnn_cell` and :mod:`tensorvm.rnn`."""
 import importlib as _importlib
 
 _MODULES = ("nn_ops", "nn_norm", "nn_sampled", "nn_deconv", "nn_conv_ext", "ctc_ops", "nn_conv3d",
             "nn_pool_ext", "nn_rnn_ext", "nn_misc_ext",
-            "nn_ctc_ext")
+            "nn_ctc_ext", "nn_sampler_ext")
 _RNN = "tensorvm.rnn"
 _SPARSE = ("embedding_lookup_sparse", "safe_embedding_lookup_sparse")  # in tensorvm.sparse
 
