@@ -146,9 +146,18 @@ class Map(Stage):
                 yield _stack(run)
 
 
+_to_host = None
+
+
 def _host(v):
-    from ..kernels_gpu import to_host
-    return to_host(v)
+    """A kernel's value on the host (a device array copied; NumPy values as they are)."""
+    global _to_host
+    if type(v) is np.ndarray:
+        return v
+    if _to_host is None:
+        from ..kernels_gpu import to_host
+        _to_host = to_host
+    return _to_host(v)
 
 
 def _stack(elems: list) -> tuple:

@@ -73,11 +73,13 @@ def refuse_sparse(ds, what: str) -> None:
 
 def value(indices, values, dense_shape, dtype=None) -> SparseTensorValue:
     """A SparseTensorValue of host arrays (int64 indices and shape)."""
+    shape = np.asarray(_host(dense_shape), dtype=np.int64).reshape(-1)
     ind = np.asarray(_host(indices), dtype=np.int64)
+    if ind.ndim != 2 or ind.shape[1] != shape.size:
+        ind = ind.reshape(-1, shape.size)
     vals = _host(values)
     vals = as_component(vals, dtype) if dtype is not None else np.asarray(vals)
-    shape = np.asarray(_host(dense_shape), dtype=np.int64).reshape(-1)
-    return SparseTensorValue(ind.reshape(-1, shape.size), vals.reshape(-1), shape)
+    return SparseTensorValue(ind, vals if vals.ndim == 1 else vals.reshape(-1), shape)
 
 
 def cell(v: SparseTensorValue) -> np.ndarray:

@@ -428,16 +428,23 @@ def _parse_kernel(serialized, *, dense, sparse, single=None):
                     f"Key: {key}, Index: {i}.  Number of {_KINDS[dt][1]} values != expected.  "
                     f"Values size: {len(vals)} but output shape: {list(shape)}")
             rows.append(_array(vals, dt, shape))
-        stacked = np.stack(rows) if rows else _array([], dt, (0,) + tuple(shape))
-        out.append(stacked[0] if single else stacked)
+        if single:
+            out.append(rows[0])
+            continue
+        out.append(np.stack(rows) if rows else _array([], dt, (0,) + tuple(shape)))
     for key, dt in sparse:
-        idx, vals, longest = [], [], 0
+        vals, lens = [], np.zeros(len(exs), np.int64)
         for i, ex in enumerate(exs):
             v = _feature_values(ex, key, dt) or []
-            idx += [(i, j) for j in range(len(v))]
+            lens[i] = len(v)
             vals += v
-            longest = max(longest, len(v))
-        ind = np.asarray(idx, dtype=np.int64).reshape(-1, 2)
+        longest = int(lens.max()) if len(exs) else 0
+        ind = np.zeros((len(vals), 2), np.int64)  # (record, position) of each value
+        if len(exs) == 1:
+            ind[:, 1] = np.arange(len(vals))
+        elif vals:
+            ind[:, 0] = np.repeat(np.arange(len(exs), dtype=np.int64), lens)
+            ind[:, 1] = np.arange(len(vals)) - np.repeat(np.cumsum(lens) - lens, lens)
         if single:
             out += [ind[:, 1:], _array(vals, dt), np.asarray([longest], np.int64)]
         else:
