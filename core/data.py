@@ -217,6 +217,28 @@ class experimental:
                                 ignore_errors)
 
     @staticmethod
+    def parse_example_dataset(features, num_parallel_calls=1):
+        """``dataset.apply(...)``: each element (a vector of serialized
+        ``tf.train.Example`` s) parsed into a dict of tensors and SparseTensors."""
+        from .ops.dataset_records import parse_example_dataset
+        return parse_example_dataset(features, num_parallel_calls)
+
+    @staticmethod
+    def make_batched_features_dataset(file_pattern, batch_size, features, reader=None,
+                                      label_key=None, reader_args=None, num_epochs=None,
+                                      shuffle=True, shuffle_buffer_size=10000,
+                                      shuffle_seed=None, prefetch_buffer_size=None,
+                                      reader_num_threads=None, parser_num_threads=None,
+                                      sloppy_ordering=False, drop_final_batch=False):
+        """Batches of parsed ``tf.train.Example`` s (dicts of tensors and SparseTensors, or
+        ``(features, label)``) read from TFRecord files (TF 1.15's construction)."""
+        from .ops.dataset_records import make_batched_features_dataset
+        return make_batched_features_dataset(
+            file_pattern, batch_size, features, reader, label_key, reader_args, num_epochs,
+            shuffle, shuffle_buffer_size, shuffle_seed, prefetch_buffer_size,
+            reader_num_threads, parser_num_threads, sloppy_ordering, drop_final_batch)
+
+    @staticmethod
     def group_by_window(key_func, reduce_func, window_size=None, window_size_func=None):
         """Elements grouped by ``key_func`` (an int64 scalar); each group of
         ``window_size`` (or ``window_size_func(key)``) elements, and at the end each

@@ -355,3 +355,73 @@ def test_dense_to_sparse_batch_errors_as_tf():
                        r"single component.*\(tf.int64, tf.int64\)"):
         tf.data.Dataset.range(3).map(lambda x: (x, x)).apply(
             tf.data.experimental.dense_to_sparse_batch(2, [2]))
+
+
+# ---- make_batched_features_dataset / parse_example_dataset ------------------------------------
+
+def _record_files(tmp_path):
+    for k in range(2):
+        with tf.python_io.TFRecordWriter(str(tmp_path / f"part-{k}.tfrecord")) as w:
+            for i in range(5):
+                n = 10 * k + i
+                w.write(tf.train.Example(features=tf.train.Features(feature={
+                    "ids": tf.train.Feature(int64_list=tf.train.Int64List(
+                        value=list(range(n % 3)))),
+                    "y": tf.train.Feature(float_list=tf.train.FloatList(value=[n])),
+                    "s": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"a%d" % n]))})
+                ).SerializeToString())
+    return str(tmp_path / "part-*.tfrecord")
+
+
+FEATS = {"ids": tf.VarLenFeature(tf.int64), "y": tf.FixedLenFeature([], tf.float32),
+         "s": tf.FixedLenFeature([1], tf.string)}
+
+
+def test_make_batched_features_dataset_in_tf_order(tmp_path):
+    ds = tf.data.experimental.make_batched_features_dataset(
+        _record_files(tmp_path), 4, FEATS, label_key="y", shuffle=False, num_epochs=1,
+        reader_num_threads=2)
+    shapes = ds.output_shapes
+    assert shapes[0]["ids"].as_list() == [None, None] and shapes[0]["s"].as_list() == [None, 1]
+    assert shapes[1].as_list() == [None]
+    assert ds.output_classes == ({"ids": tf.SparseTensor, "s": tf.Tensor}, tf.Tensor)
+    got = [(y.tolist(), triple(f["ids"]), [x.decode() for x in f["s"].ravel()])
+           for f, y in elements(ds)]
+    assert got == [  # the two files a record from each in turn, as TF 2.21
+        ([0.0, 10.0, 1.0, 11.0], ([[1, 0], [2, 0], [3, 0], [3, 1]], [0, 0, 0, 1], [4, 2]),
+         ["a0", "a10", "a1", "a11"]),
+        ([2.0, 12.0, 3.0, 13.0], ([[0, 0], [0, 1], [3, 0]], [0, 1, 0], [4, 2]),
+         ["a2", "a12", "a3", "a13"]),
+        ([4.0, 14.0], ([[0, 0], [1, 0], [1, 1]], [0, 0, 1], [2, 2]), ["a4", "a14"])]
+
+
+def test_make_batched_features_dataset_endless_and_shuffled(tmp_path):
+    ds = tf.data.experimental.make_batched_features_dataset(
+        _record_files(tmp_path), 3, FEATS, shuffle=True, shuffle_seed=3)
+    assert ds.output_shapes["ids"].as_list() == [3, None]  # static batch: remainder dropped
+    assert ds.output_shapes["y"].as_list() == [3]
+    nxt = ds.make_one_shot_iterator().get_next()
+    with tf.Session() as s:
+        got = sorted(v for _ in range(10) for v in s.run(nxt)["y"].tolist())
+    assert got == sorted([float(n) for n in (0, 1, 2, 3, 4, 10, 11, 12, 13, 14)] * 3)
+
+
+def test_make_batched_features_dataset_errors(tmp_path):
+    pattern = _record_files(tmp_path)
+    with pytest.raises(ValueError, match=r"The `label_key` provided \(nope\) must be one of "
+                                         r"the `features` keys"):
+        tf.data.experimental.make_batched_features_dataset(pattern, 3, FEATS, label_key="nope")
+    with pytest.raises(TypeError, match="`tf.ReaderBase` subclasses are not supported"):
+        tf.data.experimental.make_batched_features_dataset(pattern, 3, FEATS,
+                                                           reader=tf.TFRecordReader)
+
+
+def test_parse_example_dataset_of_batches(tmp_path):
+    _record_files(tmp_path)
+    ds = tf.data.TFRecordDataset(str(tmp_path / "part-0.tfrecord")).batch(2).apply(
+        tf.data.experimental.parse_example_dataset({"y": tf.FixedLenFeature([], tf.float32),
+                                                    "ids": tf.VarLenFeature(tf.int64)}))
+    assert ds.output_shapes["y"].as_list() == [None]
+    got = elements(ds)
+    assert [e["y"].tolist() for e in got] == [[0.0, 1.0], [2.0, 3.0], [4.0]]
+    assert triple(got[1]["ids"]) == ([[0, 0], [0, 1]], [0, 1], [2, 2])

@@ -520,8 +520,10 @@ def _parse_op(serialized, features, single, name):
     for (key, *_), t in zip(dense, outs):
         result[key] = t
     rest = outs[len(dense):]
+    lead = () if single else tuple(op.inputs[0].shape.dims or (None,))[:1]
     for k, (key, _) in enumerate(sparse):
         result[key] = SparseTensor(*rest[3 * k:3 * k + 3])
+        result[key]._shape_hint = lead + (None,)  # TF's static shape: [batch, None]
     return result
 
 
