@@ -14,7 +14,9 @@ or files: :mod:`~tensorvm.ops.dataset_cache`), ``prefetch``, ``unbatch``, ``conc
 :mod:`~tensorvm.ops.dataset_groups`; ``choose_from_datasets``, ``sample_from_datasets``,
 ``cardinality``, ``Options``: :mod:`~tensorvm.ops.dataset_misc`). ``reduce``,
 ``get_single_element`` and ``TFRecordWriter.write`` are ops that read a whole dataset when
-they run (:mod:`tensorvm.ops.iterator_ops`). A dataset computes nothing by itself: an
+they run (:mod:`tensorvm.ops.iterator_ops`). A component may be a ``tv.SparseTensor`` (a
+``map`` returning ``parse_single_example`` with a ``VarLenFeature``, ``from_tensor_slices``
+of one, ``dense_to_sparse_batch``): :mod:`~tensorvm.ops.dataset_sparse`. A dataset computes nothing by itself: an
 iterator (:mod:`tensorvm.ops.iterator_ops`) compiles it into the stages of
 :mod:`tensorvm.ops.dataset_pipeline`, which run inside the iterator's ops on its device.
 

@@ -127,7 +127,8 @@ def stack(values) -> SparseTensorValue:
     values = list(values)
     ranks = {len(v.dense_shape) for v in values}
     if len(ranks) != 1:
-        a, b = (len(v.dense_shape) for v in values[:2]) if len(values) > 1 else (0, 0)
+        a = len(values[0].dense_shape)
+        b = next(len(v.dense_shape) for v in values if len(v.dense_shape) != a)
         raise InvalidArgumentError(
             "Cannot add tensor to the batch: number of elements does not match. Shapes are: "
             f"[tensor]: [{b}], [batch]: [{a}]")
