@@ -6,7 +6,8 @@ Design
 The first pass that reads its input to the end writes its blocks (gathered into files of up
 to :data:`ROWS_PER_FILE` rows of one shape), component by component, next to ``filename``: a numeric component as a ``.npy`` file (``allow_pickle=False``), a
 string component as an Arrow IPC stream of one ``large_string`` or ``large_binary`` column
-plus its shape. ``{filename}.index`` (JSON: the components' dtypes and every block's files and
+plus its shape, a SparseTensor component as an Arrow IPC stream of three list columns (each
+element's flattened indices, values and dense shape). ``{filename}.index`` (JSON: the components' dtypes and every block's files and
 shapes) is written *last* and is the commit: a pass that stopped early (a ``take`` after the
 cache, a failed step) leaves no index, so nothing partial is ever read back (TF discards a
 partial cache the same way). While a pass writes, ``{filename}.lockfile`` exists; a second
@@ -51,9 +52,56 @@ def _fs(url: str):
     return url_to_fs(url)
 
 
+def _sparse_batch(c: np.ndarray):
+    """A sparse column (SparseTensorValues) as an Arrow record batch of three list columns:
+    each element's flattened indices, its values and its dense shape."""
+    import pyarrow as pa
+
+    def lists(parts, typ=None):
+        offsets = np.concatenate([[0], np.cumsum([len(p) for p in parts])]).astype(np.int32)
+        flat = np.concatenate(parts) if parts else np.zeros(0)
+        if flat.dtype.kind == "O":
+            typ = pa.large_binary() if any(isinstance(v, bytes) for v in flat) \
+                else pa.large_string()
+            flat = pa.array(flat.tolist(), type=typ)
+        else:
+            flat = pa.array(flat if typ is None else flat.astype(np.int64))
+        return pa.ListArray.from_arrays(pa.array(offsets), flat)
+    vals = list(c.reshape(-1))
+    return pa.record_batch(
+        [lists([np.asarray(v.indices, np.int64).reshape(-1) for v in vals], "int64"),
+         lists([np.asarray(v.values) for v in vals]),
+         lists([np.asarray(v.dense_shape, np.int64) for v in vals], "int64")],
+        names=["indices", "values", "dense_shape"])
+
+
+def _sparse_column(table) -> np.ndarray:
+    """The inverse of :func:`_sparse_batch`."""
+    from ..sparse_tensor import SparseTensorValue
+
+    def parts(name):
+        col = table.column(name).combine_chunks()
+        offsets = np.asarray(col.offsets)
+        flat = col.values.to_numpy(zero_copy_only=False)
+        return [flat[lo:hi] for lo, hi in zip(offsets[:-1], offsets[1:])]
+    out = np.empty(table.num_rows, dtype=object)
+    for i, (ind, vals, shape) in enumerate(zip(parts("indices"), parts("values"),
+                                               parts("dense_shape"))):
+        shape = shape.astype(np.int64)
+        vals = vals.astype(object) if vals.dtype.kind in "OUS" else vals
+        out[i] = SparseTensorValue(ind.astype(np.int64).reshape(-1, len(shape)), vals, shape)
+    return out
+
+
 def _write_component(fs, path: str, c: np.ndarray) -> dict:
     buf = io.BytesIO()
-    if c.dtype.kind != "O":
+    if c.dtype.kind == "O" and c.size and type(c.flat[0]).__name__ == "SparseTensorValue":
+        import pyarrow as pa
+        batch = _sparse_batch(c)
+        with pa.ipc.new_stream(buf, batch.schema) as w:
+            w.write_batch(batch)
+        kind = "sparse"
+    elif c.dtype.kind != "O":
         np.save(buf, np.ascontiguousarray(c), allow_pickle=False)
         kind = "npy"
     else:
@@ -77,6 +125,9 @@ def _read_component(fs, folder: str, meta: dict, url: str) -> np.ndarray:
     try:
         if meta["kind"] == "npy":
             a = np.load(io.BytesIO(data), allow_pickle=False)
+        elif meta["kind"] == "sparse":
+            import pyarrow as pa
+            a = _sparse_column(pa.ipc.open_stream(data).read_all()).reshape(meta["shape"])
         else:
             import pyarrow as pa
             col = pa.ipc.open_stream(data).read_all().column("v").to_pylist()

@@ -334,8 +334,6 @@ class Dataset:
         if isinstance(filename, str) and not filename:
             return T._Unary(self, P.Cache, self._dtypes, self._shapes, keyed=True)
         from .dataset_cache import cached
-        from .dataset_sparse import refuse_sparse
-        refuse_sparse(self, "cache(filename)")
         return cached(self, filename)
 
     def prefetch(self, buffer_size) -> Dataset:
