@@ -17,6 +17,7 @@ exists the input is not read at all, even if it changed (TF's rule). Nothing is 
 from __future__ import annotations
 
 import io
+import itertools
 import json
 from dataclasses import dataclass
 
@@ -83,7 +84,7 @@ def _sparse_column(table) -> np.ndarray:
         col = table.column(name).combine_chunks()
         offsets = np.asarray(col.offsets)
         flat = col.values.to_numpy(zero_copy_only=False)
-        return [flat[lo:hi] for lo, hi in zip(offsets[:-1], offsets[1:])]
+        return [flat[lo:hi] for lo, hi in itertools.pairwise(offsets.tolist())]
     out = np.empty(table.num_rows, dtype=object)
     for i, (ind, vals, shape) in enumerate(zip(parts("indices"), parts("values"),
                                                parts("dense_shape"))):
