@@ -835,3 +835,55 @@ def test_learned_unigram_candidate_sampler_learns_the_true_classes_seen():
     np.testing.assert_allclose(got[2][1], [[15 / 13, 9 / 13], [9 / 13, 15 / 13]], rtol=1e-6)
     with tv.Session() as sess:  # a new session starts from the uniform weights again
         np.testing.assert_allclose(sess.run(op[1]), np.full((2, 2), 0.6), rtol=1e-6)
+
+
+# ---- ctc_beam_search_decoder --------------------------------------------------------------------
+def _dense_paths(decoded):
+    """Each SparseTensor of decoded labels as a list of per-row lists."""
+    out = []
+    for idx, vals, shape in decoded:
+        rows = [[] for _ in range(shape[0])]
+        for (r, _), v in zip(idx.tolist(), vals.tolist()):
+            rows[r].append(v)
+        out.append(rows)
+    return out
+
+
+def test_ctc_beam_search_with_a_wide_beam_finds_the_most_likely_label_sequences():
+    logits = RS.randn(4, 2, 3) * 2  # [time, batch, classes], the blank last
+    d, logp = tv.nn.ctc_beam_search_decoder_v2(logits, [4, 3], beam_width=200, top_paths=3)
+    got_paths, got_logp = run([[(v.indices, v.values, v.dense_shape) for v in d], logp])
+    got_paths = _dense_paths(got_paths)
+    for b, t in ((0, 4), (1, 3)):
+        lp = logits[:t, b] - np.log(np.exp(logits[:t, b]).sum(1, keepdims=True))
+        seqs = {}
+        for path in itertools.product(range(3), repeat=t):  # every alignment, collapsed
+            merged = [c for i, c in enumerate(path) if i == 0 or c != path[i - 1]]
+            key = tuple(c for c in merged if c != 2)
+            seqs[key] = np.logaddexp(seqs.get(key, -np.inf), lp[np.arange(t), path].sum())
+        best = sorted(seqs.items(), key=lambda kv: -kv[1])[:3]
+        assert [got_paths[i][b] for i in range(3)] == [list(k) for k, _ in best]
+        np.testing.assert_allclose(got_logp[b], [v for _, v in best], rtol=1e-9)
+
+
+def test_ctc_beam_search_with_a_narrow_beam_prunes_as_tf():
+    x = (np.random.RandomState(5).randn(8, 3, 5) * 2).astype(np.float32)
+    d, logp = tv.nn.ctc_beam_search_decoder(x, [8, 6, 3], beam_width=2, top_paths=2,
+                                            merge_repeated=False)
+    got_paths, got_logp = run([[(v.indices, v.values, v.dense_shape) for v in d], logp])
+    # TF 2.21's paths and log-probabilities for this input (its pruning, step for step)
+    assert _dense_paths(got_paths) == [[[2, 0, 1, 0, 2], [0, 0, 1, 0], [3, 0]],
+                                       [[2, 0, 1, 2], [0, 0, 0], [3, 0, 3]]]
+    np.testing.assert_allclose(got_logp, [[-1.2626814, -3.6767135], [-1.6530757, -2.4524641],
+                                          [-1.7861745, -1.9891887]], rtol=2e-6)
+    # merge_repeated only merges repeated labels of the paths found (TF's LabelSeq)
+    merged, plain = run([[(v.indices, v.values, v.dense_shape) for v in
+                          tv.nn.ctc_beam_search_decoder(x, [8, 6, 3], 4, 2, mr)[0]]
+                         for mr in (True, False)])
+    collapse = [[[c for i, c in enumerate(row) if i == 0 or c != row[i - 1]] for row in rows]
+                for rows in _dense_paths(plain)]
+    assert _dense_paths(merged) == collapse
+    with pytest.raises(IAE, match="requested more paths than the beam width"):
+        tv.nn.ctc_beam_search_decoder(x, [8, 6, 3], beam_width=2, top_paths=3)
+    with pytest.raises(IAE, match=r"sequence_length\(b\) <= time"):
+        run(tv.nn.ctc_beam_search_decoder(x, [9, 6, 3], beam_width=2)[1])
