@@ -275,6 +275,33 @@ def test_conv3d_float32_on_torch_equals_the_im2col_kernels(cpu_backend, monkeypa
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-5)
 
 
+@pytest.mark.parametrize("df", ["NDHWC", "NCDHW"])
+def test_max_pool3d_float32_gradient_on_torch_equals_the_numpy_kernel(cpu_backend, monkeypatch,
+                                                                      df):
+    from tensorvm import cpu_accel
+    from tensorvm.ops import nn_conv3d_accel
+    if not cpu_accel.available():
+        pytest.skip("PyTorch is not installed: the accelerated CPU kernels are not used here")
+    seen = []
+    real = nn_conv3d_accel.max_pool3d_grad
+    monkeypatch.setattr(nn_conv3d_accel, "max_pool3d_grad",
+                        lambda *a: seen.append(1) or real(*a))
+    x = np.round(RS.rand(2, 4, 6, 4, 3) * 3).astype(np.float32)  # ties: the first maximum
+    if df == "NCDHW":
+        x = x.transpose(0, 4, 1, 2, 3).copy()
+    xt = tv.constant(x)
+    k = [1, 2, 2, 2, 1] if df == "NDHWC" else [1, 1, 2, 2, 2]
+    y = tv.nn.max_pool3d(xt, k, k, "VALID", data_format=df)
+    g = tv.constant(RS.rand(*y.shape.as_list()).astype(np.float32))
+    (dx,) = tv.gradients(y, [xt], grad_ys=g)
+    got = {}
+    for b in ("torch", "numpy"):
+        cpu_backend(b)
+        got[b] = run(dx)
+    assert seen
+    np.testing.assert_array_equal(got["torch"], got["numpy"])
+
+
 # ---- the public 2-D and 1-D gradient functions -----------------------------------------------
 def ref_conv2d(x, f, s, padding):
     return ref_conv3d(x[:, None], f[None], (1, *s), (1, 1, 1), padding)[:, 0]

@@ -447,6 +447,7 @@ def _tiled_max_pool3d_grad(tiles, y, g, k):
 
 
 def _max_pool3d_grad_kernel(x, y, g, ksize, strides, padding, data_format):
+    x_df, y_df, g_df = x, y, g
     x, k, s, out, pads = _pool_setup(x, ksize, strides, padding, data_format)
     y, g = _to_last(y, data_format), _to_last(g, data_format)
     xpn = array_namespace(g)
@@ -455,6 +456,11 @@ def _max_pool3d_grad_kernel(x, y, g, ksize, strides, padding, data_format):
     # g * hit is faster than where(hit, g, 0) but carries a NaN/inf of g to the window's other
     # elements (0 * inf): only a finite g on the host takes it (asking a device would wait)
     finite = xpn is np and bool(np.isfinite(g).all())
+    if finite and all(ss >= kk for ss, kk in zip(s, k)) and all(p == (0, 0) for p in pads) \
+            and _accel.wants(x_df, y_df, g_df) and not np.isnan(y).any():
+        # PyTorch's kernel (nn_conv3d_accel): the same first maximum; NaN windows, padding
+        # and overlapping windows (their sums' order) stay here
+        return _accel.max_pool3d_grad(x_df, g_df, k, s, data_format)
     tiles = _tiles(x, k, s, out, pads) if finite else None
     if tiles is not None:
         return _from_last(_tiled_max_pool3d_grad(tiles, y, g, k), data_format)

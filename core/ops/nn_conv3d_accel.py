@@ -1,4 +1,4 @@
-"""Conv3D and its two gradients on PyTorch's kernels (the optional CPU backend,
+"""Conv3D and its two gradients, and MaxPool3D's gradient, on PyTorch's kernels (the optional CPU backend,
 :mod:`tensorvm.cpu_accel`), as :mod:`tensorvm.ops.nn_conv_accel` does for Conv2D.
 
 With the torch backend chosen, float32 host arrays go to ``torch.nn.functional.conv3d`` and
@@ -20,7 +20,8 @@ import numpy as np
 from .. import cpu_accel, threads
 from .nn_conv_accel import wants
 
-__all__ = ["conv3d", "conv3d_backprop_filter", "conv3d_backprop_input", "wants"]
+__all__ = ["conv3d", "conv3d_backprop_filter", "conv3d_backprop_input", "max_pool3d_grad",
+           "wants"]
 
 
 def _tensor(torch, a, df):
@@ -96,3 +97,16 @@ def conv3d_backprop_filter(x, fs, g, s, d, pads, df):
     dw = _backward(torch, _tensor(torch, x, df), _filter(torch, None, fs), g, s, d, pad, df,
                    [False, True, False])[1]
     return np.ascontiguousarray(dw.permute(2, 3, 4, 1, 0).numpy())
+
+
+def max_pool3d_grad(x, g, k, s, df):
+    """``MaxPool3DGrad`` of float32 ``x`` (windows ``k`` apart by strides ``s`` >= ``k``, no
+    padding) for the output gradient ``g``: each window's gradient at its first maximum in
+    row-major order (PyTorch's rule, TF's too), the argmax recomputed by PyTorch's pooling."""
+    torch = cpu_accel.torch()
+    cpu_accel.sync_threads(torch, threads.intra_op_threads())
+    xt, gt = _tensor(torch, x, df), _tensor(torch, g, df)
+    _, where = torch.nn.functional.max_pool3d(xt, list(k), list(s), return_indices=True)
+    dx = torch.ops.aten.max_pool3d_with_indices_backward(gt, xt, list(k), list(s), [0, 0, 0],
+                                                         [1, 1, 1], False, where)
+    return _numpy(dx, df)
