@@ -1154,3 +1154,19 @@ def test_optional_from_value_and_empty():
         assert not s.run(none.has_value())
         with pytest.raises(errors.InvalidArgumentError, match="does not have a value"):
             s.run(none.get_value())
+
+
+def test_parse_single_example_with_sequence_features_then_padded_batch():
+    """TF 1.x's variable-length dense features: FixedLenSequenceFeature per example, then
+    padded_batch (the shapes TF 2.21 gives)."""
+    def ex(vals):
+        return tf.train.Example(features=tf.train.Features(feature={"v": tf.train.Feature(
+            int64_list=tf.train.Int64List(value=vals))})).SerializeToString()
+    feats = {"v": tf.io.FixedLenSequenceFeature([2], tf.int64, allow_missing=True)}
+    ds = tf.data.Dataset.from_tensor_slices([ex([1, 2, 3, 4]), ex([5, 6]), ex([])]) \
+        .map(lambda r: tf.parse_single_example(r, feats))
+    assert ds.output_shapes["v"].as_list() == [None, 2]
+    b = ds.padded_batch(2, padded_shapes={"v": [None, 2]}, padding_values={"v": tf.constant(
+        -1, tf.int64)})
+    assert [e["v"].tolist() for e in elements(b)] == [[[[1, 2], [3, 4]], [[5, 6], [-1, -1]]],
+                                                      [[]]]

@@ -314,3 +314,42 @@ def test_decode_csv_vectorised_kernel_keeps_shapes_select_cols_and_quoted_newlin
     assert ra.tolist() == [[1, 3], [5, 7]] and ra.dtype == np.int32
     assert rb.tolist() == [["a\nb", "c"], ['d"e', "?"]]
     assert rc.tolist() == [[1, 3], [5, 7]] and rd.tolist() == [[2.5, 4.0], [6.0, 8.0]]
+
+
+def _seq_example(vals, strs=None):
+    f = {"v": tf.train.Feature(int64_list=tf.train.Int64List(value=vals))}
+    if strs is not None:
+        f["s"] = tf.train.Feature(bytes_list=tf.train.BytesList(value=strs))
+    return tf.train.Example(features=tf.train.Features(feature=f)).SerializeToString()
+
+
+def test_fixed_len_sequence_feature_as_tf(g):
+    """Values as TF 2.21 gives them (tf.io.FixedLenSequenceFeature, allow_missing=True)."""
+    F = tf.io.FixedLenSequenceFeature
+    recs = [_seq_example([1, 2, 3, 4]), _seq_example([], [b"a"]),
+            _seq_example([5, 6], [b"b", b"c"])]
+    both = tf.parse_example(recs, {"v": F([2], tf.int64, allow_missing=True),
+                                   "s": F([], tf.string, allow_missing=True)})
+    assert both["v"].shape.as_list() == [3, None, 2] and both["s"].shape.as_list() == [3, None]
+    padded = tf.parse_example(recs, {"v": F([], tf.int64, allow_missing=True,
+                                            default_value=-1)})
+    one = tf.parse_single_example(recs[0], {"v": F([2], tf.int64, allow_missing=True)})
+    assert one["v"].shape.as_list() == [None, 2]
+    empty = tf.parse_single_example(recs[1], {"v": F([2], tf.int64, allow_missing=True),
+                                              "x": tf.FixedLenSequenceFeature(
+                                                  [], tf.float32, allow_missing=True)})
+    bad = tf.parse_example(recs, {"v": F([3], tf.int64, allow_missing=True)})
+    with tf.Session() as s:
+        got = s.run(both)
+        assert got["v"].tolist() == [[[1, 2], [3, 4]], [[0, 0], [0, 0]], [[5, 6], [0, 0]]]
+        assert got["s"].tolist() == [[b"", b""], [b"a", b""], [b"b", b"c"]]
+        assert s.run(padded)["v"].tolist() == [[1, 2, 3, 4], [-1, -1, -1, -1], [5, 6, -1, -1]]
+        assert s.run(one)["v"].tolist() == [[1, 2], [3, 4]]
+        e = s.run(empty)
+        assert e["v"].shape == (0, 2) and e["x"].shape == (0,) and e["x"].dtype == np.float32
+        with pytest.raises(tf.errors.InvalidArgumentError, match=r"Key: v, Index: 0.  Number "
+                           r"of int64 values is not a multiple of stride length. Saw 4 values "
+                           r"but output shape is: \[\?,3\]"):
+            s.run(bad)
+    with pytest.raises(ValueError, match="FixedLenSequenceFeature requires allow_missing"):
+        tf.parse_example(recs, {"v": F([2], tf.int64)})

@@ -40,6 +40,7 @@ from .common import static_value
 
 __all__ = [
     "FixedLenFeature",
+    "FixedLenSequenceFeature",
     "SparseTensor",
     "SparseTensorValue",
     "VarLenFeature",
@@ -53,6 +54,13 @@ __all__ = [
 FixedLenFeature = collections.namedtuple("FixedLenFeature", ["shape", "dtype", "default_value"])
 FixedLenFeature.__new__.__defaults__ = (None,)
 VarLenFeature = collections.namedtuple("VarLenFeature", ["dtype"])
+FixedLenSequenceFeature = collections.namedtuple(
+    "FixedLenSequenceFeature", ["shape", "dtype", "allow_missing", "default_value"])
+FixedLenSequenceFeature.__new__.__defaults__ = (False, None)
+FixedLenSequenceFeature.__doc__ = (
+    "A feature of any number of items of ``shape`` (its values a multiple of their size): "
+    "``[items] + shape`` per example, padded with ``default_value`` (0 or empty) to the "
+    "batch's most items. ``allow_missing`` must be True (a missing feature has no items).")
 
 _CSV_TYPES = ("int32", "int64", "float32", "float64", "string")
 
@@ -408,11 +416,39 @@ def _parse(blob, i):
                                    f"(serialized[{i}]: {e})") from None
 
 
-def _parse_kernel(serialized, *, dense, sparse, single=None):
+def _parse_sequences(exs, seq, single) -> list:
+    """The ``FixedLenSequenceFeature`` outputs: ``[batch, items] + shape``, padded."""
+    out = []
+    for key, dt, shape, default in seq:
+        n = int(np.prod(shape, dtype=np.int64))
+        rows = []
+        for i, ex in enumerate(exs):
+            vals = _feature_values(ex, key, dt) or []
+            if n == 0 and vals or n and len(vals) % n:
+                raise InvalidArgumentError(
+                    f"Name: <unknown>, Key: {key}, Index: {i}.  Number of {_KINDS[dt][1]} "
+                    "values is not a multiple of stride length. Saw "
+                    f"{len(vals)} values but output shape is: "
+                    f"[?,{','.join(str(d) for d in shape)}]")
+            rows.append(_array(vals, dt, (len(vals) // n if n else 0,) + tuple(shape)))
+        if single:
+            out.append(rows[0])
+            continue
+        most = max((len(r) for r in rows), default=0)
+        pad = (b"" if dt == "string" else 0) if default is None else default  # bytes_list
+        batch = np.full((len(rows), most) + tuple(shape), pad,
+                        dtype=object if dt == "string" else dt)
+        for i, r in enumerate(rows):
+            batch[i, :len(r)] = r
+        out.append(batch)
+    return out
+
+
+def _parse_kernel(serialized, *, dense, sparse, single=None, seq=()):
     arr = np.asarray(serialized, dtype=object)
     single = arr.ndim == 0 if single is None else single
     exs = [_parse(b, i) for i, b in enumerate(arr.reshape(-1))]
-    out = []
+    out = _parse_sequences(exs, seq, single) if seq else []
     for key, dt, shape, default in dense:
         n = int(np.prod(shape, dtype=np.int64))
         rows = []
@@ -463,7 +499,9 @@ def _parse_shape(inputs, attrs):
                                    f"must be a {'scalar' if single else 'vector'}, got shape "
                                    f"{list(s._shape)}")
     lead = () if single else (None if s._shape is None else s._shape[0],)
-    out = [(_dt.as_dtype(dt), lead + tuple(shape)) for _, dt, shape, _ in attrs["dense"]]
+    out = [(_dt.as_dtype(dt), lead + (None,) + tuple(shape))
+           for _, dt, shape, _ in attrs.get("seq", ())]
+    out += [(_dt.as_dtype(dt), lead + tuple(shape)) for _, dt, shape, _ in attrs["dense"]]
     rank = 1 if single else 2
     for _, dt in attrs["sparse"]:
         out += [(_dt.int64, (None, rank)), (_dt.as_dtype(dt), (None,)), (_dt.int64, (rank,))]
@@ -486,10 +524,20 @@ def _specs(features):
     if not isinstance(features, dict) or not features:
         raise InvalidArgumentError("parse_example: features must be a non-empty dict of "
                                    "FixedLenFeature/VarLenFeature")
-    dense, sparse = [], []
+    dense, sparse, seq = [], [], []
     for key in sorted(features):
         f = features[key]
-        if isinstance(f, FixedLenFeature):
+        if isinstance(f, FixedLenSequenceFeature):
+            if not f.allow_missing:
+                raise ValueError("Unsupported: FixedLenSequenceFeature requires allow_missing "
+                                 "to be True.")
+            dt = _feature_dtype(key, f.dtype)
+            shape = tuple(int(d) for d in (f.shape if isinstance(f.shape, (list, tuple))
+                                           else [f.shape]))
+            default = None if f.default_value is None else \
+                np.asarray(f.default_value, dtype=object if dt == "string" else dt).item()
+            seq.append((key, dt, shape, default))
+        elif isinstance(f, FixedLenFeature):
             dt = _feature_dtype(key, f.dtype)
             shape = tuple(int(d) for d in (f.shape if isinstance(f.shape, (list, tuple))
                                            else [f.shape]))
@@ -506,20 +554,22 @@ def _specs(features):
         elif isinstance(f, VarLenFeature):
             sparse.append((key, _feature_dtype(key, f.dtype)))
         else:
-            raise InvalidArgumentError(f"feature {key!r}: expected FixedLenFeature or "
-                                       f"VarLenFeature, got {f!r}")
-    return tuple(dense), tuple(sparse)
+            raise InvalidArgumentError(f"feature {key!r}: expected FixedLenFeature, "
+                                       f"FixedLenSequenceFeature or VarLenFeature, got {f!r}")
+    return tuple(dense), tuple(sparse), tuple(seq)
 
 
 def _parse_op(serialized, features, single, name):
-    dense, sparse = _specs(features)
-    op = apply_op("ParseExampleV1", [convert_to_tensor(serialized)],
-                  {"dense": dense, "sparse": sparse, "single": single},
+    dense, sparse, seq = _specs(features)
+    attrs = {"dense": dense, "sparse": sparse, "single": single}
+    if seq:
+        attrs["seq"] = seq
+    op = apply_op("ParseExampleV1", [convert_to_tensor(serialized)], attrs,
                   name=name or ("ParseSingleExample" if single else "ParseExample"))
     outs, result = list(op.outputs), {}
-    for (key, *_), t in zip(dense, outs):
+    for (key, *_), t in zip(seq + dense, outs):
         result[key] = t
-    rest = outs[len(dense):]
+    rest = outs[len(seq) + len(dense):]
     lead = () if single else tuple(op.inputs[0].shape.dims or (None,))[:1]
     for k, (key, _) in enumerate(sparse):
         result[key] = SparseTensor(*rest[3 * k:3 * k + 3])
@@ -544,6 +594,7 @@ def parse_example(serialized, features, name=None, example_names=None):
 io = types.SimpleNamespace(
     decode_csv=decode_csv, decode_raw=decode_raw, parse_single_example=parse_single_example,
     parse_example=parse_example, FixedLenFeature=FixedLenFeature, VarLenFeature=VarLenFeature,
+    FixedLenSequenceFeature=FixedLenSequenceFeature,
     TFRecordWriter=_io_ops.TFRecordWriter, tf_record_iterator=_io_ops.tf_record_iterator,
     TFRecordOptions=_io_ops.TFRecordOptions,
     TFRecordCompressionType=_io_ops.TFRecordCompressionType)
