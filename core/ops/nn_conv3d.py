@@ -1,6 +1,5 @@
-"""3-D convolution and pooling for ``tv.nn`` (TF 1.x's ``conv3d``, ``conv3d_transpose``,
-``max_pool3d``, ``avg_pool3d``), and the public 2-D/1-D gradient functions
-(``conv2d_backprop_input``, ``conv2d_backprop_filter``, ``conv1d_transpose``).
+"""3-D convolution for ``tv.nn`` (TF 1.x's ``conv3d``, ``conv3d_transpose``,
+``conv3d_backprop_filter``), and the NDHWC geometry that :mod:`tensorvm.ops.nn_pool3d` shares.
 
 The kernels follow :mod:`tensorvm.ops.nn_conv`, one dimension up. Internally everything is
 NDHWC ("NCDHW" is transposed in and out). ``Conv3D`` is an im2col per block of output rows
@@ -11,11 +10,7 @@ block is one matrix product with the ``[KD * KH * KW * C, O]`` filter. The filte
 is the same im2col, ``cols.T @ out_backprop`` per block, summed. The input gradient of a
 stride-1 convolution is the transposed convolution (the same kernel on the padded gradient
 with the flipped filter); a strided one's is one product per filter tap added into that
-tap's strided view of the input gradient. Pooling works tap by tap: each tap is a strided
-view ``[N, OD, OH, OW, C]`` of the padded input, so max/avg pooling and their gradients are
-``KD * KH * KW`` whole-array operations (max-pool's gradient goes to each window's first
-maximum in row-major window order, as TF's; average pooling divides by the number of
-unpadded elements of each window, as TF's). Every kernel creates its arrays in the namespace
+tap's strided view of the input gradient. Every kernel creates its arrays in the namespace
 of its inputs, so it is also the op's GPU kernel. With the torch CPU backend
 (:mod:`tensorvm.cpu_accel`) float32 convolutions run on oneDNN instead
 (:mod:`tensorvm.ops.nn_conv3d_accel`).
@@ -24,10 +19,9 @@ Padding follows TF: "VALID" uses only full windows; "SAME" gives ``ceil(in / str
 outputs, padding ``max((out - 1) * stride + window - in, 0)`` split with the smaller half first.
 
 >>> import numpy as np, tensorvm as tv
->>> x = tv.constant(np.arange(8, dtype=np.float32).reshape(1, 2, 2, 2, 1))
->>> with tv.Session() as s:
-...     s.run(tv.nn.max_pool3d(x, [1, 2, 2, 2, 1], [1, 2, 2, 2, 1], "VALID")).ravel()
-array([7.], dtype=float32)
+>>> y = tv.nn.conv3d(tv.ones([1, 2, 2, 2, 1]), tv.ones([2, 2, 2, 1, 1]), [1] * 5, "VALID")
+>>> with tv.Session() as s: s.run(y).ravel().tolist()
+[8.0]
 """
 from __future__ import annotations
 
@@ -47,9 +41,7 @@ from .common import static_shape_of, static_value
 from .nn_conv import _blocks, _out_and_pads, _share
 
 __all__: list[str] = []
-NN_ALL = ["conv3d", "conv3d_transpose", "conv3d_backprop_filter", "conv3d_backprop_filter_v2",
-          "max_pool3d", "avg_pool3d", "conv2d_backprop_input", "conv2d_backprop_filter",
-          "conv1d_transpose", "conv_transpose"]
+NN_ALL = ["conv3d", "conv3d_transpose", "conv3d_backprop_filter", "conv3d_backprop_filter_v2"]
 
 _FORMATS = ("NDHWC", "NCDHW")
 
@@ -380,206 +372,9 @@ register_op("Conv3DBackpropFilterV2", _sizes_shape("Conv3DBackpropFilterV2", 1, 
             _conv3d_backprop_filter_kernel, grad=_bf_grad)
 
 
-# ---- MaxPool3D / AvgPool3D -------------------------------------------------------------------
-def _pool_setup(x, ksize, strides, padding, df):
-    x = _to_last(x, df)
-    k, s = _sp(ksize, df), _sp(strides, df)
-    out, pads = _geometry(x.shape[1:4], k, s, (1, 1, 1), padding)
-    return x, k, s, out, pads
-
-
-def _window_max(xp, taps):
-    m = xp[taps[0]].copy()
-    for t in taps[1:]:
-        np.maximum(m, xp[t], out=m)
-    return m
-
-
-def _max_pool3d_kernel(x, ksize, strides, padding, data_format):
-    x, k, s, out, pads = _pool_setup(x, ksize, strides, padding, data_format)
-    if 0 in (x.size, *out):
-        return _from_last(array_namespace(x).zeros((x.shape[0], *out, x.shape[4]), x.dtype),
-                          data_format)
-    xp = _pad(x, pads, -np.inf)
-    return _from_last(_window_max(xp, _tap_slices(k, s, (1, 1, 1), out)), data_format)
-
-
-def _first_max_taps(xp, y, taps):
-    """Each tap's slice and where it holds its window's first maximum (row-major order)."""
-    free = array_namespace(y).ones(y.shape, bool)
-    for i, t in enumerate(taps):
-        hit = np.equal(xp[t], y)
-        if i:
-            hit &= free
-        free ^= hit
-        yield t, hit
-
-
-def _tiles(x, k, s, out, pads):
-    """NDHWC ``x`` as a view ``[N, OD, KD, OH, KH, OW, KW, C]`` when the windows tile it
-    exactly (stride == window, no padding, each size == output * window), else None."""
-    if tuple(s) != tuple(k) or any(p != (0, 0) for p in pads) or \
-            any(e != o * kk for e, o, kk in zip(x.shape[1:4], out, k)):
-        return None
-    n, c = x.shape[0], x.shape[4]
-    return x.reshape(n, out[0], k[0], out[1], k[1], out[2], k[2], c)
-
-
-def _tiled_max_pool3d_grad(tiles, y, g, k):
-    """MaxPool3DGrad when the windows tile the input (:func:`_tiles`) and ``g`` is finite:
-    one compare of every element with its window's max (broadcast), each later tap's hits
-    dropped where an earlier tap hit (TF's first maximum), and the mask times the broadcast
-    ``g`` written into dx: a few whole-array passes instead of about five per tap."""
-    e = np.equal(tiles, y[:, :, None, :, None, :, None, :])
-    first, seen = e[:, :, 0, :, 0, :, 0, :], None
-    taps = list(itertools.product(*(range(kk) for kk in k)))[1:]
-    for i, (a, b, c) in enumerate(taps):
-        hit = e[:, :, a, :, b, :, c, :]
-        np.greater(hit, first if seen is None else seen, out=hit)  # hit and not seen
-        if i + 1 < len(taps):
-            seen = np.logical_or(first, hit) if seen is None else \
-                np.logical_or(seen, hit, out=seen)
-    d = array_namespace(g).empty(tiles.shape, g.dtype)
-    np.copyto(d, e)
-    np.multiply(d, g[:, :, None, :, None, :, None, :], out=d)
-    n, od, kd, oh, kh, ow, kw, c = tiles.shape
-    return d.reshape(n, od * kd, oh * kh, ow * kw, c)
-
-
-def _max_pool3d_grad_kernel(x, y, g, ksize, strides, padding, data_format):
-    x_df, y_df, g_df = x, y, g
-    x, k, s, out, pads = _pool_setup(x, ksize, strides, padding, data_format)
-    y, g = _to_last(y, data_format), _to_last(g, data_format)
-    xpn = array_namespace(g)
-    if 0 in (x.size, *out):
-        return _from_last(xpn.zeros(x.shape, g.dtype), data_format)
-    # g * hit is faster than where(hit, g, 0) but carries a NaN/inf of g to the window's other
-    # elements (0 * inf): only a finite g on the host takes it (asking a device would wait)
-    finite = xpn is np and bool(np.isfinite(g).all())
-    if finite and all(ss >= kk for ss, kk in zip(s, k)) and all(p == (0, 0) for p in pads) \
-            and _accel.wants(x_df, y_df, g_df) and not np.isnan(y).any():
-        # PyTorch's kernel (nn_conv3d_accel): the same first maximum; NaN windows, padding
-        # and overlapping windows (their sums' order) stay here
-        return _accel.max_pool3d_grad(x_df, g_df, k, s, data_format)
-    tiles = _tiles(x, k, s, out, pads) if finite else None
-    if tiles is not None:
-        return _from_last(_tiled_max_pool3d_grad(tiles, y, g, k), data_format)
-    xp = _pad(x, pads, -np.inf)
-    dxp = xpn.zeros(xp.shape, g.dtype)
-    disjoint = finite and all(ss >= kk for ss, kk in zip(s, k))  # one window per element
-    for t, hit in _first_max_taps(xp, y, _tap_slices(k, s, (1, 1, 1), out)):
-        if disjoint:
-            np.multiply(g, hit, out=dxp[t])
-        else:
-            dxp[t] += np.where(hit, g, 0)
-    dx = dxp[(slice(None),) + tuple(slice(p0, p0 + e) for e, (p0, _) in
-                                     zip(x.shape[1:4], pads))]
-    return _from_last(dx.astype(g.dtype, copy=False), data_format)
-
-
-def _max_pool3d_grad_grad_kernel(x, y, gg, ksize, strides, padding, data_format):
-    """The gradient of MaxPool3DGrad wrt its ``grad``: ``gg`` picked at each window's argmax."""
-    x, k, s, out, pads = _pool_setup(x, ksize, strides, padding, data_format)
-    y, gg = _to_last(y, data_format), _to_last(gg, data_format)
-    res = array_namespace(gg).zeros((x.shape[0], *out, x.shape[4]), gg.dtype)
-    if 0 not in (x.size, *out):
-        ggp = _pad(gg, pads)
-        for t, hit in _first_max_taps(_pad(x, pads, -np.inf), y,
-                                      _tap_slices(k, s, (1, 1, 1), out)):
-            res += np.where(hit, ggp[t], 0)
-    return _from_last(res, data_format)
-
-
-def _valid_counts(in_sp, k, s, pads, out, like, dtype):
-    """How many unpadded elements each window holds, ``[1, OD, OH, OW, 1]`` (a box: the
-    product of each dim's count)."""
-    cnt = np.ones((1, 1, 1), np.float64)
-    for ax, (n, kk, ss, (p0, _), o) in enumerate(zip(in_sp, k, s, pads, out)):
-        start = np.arange(o) * ss - p0
-        c = np.minimum(start + kk, n) - np.maximum(start, 0)
-        shape = [1, 1, 1]
-        shape[ax] = o
-        cnt = cnt * c.reshape(shape)
-    cnt = np.maximum(cnt, 1).astype(dtype)[None, ..., None]
-    xpn = array_namespace(like)
-    return cnt if xpn is np else xpn.asarray(cnt)
-
-
-def _avg_pool3d_kernel(x, ksize, strides, padding, data_format):
-    x, k, s, out, pads = _pool_setup(x, ksize, strides, padding, data_format)
-    xp = _pad(x, pads)
-    acc = array_namespace(x).zeros((x.shape[0], *out, x.shape[4]), x.dtype)
-    for t in _tap_slices(k, s, (1, 1, 1), out) if 0 not in out else ():
-        acc += xp[t]
-    acc /= _valid_counts(x.shape[1:4], k, s, pads, out, x, x.dtype)
-    return _from_last(acc, data_format)
-
-
-def _avg_pool3d_grad_kernel(orig_input_shape, g, ksize, strides, padding, data_format):
-    sizes = _host_ints(orig_input_shape)
-    xs = sizes if data_format == "NDHWC" else (sizes[0], *sizes[2:], sizes[1])
-    g = _to_last(g, data_format)
-    k, s = _sp(ksize, data_format), _sp(strides, data_format)
-    out, pads = _geometry(xs[1:4], k, s, (1, 1, 1), padding)
-    gs = g / _valid_counts(xs[1:4], k, s, pads, out, g, g.dtype)
-    dxp = array_namespace(g).zeros(
-        (xs[0], *(e + p0 + p1 for e, (p0, p1) in zip(xs[1:4], pads)), xs[4]), g.dtype)
-    for t in _tap_slices(k, s, (1, 1, 1), out) if 0 not in out else ():
-        dxp[t] += gs
-    dx = dxp[(slice(None),) + tuple(slice(p0, p0 + e) for e, (p0, _) in zip(xs[1:4], pads))]
-    return _from_last(dx.astype(g.dtype, copy=False), data_format)
-
-
-def _pool3d_shape(op_type):
-    def shape_fn(inputs, attrs):
-        x = inputs[0]
-        _check_attrs(op_type, attrs, ("ksize", "strides"))
-        if not x.dtype.is_floating:
-            raise InvalidArgumentError(f"{op_type} expects a floating-point tensor, got "
-                                       f"{x.dtype.name}")
-        xs, df = x._shape, attrs["data_format"]
-        _rank5(op_type, "input", xs)
-        if xs is None:
-            return [(x.dtype, None)]
-        out = _static_out(op_type, xs, _sp(attrs["ksize"], df), attrs)
-        c = xs[4] if df == "NDHWC" else xs[1]
-        return [(x.dtype, _shape_from_last(xs[0], out, c, df))]
-    return shape_fn
-
-
-def _pool_attrs(op):
-    return {k: op.attrs[k] for k in ("ksize", "strides", "padding", "data_format")}
-
-
-def _avg_pool3d_grad_shape(inputs, attrs):
-    return [(inputs[1].dtype, static_shape_of(inputs[0]))]
-
-
-register_op("MaxPool3D", _pool3d_shape("MaxPool3D"), _max_pool3d_kernel,
-            grad=lambda op, g: [apply_op("MaxPool3DGrad", [op.inputs[0], op.outputs[0], g],
-                                         _pool_attrs(op)).outputs[0]])
-register_op("MaxPool3DGrad", lambda inputs, attrs: [(inputs[2].dtype, inputs[0]._shape)],
-            _max_pool3d_grad_kernel,
-            grad=lambda op, gg: [None, None, apply_op(
-                "MaxPool3DGradGrad", [op.inputs[0], op.inputs[1], gg],
-                _pool_attrs(op)).outputs[0]])
-register_op("MaxPool3DGradGrad", lambda inputs, attrs: [(inputs[2].dtype, inputs[1]._shape)],
-            _max_pool3d_grad_grad_kernel,
-            grad=lambda op, ggg: [None, None, apply_op(
-                "MaxPool3DGrad", [op.inputs[0], op.inputs[1], ggg],
-                _pool_attrs(op)).outputs[0]])
-register_op("AvgPool3D", _pool3d_shape("AvgPool3D"), _avg_pool3d_kernel,
-            grad=lambda op, g: [apply_op("AvgPool3DGrad", [_shape_t(op.inputs[0]), g],
-                                         _pool_attrs(op)).outputs[0]])
-register_op("AvgPool3DGrad", _avg_pool3d_grad_shape, _avg_pool3d_grad_kernel,
-            grad=lambda op, gg: [None, apply_op("AvgPool3D", [gg], _pool_attrs(op)).outputs[0]])
-
 for _op, _k in (("Conv3D", _conv3d_kernel),
                 ("Conv3DBackpropInputV2", _conv3d_backprop_input_kernel),
-                ("Conv3DBackpropFilterV2", _conv3d_backprop_filter_kernel),
-                ("MaxPool3D", _max_pool3d_kernel), ("MaxPool3DGrad", _max_pool3d_grad_kernel),
-                ("MaxPool3DGradGrad", _max_pool3d_grad_grad_kernel),
-                ("AvgPool3D", _avg_pool3d_kernel), ("AvgPool3DGrad", _avg_pool3d_grad_kernel)):
+                ("Conv3DBackpropFilterV2", _conv3d_backprop_filter_kernel)):
     register_kernel(_op, "GPU", _k)  # one source: the namespace of the inputs decides
 
 
@@ -678,141 +473,3 @@ def conv3d_transpose(value, filter=None, output_shape=None, strides=None, paddin
     attrs = _attrs_of("Conv3DBackpropInputV2", strides, padding, df, dilations)
     return apply_op("Conv3DBackpropInputV2", [out_t, filter, value], attrs,
                     name=name or "conv3d_transpose").outputs[0]
-
-
-def _pool3d(op_type, input, ksize, strides, padding, data_format, name):
-    attrs = _attrs_of(op_type, strides, padding, data_format, ksize=ksize)
-    return apply_op(op_type, [convert_to_tensor(input)], attrs, name=name).outputs[0]
-
-
-def max_pool3d(input, ksize, strides, padding, data_format="NDHWC", name=None) -> Tensor:
-    """Max over each ``ksize`` window of a 5-D ``input``; the gradient goes to each window's
-    first maximum."""
-    return _pool3d("MaxPool3D", input, ksize, strides, padding, data_format, name)
-
-
-def avg_pool3d(input, ksize, strides, padding, data_format="NDHWC", name=None) -> Tensor:
-    """Mean over each ``ksize`` window of a 5-D ``input`` (unpadded elements only)."""
-    return _pool3d("AvgPool3D", input, ksize, strides, padding, data_format, name)
-
-
-# ---- the public 2-D and 1-D gradient functions --------------------------------------------------
-def _check_2d_sizes(op_type, xs, fs, g_shape, strides, dilations, padding, df):
-    c = 3 if df == "NHWC" else 1
-    for what, shape, ax, want in (("input", xs, c, 2), ("out_backprop", g_shape, c, 3)):
-        if shape is not None and fs is not None and len(shape) == 4 and len(fs) == 4 and \
-                None not in (shape[ax], fs[want]) and shape[ax] != fs[want]:
-            raise InvalidArgumentError(f"{op_type}: {what} and filter must have the same depth: "
-                                       f"{shape[ax]} vs {fs[want]}")
-    if xs is None or fs is None or g_shape is None or len(xs) != 4 or len(g_shape) != 4:
-        return
-    ax = (1, 2) if df == "NHWC" else (2, 3)
-    _check_out_backprop(op_type, [xs[a] for a in ax], fs[:2], [strides[a] for a in ax],
-                        [dilations[a] for a in ax], padding, [g_shape[a] for a in ax])
-
-
-def _conv2d_attrs(op_type, strides, padding, data_format, dilations):
-    from .nn_conv import _spec
-    df = data_format or "NHWC"
-    if strides is None or padding is None:
-        raise InvalidArgumentError(f"{op_type} needs strides and padding")
-    if not isinstance(padding, str) or padding.upper() not in ("SAME", "VALID"):
-        raise InvalidArgumentError(f"Attr 'padding' of '{op_type}' Op passed {padding!r} not "
-                                   f"in: \"SAME\", \"VALID\".")
-    return {"strides": _spec(strides, "strides", op_type, df), "padding": padding.upper(),
-            "data_format": df, "dilations": _spec(dilations or 1, "dilations", op_type, df)}
-
-
-def _zeros_of(sizes, dtype):
-    from .fill_ops import zeros
-    sizes = convert_to_tensor(sizes, dtype=None if hasattr(sizes, "dtype") else _dt.int32)
-    v = static_value(sizes)
-    return zeros([int(e) for e in np.asarray(v).reshape(-1)] if v is not None else sizes, dtype)
-
-
-def conv2d_backprop_input(input_sizes, filter=None, out_backprop=None, strides=None,
-                          padding=None, use_cudnn_on_gpu=True, data_format="NHWC",
-                          dilations=(1, 1, 1, 1), name=None, filters=None) -> Tensor:
-    """The gradient of ``conv2d`` with respect to its input, of shape ``input_sizes`` (a
-    4-vector, list or int tensor), from ``filter`` and the output gradient ``out_backprop``."""
-    filter = convert_to_tensor(filters if filter is None else filter)
-    g = convert_to_tensor(out_backprop, dtype=filter.dtype)
-    attrs = _conv2d_attrs("Conv2DBackpropInput", strides, padding, data_format, dilations)
-    like = _zeros_of(input_sizes, g.dtype)
-    _check_2d_sizes("Conv2DCustomBackpropInput", like._shape, filter._shape, g._shape,
-                    attrs["strides"], attrs["dilations"], attrs["padding"], attrs["data_format"])
-    return apply_op("Conv2DBackpropInput", [like, filter, g], attrs,
-                    name=name or "Conv2DBackpropInput").outputs[0]
-
-
-def conv2d_backprop_filter(input, filter_sizes, out_backprop, strides, padding,
-                           use_cudnn_on_gpu=True, data_format="NHWC", dilations=(1, 1, 1, 1),
-                           name=None) -> Tensor:
-    """The gradient of ``conv2d`` with respect to its filter, of shape ``filter_sizes``."""
-    x = convert_to_tensor(input)
-    g = convert_to_tensor(out_backprop, dtype=x.dtype)
-    attrs = _conv2d_attrs("Conv2DBackpropFilter", strides, padding, data_format, dilations)
-    like = _zeros_of(filter_sizes, g.dtype)
-    _check_2d_sizes("Conv2DCustomBackpropFilter", x._shape, like._shape, g._shape,
-                    attrs["strides"], attrs["dilations"], attrs["padding"], attrs["data_format"])
-    return apply_op("Conv2DBackpropFilter", [x, like, g], attrs,
-                    name=name or "Conv2DBackpropFilter").outputs[0]
-
-
-def conv1d_transpose(input, filters, output_shape, strides, padding="SAME", data_format="NWC",
-                     dilations=None, name=None) -> Tensor:
-    """The transpose of ``conv1d``: ``input`` [N, W, in] ("NWC") or [N, in, W] ("NCW") with
-    ``filters`` [KW, out, in] to ``output_shape`` [N, OW, out], through ``conv2d_transpose``
-    on a height of 1 (as TF)."""
-    from .manip_ops import concat, expand_dims, squeeze
-    from .nn_deconv import conv2d_transpose
-    if data_format not in ("NWC", "NCW", None):
-        raise ValueError(f"data_format must be \"NWC\" or \"NCW\". Received: "
-                         f"data_format={data_format}")
-    nwc = data_format in ("NWC", None)
-    sp = 1 if nwc else 2  # the axis of W, before the height axis is put in front of it
-
-    def one(v, what):
-        t = [int(v)] if isinstance(v, (int, np.integer)) else [int(e) for e in v]
-        if len(t) == 1:
-            return [1, 1, t[0], 1] if nwc else [1, 1, 1, t[0]]
-        if len(t) == 3:
-            return [1, 1, t[1], 1] if nwc else [1, 1, 1, t[2]]
-        raise ValueError(f"{what} should be of length 1 or 3. Received: {what}={v}")
-    x = expand_dims(convert_to_tensor(input), sp)
-    f = expand_dims(convert_to_tensor(filters), 0)
-    out_t = convert_to_tensor(output_shape, dtype=None if hasattr(output_shape, "dtype")
-                              else _dt.int32)
-    out_v = static_value(out_t)
-    if out_v is not None:
-        ov = [int(e) for e in np.asarray(out_v).reshape(-1)]
-        out4 = ov[:sp] + [1] + ov[sp:]
-    else:
-        from .slice_ops import slice as _slice
-        one_t = convert_to_tensor([1], dtype=out_t.dtype)
-        out4 = concat([_slice(out_t, [0], [sp]), one_t, _slice(out_t, [sp], [3 - sp])], 0)
-    y = conv2d_transpose(x, f, out4, one(strides, "strides"), padding,
-                         data_format="NHWC" if nwc else "NCHW",
-                         dilations=None if dilations is None else one(dilations, "dilations"),
-                         name=name or "conv1d_transpose")
-    return squeeze(y, [sp])
-
-
-def conv_transpose(input, filters, output_shape, strides, padding="SAME", data_format=None,
-                   dilations=None, name=None) -> Tensor:
-    """TF's ``tf.nn.conv_transpose``: the 1-, 2- or 3-D transposed convolution chosen by the
-    length of ``output_shape`` (3, 4 or 5)."""
-    from .nn_deconv import conv2d_transpose
-    n = static_shape_of(convert_to_tensor(output_shape, dtype=None if hasattr(
-        output_shape, "dtype") else _dt.int32))
-    rank = None if n is None else len(n)
-    if rank == 3:
-        return conv1d_transpose(input, filters, output_shape, strides, padding,
-                                data_format or "NWC", dilations, name)
-    if rank == 4:
-        return conv2d_transpose(input, filters, output_shape, strides, padding,
-                                data_format or "NHWC", name, dilations=dilations)
-    if rank == 5:
-        return conv3d_transpose(input, filters, output_shape, strides, padding,
-                                data_format or "NDHWC", name, dilations=dilations)
-    raise ValueError(f"output_shape must be of length 3, 4 or 5 but was {rank}.")
