@@ -3,19 +3,20 @@ importing tensorvm stays cheap. Each family module lists its ``tv.nn`` names in 
 nn_ops (activations, cross-entropies, conv/pool, dropout, embeddings), nn_norm (lrn, batch
 normalisation, small helpers), nn_sampled (candidate samplers, nce and sampled softmax), nn_deconv
 (conv2d_transpose), nn_conv_ext (depthwise/separable/1-D convolutions, selu, swish, moments
-helpers, pooling aliases), ctc_ops (ctc_loss, ctc_greedy_decoder), nn_conv3d (3-D convolution
-and pooling, the public conv2d/conv1d gradient functions), nn_pool_ext (max_pool_with_argmax,
-dilation2d/erosion2d, fractional pooling, pool, with_space_to_batch), nn_rnn_ext (raw_rnn,
-static_state_saving_rnn), nn_misc_ext (the small rest: atrous_conv2d_transpose, CTC label helpers,
-approx_max_k, compute_average_loss, aliases), nn_ctc_ext (ctc_loss_v2), nn_sampler_ext
-(all/fixed/learned unigram candidate samplers);
+helpers, pooling aliases), ctc_ops (ctc_loss, ctc_greedy_decoder), nn_conv3d and nn_pool3d (3-D
+convolution and pooling), nn_conv_grads (conv2d_backprop_input/filter, conv1d_transpose),
+nn_pool_ext (max_pool_with_argmax, fractional pooling, pool, with_space_to_batch), nn_dilation
+(dilation2d, erosion2d), nn_rnn_ext (raw_rnn, static_state_saving_rnn), nn_misc_ext (the small
+rest: atrous_conv2d_transpose, CTC label helpers, approx_max_k, compute_average_loss, aliases),
+nn_ctc_ext (ctc_loss_v2, ctc_beam_search_decoder), nn_sampler_ext (all/fixed/learned unigram
+candidate samplers);
 ``tv.nn.rnn_cell`` and the recurrent networks (``dynamic_rnn`` …) come from
 :mod:`tensorvm.rnn_cell` and :mod:`tensorvm.rnn`."""
 import importlib as _importlib
 
 _MODULES = ("nn_ops", "nn_norm", "nn_sampled", "nn_deconv", "nn_conv_ext", "ctc_ops", "nn_conv3d",
-            "nn_pool_ext", "nn_rnn_ext", "nn_misc_ext",
-            "nn_ctc_ext", "nn_sampler_ext")
+            "nn_pool3d", "nn_conv_grads", "nn_pool_ext", "nn_dilation", "nn_rnn_ext",
+            "nn_misc_ext", "nn_ctc_ext", "nn_sampler_ext")
 _RNN = "tensorvm.rnn"
 _SPARSE = ("embedding_lookup_sparse", "safe_embedding_lookup_sparse")  # in tensorvm.sparse
 
