@@ -353,3 +353,36 @@ def test_fixed_len_sequence_feature_as_tf(g):
             s.run(bad)
     with pytest.raises(ValueError, match="FixedLenSequenceFeature requires allow_missing"):
         tf.parse_example(recs, {"v": F([2], tf.int64)})
+
+
+def test_sparse_feature_as_tf(g):
+    """tf.SparseFeature: coordinates from index features, sorted unless already_sorted; the
+    values TF 2.21 gives."""
+    def ex(ix, v):
+        return tf.train.Example(features=tf.train.Features(feature={
+            "ix": tf.train.Feature(int64_list=tf.train.Int64List(value=ix)),
+            "val": tf.train.Feature(float_list=tf.train.FloatList(value=v))})
+        ).SerializeToString()
+    recs = [ex([3, 1], [0.5, 1.5]), ex([], []), ex([9], [2.0])]
+    sp = tf.parse_example(recs, {"sp": tf.SparseFeature("ix", "val", tf.float32, 10)})["sp"]
+    kept = tf.parse_example(recs, {"sp": tf.SparseFeature("ix", "val", tf.float32, 10,
+                                                          already_sorted=True)})["sp"]
+    one = tf.parse_single_example(recs[0], {"sp": tf.SparseFeature("ix", "val", tf.float32,
+                                                                   10)})["sp"]
+    two = tf.parse_example(recs, {"sp": tf.SparseFeature(["ix", "ix"], "val", tf.float32,
+                                                         [10, 10])})["sp"]
+    bad = tf.parse_example([ex([1, 2], [1.0])], {"sp": tf.SparseFeature("ix", "val",
+                                                                        tf.float32, 5)})
+    assert sp.shape.as_list() == [None, 10] and one.shape.as_list() == [10]
+    assert two.shape.as_list() == [None, 10, 10]
+    with tf.Session() as s:
+        v = s.run(sp)
+        assert v.indices.tolist() == [[0, 1], [0, 3], [2, 9]]
+        assert v.values.tolist() == [1.5, 0.5, 2.0] and v.dense_shape.tolist() == [3, 10]
+        assert s.run(kept).indices.tolist() == [[0, 3], [0, 1], [2, 9]]
+        o = s.run(one)
+        assert o.indices.tolist() == [[1], [3]] and o.dense_shape.tolist() == [10]
+        assert s.run(two).indices.tolist() == [[0, 1, 1], [0, 3, 3], [2, 9, 9]]
+        with pytest.raises(tf.errors.InvalidArgumentError, match=r"Number of elements in "
+                           r"indices \(2\) and values \(1\) do not match"):
+            s.run(bad)

@@ -41,6 +41,7 @@ from .common import static_value
 __all__ = [
     "FixedLenFeature",
     "FixedLenSequenceFeature",
+    "SparseFeature",
     "SparseTensor",
     "SparseTensorValue",
     "VarLenFeature",
@@ -54,6 +55,13 @@ __all__ = [
 FixedLenFeature = collections.namedtuple("FixedLenFeature", ["shape", "dtype", "default_value"])
 FixedLenFeature.__new__.__defaults__ = (None,)
 VarLenFeature = collections.namedtuple("VarLenFeature", ["dtype"])
+SparseFeature = collections.namedtuple(
+    "SparseFeature", ["index_key", "value_key", "dtype", "size", "already_sorted"])
+SparseFeature.__new__.__defaults__ = (False,)
+SparseFeature.__doc__ = (
+    "A SparseTensor of dense shape ``size`` (an int, or a list with one ``index_key`` per "
+    "dimension) from an example's ``index_key`` feature(s) (int64 coordinates) and its "
+    "``value_key`` feature (the values), sorted by coordinate unless ``already_sorted``.")
 FixedLenSequenceFeature = collections.namedtuple(
     "FixedLenSequenceFeature", ["shape", "dtype", "allow_missing", "default_value"])
 FixedLenSequenceFeature.__new__.__defaults__ = (False, None)
@@ -444,7 +452,7 @@ def _parse_sequences(exs, seq, single) -> list:
     return out
 
 
-def _parse_kernel(serialized, *, dense, sparse, single=None, seq=()):
+def _parse_kernel(serialized, *, dense, sparse, single=None, seq=(), spf=()):
     arr = np.asarray(serialized, dtype=object)
     single = arr.ndim == 0 if single is None else single
     exs = [_parse(b, i) for i, b in enumerate(arr.reshape(-1))]
@@ -485,7 +493,33 @@ def _parse_kernel(serialized, *, dense, sparse, single=None, seq=()):
             out += [ind[:, 1:], _array(vals, dt), np.asarray([longest], np.int64)]
         else:
             out += [ind, _array(vals, dt), np.asarray([len(exs), longest], np.int64)]
+    for spec in spf:
+        out += _parse_sparse_feature(exs, spec, single)
     return out[0] if len(out) == 1 else tuple(out)  # one output: the value itself
+
+
+def _parse_sparse_feature(exs, spec, single) -> list:
+    """A ``SparseFeature``'s indices, values and dense shape over the examples."""
+    _, index_keys, value_key, dt, size, already_sorted = spec
+    rows, vals = [], []
+    for i, ex in enumerate(exs):
+        v = _feature_values(ex, value_key, dt) or []
+        idx = [_feature_values(ex, k, "int64") or [] for k in index_keys]
+        for ix in idx:
+            if len(ix) != len(v):
+                raise InvalidArgumentError(f"Number of elements in indices ({len(ix)}) and "
+                                           f"values ({len(v)}) do not match")
+        coords = np.asarray(idx, np.int64).reshape(len(index_keys), -1).T
+        order = np.arange(len(v)) if already_sorted or not len(v) else \
+            np.lexsort(coords.T[::-1])
+        lead = [] if single else [np.full((len(v), 1), i, np.int64)]
+        rows.append(np.concatenate(lead + [coords[order]], axis=1))
+        vals.append(_array(v, dt)[order])
+    rank = len(size) + (0 if single else 1)
+    ind = np.concatenate(rows) if rows else np.zeros((0, rank), np.int64)
+    values = np.concatenate(vals) if vals else _array([], dt)
+    shape = list(size) if single else [len(exs)] + list(size)
+    return [ind.reshape(-1, rank), values, np.asarray(shape, np.int64)]
 
 
 def _parse_shape(inputs, attrs):
@@ -505,6 +539,9 @@ def _parse_shape(inputs, attrs):
     rank = 1 if single else 2
     for _, dt in attrs["sparse"]:
         out += [(_dt.int64, (None, rank)), (_dt.as_dtype(dt), (None,)), (_dt.int64, (rank,))]
+    for _, _, _, dt, size, _ in attrs.get("spf", ()):
+        r = len(size) + (0 if single else 1)
+        out += [(_dt.int64, (None, r)), (_dt.as_dtype(dt), (None,)), (_dt.int64, (r,))]
     return out
 
 
@@ -524,10 +561,20 @@ def _specs(features):
     if not isinstance(features, dict) or not features:
         raise InvalidArgumentError("parse_example: features must be a non-empty dict of "
                                    "FixedLenFeature/VarLenFeature")
-    dense, sparse, seq = [], [], []
+    dense, sparse, seq, spf = [], [], [], []
     for key in sorted(features):
         f = features[key]
-        if isinstance(f, FixedLenSequenceFeature):
+        if isinstance(f, SparseFeature):
+            index_keys = (f.index_key,) if isinstance(f.index_key, str) else \
+                tuple(f.index_key)
+            size = (int(f.size),) if isinstance(f.size, (int, np.integer)) else \
+                tuple(int(d) for d in f.size)
+            if len(size) != len(index_keys):
+                raise ValueError(f"SparseFeature {key!r}: size has {len(size)} dimensions, "
+                                 f"index_key {len(index_keys)}")
+            spf.append((key, index_keys, f.value_key, _feature_dtype(key, f.dtype), size,
+                        bool(f.already_sorted)))
+        elif isinstance(f, FixedLenSequenceFeature):
             if not f.allow_missing:
                 raise ValueError("Unsupported: FixedLenSequenceFeature requires allow_missing "
                                  "to be True.")
@@ -556,14 +603,16 @@ def _specs(features):
         else:
             raise InvalidArgumentError(f"feature {key!r}: expected FixedLenFeature, "
                                        f"FixedLenSequenceFeature or VarLenFeature, got {f!r}")
-    return tuple(dense), tuple(sparse), tuple(seq)
+    return tuple(dense), tuple(sparse), tuple(seq), tuple(spf)
 
 
 def _parse_op(serialized, features, single, name):
-    dense, sparse, seq = _specs(features)
+    dense, sparse, seq, spf = _specs(features)
     attrs = {"dense": dense, "sparse": sparse, "single": single}
     if seq:
         attrs["seq"] = seq
+    if spf:
+        attrs["spf"] = spf
     op = apply_op("ParseExampleV1", [convert_to_tensor(serialized)], attrs,
                   name=name or ("ParseSingleExample" if single else "ParseExample"))
     outs, result = list(op.outputs), {}
@@ -574,6 +623,10 @@ def _parse_op(serialized, features, single, name):
     for k, (key, _) in enumerate(sparse):
         result[key] = SparseTensor(*rest[3 * k:3 * k + 3])
         result[key]._shape_hint = lead + (None,)  # TF's static shape: [batch, None]
+    rest = rest[3 * len(sparse):]
+    for k, (key, *_, size, _) in enumerate(spf):
+        result[key] = SparseTensor(*rest[3 * k:3 * k + 3])
+        result[key]._shape_hint = (() if single else (None,)) + size
     return result
 
 
@@ -594,7 +647,7 @@ def parse_example(serialized, features, name=None, example_names=None):
 io = types.SimpleNamespace(
     decode_csv=decode_csv, decode_raw=decode_raw, parse_single_example=parse_single_example,
     parse_example=parse_example, FixedLenFeature=FixedLenFeature, VarLenFeature=VarLenFeature,
-    FixedLenSequenceFeature=FixedLenSequenceFeature,
+    FixedLenSequenceFeature=FixedLenSequenceFeature, SparseFeature=SparseFeature,
     TFRecordWriter=_io_ops.TFRecordWriter, tf_record_iterator=_io_ops.tf_record_iterator,
     TFRecordOptions=_io_ops.TFRecordOptions,
     TFRecordCompressionType=_io_ops.TFRecordCompressionType)
