@@ -13,6 +13,14 @@
   ``FixedLenFeature(shape, dtype, default_value=None)`` gives a dense tensor (``[batch] +
   shape``), ``VarLenFeature(dtype)`` a :class:`SparseTensor` (``indices`` int64 ``[n, rank]``,
   ``values``, ``dense_shape``). dtypes: int64, float32, string (``bytes`` values).
+  ``FixedLenSequenceFeature(shape, dtype, allow_missing=True, default_value=None)`` gives
+  ``[batch, items] + shape`` padded to the batch's most items; ``SparseFeature(index_key,
+  value_key, dtype, size, already_sorted=False)`` a SparseTensor of dense shape
+  ``[batch] + size`` from the index and value features.
+
+``decode_csv``'s kernel is vectorised with Arrow compute over the whole block (records split
+by ``split_pattern``, well-formed quoted ones by Arrow's CSV reader, one cast per column);
+anything irregular goes to a record-by-record kernel, which gives TF's errors by record.
 
 >>> import tensorvm as tv
 >>> a, b = tv.decode_csv(tv.constant(["1,x", "2,"]), [[0], ["d"]])
