@@ -169,3 +169,11 @@ def test_new_nn_ops_have_gpu_kernels():
     for op in ("DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
                "DepthwiseConv2dNativeBackpropFilter"):
         assert "GPU" in get_op_def(op).kernels
+
+
+def test_pool1d_takes_tfs_three_entry_form_in_both_layouts():
+    x = RS.rand(2, 3, 8)  # NCW
+    ncw = run(tv.nn.max_pool1d(x, [1, 1, 2], [1, 1, 2], "VALID", data_format="NCW"))
+    nwc = run(tv.nn.avg_pool1d(x.transpose(0, 2, 1), [1, 2, 1], [1, 2, 1], "VALID"))
+    np.testing.assert_array_equal(ncw, x.reshape(2, 3, 4, 2).max(-1))
+    np.testing.assert_allclose(nwc.transpose(0, 2, 1), x.reshape(2, 3, 4, 2).mean(-1))

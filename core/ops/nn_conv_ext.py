@@ -457,9 +457,12 @@ def _pool1d(pool, input, ksize, strides, padding, data_format, name):
     from .manip_ops import expand_dims, squeeze
     df = data_format or "NWC"
     axis = 1 if df == "NWC" else 2
-    k = ksize if isinstance(ksize, int) else list(ksize)[-2 if len(list(ksize)) == 3 else -1]
-    s = strides if isinstance(strides, int) else list(strides)[-2 if len(list(strides)) == 3
-                                                               else -1]
+    def pick(v):  # an int, [k], or TF's 3-entry form in data_format order ([1, k, 1] / [1, 1, k])
+        if isinstance(v, int):
+            return v
+        v = list(v)
+        return v[1 if df == "NWC" else 2] if len(v) == 3 else v[-1]
+    k, s = pick(ksize), pick(strides)
     x = expand_dims(convert_to_tensor(input), axis)
     fmt = "NHWC" if df == "NWC" else "NCHW"
     kk = [1, 1, int(k), 1] if fmt == "NHWC" else [1, 1, 1, int(k)]
