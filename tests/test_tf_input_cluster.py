@@ -59,3 +59,23 @@ def test_tf_checkpoint_restores_onto_ps_variables(cluster):
     s = cluster.session(graph)
     saver.restore(s, tf.train.latest_checkpoint(os.path.join(DATA, "tf_ckpt")))
     assert s.run(y) == pytest.approx(2.0 * np.arange(6).sum() * 0.5)
+
+
+def test_a_one_shot_iterator_starts_afresh_in_each_session(cluster):
+    """TF deletes a one-shot (or unshared initializable) iterator with its session's kernels:
+    a second session of the same graph reads the data from the start, while one made with a
+    shared_name is shared across sessions (an Estimator's second call on a cluster read the
+    first call's exhausted iterator)."""
+    graph = tf.Graph()
+    with graph.as_default(), tf.device("/job:worker/task:0"):
+        one_shot = tf.data.Dataset.range(5).make_one_shot_iterator().get_next()
+        shared = tf.data.Dataset.range(5).make_initializable_iterator(shared_name="tv_shared_it")
+        shared_next = shared.get_next()
+    s1 = cluster.session(graph)
+    assert [int(s1.run(one_shot)) for _ in range(3)] == [0, 1, 2]
+    s1.run(shared.initializer)
+    assert int(s1.run(shared_next)) == 0
+    s2 = cluster.session(graph)
+    assert [int(s2.run(one_shot)) for _ in range(2)] == [0, 1]
+    assert int(s2.run(shared_next)) == 1  # shared by name across sessions, as TF
+    assert int(s1.run(one_shot)) == 3     # the first session's own iterator goes on

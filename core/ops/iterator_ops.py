@@ -3,7 +3,9 @@
 Design
 ------
 An iterator is a resource like a queue: an :class:`IteratorState` in the ResourceMgr of the
-device its ops run on, keyed by ``(container, shared_name or the iterator op's name)``. Every
+device its ops run on, keyed by ``(container, shared_name or the iterator op's name)`` — and,
+without a ``shared_name``, by session (:class:`SessionIterators`: TF deletes such an iterator
+with its session, so a later session on a cluster starts afresh). Every
 iterator op carries the iterator's spec as an attr and is colocated with the ``IteratorV2``
 op, so ``initializer`` and ``get_next`` run where the state lives, whatever device block built
 them; the state keeps its position across ``Session.run`` calls and is CPU-only (host values,
@@ -32,6 +34,7 @@ Python generators).
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 
 import numpy as np
 
@@ -122,9 +125,50 @@ def _outputs(spec, out: tuple):
     return out[0] if len(out) == 1 else out
 
 
+class SessionIterators:
+    """The states of an iterator made without a ``shared_name``: one per session, as TF
+    deletes such an iterator with its session's kernels (a later session of the same graph on
+    a cluster, whose worker resources outlive sessions, starts afresh). The oldest sessions'
+    states are dropped beyond :attr:`MAX`."""
+
+    kind = "Iterator"
+    LOST_WITH_WORKER = True  # see runtime.ResourceMgr: never re-created silently
+    MAX = 32
+
+    def __init__(self, spec: dict):
+        self.spec = spec
+        self._by_session: OrderedDict[str, IteratorState] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, session: str) -> IteratorState:
+        """This session's state, made on first use."""
+        with self._lock:
+            st = self._by_session.get(session)
+            if st is None:
+                st = self._by_session[session] = IteratorState(self.spec)
+                while len(self._by_session) > self.MAX:
+                    self._by_session.popitem(last=False)
+            else:
+                self._by_session.move_to_end(session)
+            return st
+
+
+def _session_of(ctx) -> str:
+    return "" if ctx.step_id is None else str(ctx.step_id).split(".", 1)[0]
+
+
+def _resolve(res, ctx) -> IteratorState:
+    return res.get(_session_of(ctx)) if isinstance(res, SessionIterators) else res
+
+
 def _state(ctx, spec) -> IteratorState:
-    return ctx.resources.lookup_or_create(spec.get("container", ""), "iterator:" + spec["name"],
-                                          lambda: IteratorState(spec))
+    if spec.get("shared"):  # a shared_name: one state for every session, as TF
+        return ctx.resources.lookup_or_create(spec.get("container", ""),
+                                              "iterator:" + spec["name"],
+                                              lambda: IteratorState(spec))
+    return _resolve(ctx.resources.lookup_or_create(spec.get("container", ""),
+                                                   "iterator:" + spec["name"],
+                                                   lambda: SessionIterators(spec)), ctx)
 
 
 # ---- kernels and ops -------------------------------------------------------------------------
@@ -148,7 +192,7 @@ def _from_handle_kernel(ctx, handle, *, dtypes, shapes, sparse=None):
         raise InvalidArgumentError(
             f"the iterator handle names iterator {name!r} on {device}, but this get_next runs "
             f"on {ctx.device}: build the feedable iterator under tv.device({device!r})")
-    st = ctx.resources.lookup(container, "iterator:" + name)
+    st = _resolve(ctx.resources.lookup(container, "iterator:" + name), ctx)
     if tuple(st.spec["dtypes"]) != tuple(dtypes):
         raise InvalidArgumentError(
             f"iterator {name!r} has output types {[d.name for d in st.spec['dtypes']]}, "
@@ -353,6 +397,7 @@ class Iterator:
                           name=name)
         op.colocation = op.name
         spec["name"] = shared_name or op.name
+        spec["shared"] = bool(shared_name)
         self._spec = spec
         self._op = op
         self._initializer = None
