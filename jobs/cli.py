@@ -380,7 +380,10 @@ def _plan(spec, kw, exports) -> int:
     for i, p in enumerate(plans):
         click.echo(f"# plan {i + 1}/{len(plans)}")
         click.echo(str(p))
-    biggest = max(plans, key=lambda p: len(p.tasks))
+    # the plan with the most tasks, then the most ops (in process every plan is one task:
+    # the training step, not the initializer that ran first)
+    biggest = max(plans, key=lambda p: (len(p.tasks),
+                                        sum(len(t.program.instrs) for t in p.tasks)))
     for kind, path in exports.items():
         text = biggest.to_dot() if kind == "dot" else plan_svg(biggest)
         if path == "-":

@@ -488,9 +488,6 @@ def test_ckpt_verify_of_no_checkpoint_is_usage(tmp_path, capsys):
                    "no checkpoint", "nothing")
 
 
-@pytest.mark.xfail(strict=True, reason="plan --dot/--svg exports the plan with the most tasks; "
-                   "in process every plan has one task and the first (the initializer) wins; "
-                   "found by the docs audit (README's `tensorvm plan my_job.py --svg`)")
 def test_plan_export_shows_the_largest_plan_in_process(capsys, tmp_path):
     job = tmp_path / "fit_job.py"
     job.write_text(
