@@ -185,8 +185,13 @@ def _bmask_grad_kernel(g, x, mask, axis):
     return out
 
 
-register_op("BooleanMask", _bmask_shape,
-            lambda x, mask, axis: x[_bmask_index(x.shape, mask, axis)],
+def _bmask_kernel(x, mask, axis):
+    xp = array_namespace(x, mask)  # one namespace: a host tensor masked by a device mask too
+    x, mask = xp.asarray(x), xp.asarray(mask)
+    return x[_bmask_index(x.shape, mask, axis)]
+
+
+register_op("BooleanMask", _bmask_shape, _bmask_kernel,
             grad=lambda op, g: [apply_op("BooleanMaskGrad", [g, *op.inputs], op.attrs)
                                 .outputs[0], None])
 register_op("BooleanMaskGrad", lambda inputs, attrs: [(inputs[0].dtype, inputs[1]._shape)],
