@@ -22,9 +22,7 @@ from . import dtypes as _dt
 from .errors import InvalidArgumentError
 from .graph import Tensor, control_dependencies, name_scope
 from .op_def_library import apply_op
-from .ops import image_box_ops as _boxes  # noqa: F401  (registers the box ops)
-from .ops import image_codec_ops as _codec  # noqa: F401  (registers the codec ops)
-from .ops import image_ops as _resize  # noqa: F401  (registers the resize ops)
+from .ops import image_box_ops, image_codec_ops, image_ops  # noqa: F401  (register the ops)
 from .ops import (Assert, abs as _abs, cast, concat, cond, expand_dims, floor, greater_equal,
                   less, log, maximum, minimum, pad, pow as _pow, random_uniform, reduce_all,
                   reduce_mean, reduce_prod, reduce_sum, reshape, reverse, round as round_,

@@ -18,7 +18,6 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes as _dt
-from .errors import InvalidArgumentError
 from .graph import name_scope
 from .op_def_library import apply_op
 from . import ops as _tv

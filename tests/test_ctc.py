@@ -94,7 +94,7 @@ def test_ctc_errors_and_ignore_longer_outputs():
 
 
 def test_greedy_decoder_merges_and_drops_blanks():
-    k, blank = 4, 3
+    k = 4  # the blank is class 3
     best = np.array([[1, 1, 3, 1, 2, 2, 3],      # -> 1 1 2 (repeats merged across a blank)
                      [3, 3, 0, 0, 0, 2, 1]]).T   # -> 0 (length 4 cuts the rest)
     x = np.full((7, 2, k), -1.0)

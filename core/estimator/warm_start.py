@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import re
 
 _log = logging.getLogger("tensorvm")
 
@@ -45,31 +44,12 @@ def settings_of(warm_start_from) -> WarmStartSettings | None:
                      f"{type(warm_start_from)}")
 
 
-def _variables(graph, which):
-    from ..graph_keys import GraphKeys
-    if which is None:
-        return []
-    if isinstance(which, str):
-        pattern = re.compile(which)
-        return [v for v in graph.get_collection(GraphKeys.TRAINABLE_VARIABLES)
-                if pattern.match(v.op.name)]
-    if isinstance(which, (list, tuple)) and all(isinstance(w, str) for w in which):
-        out = []
-        for w in which:
-            pattern = re.compile(w)
-            out += [v for v in graph.get_collection(GraphKeys.GLOBAL_VARIABLES)
-                    if pattern.match(v.op.name) and v not in out]
-        return out
-    from ..variables import Variable
-    return [v for v in which if isinstance(v, Variable)]
-
-
 def warm_start_init_fn(settings: WarmStartSettings, graph):
     """A ``Scaffold.init_fn`` that restores the chosen variables from the settings'
     checkpoint (built now, in ``graph``), or ``None`` when no variable is chosen."""
-    from ..train.checkpoint_utils import latest_checkpoint_path
+    from ..train.checkpoint_utils import latest_checkpoint_path, warm_start_variables
     from ..train.saver import Saver
-    chosen = _variables(graph, settings.vars_to_warm_start)
+    chosen = warm_start_variables(graph, settings.vars_to_warm_start)
     if not chosen:
         return None
     path = latest_checkpoint_path(settings.ckpt_to_initialize_from)
