@@ -107,15 +107,14 @@ def _to_channels(a: np.ndarray, channels: int, grey_fn) -> np.ndarray:
 
 
 def _to_dtype(a: np.ndarray, dtype: str) -> np.ndarray:
+    """8-bit pixels as uint16 (scaled by 257) or 16-bit ones as uint8 (shifted), as TF's PNG
+    decoder converts; floats are made by ``tv.image.decode_image``'s convert_image_dtype."""
     want = np.dtype(dtype)
     if a.dtype == want:
         return a
     if want == np.uint16:
         return a.astype(np.uint16) * np.uint16(257)
-    if want == np.uint8:
-        return (a >> 8).astype(np.uint8)
-    # float: [0, 1] as convert_image_dtype would give
-    return (a.astype(np.float64) / np.iinfo(a.dtype).max).astype(want)
+    return (a >> 8).astype(np.uint8)
 
 
 def _decode_png_kernel(contents, *, channels, dtype):
