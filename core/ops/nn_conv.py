@@ -232,9 +232,9 @@ def _pad(x, ph, pw, value=0):
 
 
 # ---- conv2d ---------------------------------------------------------------------------------
-def _conv_shape(inputs, attrs):
-    x, f = inputs[0], inputs[1]
-    op = "Conv2D"
+def check_filter(op, x, f, last_dim="out_channels"):
+    """The checks every 2-D convolution makes of its input and 4-D filter (one float dtype);
+    returns the filter's static shape."""
     if x.dtype != f.dtype:
         raise InvalidArgumentError(f"{op}: input ({x.dtype.name}) and filter ({f.dtype.name}) "
                                    f"must have the same dtype")
@@ -243,8 +243,15 @@ def _conv_shape(inputs, attrs):
     fs = f._shape
     if fs is not None and len(fs) != 4:
         raise InvalidArgumentError(
-            f"{op}: filter must be 4-D [height, width, in_channels, out_channels], got shape "
+            f"{op}: filter must be 4-D [height, width, in_channels, {last_dim}], got shape "
             f"{list(fs)}")
+    return fs
+
+
+def _conv_shape(inputs, attrs):
+    x, f = inputs[0], inputs[1]
+    op = "Conv2D"
+    fs = check_filter(op, x, f)
     df = attrs["data_format"]
     k_hw = (None, None) if fs is None else tuple(
         None if k is None else (k - 1) * d + 1 for k, d in zip(fs[:2], _hw(attrs["dilations"],

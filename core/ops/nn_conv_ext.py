@@ -30,8 +30,19 @@ from ..kernels_gpu import array_namespace
 from ..op_def_library import apply_op
 from ..registry import register_kernel, register_op
 from ..tensor_conversion import convert_to_tensor
-from .nn_conv import (_check_geometry, _from_nhwc, _geometry, _hw, _nhwc, _shape_from_nhwc,
-                      _spec, avg_pool, conv2d, max_pool)
+from .nn_conv import (
+    _check_geometry,
+    _from_nhwc,
+    _geometry,
+    _hw,
+    _nhwc,
+    _shape_from_nhwc,
+    _spec,
+    avg_pool,
+    check_filter,
+    conv2d,
+    max_pool,
+)
 
 __all__: list[str] = []
 NN_ALL = ["depthwise_conv2d", "depthwise_conv2d_native", "depthwise_conv2d_native_backprop_input",
@@ -123,15 +134,7 @@ def _backprop_filter_kernel(x, filter_sizes, g, *, strides, padding, data_format
 def _depthwise_shape(inputs, attrs):
     x, f = inputs
     op = "DepthwiseConv2dNative"
-    if x.dtype != f.dtype:
-        raise InvalidArgumentError(f"{op}: input ({x.dtype.name}) and filter ({f.dtype.name}) "
-                                   f"must have the same dtype")
-    if not x.dtype.is_floating:
-        raise InvalidArgumentError(f"{op} expects floating-point tensors, got {x.dtype.name}")
-    fs = f._shape
-    if fs is not None and len(fs) != 4:
-        raise InvalidArgumentError(f"{op}: filter must be 4-D [height, width, in_channels, "
-                                   f"channel_multiplier], got shape {list(fs)}")
+    fs = check_filter(op, x, f, "channel_multiplier")
     df = attrs["data_format"]
     k_hw = (None, None) if fs is None else tuple(
         None if k is None else (k - 1) * d + 1 for k, d in zip(fs[:2], _hw(attrs["dilations"],
@@ -329,8 +332,8 @@ def convolution(input, filter, padding, strides=None, dilation_rate=None, name=N
 def selu(features, name=None):
     """``scale * (x if x > 0 else alpha * (exp(x) - 1))`` with TF's self-normalising
     constants."""
-    from .nn_ops import elu
     from .math_ext import where
+    from .nn_ops import elu
     with name_scope(name or "Selu"):
         x = convert_to_tensor(features)
         alpha, scale = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
@@ -389,8 +392,8 @@ def sufficient_statistics(x, axes, shift=None, keep_dims=None, name=None, keepdi
         shape = x._shape
         if shape is None or any(shape[a] is None for a in axes):
             from .array_ops import shape as dyn_shape
-            from .math_ext import reduce_prod
             from .index_ops import gather
+            from .math_ext import reduce_prod
             count = cast(reduce_prod(gather(dyn_shape(x), list(axes))), x.dtype)
         else:
             count = convert_to_tensor(float(np.prod([shape[a] for a in axes])), dtype=x.dtype)
