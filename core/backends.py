@@ -19,7 +19,7 @@ import threading
 
 import numpy as np
 
-from .errors import DeadlineExceededError
+from .errors import CancelledError, DeadlineExceededError
 from .runtime import DeviceResources, pop_traces
 from .step_graph import fetch_values, fill_metadata, step_graph
 
@@ -107,10 +107,19 @@ def _run_one_task(dsk, outputs):
 
 
 class LocalBackend(Backend):
-    """Every device in this process, on Dask's threaded scheduler (TF's local session)."""
+    """Every device in this process, on Dask's threaded scheduler (TF's local session).
+
+    Closing (TF's ``DirectSession::Close``): the steps running in other threads are cancelled
+    — each stops before its next op (a kernel already running, a py_func's sleep, finishes)
+    and raises CancelledError saying the session closed — and the session's resources are
+    cleared once the last of them has ended, so no step sees its variables vanish under it
+    (that was ``FailedPreconditionError: uninitialized value``). ``close`` does not wait."""
 
     def __init__(self):
         self.resources = DeviceResources()
+        self._running: set[str] = set()  # ids of the steps running now, in any thread
+        self._running_lock = threading.Lock()
+        self._closed = False
         import dask.local
         import dask.threaded
         self._get = dask.threaded.get
@@ -137,6 +146,24 @@ class LocalBackend(Backend):
         return {"localhost-0": "in-process"}
 
     def execute(self, plan, feed_values, step_id, steps, options, run_metadata):
+        with self._running_lock:
+            if self._closed:
+                raise _closed_error(step_id, None)
+            self._running.add(step_id)
+        try:
+            return self._execute(plan, feed_values, step_id, steps, options, run_metadata)
+        except CancelledError as exc:
+            if self._closed:  # cancelled by close(): say so (the message names the op)
+                raise _closed_error(step_id, exc) from exc
+            raise
+        finally:
+            with self._running_lock:
+                self._running.discard(step_id)
+                last = self._closed and not self._running
+            if last:  # close() left the resources to the last running step
+                self.resources.clear()
+
+    def _execute(self, plan, feed_values, step_id, steps, options, run_metadata):
         trace = bool(options and options.tracing)
         dsk, outputs, _ = step_graph(plan, feed_values, step_id, steps, self.resources, trace)
         timeout = (options.timeout_in_ms / 1000.0) if options and options.timeout_in_ms else None
@@ -196,7 +223,27 @@ class LocalBackend(Backend):
         return box["results"]
 
     def close(self) -> None:
-        self.resources.clear()
+        """Cancel the running steps; clear the resources now if none runs, else when the last
+        one ends (see the class docstring)."""
+        with self._running_lock:
+            self._closed = True
+            running = list(self._running)
+            for step_id in running:
+                self.resources.cancel_step(step_id)
+        if not running:
+            self.resources.clear()
 
     def __repr__(self):
         return "in-process (dask threaded scheduler)"
+
+
+def _closed_error(step_id: str, cancelled: CancelledError | None) -> CancelledError:
+    """The CancelledError of a step of a closed session (``cancelled``: the runtime's, naming
+    the op that did not run)."""
+    what = ""
+    if cancelled is not None:
+        detail = str(cancelled.message)
+        same = f"step {step_id} was cancelled "  # the runtime's opening, said once here
+        what = f" ({detail[len(same):] if detail.startswith(same) else detail})"
+    return CancelledError(f"step {step_id} was cancelled: its session was closed while it "
+                          f"ran (its ops not yet started will not run){what}")
