@@ -21,11 +21,15 @@ handlers to the Dask worker, as Dask's own P2P shuffle extension does
     ``(step, key)`` (one message per task and destination, on one connection per peer that
     the pushing worker keeps open);
 ``tvm_lane()``
-    the port of this worker's *lane* (tcp:// clusters): a plain socket for pushes whose values
-    all travel inside the message (small arrays and scalars), each a length-prefixed msgpack
-    frame ``[step, items]`` handled as it arrives — a hop then costs a few tens of microseconds
-    of Python on each side, not the ~100 of a Dask comm message (its read and dispatch); other
-    pushes, and every push on a TLS cluster, go as ``tvm_send`` on Dask's comm;
+    the port of this worker's *lane* (tcp:// clusters) and its frame cap: a plain socket for
+    pushes whose values all travel inside the message (small arrays and scalars), each a
+    length-prefixed msgpack frame ``[step, items]`` handled as it arrives — a hop then costs a
+    few tens of microseconds of Python on each side, not the ~100 of a Dask comm message (its
+    read and dispatch); other pushes, those over the cap (:data:`LANE_MAX_FRAME_BYTES`), and
+    every push on a TLS cluster, go as ``tvm_send`` on Dask's comm. A lane, like Dask's own
+    tcp:// comm, takes any process that can reach the worker: a frame over the cap or not
+    ``[step, items]`` closes its connection, and values for steps no ``tvm_run`` here claims
+    are bounded in count, bytes and time (:class:`Rendezvous`);
 ``tvm_cancel(step)``
     the client gave the step up: its ops not yet started never run, its Recvs stop waiting.
 
@@ -79,6 +83,57 @@ INLINE_BYTES = 1 << 18  # a quick stage with inputs up to this size runs on the 
 SMALL_BYTES = 1 << 16  # arrays up to this size travel inside a message's header
 _PLAIN = frozenset("biufc")  # dtype kinds sent as raw bytes
 
+LANE_MAX_FRAME_BYTES = 64 << 20
+"""The longest frame a lane reads (Dask config ``tensorvm.lane.max-frame-bytes``, e.g.
+``DASK_TENSORVM__LANE__MAX_FRAME_BYTES="256 MiB"``). A frame announced longer closes its
+connection before any of it is buffered. Real pushes never meet it: a lane frame carries only
+values of at most :data:`SMALL_BYTES` each (larger ones go on Dask's comm), and a sender
+whose frame would be longer than the receiver's cap (told with the lane's port) sends it on
+Dask's comm instead."""
+UNCLAIMED_TTL_S = 300.0
+"""Seconds a value may wait in a worker's rendezvous for a step no ``tvm_run`` there runs
+(``tensorvm.rendezvous.unclaimed-ttl``): a real early Send waits milliseconds (seconds behind
+a large feed) for its step's ``tvm_run``; see :class:`Rendezvous`."""
+UNCLAIMED_MAX_VALUES = 1 << 16
+"""Values that may wait unclaimed in one worker's rendezvous
+(``tensorvm.rendezvous.unclaimed-max-values``); the oldest steps' go first."""
+UNCLAIMED_MAX_BYTES = 1 << 30
+"""Bytes of values that may wait unclaimed in one worker's rendezvous
+(``tensorvm.rendezvous.unclaimed-max-bytes``): one tensor of several hundred MB sent early
+fits."""
+
+
+def _positive_config(key: str, default, parse):
+    import dask
+    raw = dask.config.get(key, default)
+    try:
+        value = parse(raw)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"Dask config {key} = {raw!r}: {exc}") from None
+    if not value > 0:
+        raise ValueError(f"Dask config {key} = {raw!r}: must be positive")
+    return value
+
+
+def lane_max_frame_bytes() -> int:
+    """The lane frame cap from Dask's config (default :data:`LANE_MAX_FRAME_BYTES`)."""
+    from dask.utils import parse_bytes
+    return int(_positive_config("tensorvm.lane.max-frame-bytes", LANE_MAX_FRAME_BYTES,
+                                parse_bytes))
+
+
+def unclaimed_bounds() -> tuple[float, int, int]:
+    """``(ttl seconds, values, bytes)`` for unclaimed rendezvous values, from Dask's config
+    (defaults :data:`UNCLAIMED_TTL_S`, :data:`UNCLAIMED_MAX_VALUES`,
+    :data:`UNCLAIMED_MAX_BYTES`)."""
+    from dask.utils import parse_bytes, parse_timedelta
+    return (float(_positive_config("tensorvm.rendezvous.unclaimed-ttl", UNCLAIMED_TTL_S,
+                                   lambda v: parse_timedelta(v, "s"))),
+            int(_positive_config("tensorvm.rendezvous.unclaimed-max-values",
+                                 UNCLAIMED_MAX_VALUES, int)),
+            int(_positive_config("tensorvm.rendezvous.unclaimed-max-bytes",
+                                 UNCLAIMED_MAX_BYTES, parse_bytes)))
+
 
 def pack(value):
     """``value`` (an array, a scalar, a tuple of them, anything Dask serialises) as data for a
@@ -131,13 +186,39 @@ def unpack(data):
 class Rendezvous:
     """Values in transit between devices, by step and key (``"<iteration>|<edge>"``), on one
     worker's event loop. A Recv that comes first waits; a value that comes first waits for
-    its Recv; an aborted step's Recvs raise its error and its late values are dropped."""
+    its Recv; an aborted step's Recvs raise its error and its late values are dropped.
+
+    A value that comes first is *held*. While a ``tvm_run`` of its step runs on this worker
+    (:meth:`open_step` .. :meth:`close_step`) it is kept, whatever its count or age: the
+    program bounds what its running steps send. The values of steps that no ``tvm_run`` here
+    runs (yet) are *unclaimed*: a Send that came before its step's ``tvm_run`` (a few
+    milliseconds usually, seconds behind a large feed), or values for a step nobody will ever
+    run (a peer's bug, or a process writing to the lane). Those are bounded: at most
+    ``max_values`` values and ``max_bytes`` bytes (the oldest steps' values go first), each
+    for at most ``ttl`` seconds. A step whose values were dropped is given up here as if
+    aborted: its later values are dropped too, and a Recv that comes for it after all fails
+    with ``ResourceExhaustedError`` naming the bound (never waits forever). See
+    :func:`unclaimed_bounds` for the defaults and their Dask config keys."""
 
     MAX_ABORTED = 4096
 
-    def __init__(self):
+    def __init__(self, ttl: float | None = None, max_values: int | None = None,
+                 max_bytes: int | None = None, clock=time.monotonic):
+        d_ttl, d_values, d_bytes = unclaimed_bounds()
+        self.ttl = d_ttl if ttl is None else float(ttl)
+        self.max_values = d_values if max_values is None else int(max_values)
+        self.max_bytes = d_bytes if max_bytes is None else int(max_bytes)
+        self.clock = clock
         self._steps: dict[str, dict[str, asyncio.Future]] = {}
         self._aborted: dict[str, BaseException] = {}
+        self._open: dict[str, int] = {}  # step -> tvm_runs of it running on this worker
+        self._held: dict[str, list] = {}  # step -> [values, bytes] held for it (no Recv yet)
+        self._loose: dict[str, float] = {}  # unclaimed steps -> since when, oldest first
+        self._loose_values = 0
+        self._loose_bytes = 0
+        self.steps_dropped = 0
+        self._timer = None
+        self._warned = False
 
     def _slot(self, step: str, key: str) -> asyncio.Future:
         slots = self._steps.setdefault(step, {})
@@ -149,14 +230,24 @@ class Rendezvous:
     def put(self, step: str, key: str, value) -> None:
         if step in self._aborted:
             return
-        fut = self._slot(step, key)
-        if not fut.done():
+        slots = self._steps.get(step)
+        fut = slots.get(key) if slots is not None else None
+        if fut is None:  # no Recv waits for it: held until one comes
+            fut = self._slot(step, key)
+            fut.set_result(value)
+            self._hold(step, 1, _footprint(value))
+        elif not fut.done():
             fut.set_result(value)
 
     async def get(self, step: str, key: str):
         if step in self._aborted:
             raise self._aborted[step]
-        fut = self._slot(step, key)
+        slots = self._steps.get(step)
+        fut = slots.get(key) if slots is not None else None
+        if fut is None:
+            fut = self._slot(step, key)
+        elif fut.done() and not fut.cancelled() and fut.exception() is None:
+            self._hold(step, -1, -_footprint(fut.result()))  # a held value, claimed
         try:
             return await fut
         finally:
@@ -168,24 +259,154 @@ class Rendezvous:
 
     def abort(self, step: str, exc: BaseException) -> None:
         # Kept for late Recvs: a fresh error without a traceback (frames would hold tensors).
-        exc = errors.CancelledError(f"step {step} was given up ({type(exc).__name__}: "
-                                    f"{str(exc)[:200]})")
+        self._give_up(step, errors.CancelledError(
+            f"step {step} was given up ({type(exc).__name__}: {str(exc)[:200]})"))
+
+    def _give_up(self, step: str, exc: BaseException) -> None:
         self._aborted[step] = exc
         while len(self._aborted) > self.MAX_ABORTED:
             del self._aborted[next(iter(self._aborted))]
+        held = self._held.pop(step, None)
+        if held is not None and self._loose.pop(step, None) is not None:
+            self._loose_values -= held[0]
+            self._loose_bytes -= held[1]
         for fut in self._steps.pop(step, {}).values():
             if not fut.done():
                 fut.set_exception(exc)
             elif not fut.cancelled():
                 fut.exception()  # a value nobody will read
 
+    # ---- bounds on unclaimed values --------------------------------------------------------
+    def open_step(self, step: str) -> None:
+        """A ``tvm_run`` of ``step`` starts on this worker: its values are claimed."""
+        self._open[step] = self._open.get(step, 0) + 1
+        held = self._held.get(step)
+        if held is not None and self._loose.pop(step, None) is not None:
+            self._loose_values -= held[0]
+            self._loose_bytes -= held[1]
+
+    def close_step(self, step: str) -> None:
+        """A ``tvm_run`` of ``step`` ended: when it was the last, values still held for the
+        step (for a device whose ``tvm_run`` has not come yet) are unclaimed from now."""
+        n = self._open.get(step, 0) - 1
+        if n > 0:
+            self._open[step] = n
+            return
+        self._open.pop(step, None)
+        held = self._held.get(step)
+        if held is not None:
+            self._loosen(step, held)
+            self._enforce()
+
+    def _hold(self, step: str, values: int, nbytes: int) -> None:
+        held = self._held.get(step)
+        if held is None:
+            held = self._held[step] = [0, 0]
+        held[0] += values
+        held[1] += nbytes
+        if held[0] <= 0:
+            del self._held[step]
+        if step in self._open:
+            return
+        if step in self._loose:
+            self._loose_values += values
+            self._loose_bytes += nbytes
+            if held[0] <= 0:
+                del self._loose[step]
+        elif held[0] > 0:
+            self._loosen(step, held)
+        if values > 0:
+            self._enforce()
+
+    def _loosen(self, step: str, held: list) -> None:
+        self._loose[step] = self.clock()
+        self._loose_values += held[0]
+        self._loose_bytes += held[1]
+
+    def _enforce(self) -> None:
+        """Drop the unclaimed values past their time to live, then the oldest steps' ones
+        while over the bounds (on the event loop: after each held value, and on a timer)."""
+        now = self.clock()
+        while self._loose:
+            step, since = next(iter(self._loose.items()))
+            if now - since > self.ttl:
+                why = (f"no Recv claimed them within {self.ttl:g} s "
+                       "(tensorvm.rendezvous.unclaimed-ttl)")
+            elif self._loose_values > self.max_values:
+                why = (f"more than {self.max_values} values waited unclaimed on the worker "
+                       "(tensorvm.rendezvous.unclaimed-max-values)")
+            elif self._loose_bytes > self.max_bytes:
+                why = (f"more than {self.max_bytes} bytes of values waited unclaimed on the "
+                       "worker (tensorvm.rendezvous.unclaimed-max-bytes)")
+            else:
+                break
+            self._drop(step, why)
+        self._arm()
+
+    def _drop(self, step: str, why: str) -> None:
+        held = self._held.get(step, (0, 0))
+        self.steps_dropped += 1
+        log = logger.debug if self._warned else logger.warning
+        self._warned = True
+        log("tensorvm data plane: dropped %d value(s) (%d bytes) sent for step %s, which no "
+            "step on this worker claimed: %s (logged once; see data_plane_stats()"
+            "['steps_dropped'])", held[0], held[1], step, why)
+        self._give_up(step, errors.ResourceExhaustedError(
+            f"values sent for step {step} were dropped on this worker before its Recv came: "
+            f"{why}"))
+
+    def _arm(self) -> None:
+        """A timer for the oldest unclaimed step's time to live (none while there is none)."""
+        if not self._loose or self._timer is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        since = next(iter(self._loose.values()))
+        delay = max(0.0, since + self.ttl - self.clock()) + 0.01
+        self._timer = loop.call_later(delay, self._expire)
+
+    def _expire(self) -> None:
+        self._timer = None
+        self._enforce()
+
+    def close(self) -> None:
+        """Stop the expiry timer (the worker closes)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def stats(self) -> dict:
+        """``values`` held or awaited now, ``unclaimed_values``/``unclaimed_bytes`` of steps
+        no ``tvm_run`` here runs, ``steps_dropped`` since the worker started."""
+        return {"values": len(self), "unclaimed_values": self._loose_values,
+                "unclaimed_bytes": self._loose_bytes, "steps_dropped": self.steps_dropped}
+
     def __len__(self):
         return sum(len(s) for s in self._steps.values())
 
 
+def _footprint(value, depth: int = 0) -> int:
+    """About the bytes ``value`` holds (arrays exactly; containers item by item)."""
+    nbytes = getattr(value, "nbytes", None)
+    if isinstance(nbytes, int):
+        return nbytes
+    if isinstance(value, (bytes, bytearray, str)):
+        return len(value)
+    if isinstance(value, (tuple, list)) and depth < 8:
+        return 64 + sum(_footprint(v, depth + 1) for v in value)
+    if isinstance(value, dict) and depth < 8:
+        return 64 + sum(_footprint(k, depth + 1) + _footprint(v, depth + 1)
+                        for k, v in value.items())
+    return 64
+
+
 class _LaneReceiver(asyncio.Protocol):
     """The receiving end of a lane: frames ``<u32 length><msgpack [step, items]>`` put into
-    the rendezvous as they arrive (on the worker's event loop, no coroutine per message)."""
+    the rendezvous as they arrive (on the worker's event loop, no coroutine per message). A
+    frame announced longer than the plane's :func:`lane_max_frame_bytes`, or one that is not
+    ``[step, items]``, closes the connection at once (nothing more of it is read)."""
 
     def __init__(self, plane):
         self.plane = plane
@@ -199,32 +420,52 @@ class _LaneReceiver(asyncio.Protocol):
 
     def connection_lost(self, exc):
         self.plane._incoming.discard(self.transport)
+        self.buf = bytearray()
 
     def data_received(self, data):
         import msgpack
+        if self.transport.is_closing():
+            return
         buf = self.buf
         buf += data
         while len(buf) >= 4:
             n = int.from_bytes(buf[:4], "little")
+            if n > self.plane.max_frame:
+                self._refuse(f"a frame of {n} bytes announced, over the cap of "
+                             f"{self.plane.max_frame} (tensorvm.lane.max-frame-bytes)")
+                return
             if len(buf) < 4 + n:
                 break
             frame = bytes(buf[4:4 + n])
             del buf[:4 + n]
+            self.plane.lane_frames += 1
             try:
                 step, items = msgpack.unpackb(frame)
                 self.plane.send(None, step, items)
-            except Exception:  # a garbled stream: drop the connection
-                logger.exception("tensorvm data plane: bad lane frame; closing the lane")
-                self.transport.close()
+            except Exception as exc:  # noqa: BLE001 - a garbled stream: drop the connection
+                self._refuse(f"a frame that is not [step, items] ({type(exc).__name__}: "
+                             f"{str(exc)[:200]})")
                 return
+
+    def _refuse(self, why: str) -> None:
+        plane = self.plane
+        plane.lane_frames_refused += 1
+        log = logger.debug if plane._lane_warned else logger.warning
+        plane._lane_warned = True
+        log("tensorvm data plane: lane connection from %s closed: %s (logged once; see "
+            "data_plane_stats()['lane_frames_refused'])",
+            self.transport.get_extra_info("peername"), why)
+        self.buf = bytearray()
+        self.transport.abort()  # at once: the rest of the stream is never read
 
 
 class _LaneSender(asyncio.Protocol):
     """The sending end of a lane (nothing comes back on it)."""
 
-    def __init__(self):
+    def __init__(self, max_frame: int):
         self.transport = None
         self.closed = False
+        self.max_frame = max_frame  # the receiver's cap: a longer frame goes on Dask's comm
 
     def connection_made(self, transport):
         self.transport = transport
@@ -269,6 +510,17 @@ class DataPlane:
         self._lane_server = None
         self._lane_lock = None
         self._incoming: set = set()  # transports of the lanes from peers
+        self.max_frame = lane_max_frame_bytes()
+        self.lane_frames = 0  # frames read from lanes
+        self.lane_frames_refused = 0  # frames that closed their lane (over the cap, garbled)
+        self._lane_warned = False
+
+    def stats(self) -> dict:
+        """This worker's rendezvous (:meth:`Rendezvous.stats`) and lanes: frames read,
+        frames refused (each closed its connection), lanes from peers open now."""
+        return {**self.rendezvous.stats(), "lane_frames": self.lane_frames,
+                "lane_frames_refused": self.lane_frames_refused,
+                "lanes_in": len(self._incoming)}
 
     def handlers(self) -> dict:
         return {"tvm_register": self.register, "tvm_drop": self.drop, "tvm_run": self.run,
@@ -287,8 +539,9 @@ class DataPlane:
             self.rendezvous.put(step, key, unpack(data))
 
     async def lane(self, comm=None):
-        """The port of this worker's lane (started on first use), or None where the worker's
-        comms are not plain TCP (TLS: pushes keep to Dask's encrypted comms)."""
+        """This worker's lane, ``{"port", "max_frame_bytes"}`` (started on first use), or
+        None where the worker's comms are not plain TCP (TLS: pushes keep to Dask's encrypted
+        comms). A peer sends longer frames on Dask's comm instead."""
         from distributed.comm.addressing import get_address_host, parse_address
         if parse_address(self.worker.address)[0] != "tcp":
             return None
@@ -298,7 +551,8 @@ class DataPlane:
             if self._lane_server is None:
                 self._lane_server = await asyncio.get_running_loop().create_server(
                     lambda: _LaneReceiver(self), get_address_host(self.worker.address), 0)
-        return self._lane_server.sockets[0].getsockname()[1]
+        return {"port": self._lane_server.sockets[0].getsockname()[1],
+                "max_frame_bytes": self.max_frame}
 
     def close(self) -> None:
         """The worker closes: its lane and its connections to peers go."""
@@ -314,6 +568,7 @@ class DataPlane:
         self._lanes.clear()
         for transport in list(self._incoming):
             transport.close()
+        self.rendezvous.close()
 
     def cancel(self, comm=None, step=None) -> None:
         self.resources.cancel_step(step)
@@ -330,6 +585,7 @@ class DataPlane:
         running = self.running
         key = (step, device)
         running[key] = comm
+        self.rendezvous.open_step(step)
         if self._check is None:
             self._check = loop.call_later(CLIENT_CHECK_S, self._check_clients)
         try:
@@ -381,6 +637,7 @@ class DataPlane:
             return {"error": to_serialize(exc)}
         finally:
             del running[key]
+            self.rendezvous.close_step(step)
         fetched = [[pos, pack(results[task][index + 1])] for pos, task, index in part.fetches]
         return {"fetches": fetched, "trace": infos, "sent": sent}
 
@@ -447,6 +704,8 @@ class DataPlane:
                 frame = msgpack.packb([step, packed]) if lane is not None else None
             except TypeError:  # a value that travels as frames of its own: Dask's comm
                 frame = None
+            if frame is not None and len(frame) > lane.max_frame:
+                frame = None  # longer than the receiver takes on its lane: Dask's comm
             if frame is not None:
                 lane.transport.write(len(frame).to_bytes(4, "little") + frame)
             else:
@@ -478,11 +737,12 @@ class DataPlane:
             lane = self._lanes.get(addr, _NO_LANE)
             if lane is _NO_LANE or (lane is not None and not lane.usable):
                 from distributed.comm.addressing import get_address_host
-                port = await self.worker.rpc(addr).tvm_lane()
+                info = await self.worker.rpc(addr).tvm_lane()
                 lane = None
-                if port is not None:
+                if info is not None:
                     _, lane = await asyncio.get_running_loop().create_connection(
-                        _LaneSender, get_address_host(addr), port)
+                        lambda: _LaneSender(int(info["max_frame_bytes"])),
+                        get_address_host(addr), info["port"])
                 self._lanes[addr] = lane
             return lane
 
@@ -570,6 +830,16 @@ UNSPLIT_BYTES = 1 << 30
 def _unsplit_large_frames() -> None:
     from distributed.comm.tcp import TCP
     TCP.max_shard_size = max(TCP.max_shard_size, UNSPLIT_BYTES)
+
+
+def data_plane_stats(dask_worker=None) -> dict:
+    """The data plane's counters on a worker (:meth:`DataPlane.stats`), e.g.
+    ``client.run(data_plane_stats)``: values in its rendezvous, unclaimed ones, steps whose
+    values were dropped, lane frames read and refused."""
+    if dask_worker is None:
+        from distributed import get_worker
+        dask_worker = get_worker()
+    return install(dask_worker).stats()
 
 
 def install(worker) -> DataPlane:
