@@ -23,6 +23,15 @@ index -> address is a sparse job: only those tasks exist (TF's rule).
 (('ps', 0), 'tcp://localhost:2222')
 >>> ClusterSpec({"worker": {1: "h:1"}}).tasks()
 [('worker', 1)]
+
+A job has at most :data:`MAX_TASKS_PER_JOB` tasks, and a task index (of a dict job) is below
+:data:`MAX_TASK_INDEX` (TF's ``JobDef`` keys are int32): a count no cluster can have is refused
+at once, naming the job and the bound, instead of filling memory.
+
+>>> ClusterSpec({"worker": 10 ** 9})
+Traceback (most recent call last):
+...
+tensorvm.errors.InvalidArgumentError: ClusterSpec: job 'worker' has 1000000000 tasks; a job may have at most 10000 (tensorvm.cluster.MAX_TASKS_PER_JOB)
 """
 from __future__ import annotations
 
@@ -33,6 +42,11 @@ import threading
 from .errors import InvalidArgumentError, UnavailableError
 
 SCHEDULER_ENV = "TENSORVM_SCHEDULER"
+# The most tasks one job may have (each is a Dask worker process, so no cluster comes near),
+# and the bound on a task index a dict job may name (TF's JobDef maps int32 keys). The CLI's
+# --cluster (tensorvm.jobs.runner.parse_cluster) refuses counts by the same bound.
+MAX_TASKS_PER_JOB = 10_000
+MAX_TASK_INDEX = 2 ** 31 - 1
 _HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d+)$")
 
 
@@ -58,16 +72,23 @@ class ClusterSpec:
             if isinstance(v, int):
                 if v < 1:
                     raise InvalidArgumentError(f"ClusterSpec: job {job!r} needs >= 1 task")
+                _check_count(job, v)
                 self._jobs[job] = [None] * v
             elif isinstance(v, (list, tuple)):
+                _check_count(job, len(v))
                 self._jobs[job] = list(v)
             elif isinstance(v, dict):
                 if not v or any(not isinstance(i, int) or i < 0 for i in v):
                     raise InvalidArgumentError(
                         f"ClusterSpec: job {job!r}: a dict maps task indices (ints >= 0) to "
-                        f"addresses, got {v!r}")
-                n = max(v) + 1
-                self._jobs[job] = [v.get(i) for i in range(n)]
+                        f"addresses, got {_short(v)}")
+                _check_count(job, len(v))
+                if max(v) > MAX_TASK_INDEX:
+                    raise InvalidArgumentError(
+                        f"ClusterSpec: job {job!r} names task {max(v)}; a task index is at "
+                        f"most {MAX_TASK_INDEX} (tensorvm.cluster.MAX_TASK_INDEX, TF's int32)")
+                # only the tasks named: a task index is a key, not a position
+                self._jobs[job] = {i: v[i] for i in sorted(v)}
                 self._sparse[job] = sorted(v)
             else:
                 raise InvalidArgumentError(f"ClusterSpec: job {job!r}: expected a count or a "
@@ -155,6 +176,8 @@ class ClusterSpec:
     def worker_for(self, job: str, task: int):
         """The entry given for task ``task`` of ``job`` (a worker name or address), or ``None``
         for a counted job."""
+        if job in self._sparse:
+            return self._jobs[job].get(task)
         return self._jobs[job][task]
 
     def as_dict(self) -> dict:
@@ -177,6 +200,27 @@ class ClusterSpec:
 
     def __eq__(self, other):
         return isinstance(other, ClusterSpec) and self.as_dict() == other.as_dict()
+
+
+def check_task_count(job: str, n: int, exc=InvalidArgumentError) -> None:
+    """Refuse ``n`` tasks for ``job`` beyond :data:`MAX_TASKS_PER_JOB` with ``exc`` naming the
+    job and the bound (``ClusterSpec`` and the CLI's ``--cluster`` share it)."""
+    if n > MAX_TASKS_PER_JOB:
+        raise exc(f"ClusterSpec: job {job!r} has {_count(n)} tasks; a job may have at most "
+                  f"{MAX_TASKS_PER_JOB} (tensorvm.cluster.MAX_TASKS_PER_JOB)")
+
+
+_check_count = check_task_count
+
+
+def _count(n: int) -> str:
+    # (str() of an int of over 4300 digits raises ValueError)
+    return str(n) if n < 10 ** 30 else f"over 2**{n.bit_length() - 1}"
+
+
+def _short(v) -> str:
+    r = repr(v)
+    return r if len(r) <= 200 else r[:200] + "..."
 
 
 def device_matches(device: str, filters) -> bool:

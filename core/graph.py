@@ -191,7 +191,7 @@ def overload_operator(name: str, fn: Callable) -> None:
 class Operation:
     """A node of the graph. Built through ``Graph.create_op`` by the op functions."""
 
-    __slots__ = ("graph", "name", "type", "inputs", "control_inputs", "attrs", "device",
+    __slots__ = ("graph", "name", "type", "inputs", "_control_inputs", "attrs", "device",
                  "colocation", "outputs", "location", "_id", "__weakref__")
 
     def __init__(self, graph, name, op_type, inputs, control_inputs, attrs, device, colocation,
@@ -200,13 +200,38 @@ class Operation:
         self.name = name
         self.type = op_type
         self.inputs = tuple(inputs)
-        self.control_inputs = tuple(control_inputs)
+        self._control_inputs = tuple(control_inputs)
         self.attrs = attrs
         self.device = device
         self.colocation = colocation
         self.location = location
         self.outputs: tuple[Tensor, ...] = ()
         self._id = -1
+
+    @property
+    def control_inputs(self) -> tuple:
+        """The ops this op waits for (no data flows from them)."""
+        return self._control_inputs
+
+    @control_inputs.setter
+    def control_inputs(self, ops) -> None:
+        # Set by hand after the op was built (TF's ``_add_control_input``): a new graph
+        # version, so no plan of the old edges is reused. A cycle made so is refused when a
+        # step is planned (tensorvm.passes.prune.topological).
+        self._control_inputs = tuple(ops)
+        self.graph.version += 1
+
+    def _add_control_input(self, op) -> None:
+        """Make this op wait for ``op`` too (TF's ``Operation._add_control_input``)."""
+        self._add_control_inputs([op])
+
+    def _add_control_inputs(self, ops) -> None:
+        """Make this op wait for ``ops`` too (TF's ``Operation._add_control_inputs``)."""
+        new = [o for o in ops if o not in self._control_inputs]
+        for o in new:
+            if not isinstance(o, Operation):
+                raise TypeError(f"control input {o!r} of {self.name!r} must be an Operation")
+        self.control_inputs = self._control_inputs + tuple(new)
 
     def get_attr(self, name: str):
         """The value of attribute ``name`` (as in the op's ``NodeDef``)."""

@@ -35,11 +35,17 @@ def parse_cluster(text: str) -> dict[str, int]:
     >>> parse_cluster("ps=1,worker=2")
     {'ps': 1, 'worker': 2}
     """
+    from tensorvm.cluster import MAX_TASKS_PER_JOB
     out = {}
     for part in text.split(","):
         job, sep, n = part.strip().partition("=")
-        if not sep or not job.isidentifier() or not n.isdigit() or int(n) < 1:
-            raise ValueError(f"--cluster {text!r}: write JOB=N,... (e.g. ps=1,worker=2)")
+        big = n.isdigit() and len(n.lstrip("0")) > len(str(MAX_TASKS_PER_JOB))
+        if not sep or not job.isidentifier() or not n.isdigit() or not big and int(n) < 1:
+            raise ValueError(f"--cluster {text[:80]!r}: write JOB=N,... (e.g. ps=1,worker=2)")
+        if big or int(n) > MAX_TASKS_PER_JOB:
+            raise ValueError(f"--cluster: job {job!r} asks for more than {MAX_TASKS_PER_JOB} "
+                             "tasks, the most a job may have (tensorvm.cluster."
+                             "MAX_TASKS_PER_JOB)")
         out[job] = int(n)
     return out
 

@@ -7,11 +7,21 @@
 ['a', 'b']
 >>> sorted(prune(nodes, [("b", 0)], [], {("a", 0)}))
 ['b']
+
+:func:`topological` puts the kept nodes in an order every later pass can run them in (each
+after its inputs and control inputs), and refuses a cycle, naming its ops:
+
+>>> loop = {"x": Node("x", "NoOp", control_inputs=("y",)), "y": Node("y", "NoOp", (("x", 0),))}
+>>> topological(loop)
+Traceback (most recent call last):
+...
+tensorvm.errors.InvalidArgumentError: the graph has a cycle of 2 ops, so no step can run it: 'x' waits for 'y', which waits for 'x' (an op waits for its inputs and control inputs; a cycle is made by an edge set by hand, e.g. op.control_inputs = ...)
 """
 from __future__ import annotations
 
 import dataclasses
 
+from ..errors import InvalidArgumentError
 from ..graph_def import Node
 
 
@@ -46,3 +56,60 @@ def prune(nodes: dict[str, Node], fetches: list[tuple[str, int]], targets: list[
                     c for c in v.control_inputs if c in need))
             out[k] = v
     return out
+
+
+def _deps(node: Node, nodes, feeds) -> list[str]:
+    """The nodes of ``nodes`` that ``node`` waits for: its inputs' producers (a fed input
+    has none) and its control inputs."""
+    out = [r[0] for r in node.inputs if r not in feeds and r[0] in nodes]
+    out += [c for c in node.control_inputs if c in nodes]
+    return out
+
+
+def topological(nodes: dict[str, Node], feeds=frozenset()) -> dict[str, Node]:
+    """``nodes`` in an order where every node comes after those it waits for (the passes
+    after pruning rely on it): the same dict when the graph's creation order already is one,
+    else re-ordered (a control input set by hand on an op made earlier, as TF sorts its
+    graph). A cycle raises ``InvalidArgumentError`` naming its ops, before anything runs
+    (TF: "Graph is invalid, contains a cycle")."""
+    seen: set[str] = set()
+    for name, node in nodes.items():
+        if any(d not in seen for d in _deps(node, nodes, feeds)):
+            break
+        seen.add(name)
+    else:
+        return nodes
+    state: dict[str, int] = {}  # 1: on the walk's path, 2: placed
+    order: list[str] = []
+    for root in nodes:
+        if root in state:
+            continue
+        state[root] = 1
+        path = [(root, iter(_deps(nodes[root], nodes, feeds)))]
+        while path:
+            name, pending = path[-1]
+            for d in pending:
+                s = state.get(d)
+                if s is None:
+                    state[d] = 1
+                    path.append((d, iter(_deps(nodes[d], nodes, feeds))))
+                    break
+                if s == 1:
+                    names = [n for n, _ in path]
+                    raise _cycle_error(nodes, names[names.index(d):])
+            else:
+                path.pop()
+                state[name] = 2
+                order.append(name)
+    return {k: nodes[k] for k in order}
+
+
+def _cycle_error(nodes, cycle: list[str]) -> InvalidArgumentError:
+    chain = f"{cycle[0]!r} waits for " + ", which waits for ".join(
+        repr(n) for n in cycle[1:] + cycle[:1])
+    where = "; ".join(f"{n!r} created at {nodes[n].location}" for n in cycle[:3]
+                      if nodes[n].location)
+    return InvalidArgumentError(
+        f"the graph has a cycle of {len(cycle)} ops, so no step can run it: {chain} (an op "
+        "waits for its inputs and control inputs; a cycle is made by an edge set by hand, "
+        f"e.g. op.control_inputs = ...){'; ' + where if where else ''}")

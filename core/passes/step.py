@@ -32,7 +32,7 @@ from .compile import Plan, compile_plan
 from .optimize import optimize
 from .partition import Partition, partition
 from .place import Constraints, colocation_constraints, place_explained
-from .prune import prune
+from .prune import prune, topological
 from .stage import stage
 from .unroll import unroll
 
@@ -78,9 +78,11 @@ class Step:
 
 
 def prune_step(step: Step) -> Step:
-    """Keep what the fetches and targets need (feeds cut the graph); every placeholder left
-    must be fed."""
+    """Keep what the fetches and targets need (feeds cut the graph), each node after those it
+    waits for (a cycle is refused, naming its ops); every placeholder left must be fed."""
     nodes = prune(step.all_nodes, list(step.fetches), list(step.targets), step.feed_set)
+    # every later pass runs the nodes in this order; a cycle is refused here, before any run
+    nodes = topological(nodes, step.feed_set)
     for n in nodes.values():
         if n.type == "Placeholder":
             shp = n.attrs.get("shape")
