@@ -30,9 +30,19 @@ add = def_binary("Add", np.add, lambda op, g: [unbroadcast(g, op.inputs[0]),
 subtract = def_binary("Sub", np.subtract, lambda op, g: [unbroadcast(g, op.inputs[0]),
                                                          unbroadcast(-g, op.inputs[1])],
                       forwards=(0, 1))
+def _conj(x):
+    """``conj(x)`` for a complex tensor, ``x`` itself for a real one (no op added)."""
+    if not x.dtype.is_complex:
+        return x
+    from .special_ops import conj
+    return conj(x)
+
+
+# TF's _MulGrad: d(x*y)/dx = grad * conj(y), d(x*y)/dy = conj(x) * grad (a complex input's
+# gradient is dL/dRe + i dL/dIm of a real loss)
 multiply = def_binary("Mul", np.multiply, lambda op, g: [
-    unbroadcast(g * op.inputs[1], op.inputs[0]), unbroadcast(g * op.inputs[0], op.inputs[1])],
-    forwards=(0, 1))
+    unbroadcast(g * _conj(op.inputs[1]), op.inputs[0]),
+    unbroadcast(_conj(op.inputs[0]) * g, op.inputs[1])], forwards=(0, 1))
 
 
 def _check_int_divisor(y) -> None:
@@ -244,7 +254,9 @@ def _matmul_kernel(a, b, transpose_a=False, transpose_b=False):
 
 
 def _matmul_grad(op, g):
-    a, b = op.inputs
+    # TF's _MatMulGrad: the products of the conjugated inputs (adjoint_a/adjoint_b are
+    # conj + transpose by the time the op is built, see matmul)
+    a, b = _conj(op.inputs[0]), _conj(op.inputs[1])
     ta, tb = op.attrs["transpose_a"], op.attrs["transpose_b"]
     if not ta and not tb:
         ga, gb = matmul(g, b, transpose_b=True), matmul(a, g, transpose_a=True)
@@ -255,15 +267,35 @@ def _matmul_grad(op, g):
     else:
         ga, gb = matmul(b, g, transpose_a=True, transpose_b=True), \
             matmul(g, a, transpose_a=True, transpose_b=True)
-    return [unbroadcast(ga, a), unbroadcast(gb, b)]
+    return [unbroadcast(ga, op.inputs[0]), unbroadcast(gb, op.inputs[1])]
 
 
 register_op("MatMul", _matmul_shape, _matmul_kernel, grad=_matmul_grad)
 
 
-def matmul(a, b, transpose_a=False, transpose_b=False, name=None):
-    """``tv.matmul(a, b)``; batched over leading dims (broadcast), with transpose flags."""
+def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False,
+           a_is_sparse=False, b_is_sparse=False, output_type=None, name=None):
+    """``tv.matmul(a, b)``; batched over leading dims (broadcast), with transpose flags;
+    ``adjoint_a``/``adjoint_b`` conjugate and transpose (TF's; a real input is only
+    transposed). ``a_is_sparse``/``b_is_sparse`` are hints, accepted and ignored.
+
+    >>> import tensorvm as tv
+    >>> with tv.Graph().as_default(), tv.Session() as s:
+    ...     s.run(tv.matmul([[1j, 2.0]], [[1j, 2.0]], adjoint_b=True)).tolist()
+    [[(5+0j)]]
+    """
+    if transpose_a and adjoint_a:
+        raise ValueError("Only one of transpose_a and adjoint_a can be True.")
+    if transpose_b and adjoint_b:
+        raise ValueError("Only one of transpose_b and adjoint_b can be True.")
+    if output_type is not None:
+        raise InvalidArgumentError("matmul: output_type is not supported (tensorvm's matmul "
+                                   "returns the inputs' dtype)")
     a, b = _convert_pair(a, b)
+    if adjoint_a:
+        a, transpose_a = _conj(a), True
+    if adjoint_b:
+        b, transpose_b = _conj(b), True
     return apply_op("MatMul", [a, b], {"transpose_a": bool(transpose_a),
                                        "transpose_b": bool(transpose_b)}, name=name).outputs[0]
 
