@@ -144,6 +144,8 @@ def job_detail(j: dict, base: str) -> str:
         out.append(errors_table(j["errors"]))
     if j.get("output"):
         out.append(f"<p>output: <code>{escape(str(j['output']))}</code></p>")
+    if j.get("args"):
+        out.append(args_table(j["args"]))
     out += ["<h2>Partitioned graph</h2>", graph_svg(j), "<h2>Devices</h2>", devices_table(j)]
     if j.get("counters"):
         rows = "".join(f"<tr><td>{escape(str(k))}</td><td>{_fmt(v)}</td></tr>"
@@ -158,6 +160,25 @@ def job_detail(j: dict, base: str) -> str:
         out += [curve_svg(name, pts) for name, pts in sorted(hist.items(),
                                                               key=lambda kv: kv[0] != "loss")]
     return "".join(out)
+
+
+def args_table(args: dict) -> str:
+    """The job's arguments as the registry keeps them (secret-named ones already redacted,
+    :func:`tensorvm.scheduler_ext.registry.redact_args`).
+
+    >>> html = args_table({"input": "a<b", "argv": ["--lr", "0.1"], "api_token": "***"})
+    >>> [t in html for t in ("<td>input</td>", "a&lt;b", "--lr 0.1", "***")]
+    [True, True, True, True]
+    """
+    rows = "".join(f"<tr><td>{escape(str(k))}</td><td><code>{escape(_arg_text(v))}</code>"
+                   "</td></tr>" for k, v in sorted(args.items(), key=lambda kv: str(kv[0])))
+    return f"<h2>Arguments</h2><table id='args'>{rows}</table>"
+
+
+def _arg_text(v) -> str:
+    if isinstance(v, (list, tuple)):
+        return " ".join(_arg_text(x) for x in v)
+    return str(v)
 
 
 def errors_table(errors: list[dict]) -> str:
