@@ -46,7 +46,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 
 from .cluster import ClusterSpec
 from .device_spec import DeviceSpec
-from .direct_steps import TOPIC_LOST
+from .direct_steps import TOPIC_LOST, scheduler_gone
 from .errors import DeadlineExceededError, InvalidArgumentError, UnavailableError
 from .runtime import resources_of
 
@@ -211,6 +211,7 @@ class DeviceMap:
         with self._lock:
             if key in self._map:
                 return self._map[key]
+            self.check_scheduler()  # not Dask's raw errors after its reconnect timeout
             res = resource_name(job, task)
             for attempt in range(3):  # a worker that leaves while chosen: choose again
                 info = info or self.scheduler_info()
@@ -229,6 +230,7 @@ class DeviceMap:
                     if attempt == 2:
                         raise
                     info = None
+            self.check_scheduler()
             self.client.run(_adopt_device, {res: 1e9}, f"/job:{job}/replica:0/task:{task}/",
                             how, workers=[addr])
             gpus, before = _gpu_resource(workers[addr]), self._gpus_of.get(key)
@@ -296,9 +298,20 @@ class DeviceMap:
         return info
 
     def scheduler_info(self) -> dict:
-        """The scheduler's info with every worker listed."""
-        return self.client.scheduler_info(n_workers=-1) if _accepts_n_workers() else \
+        """The scheduler's info with every worker listed; UnavailableError naming the
+        scheduler once the client has lost it (Dask then blocks for its reconnect and answers
+        stale or empty info; issue 24)."""
+        self.check_scheduler()
+        info = self.client.scheduler_info(n_workers=-1) if _accepts_n_workers() else \
             self.client.scheduler_info()
+        self.check_scheduler()  # lost during the call: the answer is the cached one
+        return info
+
+    def check_scheduler(self) -> None:
+        """UnavailableError naming the scheduler if the client has lost it (no round trip)."""
+        err = scheduler_gone(self.client)
+        if err is not None:
+            raise err
 
     def _claim_home(self, res: str, addr: str, name: str) -> str | None:
         """Record the device's worker on the scheduler; how its state was lost, if its

@@ -50,6 +50,37 @@ TOPIC_STEPS = "tensorvm-direct-steps"
 the same string as ``tensorvm.scheduler_ext.registry.TOPIC_STEPS`` (core does not import it)."""
 REPORT_EVERY = 0.1  # seconds between two step-report messages of a client (flush: at once)
 ERROR_CHARS = 2000  # of a failed step's error in its report (the page shows it)
+WHY_CLOSED_S = 1.0  # how long a step whose worker's connection closed waits to learn why
+LIVE_CLIENT = ("running", "newly-created")  # a Client's statuses while it has its scheduler
+
+
+def scheduler_gone(client, address: str | None = None,
+                   cause: BaseException | None = None) -> UnavailableError | None:
+    """The UnavailableError naming the scheduler if ``client`` has lost it, else None; no round
+    trip: the client's status, or its scheduler connection already closed (the client notices
+    a moment later and spends its connect timeout, 20 s, trying to reconnect, while its calls
+    block and then fail with Dask's raw ``KeyError``/``AttributeError``).
+
+    Every worker closes itself when its scheduler goes, so on the direct plane a killed
+    scheduler first shows as workers closing their step connections: the step names the
+    scheduler, not a worker (issue 24)."""
+    status = str(getattr(client, "status", "running"))
+    if status in LIVE_CLIENT:
+        comm = getattr(getattr(client, "scheduler_comm", None), "comm", None)
+        if comm is None or not comm.closed():
+            return None
+        status = "connecting"  # its connection closed: it is about to say so itself
+    if address is None:
+        try:
+            address = client.scheduler.address
+        except Exception:  # noqa: BLE001 - the client dropped its scheduler (closed)
+            address = getattr(client, "_tensorvm_scheduler_address", None) or "?"
+    err = UnavailableError(
+        f"the Dask scheduler at {address} is gone (the client is {status!r}): every device's "
+        "state (variables, queues) may be lost; start or reach a scheduler and restore from "
+        "the last checkpoint")
+    err.__cause__ = cause
+    return err
 
 
 class DirectSteps:
@@ -68,6 +99,11 @@ class DirectSteps:
         self._idle: dict[str, list] = {}  # address -> connections for tvm_run not in use
         self._order: dict[str, list] = {}  # plan id -> its devices in the order to message
         self.closed_reason: str | None = None  # set by cancel_all: every step ends at once
+        try:  # for messages once the client has lost its scheduler (kept on the client)
+            self.scheduler_address = client._tensorvm_scheduler_address = \
+                str(client.scheduler.address)
+        except Exception:  # noqa: BLE001
+            self.scheduler_address = None
 
     def plan_id(self, plan) -> str:
         return f"{self.prefix}-{plan.uid}"
@@ -212,6 +248,11 @@ class DirectSteps:
                         exc = f.result()["error"]
                     if exc is not None:
                         bad = calls[f]
+                        if _connection_lost(exc):  # a worker died, or all did with the scheduler
+                            why = await self._why_closed(lost)
+                            if why is not None:
+                                bad = getattr(why, "device", None)
+                                raise why
                         raise self._failure(bad, exc, pinned)
                     replies[calls[f]] = f.result()
                 if not done:
@@ -243,6 +284,21 @@ class DirectSteps:
             if f[0] == "feed":
                 values[pos] = feed_values[f[1]]
         return values, replies
+
+    async def _why_closed(self, lost) -> BaseException | None:
+        """A worker of the step closed its connection (or could not reach a peer): wait up to
+        :data:`WHY_CLOSED_S` to learn why — the scheduler's event that the worker left (the
+        step's ``lost`` future: that error), or the client losing its scheduler (every worker
+        closes itself then: UnavailableError naming the scheduler); None if neither came."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WHY_CLOSED_S
+        while True:
+            if lost.done():
+                return None if lost.cancelled() else lost.result()
+            gone = scheduler_gone(self.client, self.scheduler_address)
+            if gone is not None or loop.time() >= deadline:
+                return gone
+            await asyncio.wait([lost], timeout=0.02)
 
     async def _call(self, addr: str, msg: dict):
         """``msg`` to the worker at ``addr`` and its reply, on one of the connections this
@@ -507,6 +563,14 @@ def _stateful(plan, devices) -> str:
 def _cancelled(step_id: str, reason: str) -> CancelledError:
     return CancelledError(f"step {step_id} was cancelled: {reason} while it ran (its ops not "
                           "yet started will not run)")
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """A step's failure that a closing worker or scheduler may explain: the connection to its
+    worker closed, or a worker could not reach a peer (UnavailableError from the worker)."""
+    from distributed.comm.core import CommClosedError
+    return isinstance(exc, (OSError, CommClosedError)) or (
+        isinstance(exc, UnavailableError) and getattr(exc, "device", None) is not None)
 
 
 def _retrieve(fut) -> None:
