@@ -39,7 +39,10 @@ class Backend(abc.ABC):
     * ``placement_version`` — changes when that inventory changes (a task remapped to a
       worker with another GPU count): part of the session's plan-cache key;
     * ``dashboard_link`` — the Dask dashboard's URL, or None;
-    * ``client`` — the ``distributed.Client``, or None in process.
+    * ``client`` — the ``distributed.Client``, or None in process;
+    * ``live_ref_fetches`` — whether a variable fetched in a step that updates it reads as
+      the step left it (TF's local session, in process), not as its op read it (a PS in
+      another process): :mod:`tensorvm.passes.ref_fetch`.
 
     Methods (the session calls nothing else):
 
@@ -63,6 +66,7 @@ class Backend(abc.ABC):
     known_tasks: set | None = None
     dashboard_link: str | None = None
     client = None
+    live_ref_fetches: bool = False
 
     def set_step_deadline(self, deadline: float | None) -> None:
         """The deadline (``time.monotonic()``) of the step the calling thread starts, None
@@ -114,6 +118,8 @@ class LocalBackend(Backend):
     and raises CancelledError saying the session closed — and the session's resources are
     cleared once the last of them has ended, so no step sees its variables vanish under it
     (that was ``FailedPreconditionError: uninitialized value``). ``close`` does not wait."""
+
+    live_ref_fetches = True  # a fetched variable reads as the step left it (TF's local session)
 
     def __init__(self):
         self.resources = DeviceResources()

@@ -450,7 +450,8 @@ class Session:
         plan = passes.run_pipeline(step, passes.pipeline(
             self.default_device, gpu_available=backend.gpu_available, gpus=backend.gpus,
             allow_soft_placement=self.allow_soft_placement, known_tasks=backend.known_tasks,
-            steps=steps, graph_tag=_graph_tag(self.graph))).plan
+            steps=steps, graph_tag=_graph_tag(self.graph),
+            live_ref_fetches=backend.live_ref_fetches)).plan
         check_device_filters(plan, self.device_filters)
         if self.log_device_placement:
             for task in plan.tasks:

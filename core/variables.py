@@ -108,14 +108,19 @@ class Variable:
         return self._value
 
     def read_value(self) -> Tensor:
-        """The variable's value, read by a new op: under ``control_dependencies`` it reads
-        after those ops (TF 1.x: "can be different from value()"); elsewhere it is
-        ``value()``."""
+        """The variable's value, read by a new op (TF 1.x's ``identity(v)``): a snapshot, not
+        the variable itself (fetched in a step that updates the variable, in process, the
+        variable gives the value as the step left it; its read gives what it read). Under
+        ``control_dependencies`` it reads after those ops (TF 1.x: "can be different from
+        value()"), in a while_loop body too."""
         g = get_default_graph()
-        if g is self.graph and any(g._control_stack):
-            from .ops.array_ops import identity
+        from .ops.array_ops import identity
+        if self.graph._finalized and not (g is self.graph and any(g._control_stack)):
+            return self._value  # on a finalized graph no op can be added: the variable's tensor
+        if g is not self.graph and _root_graph(g) is self.graph:  # a while_loop body
             return identity(self._value, name=f"{self._op.name}/read_value")
-        return self._value
+        with self.graph.as_default():
+            return identity(self._value, name=f"{self._op.name}/read_value")
 
     def _as_graph_element(self) -> Tensor:
         return self._value
@@ -220,6 +225,13 @@ class Variable:
         with self.graph.as_default():
             return apply_op("IsVariableInitialized", [], dict(self._attrs),
                             colocation=self._op.colocation).outputs[0]
+
+
+def _root_graph(g):
+    """The outermost graph of a while_loop body's graph (a graph itself otherwise)."""
+    while getattr(g, "outer", None) is not None:
+        g = g.outer
+    return g
 
 
 def _tensor_operators():

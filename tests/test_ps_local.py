@@ -247,7 +247,9 @@ def test_step_counter_sends_metrics_to_the_job_registry_and_tv_job(g):
         hook.begin()
         hook.after_create_session(FakeSession(s), None)
         for _ in range(8):
-            values = s.run({"step": gs, "loss": loss, "t": train})
+            # what the hook asks for (the global step as its op read it: TF's
+            # global_step_read), fetched with the training step
+            values = s.run([hook.before_run(None).fetches, train])[0]
             ctx = tv.train.SessionRunContext(tv.train.SessionRunArgs(None), s)
             hook.after_run(ctx, tv.train.SessionRunValues(values))
         hook.end(s)

@@ -309,3 +309,19 @@ def _is_init_kernel(ctx, *, var_name, container, dtype, shape):
 register_op("IsVariableInitialized", lambda inputs, attrs: [(__import__(
     "tensorvm.dtypes", fromlist=["x"]).bool_, ())], _is_init_kernel, stateful=True,
     needs_ctx=True, differentiable=False)
+
+
+def _ref_fetch_kernel(ctx, ref, *, var_name, container, dtype, shape):
+    from ..runtime import DEAD
+    if ref is DEAD:  # the variable itself is on an untaken branch
+        return DEAD
+    return _var(ctx, var_name, container, dtype, shape).read_locked()
+
+
+# A variable fetched itself (its ref output) in a step that updates it, in process: TF's local
+# session returns the ref's buffer as the step left it. The op reads the variable after its
+# control inputs, the step's updates of it (tensorvm.passes.ref_fetch); an update on a
+# cond branch not taken (a dead control input) does not make the fetch dead.
+register_op("VariableRefFetch", lambda inputs, attrs: [(attrs["dtype"], attrs["shape"])],
+            _ref_fetch_kernel, stateful=True, needs_ctx=True, differentiable=False,
+            gpu_fallback=True, forwards_dead=True)

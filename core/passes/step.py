@@ -33,6 +33,7 @@ from .optimize import optimize
 from .partition import Partition, partition
 from .place import Constraints, colocation_constraints, place_explained
 from .prune import prune, topological
+from .ref_fetch import ref_fetches
 from .stage import stage
 from .unroll import unroll
 
@@ -93,6 +94,16 @@ def prune_step(step: Step) -> Step:
                 f"{n.attrs['dtype'].name}{shape}\n  for op {n.name!r} (Placeholder), created "
                 f"at {n.location}")
     return step.replace("prune", nodes=nodes, graph_ops=len(nodes))
+
+
+def ref_fetch_step(step: Step) -> Step:
+    """In process: a variable fetched in a step that updates it reads as the step left it
+    (TF's local session; :mod:`tensorvm.passes.ref_fetch`)."""
+    nodes, fetches = ref_fetches(step.nodes, list(step.fetches), step.feed_set,
+                                 step.all_nodes)
+    if nodes is step.nodes:
+        return step.replace("ref_fetch")
+    return step.replace("ref_fetch", nodes=nodes, fetches=tuple(fetches))
 
 
 def optimize_step(step: Step, fold: bool = True, cse: bool = True) -> Step:
@@ -181,16 +192,20 @@ def pipeline(default_device: str = "", *, gpu_available: bool = False, gpus=None
              allow_soft_placement: bool = True, known_tasks: set | None = None,
              steps: int = 1, graph_tag: str = "g", fold: bool = True,
              cse: bool = True, fetch_to_host: bool = True,
-             host_feeds=frozenset()) -> list[Callable[[Step], Step]]:
+             host_feeds=frozenset(),
+             live_ref_fetches: bool = False) -> list[Callable[[Step], Step]]:
     """The session's passes, in order, with its options bound (``fetch_to_host=False``: a
     function's, whose outputs stay on its device; ``host_feeds``: its feeds that are host
-    values)."""
-    passes = [prune_step,
-              functools.partial(optimize_step, fold=fold, cse=cse),
-              functools.partial(place_step, default_device=default_device,
-                                gpu_available=gpu_available, gpus=gpus,
-                                allow_soft_placement=allow_soft_placement,
-                                known_tasks=known_tasks)]
+    values; ``live_ref_fetches``: an in-process session's, where a fetched variable reads as
+    the step left it)."""
+    passes = [prune_step]
+    if live_ref_fetches:
+        passes.append(ref_fetch_step)
+    passes += [functools.partial(optimize_step, fold=fold, cse=cse),
+               functools.partial(place_step, default_device=default_device,
+                                 gpu_available=gpu_available, gpus=gpus,
+                                 allow_soft_placement=allow_soft_placement,
+                                 known_tasks=known_tasks)]
     if steps > 1:
         passes.append(functools.partial(unroll_step, steps=steps))
     passes += [functools.partial(partition_step, fetch_to_host=fetch_to_host,
@@ -205,8 +220,8 @@ def _pass_name(p) -> str:
 
 
 def run_pipeline(step: Step, passes: list, stop_after: str | None = None) -> Step:
-    """Apply ``passes`` in order; ``stop_after`` ("prune", "optimize", "place", "unroll",
-    "partition", "stage", "compile") returns the Step right after that pass."""
+    """Apply ``passes`` in order; ``stop_after`` ("prune", "ref_fetch", "optimize", "place",
+    "unroll", "partition", "stage", "compile") returns the Step right after that pass."""
     names = [_pass_name(p) for p in passes]
     if stop_after is not None and stop_after not in names:
         raise ValueError(f"stop_after={stop_after!r} is not one of {names}")

@@ -79,13 +79,31 @@ class SessionRunHook:
         pass
 
 
+_GLOBAL_STEP_READ = "global_step_read_op_cache"  # TF's GLOBAL_STEP_READ_KEY
+
+
 def _global_step_tensor():
+    """A read of the global step, made once per graph (TF's
+    ``_get_or_create_global_step_read``): hooks fetch the value its op read, not the
+    variable itself, which in process reads as the step left it."""
     from .optimizers import get_global_step
     gs = get_global_step()
     if gs is None:
         raise InvalidArgumentError("this hook needs a global step "
                                    "(tv.train.get_or_create_global_step())")
-    return gs
+    g = getattr(gs, "graph", None)
+    if g is None or not hasattr(gs, "value"):
+        return gs
+    cached = g.get_collection(_GLOBAL_STEP_READ)
+    if cached:
+        return cached[0]
+    if g._finalized:
+        return gs
+    from ..ops.array_ops import identity
+    with g.as_default(), g.name_scope(None), g.control_dependencies(None):
+        read = identity(gs.value(), name=f"{gs.op.name}/read_for_hooks")
+    g.add_to_collection(_GLOBAL_STEP_READ, read)
+    return read
 
 
 class _EveryN:
