@@ -1,4 +1,8 @@
-"""TensorFlow's error classes (``tv.errors``).
+"""TensorFlow's error classes (``tv.errors``) and error codes.
+
+The classes are defined once in :mod:`tensorvm.storage.errors` (storage is a leaf that raises
+them without importing core) and re-exported here, so ``tv.errors.DataLossError`` is the very
+class a torn checkpoint or an uncommitted output raises from storage.
 
 Each error may carry the operation it concerns; its message then names the op and the user's
 source line that created it, e.g.::
@@ -8,94 +12,11 @@ source line that created it, e.g.::
 from __future__ import annotations
 
 
-class OpError(Exception):
-    """Base of all tensorvm runtime errors. ``op`` is the Operation concerned, or None.
-
-    Constructed as ``Error(message, op=None)``, or with TF's signature
-    ``Error(node_def, op, message[, error_code])`` that TF 1.x programs use
-    (``raise tf.errors.OutOfRangeError(None, None, "end of data")``)."""
-
-    error_code = 2
-
-    def __init__(self, message: str | None = None, op=None, *tf_args, **tf_kwargs):
-        if tf_args or "message" in tf_kwargs:  # TF's (node_def, op, message[, error_code])
-            message = tf_args[0] if tf_args else tf_kwargs["message"]
-        self.message = message
-        self.op = op
-        if op is not None:
-            message = f"{message}\n  for op {op.name!r} ({op.type}), created at {op.location}"
-        super().__init__(message)
-
-    @property
-    def node_def(self):
-        return self.op
-
-
-class CancelledError(OpError):
-    error_code = 1
-
-
-class UnknownError(OpError):
-    error_code = 2
-
-
-class InvalidArgumentError(OpError, ValueError):
-    error_code = 3
-
-
-class DeadlineExceededError(OpError):
-    error_code = 4
-
-
-class NotFoundError(OpError, KeyError):
-    error_code = 5
-
-    def __str__(self) -> str:  # KeyError would quote the message
-        return Exception.__str__(self)
-
-
-class AlreadyExistsError(OpError):
-    error_code = 6
-
-
-class ResourceExhaustedError(OpError):
-    error_code = 8
-
-
-class FailedPreconditionError(OpError):
-    error_code = 9
-
-
-class AbortedError(OpError):
-    error_code = 10
-
-
-class OutOfRangeError(OpError):
-    error_code = 11
-
-
-class UnimplementedError(OpError):
-    error_code = 12
-
-
-class InternalError(OpError):
-    error_code = 13
-
-
-class UnavailableError(OpError):
-    error_code = 14
-
-
-class DataLossError(OpError):
-    error_code = 15
-
-
-class PermissionDeniedError(OpError):
-    error_code = 7
-
-
-class UnauthenticatedError(OpError):
-    error_code = 16
+from .storage.errors import (  # defined once, in the storage leaf (storage imports no core)
+    AbortedError, AlreadyExistsError, CancelledError, DataLossError, DeadlineExceededError,
+    FailedPreconditionError, InternalError, InvalidArgumentError, NotFoundError, OpError,
+    OutOfRangeError, PermissionDeniedError, ResourceExhaustedError, UnauthenticatedError,
+    UnavailableError, UnimplementedError, UnknownError)
 
 
 class GraphError(InvalidArgumentError):

@@ -40,11 +40,11 @@ from typing import Mapping
 import numpy as np
 
 from . import checkpoint_state
-from .checkpoint_state import latest_checkpoint, remove_checkpoint, update_state
+from .checkpoint_state import latest_checkpoint, remove_checkpoint, state_lock, update_state
 from .errors import DataLossError
-from .fsio import atomic_write_bytes, join, to_fs
+from .fsio import atomic_write_bytes, join, regular_file_size, to_fs
 from .index import (INDEX_NAME, encode_index, is_attempt_name, is_plain_name, read_index,
-                    regular_file_size, validate_entry, validate_index)
+                    validate_entry, validate_index)
 from .records import decode_record, read_record_bytes, write_record
 from .slices import assemble, normalize_slice
 
@@ -208,7 +208,9 @@ def commit(dir_url: str, ckpt_url: str, entries: list[dict], step: int | None,
     commit; a committed checkpoint already there stays readable until this instant), deletes
     the data the replaced index named, updates ``<dir_url>/checkpoint``, then deletes
     checkpoints pruned by ``max_to_keep`` (``None``/``0``: keep all) and
-    ``keep_checkpoint_every_n_hours`` (of the pruned ones, one every N hours is kept on disk).
+    ``keep_checkpoint_every_n_hours`` (of the pruned ones, one every N hours is kept on disk);
+    those two steps hold the directory's :func:`~tensorvm.storage.checkpoint_state.state_lock`,
+    so concurrent savers never leave a pruned checkpoint in the state file.
     ``ckpt_url`` must be a folder directly inside ``dir_url``; ``meta`` is any
     JSON-serialisable dict stored in the index.
     """
@@ -228,10 +230,11 @@ def commit(dir_url: str, ckpt_url: str, entries: list[dict], step: int | None,
         old = []
     atomic_write_bytes(fs, f"{folder}/{INDEX_NAME}", body)
     _remove_superseded(fs, folder, old, entries)
-    doomed = update_state(dir_url, name, max_to_keep, keep_checkpoint_every_n_hours,
-                          storage_options=storage_options)
-    for old in doomed:
-        remove_checkpoint(join(dir_url, old), storage_options=storage_options)
+    with state_lock(dir_url, storage_options=storage_options):  # no saver lists what we prune
+        doomed = update_state(dir_url, name, max_to_keep, keep_checkpoint_every_n_hours,
+                              storage_options=storage_options)
+        for old in doomed:
+            remove_checkpoint(join(dir_url, old), storage_options=storage_options)
     return ckpt_url
 
 

@@ -16,8 +16,18 @@ missing or names none.
 
 The committed folders are the truth. Each commit derives the list from them (every folder with
 a valid index and the committing saver's prefix, oldest commit first, minus those that
-``keep_checkpoint_every_n_hours`` preserved), not from the previous state file, so two savers sharing a directory lose no update:
-a checkpoint that one saver's state file never named is still pruned by the next commit.
+``keep_checkpoint_every_n_hours`` preserved), not from the previous state file, so two savers
+sharing a directory lose no update: a checkpoint that one saver's state file never named is
+still pruned by the next commit.
+Deriving the list, writing the state file and deleting what pruning dropped happen under one
+lock per directory (:func:`state_lock`: a thread lock, and on a local filesystem an ``flock``
+of the directory, so savers in other processes wait too), so a saver never writes a list
+that another saver has just pruned from. Where no cross-process lock exists (object stores),
+:func:`read_state` still drops names whose folder holds no index any more.
+
+The state file is small metadata: a ``checkpoint`` that is not a regular file (a FIFO, a
+device, a folder) or is larger than :data:`MAX_STATE_BYTES` is ignored with a warning naming it
+(as TF ignores a state file it cannot read), and the committed folders are scanned instead.
 
 >>> from tensorvm.storage.checkpoint_state import plan_pruning
 >>> plan_pruning(["a", "b", "c"], [0.0, 1.0, 2.0], max_to_keep=2, keep_hours=None,
@@ -27,30 +37,52 @@ a checkpoint that one saver's state file never named is still pruned by the next
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import os
 import re
+import threading
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 from .errors import DataLossError
 from .fsio import atomic_write_bytes, exists, join, to_fs
 from .index import INDEX_NAME, is_plain_name, read_index
+from .state_file import MAX_STATE_BYTES, STATE_NAME, read_state_bytes
 
-__all__ = ["STATE_NAME", "read_state", "update_state", "plan_pruning", "latest_checkpoint",
-           "committed_checkpoints", "remove_checkpoint"]
+__all__ = ["STATE_NAME", "MAX_STATE_BYTES", "read_state", "read_state_bytes", "update_state",
+           "plan_pruning", "latest_checkpoint", "committed_checkpoints", "committed_names",
+           "remove_checkpoint", "state_lock"]
 
-STATE_NAME = "checkpoint"
 _STEPPED = re.compile(r"^(.+)-([0-9]+)$")
 _now = time.time  # tests patch this to travel in time
+_log = logging.getLogger("tensorvm")
+
+
+def committed_names(dir_url: str, *, storage_options: dict | None = None) -> set[str]:
+    """The names of the folders of ``dir_url`` that hold an ``index.json`` (one listing; the
+    indexes are not read)."""
+    fs, path = to_fs(dir_url, storage_options)
+    fs.invalidate_cache(path)
+    try:
+        found = fs.glob(f"{path.rstrip('/')}/*/{INDEX_NAME}")
+    except FileNotFoundError:
+        return set()
+    return {p.rstrip("/").rsplit("/", 2)[-2] for p in found}
 
 
 def read_state(dir_url: str, *, storage_options: dict | None = None) -> dict | None:
-    """The parsed state file of ``dir_url``, or ``None`` when missing or unreadable."""
-    fs, path = to_fs(join(dir_url, STATE_NAME), storage_options)
+    """The parsed state file of ``dir_url``, or ``None`` when missing or unreadable.
+
+    ``all_model_checkpoint_paths`` lists only checkpoints still committed (a name whose folder
+    has no index any more, pruned by a saver in another process, is dropped)."""
+    raw = read_state_bytes(dir_url, storage_options=storage_options)
+    if raw is None:
+        return None
     try:
-        with fs.open(path, "rb") as f:
-            doc = json.loads(f.read())
-    except (FileNotFoundError, ValueError, UnicodeDecodeError):
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
         return None
     if not isinstance(doc, dict):
         return None
@@ -58,8 +90,13 @@ def read_state(dir_url: str, *, storage_options: dict | None = None) -> dict | N
     stamps = doc.get("all_model_checkpoint_timestamps") or []
     if not isinstance(paths, list) or not all(is_plain_name(p) for p in paths):
         return None
-    if not isinstance(stamps, list) or len(stamps) != len(paths):
+    if not isinstance(stamps, list) or len(stamps) != len(paths) or not all(
+            isinstance(t, (int, float)) and not isinstance(t, bool) for t in stamps):
         stamps = [0.0] * len(paths)
+    if paths:
+        live = committed_names(dir_url, storage_options=storage_options)
+        kept = [(p, t) for p, t in zip(paths, stamps) if p in live]
+        paths, stamps = [p for p, _ in kept], [t for _, t in kept]
     latest = doc.get("model_checkpoint_path")
     preserved = doc.get("preserved_checkpoint_paths") or []
     if not isinstance(preserved, list):
@@ -122,6 +159,9 @@ def update_state(dir_url: str, name: str, max_to_keep: int | None,
     commit first, ``name`` last, less those preserved by ``keep_hours`` earlier. So it is safe
     against another process saving into the same directory at the same time (each prunes what
     it finds; deleting twice is harmless), and a checkpoint of another prefix is never pruned.
+    Call it under :func:`state_lock` and delete what it returns before releasing the lock
+    (:func:`tensorvm.storage.commit` does): then no state file names a pruned checkpoint. A
+    ``name`` that is no longer committed (another saver pruned it first) is not listed.
     """
     state = read_state(dir_url, storage_options=storage_options) or {}
     mine = _family(name)
@@ -134,20 +174,57 @@ def update_state(dir_url: str, name: str, max_to_keep: int | None,
     now = _now()
     pairs = [(n, float(doc.get("time") or 0.0)) for n, doc in committed
              if n != name and n not in preserved]
-    pairs.append((name, next((float(doc.get("time") or now) for n, doc in committed
-                              if n == name), now)))
+    here = [float(doc.get("time") or now) for n, doc in committed if n == name]
+    if here:
+        pairs.append((name, here[0]))
     last_preserved = state.get("last_preserved_timestamp")
     if not isinstance(last_preserved, (int, float)):
-        last_preserved = pairs[0][1]
+        last_preserved = pairs[0][1] if pairs else now
     paths, stamps, delete, new_last = plan_pruning(
         [p for p, _ in pairs], [t for _, t in pairs], max_to_keep, keep_hours, last_preserved)
     kept_on_disk = [p for p, _ in pairs if p not in paths and p not in delete]
-    doc = {"model_checkpoint_path": name, "all_model_checkpoint_paths": paths,
+    doc = {"model_checkpoint_path": name if here else (paths[-1] if paths else None),
+           "all_model_checkpoint_paths": paths,
            "all_model_checkpoint_timestamps": stamps, "last_preserved_timestamp": new_last,
            "preserved_checkpoint_paths": preserved + kept_on_disk}
     fs, path = to_fs(join(dir_url, STATE_NAME), storage_options)
     atomic_write_bytes(fs, path, json.dumps(doc, indent=1).encode())
     return delete
+
+
+_LOCKS: dict[tuple, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+@contextlib.contextmanager
+def state_lock(dir_url: str, *, storage_options: dict | None = None) -> Iterator[None]:
+    """Hold the lock of checkpoint directory ``dir_url``: one thread lock per directory in
+    this process, and where the directory is local, an exclusive ``flock`` of the directory
+    itself (no lock file is left behind), so savers in other processes on this machine wait
+    too. Object stores have no such lock; there :func:`read_state` filters instead."""
+    fs, path = to_fs(dir_url, storage_options)
+    path = path.rstrip("/")
+    protocol = fs.protocol if isinstance(fs.protocol, str) else tuple(fs.protocol)
+    key = (protocol, path)
+    with _LOCKS_GUARD:
+        lock = _LOCKS.setdefault(key, threading.Lock())
+    with lock:
+        fd = None
+        if "file" in ((protocol,) if isinstance(protocol, str) else protocol):
+            try:
+                import fcntl
+                fd = os.open(path, os.O_RDONLY)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except (ImportError, OSError) as e:  # no flock here (e.g. some NFS): thread lock
+                _log.debug("checkpoint directory %s: no cross-process lock (%s)", path, e)
+                if fd is not None:
+                    os.close(fd)
+                    fd = None
+        try:
+            yield
+        finally:
+            if fd is not None:
+                os.close(fd)  # releases the flock
 
 
 def remove_checkpoint(ckpt_url: str, *, storage_options: dict | None = None) -> None:

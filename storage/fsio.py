@@ -18,8 +18,10 @@ from typing import Any
 import fsspec
 from fsspec.core import url_to_fs
 
+from .errors import DataLossError
+
 __all__ = ["to_fs", "join", "basename", "atomic_write_bytes", "exists", "read_bytes",
-           "has_atomic_writes", "is_process_local"]
+           "regular_file_size", "has_atomic_writes", "is_process_local"]
 
 #: protocols whose files live in one process's memory (other processes never see them)
 PROCESS_LOCAL_PROTOCOLS = frozenset({"memory"})
@@ -71,10 +73,49 @@ def exists(fs: fsspec.AbstractFileSystem, path: str) -> bool:
         return False
 
 
-def read_bytes(fs: fsspec.AbstractFileSystem, path: str) -> bytes:
-    """Read a whole (small) file."""
+def regular_file_size(fs: fsspec.AbstractFileSystem, path: str, url: str) -> int:
+    """The length of the regular file at ``path``; :class:`DataLossError` naming ``url`` for
+    anything else (a device, a FIFO, a folder; a symlink counts as what it points to),
+    ``FileNotFoundError`` when there is nothing. Checked *before* a file is opened: opening a
+    FIFO blocks until a writer comes, and a device such as ``/dev/zero`` never ends."""
+    fs.invalidate_cache(path)
+    info = fs.info(path)
+    size = info.get("size")
+    if info.get("type") != "file" or not isinstance(size, int):
+        raise DataLossError(f"not a regular file ({info.get('type')})", url)
+    return size
+
+
+_CHUNK = 1 << 20
+
+
+def read_bytes(fs: fsspec.AbstractFileSystem, path: str, limit: int | None = None,
+               url: str | None = None) -> bytes:
+    """Read a whole file; with ``limit``, a small one (metadata: an index, a state file, a
+    meta graph): it must be a regular file (:func:`regular_file_size`) of at most ``limit``
+    bytes, else :class:`DataLossError` naming ``url`` (default ``path``) and the cap, raised
+    before anything is read; and no more than ``limit`` bytes are ever held, should the file
+    grow (or be swapped) after that check."""
+    if limit is None:
+        with fs.open(path, "rb") as f:
+            return f.read()
+    url = url or path
+    size = regular_file_size(fs, path, url)
+    if size > limit:
+        raise DataLossError(f"file of {size} bytes is larger than the {limit} bytes allowed "
+                            "for it", url)
+    pieces, held = [], 0
     with fs.open(path, "rb") as f:
-        return f.read()
+        while True:
+            piece = f.read(min(_CHUNK, limit + 1 - held))
+            if not piece:
+                break
+            pieces.append(piece)
+            held += len(piece)
+            if held > limit:
+                raise DataLossError(f"file grew past the {limit} bytes allowed for it while "
+                                    "it was read", url)
+    return b"".join(pieces)
 
 
 def atomic_write_bytes(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> None:

@@ -21,7 +21,7 @@ and against the data files' real lengths before anything is read.
 ...                "memory://c/index.json")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-tensorvm.storage.errors.DataLossError: index entry 'w': file '../x' is not a plain file name ...
+tensorvm.errors.DataLossError: index entry 'w': file '../x' is not a plain file name ...
 """
 
 from __future__ import annotations
@@ -33,18 +33,21 @@ import re
 import numpy as np
 
 from .errors import CheckpointNotFoundError, DataLossError
-from .fsio import join, to_fs
+from .fsio import join, read_bytes, regular_file_size, to_fs
 from .checksums import ALGORITHM, LEGACY_ALGORITHM
 from .slices import parse_slice
 
-__all__ = ["INDEX_NAME", "FORMAT", "VERSION", "validate_entry", "validate_index",
-           "encode_index", "read_index"]
+__all__ = ["INDEX_NAME", "FORMAT", "VERSION", "MAX_INDEX_BYTES", "validate_entry",
+           "validate_index", "encode_index", "read_index", "regular_file_size"]
 
 INDEX_NAME = "index.json"
 FORMAT = "tensorvm.checkpoint"
 VERSION = 2
 _ALGORITHMS = {1: LEGACY_ALGORITHM, 2: ALGORITHM}  # version -> its checksum
 MAX_NPY_HEADER = 1 << 17  # bytes: a .npy header of a record is never longer
+#: bytes an ``index.json`` may have (~350 bytes an entry: over 300,000 tensors); a larger
+#: file, or one that is not a regular file, is refused before it is read
+MAX_INDEX_BYTES = 128 << 20
 _MAX_NDIM = 64
 _DTYPE = re.compile(  # what write_shard writes: numeric, bool, str, bytes (and object: refused)
     r"^(?:[<>|=][biufc][1-9][0-9]?|\|b1|[<>|=]U[0-9]{1,9}|\|S[0-9]{1,9}|\|O)$")
@@ -136,17 +139,6 @@ def validate_entry(entry: object, url: str) -> dict:
     return entry
 
 
-def regular_file_size(fs, path: str, url: str) -> int:
-    """The length of the regular file at ``path``; :class:`DataLossError` naming ``url`` for
-    anything else (a device, a FIFO, a folder), ``FileNotFoundError`` when there is nothing."""
-    fs.invalidate_cache(path)
-    info = fs.info(path)
-    size = info.get("size")
-    if info.get("type") != "file" or not isinstance(size, int):
-        raise DataLossError(f"not a regular file ({info.get('type')})", url)
-    return size
-
-
 def validate_index(index: object, url: str) -> dict:
     """Check a parsed index document; raise :class:`DataLossError` naming ``url``."""
     if not isinstance(index, dict) or index.get("format") != FORMAT:
@@ -187,9 +179,7 @@ def read_index(ckpt_url: str, *, storage_options: dict | None = None) -> dict:
     url = join(ckpt_url, INDEX_NAME)
     fs, path = to_fs(url, storage_options)
     try:
-        regular_file_size(fs, path, url)
-        with fs.open(path, "rb") as f:
-            raw = f.read()
+        raw = read_bytes(fs, path, MAX_INDEX_BYTES, url)
     except FileNotFoundError:
         raise CheckpointNotFoundError("no committed checkpoint (index.json missing)",
                                       ckpt_url) from None

@@ -18,8 +18,9 @@ Format (TF's ``tensorflow/core/util/tensor_bundle/tensor_bundle.cc`` and ``lib/i
   the varint64 lengths of every element, the masked CRC-32C of those lengths (each as a
   uint32), then the element bytes. ``crc32c`` in the entry is the masked CRC-32C of all of it.
 
-Every declared offset and size is checked against the real file lengths before anything is
-read, and every CRC is verified: a torn, truncated or tampered checkpoint is
+The ``.index`` must be a regular file of at most :data:`MAX_TABLE_BYTES` (checked before it
+is opened). Every declared offset and size is checked against the real file lengths before
+anything is read, and every CRC is verified: a torn, truncated or tampered checkpoint is
 :class:`DataLossError` naming the file. Tensors saved as slices (partitioned variables) are
 refused with a clear ``ValueError``.
 
@@ -36,7 +37,8 @@ import numpy as np
 
 from .checksums import crc32c
 from .errors import CheckpointNotFoundError, DataLossError
-from .fsio import exists, join, to_fs
+from .fsio import exists, join, read_bytes, to_fs
+from .state_file import read_state_bytes
 from .tf_protos import DATA_TYPES, BundleEntryProto, BundleHeaderProto
 from .tfrecord import masked_crc32c, unmask_crc32c
 
@@ -52,6 +54,9 @@ __all__ = [
 ]
 
 TABLE_MAGIC = 0xDB4775248B80FB57
+#: bytes a ``<prefix>.index`` may have (TF's entries are ~40 bytes plus the name: millions of
+#: tensors); a larger one, or one that is not a regular file, is refused before it is read
+MAX_TABLE_BYTES = 128 << 20
 _FOOTER = 48
 _NAMES = {v: k for k, v in DATA_TYPES.items()}
 _NP = {"DT_FLOAT": "f4", "DT_DOUBLE": "f8", "DT_INT32": "i4", "DT_UINT8": "u1",
@@ -155,8 +160,7 @@ def read_bundle_index(prefix: str, *, storage_options: dict | None = None
     url = index_name(prefix)
     fs, path = to_fs(url, storage_options)
     try:
-        with fs.open(path, "rb") as f:
-            data = f.read()
+        data = read_bytes(fs, path, MAX_TABLE_BYTES, url)
     except FileNotFoundError:
         raise CheckpointNotFoundError("no TF checkpoint index", url) from None
     header, entries = None, {}
@@ -286,11 +290,12 @@ _STATE_LINE = re.compile(r'^\s*(model_checkpoint_path|all_model_checkpoint_paths
 def tf_latest_checkpoint(dir_url: str, *, storage_options: dict | None = None) -> str | None:
     """The prefix that TF's text ``checkpoint`` state file of ``dir_url`` names (if its index
     exists), else ``None``."""
-    fs, path = to_fs(join(dir_url, "checkpoint"), storage_options)
+    raw = read_state_bytes(dir_url, storage_options=storage_options)
     try:
-        with fs.open(path, "rb") as f:
-            text = f.read().decode("utf-8")
-    except (FileNotFoundError, UnicodeDecodeError):
+        text = raw.decode("utf-8") if raw is not None else None
+    except UnicodeDecodeError:
+        return None
+    if text is None:
         return None
     names = [m.group(2) for m in map(_STATE_LINE.match, text.splitlines())
              if m and m.group(1) == "model_checkpoint_path"]

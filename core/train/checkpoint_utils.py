@@ -169,23 +169,35 @@ def _parse_tf_text(text: str) -> dict:
 
 
 def _read_state_file(dir_url: str, filename: str):
-    from ..storage.fsio import join, to_fs
-    fs, path = to_fs(join(dir_url, filename))
-    try:
-        with fs.open(path, "rb") as f:
-            raw = f.read()
-    except (FileNotFoundError, IsADirectoryError):
+    """The state file's fields, or None. Read bounded (a FIFO, a device or a file over
+    ``MAX_STATE_BYTES`` is ignored with a warning). tensorvm's JSON state lists only the
+    checkpoints still committed (one pruned by another saver is dropped); TF's text state is
+    taken as written."""
+    from ..storage.checkpoint_state import committed_names
+    from ..storage.state_file import read_state_bytes
+    raw = read_state_bytes(dir_url, filename)
+    if raw is None:
         return None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        _log.warning("%s: the checkpoint state file is not text; ignored", path)
+        _log.warning("%s/%s: the checkpoint state file is not text; ignored", dir_url, filename)
         return None
     try:
         doc = json.loads(text)
     except ValueError:
-        doc = _parse_tf_text(text)
-    return doc if isinstance(doc, dict) else None
+        return _parse_tf_text(text)
+    if not isinstance(doc, dict):
+        return None
+    paths = doc.get("all_model_checkpoint_paths")
+    if isinstance(paths, list) and paths:
+        live = committed_names(dir_url)
+        stamps = doc.get("all_model_checkpoint_timestamps")
+        keep = [i for i, p in enumerate(paths) if p in live]
+        doc["all_model_checkpoint_paths"] = [paths[i] for i in keep]
+        if isinstance(stamps, list) and len(stamps) == len(paths):
+            doc["all_model_checkpoint_timestamps"] = [stamps[i] for i in keep]
+    return doc
 
 
 def get_checkpoint_state(checkpoint_dir: str, latest_filename=None):
@@ -589,8 +601,7 @@ def checkpoints_iterator(checkpoint_dir, min_interval_secs=0, timeout=None, time
 
 def summary_iterator(path):
     """The ``Event`` records of the event file at ``path`` (any fsspec URL), in order; a
-    corrupt record is ``DataLossError``."""
-    from ..storage.errors import DataLossError as StorageDataLoss
+    corrupt record is ``DataLossError`` (raised by storage, naming the file)."""
     from ..storage.fsio import to_fs
     from ..storage.tfrecord import iter_records
     from ..summary import Event
@@ -600,11 +611,8 @@ def summary_iterator(path):
     except FileNotFoundError:
         raise errors.NotFoundError(f"{path}; No such file or directory") from None
     with f:
-        try:
-            for _, record in iter_records(f, str(path)):
-                yield Event.FromString(record)
-        except StorageDataLoss as e:
-            raise errors.DataLossError(str(e)) from e
+        for _, record in iter_records(f, str(path)):
+            yield Event.FromString(record)
 
 
 def write_graph(graph_or_graph_def, logdir, name, as_text=True) -> str:

@@ -33,6 +33,9 @@ __all__ = ["export_meta_graph", "load_meta_graph"]
 
 _log = logging.getLogger("tensorvm")
 FORMAT = "tensorvm.MetaGraphDef"
+#: bytes a meta graph file may have (TF's MetaGraphDef, a protobuf, stops at 2 GiB); a larger
+#: one, or one that is not a regular file, is ``DataLossError`` before anything is read
+MAX_META_GRAPH_BYTES = 512 << 20
 
 
 # ---- collections ------------------------------------------------------------------------------
@@ -221,11 +224,12 @@ def write_meta_graph_bytes(filename, data: bytes) -> None:
 
 def read_meta_graph_file(filename) -> dict:
     """The meta graph dict in ``filename`` (an fsspec URL): ``NotFoundError`` if absent,
-    ``DataLossError`` if it is not valid JSON (truncated or corrupt)."""
+    ``DataLossError`` if it is not valid JSON (truncated or corrupt), not a regular file (a
+    FIFO, a device) or larger than :data:`MAX_META_GRAPH_BYTES` (refused before it is read)."""
     from ..storage.fsio import read_bytes, to_fs
     fs, path = to_fs(str(filename))
     try:
-        raw = read_bytes(fs, path)
+        raw = read_bytes(fs, path, MAX_META_GRAPH_BYTES, str(filename))
     except FileNotFoundError:
         raise errors.NotFoundError(f"meta graph file {str(filename)!r} does not exist") \
             from None

@@ -75,8 +75,8 @@ _log = logging.getLogger("tensorvm")
 
 def _translate(e: BaseException, what: str) -> errors.OpError:
     """A ``tensorvm.storage`` error as the matching ``tv.errors`` class (message names the URL)."""
-    if isinstance(e, storage.DataLossError):
-        return errors.DataLossError(f"{what}: {e}")
+    if isinstance(e, errors.DataLossError):
+        return errors.DataLossError(f"{what}: {e}", url=getattr(e, "url", None))
     if isinstance(e, (storage.CheckpointNotFoundError, FileNotFoundError)):
         return errors.NotFoundError(f"{what}: {e}")
     if isinstance(e, KeyError):
@@ -89,7 +89,9 @@ def _translate(e: BaseException, what: str) -> errors.OpError:
 def _storage_call(what, fn, *args, **kw):
     try:
         return fn(*args, **kw)
-    except errors.OpError:
+    except errors.OpError as e:
+        if isinstance(e, errors.DataLossError) and e.url is not None and e.op is None:
+            raise _translate(e, what) from e  # storage's, naming its URL: say what we did
         raise
     except Exception as e:  # noqa: BLE001 - re-raised as a tv.errors class
         raise _translate(e, what) from e
