@@ -9,9 +9,14 @@ the op (TF's Enter of a loop invariant). A loop variable whose dtype or static s
 changes is refused when the loop is built (``shape_invariants`` allows a shape to vary), and
 a shape outside the invariant at run time fails the step naming the frame.
 
-A Variable read in the body is captured like any outside tensor: the loop sees its value at
-loop entry (and its gradient reaches the variable through that input); an update of a
-Variable built in the body (``v.assign_add(1)``) runs in every iteration that needs it.
+A Variable read in the body is read each time the body's read runs, as TF 1.x reads a ref
+variable in a loop: the body's ``v`` is a ``LoopVariableRead`` of the variable, and an op
+made under ``control_dependencies([update])`` in the body reads it anew after the update
+(``v.read_value()``, ``tv.identity(v)``, ``v + 0``). The variable is also captured like any
+outside tensor (its value at loop entry: its gradient reaches the variable through that
+input); where the variable lives on another device than the loop (a PS), the loop reads that
+entry value, sent once. An update of a Variable built in the body (``v.assign_add(1)``) runs
+in every iteration that needs it.
 
 Gradients (``back_prop=True``): the op also outputs its *tape*, the loop variables entering
 each iteration (TF's gradient stacks, one per frame); ``WhileGrad`` walks it backwards running
@@ -55,6 +60,7 @@ class FuncGraph(Graph):
         self.captures: dict[Tensor, Tensor] = {}
         self.capture_ops: set[int] = set()  # ids of the capture placeholders
         self.outer_controls: list[Operation] = []  # outside ops the function waits for
+        self.var_reads: dict[Tensor, Tensor] = {}  # a captured variable -> its read in here
 
     def capture(self, t: Tensor) -> Tensor:
         if t.graph is self:
@@ -73,11 +79,32 @@ class FuncGraph(Graph):
                 with self.as_default(), self.name_scope(None), \
                         self.control_dependencies(None):
                     ph = placeholder(t.dtype, t._shape, name="capture")
+                    if t.op.type in _VARIABLE_REFS:  # read each time it runs (TF's ref)
+                        self.var_reads[t] = self._var_read(t.op, ph)
             finally:
                 self._tls.control_flow_context = saved
             self.captures[t] = ph
             self.capture_ops.add(ph.op._id)
-        return ph
+        return self.var_reads.get(t, ph)
+
+    def _var_read(self, var_op: Operation, entry: Tensor) -> Tensor:
+        """A ``LoopVariableRead`` of ``var_op``'s variable, ``entry`` its value at loop
+        entry, made in the current control dependencies."""
+        attrs = {k: var_op.attrs[k] for k in ("var_name", "container", "dtype", "shape")}
+        return super().create_op("LoopVariableRead", [entry], attrs,
+                                 [(entry.dtype, entry._shape)],
+                                 name=f"{attrs['var_name']}/read_in_loop").outputs[0]
+
+    def create_op(self, op_type, inputs, attrs, output_specs, name=None, location=None,
+                  colocation=None):
+        """An op made under ``control_dependencies`` in here reads a variable anew, after
+        them (TF 1.x reads a ref variable when its consumer runs)."""
+        if op_type != "LoopVariableRead" and any(self._control_stack) and \
+                any(t.op.type == "LoopVariableRead" for t in inputs):
+            inputs = [self._var_read(t.op, t.op.inputs[0]) if t.op.type == "LoopVariableRead"
+                      else t for t in inputs]
+        return super().create_op(op_type, inputs, attrs, output_specs, name=name,
+                                 location=location, colocation=colocation)
 
     def control_dependencies(self, control_inputs):
         """Outside ops among ``control_inputs`` become control inputs of the loop op itself
@@ -448,6 +475,28 @@ def _shape_str(shape) -> str:
         return "<unknown>"
     return "(" + ", ".join("?" if d is None else str(d) for d in shape) + \
         ("," if len(shape) == 1 else "") + ")"
+
+
+# ---- a variable read in a loop ---------------------------------------------------------------
+_VARIABLE_REFS = ("VariableV2", "LoopVariableRead")  # tensors that are a variable (TF's refs)
+
+
+def _loop_read_kernel(ctx, entry, *, var_name, container, dtype, shape):
+    """The variable's value now, where it lives on the loop's device; else its value at loop
+    entry (``entry``: a variable on another device is sent once, as a captured tensor)."""
+    try:
+        var = ctx.resources.lookup(container, var_name)
+    except NotFoundError:
+        return entry
+    read = getattr(var, "read_locked", None)
+    return entry if read is None else read()
+
+
+# Not stateful (a loop that only reads stays a StatelessWhile) but never folded or merged:
+# two reads of one variable in a body may see different values.
+register_op("LoopVariableRead", lambda inputs, attrs: [(attrs["dtype"], inputs[0]._shape)],
+            _loop_read_kernel, needs_ctx=True, foldable=False, grad=lambda op, g: [g],
+            gpu_fallback=True)
 
 
 # ---- the While op ----------------------------------------------------------------------------
