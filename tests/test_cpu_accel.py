@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import tensorvm as tv
 from opcheck import check_gradients
+from tolerance import assert_product_close
 from tensorvm import cpu_accel, threads
 from tensorvm.ops import nn_conv, nn_conv_accel
 
@@ -244,15 +245,13 @@ def test_large_matmul_runs_on_torch_and_matches_numpy(backend, mm_calls, dtype, 
     a = RNG.standard_normal((k, m) if ta else (m, k)).astype(dtype)
     b = RNG.standard_normal((n, k) if tb else (k, n)).astype(dtype)
     a.flags.writeable = False  # a constant's or a fed value's array: shared, not copied
-    want = (a.T if ta else a).astype(np.float64) @ (b.T if tb else b).astype(np.float64)
     x = tv.constant(a)
     y = tv.placeholder(tv.as_dtype(dtype), b.shape)
     with tv.Session() as sess:
         got = sess.run(tv.matmul(x, y, transpose_a=ta, transpose_b=tb), {y: b})
     assert len(mm_calls) == 1 and mm_calls[0] == ((m, k), (k, n))
     assert got.dtype == dtype and got.shape == (m, n)
-    tol = 1e-4 if dtype == np.float32 else 1e-11
-    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
+    assert_product_close(got, a.T if ta else a, b.T if tb else b)
     assert np.shares_memory(a, a) and not a.flags.writeable  # the operand was not touched
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorvm as tv
 from opcheck import check_gradients
+from tolerance import assert_product_close
 from tensorvm import threads
 from tensorvm.ops import nn_conv
 
@@ -140,8 +141,8 @@ def test_intra_op_pool_matmul_is_the_product():
         got_t = threads.matmul(np.asfortranarray(a.T).T, b)  # a transposed view's rows
     finally:
         threads.set_intra_op_threads(None)
-    np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(got_t, a @ b, rtol=1e-5, atol=1e-5)
+    assert_product_close(got, a, b)
+    assert_product_close(got_t, a, b, "a transposed view's rows @ b")
     assert threads.intra_op_threads() >= 1
 
 
@@ -270,4 +271,4 @@ def test_matmul_over_the_intra_op_pool_is_the_product(ta, tb):
                 got = s.run(y)
         finally:
             threads.set_intra_op_threads(None)
-    np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
+    assert_product_close(got, a, b)
