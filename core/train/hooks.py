@@ -100,7 +100,7 @@ def _global_step_tensor():
     if g._finalized:
         return gs
     from ..ops.array_ops import identity
-    with g.as_default(), g.name_scope(None), g.control_dependencies(None):
+    with g.as_default(), g.name_scope(None), g.control_dependencies(None), g.device(None):
         read = identity(gs.value(), name=f"{gs.op.name}/read_for_hooks")
     g.add_to_collection(_GLOBAL_STEP_READ, read)
     return read
