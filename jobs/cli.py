@@ -18,8 +18,10 @@
 ``distributed.comm.tls.client.key=...``): scheduler access is code execution.
 
 Exit codes: 0 done; 1 the job failed (one line; the traceback with ``--verbose``) or the
-scheduler could not be reached; 2 bad usage — an unknown option, job or value, or a missing
-input (one line saying what to fix); 130 interrupted (Ctrl-C); 143 terminated (SIGTERM, as
+scheduler could not be reached; 2 bad usage — an unknown option, job or value, a number out
+of its range (``--num-reducers 0``: click's ``IntRange``, checked before any cluster starts), a
+missing input, an output that exists or that another job is writing (one line saying what to
+fix); 130 interrupted (Ctrl-C); 143 terminated (SIGTERM, as
 Kubernetes, Slurm or systemd stop a job: handled as Ctrl-C is, the job's uncommitted output
 removed).
 """
@@ -121,9 +123,11 @@ RUN_OPTIONS = {o.name for o in _run_options()}
 
 def job_command(spec, action) -> click.Command:
     """The click command of one job: its own options, then the run options."""
-    from .options import UnsupportedParameter, job_help, job_options
+    from .bundled import BUNDLED
+    from .options import BUNDLED_RANGES, UnsupportedParameter, job_help, job_options
+    bundled = BUNDLED.get(spec.name) == spec.source  # (a user's job file: its annotations)
     try:
-        own = job_options(spec.fn)
+        own = job_options(spec.fn, ranges=BUNDLED_RANGES if bundled else None)
     except UnsupportedParameter as exc:
         raise Failure(f"job {spec.name}: {exc}", EXIT_USAGE) from exc
     clash = sorted({o.name for o in own} & RUN_OPTIONS)
@@ -249,6 +253,8 @@ def _execute(spec, kw, opts, cluster, err) -> int:
                       f"{_classify(exc, spec, kw)[1]}") from exc
     code, summary = EXIT_OK, None
     live = err.is_terminal and not (quiet or as_json)  # in a pipe: no live display
+    if run.up and not (quiet or as_json):  # the tensorvm up cluster (jobs/local_up.py)
+        err.print(f"cluster: {run.scheduler} (tensorvm up)", highlight=False)
     link = None
     try:
         if run.dashboard and live:
@@ -280,7 +286,7 @@ def _execute(spec, kw, opts, cluster, err) -> int:
         if as_json:
             click.echo(json.dumps(summary))
         elif not quiet and code == EXIT_OK:
-            if not opts["scheduler"]:  # the job's page closes with the cluster this command ran
+            if not run.scheduler:  # the job's page closes with the cluster this command ran
                 summary = {k: v for k, v in summary.items() if k != "dashboard"}
             print_summary(summary, Console())
         if opts["keep_alive"] and code not in (EXIT_INTERRUPTED, EXIT_TERMINATED) \
@@ -295,7 +301,8 @@ def _execute(spec, kw, opts, cluster, err) -> int:
 
 def _classify(exc: BaseException, spec=None, kw: dict | None = None) -> tuple[int, str]:
     """Exit code and one line for a job's exception: a missing input, an output path that
-    cannot be made and an output that exists are bad usage, named by the job's option."""
+    cannot be made, an output that exists and one that another job is writing are bad usage,
+    named by the job's option."""
     msg = " ".join(str(exc).split()) or type(exc).__name__
     if isinstance(exc, FileNotFoundError):
         msg = re.sub(r"^(input not found: )+", "", msg)
@@ -306,6 +313,9 @@ def _classify(exc: BaseException, spec=None, kw: dict | None = None) -> tuple[in
                                "is missing or not writable)"
         where = f"--{flag}" if flag else "the job's input options"
         return EXIT_USAGE, f"input not found: {msg} (check {where})"
+    from tensorvm.errors import AlreadyExistsError
+    if isinstance(exc, AlreadyExistsError):  # another job owns the output now
+        return EXIT_USAGE, msg
     if isinstance(exc, FileExistsError):
         msg = re.sub(r"\s*\(pass overwrite=True to replace it\)", "", msg)
         fix = "add --overwrite to replace it" if "overwrite" in (kw or {}) \
@@ -502,6 +512,13 @@ def tf_program(program, args):
 def version():
     """Print the tensorvm version."""
     click.echo(_version())
+
+
+from .local_up import down, status, up  # noqa: E402 - tensorvm up/status/down (issue 25)
+
+cli.add_command(up)
+cli.add_command(status)
+cli.add_command(down)
 
 
 _NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())

@@ -3,7 +3,10 @@
 
 ``str``/``int``/``float`` -> typed options; ``bool`` -> a flag (``--x/--no-x`` when the default
 is True); ``Literal[...]`` -> a choice; ``list[T]`` -> a repeatable option; ``X | None`` -> X,
-optional. A parameter without a default is required. Help text comes from the docstring's
+optional; ``Annotated[int, click.IntRange(min=1)]`` -> that click type (so a count of 0 is a
+usage error before the job runs). The bundled jobs' numbers get their ranges from
+:data:`BUNDLED_RANGES` (their functions stay plain Python). A parameter without a default is
+required. Help text comes from the docstring's
 ``Args:``/``Parameters`` entries (``name: text``). A parameter whose type has no command-line
 form (``np.ndarray``) is left out when it has a default.
 
@@ -28,6 +31,20 @@ import click
 
 _SIMPLE = {str: click.STRING, int: click.INT, float: click.FLOAT}
 _NO_DEFAULT = inspect.Parameter.empty
+
+_COUNT = click.IntRange(min=1)
+BUNDLED_RANGES: dict[str, click.ParamType] = {
+    **{name: _COUNT for name in (
+        "num_reducers", "split_size", "map_tasks", "k", "iterations", "num_nodes", "sample",
+        "files", "workers", "steps", "steps_per_run", "report_every", "eval_every", "n", "d",
+        "rows", "features", "shards", "holdout", "batch_size", "vocab", "users", "dim",
+        "ratings")},
+    "n_records": click.IntRange(min=0), "seed": click.IntRange(min=0),
+    "lr": click.FloatRange(min=0, min_open=True), "lam": click.FloatRange(min=0),
+    "tolerance": click.FloatRange(min=0), "damping": click.FloatRange(min=0, max=1),
+}
+"""The ranges of the bundled jobs' numeric parameters, by name (one name, one meaning across
+the bundled jobs): counts and sizes >= 1, seeds >= 0, a learning rate > 0..."""
 
 
 class UnsupportedParameter(TypeError):
@@ -93,10 +110,19 @@ def job_help(fn) -> str:
     return "\n".join(kept).strip()
 
 
-def job_options(fn, skip=("session", "cluster")) -> list[click.Option]:
-    """Click options for ``fn``'s parameters (in order, ``skip`` left out)."""
+def job_options(fn, skip=("session", "cluster"),
+                ranges: dict[str, click.ParamType] | None = None) -> list[click.Option]:
+    """Click options for ``fn``'s parameters (in order, ``skip`` left out). ``ranges``:
+    click types (``click.IntRange``...) for numeric parameters by name, where the annotation
+    gives none (``Annotated[int, click.IntRange(min=1)]`` does).
+
+    >>> def f(num_reducers: int = 2, seed: int = 0):
+    ...     pass
+    >>> [str(o.type) for o in job_options(f, ranges=BUNDLED_RANGES)]
+    ['<IntRange x>=1>', '<IntRange x>=0>']
+    """
     try:
-        hints = typing.get_type_hints(fn)
+        hints = typing.get_type_hints(fn, include_extras=True)
     except Exception:  # noqa: BLE001 - unresolvable annotations: fall back to defaults
         hints = {}
     helps = param_help(fn)
@@ -104,19 +130,34 @@ def job_options(fn, skip=("session", "cluster")) -> list[click.Option]:
     for p in inspect.signature(fn).parameters.values():
         if p.name in skip or p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
             continue
-        opt = _option(p, hints.get(p.name), helps.get(p.name, ""))
+        opt = _option(p, hints.get(p.name), helps.get(p.name, ""),
+                      (ranges or {}).get(p.name))
         if opt is not None:
             opts.append(opt)
     return opts
 
 
-def _option(p: inspect.Parameter, hint, help_text: str) -> click.Option | None:
+def _click_type(hint) -> tuple[object, click.ParamType | None]:
+    """``Annotated[T, ..., click_type, ...]`` -> ``(T, click_type)``; else ``(hint, None)``."""
+    if typing.get_origin(hint) is typing.Annotated:
+        base, *extra = typing.get_args(hint)
+        return base, next((x for x in extra if isinstance(x, click.ParamType)), None)
+    return hint, None
+
+
+def _option(p: inspect.Parameter, hint, help_text: str,
+            number_type: click.ParamType | None = None) -> click.Option | None:
     flag = "--" + p.name.replace("_", "-")
     required = p.default is _NO_DEFAULT
     default = None if required else p.default
     tp, _ = _unwrap_optional(hint) if hint is not None else (None, False)
+    tp, annotated = _click_type(tp)
+    tp, _ = _unwrap_optional(tp) if tp is not None else (None, False)
     if tp is None and default is not None:
         tp = type(default)
+    if annotated is None and tp in (int, float) and number_type is not None and \
+            isinstance(number_type, click.IntRange) == (tp is int):
+        annotated = number_type
     if tp is bool:
         decl = [f"{flag}/--no-{flag[2:]}"] if default else [flag]
         return click.Option(decl + [p.name], is_flag=True, default=bool(default), help=help_text,
@@ -129,6 +170,8 @@ def _option(p: inspect.Parameter, hint, help_text: str) -> click.Option | None:
         args = typing.get_args(tp)
         ctype, multiple = _SIMPLE.get(args[0] if args else str, click.STRING), True
         default = tuple(default) if default else ()
+    elif annotated is not None:
+        ctype = annotated
     elif tp in _SIMPLE or tp is None:
         ctype = _SIMPLE.get(tp, click.STRING)
     else:

@@ -306,9 +306,17 @@ class Job:
             return run_phased(self, session, num_workers, t0)
         boundaries = self._boundaries(splits)
         committer = None
-        if self.output is not None:
+        if self.output is not None:  # claims the output: another job's gets AlreadyExistsError
             committer = storage.OutputCommitter(self.output.url)
             committer.setup_job(overwrite=self.output.overwrite)
+        try:
+            return self._attempts(session, num_workers, splits, boundaries, committer, t0)
+        except BaseException:
+            if committer is not None:  # released on every exit path (a no-op once released)
+                committer.abort_job()
+            raise
+
+    def _attempts(self, session, num_workers, splits, boundaries, committer, t0) -> Result:
         for attempt_no in range(1, self.max_attempts + 1):
             attempt = uuid.uuid4().hex[:12]
             built = self.build(session.graph, num_workers, attempt, splits, boundaries)
@@ -331,9 +339,9 @@ class Job:
                 if self.skip_bad_records > 0:  # skipping mode narrows the failing records
                     logger.warning("mr job %s: map task %d failed; running again in skipping "
                                    "mode", self.name, failed)
-                    if committer is not None:
+                    if committer is not None:  # (still this job's output)
                         committer.setup_job(overwrite=self.output.overwrite)
-                    return run_phased(self, session, num_workers, t0)
+                    return run_phased(self, session, num_workers, t0, committer)
                 where = ", ".join(s.id for _, s in built.groups[failed])
                 raise type(e)(f"{e}\n  in map task {failed} reading {where}") from e
             result.attempts = attempt_no

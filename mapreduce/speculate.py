@@ -113,9 +113,10 @@ def _map_step(job, session, m, group, device, maps, attempt, closed):
     return [counts, outs[-1]] + [t for _, t in sink.items], [n for n, _ in sink.items], types
 
 
-def run_phased(job, session, num_workers: int, t0: float):
+def run_phased(job, session, num_workers: int, t0: float, committer=None):
     """Map tasks as separate steps through storage (backups if ``job.speculative``), then one
-    reduce step over the winners' files."""
+    reduce step over the winners' files. ``committer``: the job's output, already claimed
+    (set up) by the caller; else it is claimed here."""
     splits = job._splits()
     job._bounds = job._boundaries(splits)
     groups = job._groups(splits, job.map_tasks or len(splits))  # default: a task per split
@@ -126,10 +127,13 @@ def run_phased(job, session, num_workers: int, t0: float):
     maps = storage.OutputCommitter(maps_url)
     maps.setup_job(overwrite=True)
     closed = f"{maps_url}/_CLOSED"
-    committer = None
-    if job.output is not None:
+    if committer is None and job.output is not None:
         committer = storage.OutputCommitter(job.output.url)
-        committer.setup_job(overwrite=job.output.overwrite)
+        try:
+            committer.setup_job(overwrite=job.output.overwrite)
+        except BaseException:
+            maps.abort_job()
+            raise
 
     policy = BackupPolicy(job.backup_after)
     running: dict = {}
@@ -260,14 +264,20 @@ def run_phased(job, session, num_workers: int, t0: float):
     counters.update(backup_tasks=backups, backup_wins=backup_wins)
     counters["bad_records"] = counters.get("bad_records", 0) + len(skipped)
     urls, keys, values = [], None, None
-    if committer is not None:
-        for r in range(job.num_reducers):
-            committer.commit_task(r, attempt)
-        urls = committer.commit_job()
-    else:
-        keys = np.concatenate([np.asarray(k) for k, _ in vals])
-        values = np.concatenate([np.asarray(v) for _, v in vals])
-        counters["reduce_output_records"] = int(len(keys))
-    maps.abort_job()  # the winners' map files (losers that still run write nothing)
+    try:
+        if committer is not None:
+            try:
+                for r in range(job.num_reducers):
+                    committer.commit_task(r, attempt)
+                urls = committer.commit_job()
+            except BaseException:
+                committer.abort_job()  # (a no-op after a commit_job that released it)
+                raise
+        else:
+            keys = np.concatenate([np.asarray(k) for k, _ in vals])
+            values = np.concatenate([np.asarray(v) for _, v in vals])
+            counters["reduce_output_records"] = int(len(keys))
+    finally:
+        maps.abort_job()  # the winners' map files (losers that still run write nothing)
     return Result(counters, urls, keys, values, time.perf_counter() - t0, len(groups),
                   job.num_reducers, skipped=skipped)

@@ -2,14 +2,24 @@
 
 Layout under the output URL ``<out>``::
 
-    <out>/_temporary/_job                                 written by setup_job
+    <out>/_temporary/_job                                 the owner's claim (setup_job)
     <out>/_temporary/attempt_<task>_<attempt>/part-...   what one task attempt writes
     <out>/_temporary/_claims/task_<task>                  the attempt that won its task
     <out>/_temporary/_manifest                            commit_job's plan, before any move
     <out>/part-...                                        published by commit_job
     <out>/_SUCCESS                                        written last: {"files": [...]}
 
-Hadoop's promises: :meth:`OutputCommitter.setup_job` refuses an output folder that holds
+Hadoop's promises: exactly one job owns an output at a time. :meth:`OutputCommitter.setup_job`
+claims it with an exclusive create of ``_temporary/_job`` (``open(..., "xb")``: ``O_EXCL`` on
+local files, a conditional put on object stores; claims made in one process are also serialised
+by a lock, since ``memory://``'s exclusive create is check-then-set). A second job finds the
+claim and fails at once with :class:`tensorvm.errors.AlreadyExistsError` naming the URL and
+the owner, touching nothing; a claim whose owner is gone (its process exited, or in this
+process its job ended or its thread set the output up again) is debris and is taken over.
+The claim is released on every exit path (``commit_job``, ``abort_job``, a failed
+``setup_job``; a ``commit_job`` that dies keeps only its plan for a re-run). Owners on another
+host cannot be checked: delete the claim file by hand if that job is known dead. Then
+``setup_job`` refuses an output folder that holds
 anything but ``_temporary`` debris (``FileExistsError``, Hadoop's
 ``FileAlreadyExistsException``) unless ``overwrite=True``, which clears it first. A task attempt
 writes under its attempt folder; :meth:`~OutputCommitter.commit_task` lets exactly one attempt
@@ -37,8 +47,14 @@ Text, JSON lines, Parquet and ``.npy`` writers: :func:`write_output`.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import socket
+import threading
+import time
 import types
+import uuid
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -46,7 +62,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .errors import DataLossError
+from .errors import AlreadyExistsError, DataLossError
 from .fsio import atomic_write_bytes, exists, join, to_fs
 from .index import is_plain_name
 
@@ -55,6 +71,12 @@ __all__ = ["OutputCommitter", "write_output", "register_writer", "output_writers
 
 TEMPORARY, SUCCESS, CLAIMS = "_temporary", "_SUCCESS", "_claims"
 JOB, MANIFEST = "_job", "_manifest"
+
+# The claims this process holds: job id -> the thread that set the output up. An explicit
+# registry: a claim of this process is live while its id is here and its thread runs.
+_HELD: dict[str, threading.Thread] = {}
+_CLAIM_LOCK = threading.Lock()  # one claim at a time in this process (memory:// needs it)
+_HOST = socket.gethostname()
 
 
 def _relative_names(doc: object) -> list[str] | None:
@@ -114,6 +136,8 @@ class OutputCommitter:
         self.fs, self.path = to_fs(self.out_url, storage_options)
         self.path = self.path.rstrip("/")
         self.temp_path = f"{self.path}/{TEMPORARY}"
+        self.job_id: str | None = None  # set by setup_job's claim
+        self._held = False
 
     def __repr__(self) -> str:
         return f"OutputCommitter({self.out_url!r})"
@@ -131,27 +155,176 @@ class OutputCommitter:
 
     # -- job ---------------------------------------------------------------------------------
     def setup_job(self, overwrite: bool = False) -> None:
-        """Prepare ``<out>``: refuse (``FileExistsError``) an existing output — anything there
-        but ``_temporary`` debris of dead runs — unless ``overwrite``, which deletes it first."""
-        fs = self.fs
-        fs.invalidate_cache(self.path)
+        """Claim ``<out>`` for this job and prepare it.
+
+        Another live job's claim: :class:`~tensorvm.errors.AlreadyExistsError`, nothing
+        touched. An existing output — anything there but ``_temporary`` — is refused
+        (``FileExistsError``) unless ``overwrite``, which deletes it first. Called again on the
+        same committer (a retried step), it keeps the claim and clears the attempts."""
+        if not overwrite:
+            self._refuse_existing()  # the common refusal touches nothing, not even a claim
+        with _CLAIM_LOCK:
+            self._take_claim()
         try:
-            found = [p for p in fs.ls(self.path, detail=False)
+            found = self._refuse_existing(overwrite)
+            for p in found:
+                self._remove(p, recursive=True)
+            self._clear_temporary()
+            self.fs.makedirs(f"{self.temp_path}/{CLAIMS}", exist_ok=True)
+        except BaseException:
+            self._release()
+            raise
+
+    def abort_job(self) -> None:
+        """Discard every attempt (``_temporary``) and release the output; published files are
+        left alone. A committer whose claim another job took over deletes nothing."""
+        if self.job_id is not None and not self._held:
+            return  # released already (a second abort, or after commit_job)
+        self._release(clear=True)
+
+    def _refuse_existing(self, overwrite: bool = False) -> list[str]:
+        """The entries of ``<out>`` other than ``_temporary``; ``FileExistsError`` if there
+        are any and not ``overwrite``."""
+        self.fs.invalidate_cache(self.path)
+        try:
+            found = [p for p in self.fs.ls(self.path, detail=False)
                      if p.rstrip("/").rsplit("/", 1)[-1] != TEMPORARY]
         except FileNotFoundError:
             found = []
         if found and not overwrite:
             raise FileExistsError(f"output folder already exists: {self.out_url} (pass "
                                   "overwrite=True to replace it)")
-        if found:
-            self._remove(self.path, recursive=True)
-        self._remove(self.temp_path, recursive=True)
-        fs.makedirs(f"{self.temp_path}/{CLAIMS}", exist_ok=True)
-        fs.pipe(f"{self.temp_path}/{JOB}", b"{}")
+        return found
 
-    def abort_job(self) -> None:
-        """Discard every attempt (``_temporary``); published files are left alone."""
-        self._remove(self.temp_path, recursive=True)
+    # -- the owner's claim -------------------------------------------------------------------
+    def _take_claim(self) -> None:
+        """Create ``_temporary/_job`` exclusively (under ``_CLAIM_LOCK``)."""
+        fs, claim = self.fs, f"{self.temp_path}/{JOB}"
+        if self.job_id is not None and self._held:
+            if self._owner() == self.job_id:
+                return  # a retry of this job's own set-up
+            _HELD.pop(self.job_id, None)  # taken over: this committer claims anew
+        job_id = uuid.uuid4().hex
+        body = json.dumps({"job": job_id, "host": _HOST, "pid": os.getpid(),
+                           "started": time.time()}).encode()
+        for _ in range(5):
+            try:
+                fs.makedirs(self.temp_path, exist_ok=True)
+                with fs.open(claim, "xb") as f:
+                    f.write(body)
+            except FileExistsError:
+                owner = self._read_json(claim)
+                if self._alive(owner):
+                    raise AlreadyExistsError(self._owned_message(owner)) from None
+                self._remove(claim)  # a dead job's claim: debris
+                continue
+            except FileNotFoundError:  # the previous owner removed _temporary meanwhile
+                continue
+            except (NotImplementedError, ValueError, TypeError):  # no exclusive create here:
+                if self._alive(self._read_json(claim)):  # best effort (one process at a time)
+                    raise AlreadyExistsError(self._owned_message(self._read_json(claim)))
+                fs.pipe(claim, body)
+            self.job_id, self._held = job_id, True
+            _HELD[job_id] = threading.current_thread()
+            return
+        raise AlreadyExistsError(self._owned_message(self._read_json(claim)))
+
+    def _owned_message(self, owner: dict | None) -> str:
+        claim = join(self.out_url, TEMPORARY, JOB)
+        if not owner:
+            return (f"output {self.out_url} is owned by another job (its claim {claim} is "
+                    "being written or unreadable): two jobs cannot write one output; choose "
+                    "another output, or delete the claim if no job is writing there")
+        since = time.strftime("%H:%M:%S", time.localtime(owner.get("started") or 0))
+        where = f"pid {owner.get('pid')} on {owner.get('host')}, since {since}"
+        text = (f"output {self.out_url} is owned by another job ({where}): two jobs cannot "
+                "write one output; wait for it to finish or choose another output")
+        if owner.get("host") != _HOST:
+            text += f" (if that job is dead, delete {claim})"
+        return text
+
+    def _read_json(self, path: str) -> dict | None:
+        try:
+            with self.fs.open(path, "rb") as f:
+                doc = json.loads(f.read(1 << 16))
+        except (FileNotFoundError, UnicodeDecodeError, ValueError):
+            return None
+        return doc if isinstance(doc, dict) and isinstance(doc.get("job"), str) else None
+
+    def _owner(self) -> str | None:
+        """The job id in the claim file now (None: no claim, or an unreadable one)."""
+        doc = self._read_json(f"{self.temp_path}/{JOB}")
+        return doc["job"] if doc else None
+
+    @staticmethod
+    def _alive(owner: dict | None) -> bool:
+        """Whether the claim ``owner`` belongs to a job that may still run. Unknown (no or a
+        partial claim, another host): yes. This process: its job has not ended and its thread
+        runs — a thread that sets the output up again has abandoned its earlier job there.
+        Another process here: it runs and is older than the claim (not a reused pid)."""
+        if owner is None or owner.get("host") != _HOST:
+            return True
+        pid, started = owner.get("pid"), owner.get("started")
+        if not isinstance(pid, int) or not isinstance(started, (int, float)):
+            return True
+        if pid == os.getpid():
+            thread = _HELD.get(owner["job"])
+            return thread is not None and thread.is_alive() and \
+                thread is not threading.current_thread()
+        try:
+            import psutil
+            return psutil.Process(pid).create_time() <= started + 1.0
+        except ImportError:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return False
+            except PermissionError:
+                pass
+            return True
+        except psutil.Error:  # NoSuchProcess, ZombieProcess, AccessDenied
+            return False
+
+    def _release(self, clear: bool = False) -> None:
+        """End this committer's ownership: with ``clear``, delete ``_temporary`` (the attempts
+        first, the claim last, then the empty folder — a job that claims the output meanwhile
+        keeps its claim); else only the claim (a dead ``commit_job`` keeps its plan). A claim
+        another job took over is left alone."""
+        if self.job_id is None:  # never claimed (a task-side or recovering committer)
+            if clear:
+                self._remove(self.temp_path, recursive=True)
+            return
+        try:
+            if self._owner() == self.job_id:
+                if clear:
+                    self._clear_temporary()
+                self._remove(f"{self.temp_path}/{JOB}")
+                self._rmdir(self.temp_path)
+        finally:
+            self._held = False
+            _HELD.pop(self.job_id, None)
+
+    def _clear_temporary(self) -> None:
+        """Delete everything under ``_temporary`` but the claim."""
+        self.fs.invalidate_cache(self.temp_path)
+        try:
+            children = self.fs.ls(self.temp_path, detail=False)
+        except FileNotFoundError:
+            return
+        for p in children:
+            if p.rstrip("/").rsplit("/", 1)[-1] != JOB:
+                self._remove(p, recursive=True)
+
+    def _rmdir(self, path: str) -> None:
+        """Remove the folder ``path`` if it is empty (a store with no folders has none)."""
+        try:
+            self.fs.rmdir(path)
+        except FileNotFoundError:
+            pass
+        except OSError as e:  # not empty: someone else's now (a new owner's claim)
+            if e.errno not in (errno.ENOTEMPTY, errno.EEXIST, None):
+                raise
+        self.fs.invalidate_cache(self.path)
 
     def _plan(self) -> dict[str, str]:
         """``{attempt file: published file}`` — recorded in ``_manifest`` before any move."""
@@ -181,17 +354,42 @@ class OutputCommitter:
         """
         fs = self.fs
         fs.invalidate_cache(self.temp_path)
-        moves = self._plan()
-        for src, dest in moves.items():
-            if exists(fs, src):
-                fs.mv(src, dest)
-            elif not exists(fs, dest):
-                raise DataLossError("committed task output vanished before commit_job",
-                                    fs.unstrip_protocol(src))
-        rels = sorted(d[len(self.path) + 1 :] for d in moves.values())
-        atomic_write_bytes(fs, f"{self.path}/{SUCCESS}", json.dumps({"files": rels}).encode())
-        self._remove(self.temp_path, recursive=True)
+        if self.job_id is not None:  # the owner commits: is the output still its own?
+            owner = self._read_json(f"{self.temp_path}/{JOB}")
+            if not self._held or owner is None or owner["job"] != self.job_id:
+                self._held = False
+                _HELD.pop(self.job_id, None)
+                raise AlreadyExistsError(self._owned_message(owner) if owner else
+                                         f"output {self.out_url} is no longer owned by this "
+                                         "job (released, or its claim was removed)")
+        done = False
+        try:
+            moves = self._plan()
+            for src, dest in moves.items():
+                if exists(fs, src):
+                    fs.mv(src, dest)
+                elif not exists(fs, dest):
+                    raise DataLossError("committed task output vanished before commit_job",
+                                        fs.unstrip_protocol(src))
+            rels = sorted(d[len(self.path) + 1 :] for d in moves.values())
+            atomic_write_bytes(fs, f"{self.path}/{SUCCESS}",
+                               json.dumps({"files": rels}).encode())
+            done = True
+        finally:  # committed: _temporary goes; a commit that died keeps its plan
+            if self.job_id is not None:
+                self._release(clear=done)
+            elif done:
+                self._clear_unowned()
         return [join(self.out_url, d[len(self.path) + 1 :]) for d in moves.values()]
+
+    def _clear_unowned(self) -> None:
+        """A recovering committer (no claim of its own) finished a commit: ``_temporary`` is
+        debris unless a job claimed the output meanwhile (then only the old plan goes)."""
+        owner = self._read_json(f"{self.temp_path}/{JOB}")
+        if owner is not None and self._alive(owner):
+            self._remove(f"{self.temp_path}/{MANIFEST}")
+            return
+        self._remove(self.temp_path, recursive=True)
 
     # -- tasks -------------------------------------------------------------------------------
     def setup_task(self, task_id: int | str, attempt: int | str) -> str:
@@ -202,16 +400,30 @@ class OutputCommitter:
         return self.attempt_url(task_id, attempt)
 
     def _job_open(self) -> bool:
-        """``setup_job`` ran and ``commit_job`` has not finished."""
+        """``setup_job`` ran and ``commit_job`` has not finished (for the committer that set
+        the job up: and the output is still its own)."""
         self.fs.invalidate_cache(self.path)  # a listing cached earlier must not answer this
-        return exists(self.fs, f"{self.temp_path}/{JOB}") and \
-            not exists(self.fs, f"{self.path}/{SUCCESS}")
+        if self.job_id is not None:
+            if not self._held or self._owner() != self.job_id:
+                return False
+        elif not exists(self.fs, f"{self.temp_path}/{JOB}"):
+            return False
+        return not exists(self.fs, f"{self.path}/{SUCCESS}")
 
-    def _late(self, mine: str) -> bool:
-        """A late attempt: delete its files; a committed job's ``_temporary`` is debris."""
+    def _late(self, mine: str, claim: str | None = None, name: str = "") -> bool:
+        """A late attempt: delete its files (and its task claim); with no owner left, the
+        emptied ``_temporary`` folders go too — never a new owner's claim."""
         self._remove(mine, recursive=True)
-        if exists(self.fs, f"{self.path}/{SUCCESS}"):
-            self._remove(self.temp_path, recursive=True)
+        if claim is not None:
+            try:
+                with self.fs.open(claim, "rb") as f:
+                    if f.read() == name.encode():
+                        self._remove(claim)
+            except FileNotFoundError:
+                pass
+        if not exists(self.fs, f"{self.temp_path}/{JOB}"):
+            self._rmdir(f"{self.temp_path}/{CLAIMS}")
+            self._rmdir(self.temp_path)
         return False
 
     def _claim(self, claim: str, name: str) -> bool:
@@ -255,7 +467,7 @@ class OutputCommitter:
             self._remove(mine, recursive=True)
             return False
         if not self._job_open():  # commit_job finished meanwhile: the claim is debris too
-            return self._late(mine)
+            return self._late(mine, claim, name)
         for other in self.fs.glob(f"{self.temp_path}/attempt_{_label(task_id, 'task_id')}_*"):
             if other.rstrip("/") != mine:
                 self._remove(other, recursive=True)
