@@ -31,7 +31,8 @@ at once, naming the job and the bound, instead of filling memory.
 >>> ClusterSpec({"worker": 10 ** 9})
 Traceback (most recent call last):
 ...
-tensorvm.errors.InvalidArgumentError: ClusterSpec: job 'worker' has 1000000000 tasks; a job may have at most 10000 (tensorvm.cluster.MAX_TASKS_PER_JOB)
+tensorvm.errors.InvalidArgumentError: ClusterSpec: job 'worker' has 1000000000 tasks; a job
+may have at most 10000 (tensorvm.cluster.MAX_TASKS_PER_JOB)
 """
 from __future__ import annotations
 
@@ -72,17 +73,17 @@ class ClusterSpec:
             if isinstance(v, int):
                 if v < 1:
                     raise InvalidArgumentError(f"ClusterSpec: job {job!r} needs >= 1 task")
-                _check_count(job, v)
+                check_task_count(job, v)
                 self._jobs[job] = [None] * v
             elif isinstance(v, (list, tuple)):
-                _check_count(job, len(v))
+                check_task_count(job, len(v))
                 self._jobs[job] = list(v)
             elif isinstance(v, dict):
                 if not v or any(not isinstance(i, int) or i < 0 for i in v):
                     raise InvalidArgumentError(
                         f"ClusterSpec: job {job!r}: a dict maps task indices (ints >= 0) to "
                         f"addresses, got {_short(v)}")
-                _check_count(job, len(v))
+                check_task_count(job, len(v))
                 if max(v) > MAX_TASK_INDEX:
                     raise InvalidArgumentError(
                         f"ClusterSpec: job {job!r} names task {max(v)}; a task index is at "
@@ -209,8 +210,6 @@ def check_task_count(job: str, n: int, exc=InvalidArgumentError) -> None:
         raise exc(f"ClusterSpec: job {job!r} has {_count(n)} tasks; a job may have at most "
                   f"{MAX_TASKS_PER_JOB} (tensorvm.cluster.MAX_TASKS_PER_JOB)")
 
-
-_check_count = check_task_count
 
 
 def _count(n: int) -> str:

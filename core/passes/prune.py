@@ -15,7 +15,8 @@ after its inputs and control inputs), and refuses a cycle, naming its ops:
 >>> topological(loop)
 Traceback (most recent call last):
 ...
-tensorvm.errors.InvalidArgumentError: the graph has a cycle of 2 ops, so no step can run it: 'x' waits for 'y', which waits for 'x' (an op waits for its inputs and control inputs; a cycle is made by an edge set by hand, e.g. op.control_inputs = ...)
+tensorvm.errors.InvalidArgumentError: the graph has a cycle of 2 ops, so no step can run
+it: 'x' waits for 'y', which waits for 'x' (...)
 """
 from __future__ import annotations
 
