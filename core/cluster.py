@@ -203,12 +203,13 @@ class ClusterSpec:
         return isinstance(other, ClusterSpec) and self.as_dict() == other.as_dict()
 
 
-def check_task_count(job: str, n: int, exc=InvalidArgumentError) -> None:
-    """Refuse ``n`` tasks for ``job`` beyond :data:`MAX_TASKS_PER_JOB` with ``exc`` naming the
-    job and the bound (``ClusterSpec`` and the CLI's ``--cluster`` share it)."""
+def check_task_count(job: str, n: int) -> None:
+    """Refuse ``n`` tasks for ``job`` beyond :data:`MAX_TASKS_PER_JOB`, naming the job and
+    the bound (the CLI's ``--cluster`` refuses counts by the same constant)."""
     if n > MAX_TASKS_PER_JOB:
-        raise exc(f"ClusterSpec: job {job!r} has {_count(n)} tasks; a job may have at most "
-                  f"{MAX_TASKS_PER_JOB} (tensorvm.cluster.MAX_TASKS_PER_JOB)")
+        raise InvalidArgumentError(
+            f"ClusterSpec: job {job!r} has {_count(n)} tasks; a job may have at most "
+            f"{MAX_TASKS_PER_JOB} (tensorvm.cluster.MAX_TASKS_PER_JOB)")
 
 
 
