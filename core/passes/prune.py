@@ -67,18 +67,28 @@ def _deps(node: Node, nodes, feeds) -> list[str]:
     return out
 
 
+def _in_order(nodes: dict[str, Node], feeds) -> bool:
+    """Whether every node comes after those it waits for (the common case: creation order)."""
+    seen: set[str] = set()
+    add = seen.add
+    for name, node in nodes.items():
+        for r in node.inputs:
+            if r[0] not in seen and r[0] in nodes and r not in feeds:
+                return False
+        for c in node.control_inputs:
+            if c not in seen and c in nodes:
+                return False
+        add(name)
+    return True
+
+
 def topological(nodes: dict[str, Node], feeds=frozenset()) -> dict[str, Node]:
     """``nodes`` in an order where every node comes after those it waits for (the passes
     after pruning rely on it): the same dict when the graph's creation order already is one,
     else re-ordered (a control input set by hand on an op made earlier, as TF sorts its
     graph). A cycle raises ``InvalidArgumentError`` naming its ops, before anything runs
     (TF: "Graph is invalid, contains a cycle")."""
-    seen: set[str] = set()
-    for name, node in nodes.items():
-        if any(d not in seen for d in _deps(node, nodes, feeds)):
-            break
-        seen.add(name)
-    else:
+    if _in_order(nodes, feeds):
         return nodes
     state: dict[str, int] = {}  # 1: on the walk's path, 2: placed
     order: list[str] = []
