@@ -15,7 +15,7 @@ import json
 
 from distributed.http.utils import RequestHandler
 
-from . import _dask_internals, page
+from . import _dask_internals, curves, page
 
 PLUGIN_NAME = "tensorvm"
 
@@ -36,10 +36,10 @@ class _Base(RequestHandler):
         path = self.request.path
         return path[: path.index("/tensorvm")] + "/tensorvm"
 
-    def page(self, title: str, body: str, fragment_url: str) -> None:
+    def page(self, title: str, body: str, fragment_url: str, after: str = "") -> None:
         """A whole page with the Dask dashboard's navigation bar."""
         self.html(page.page(title, body, fragment_url, self.base,
-                            _dask_internals.nav_pages(self.server, page.NAV_PAGES)))
+                            _dask_internals.nav_pages(self.server, page.NAV_PAGES), after))
 
     def html(self, text: str) -> None:
         self.set_header("Content-Type", "text/html; charset=utf-8")
@@ -82,7 +82,8 @@ class JobPage(_Base):
         job = reg and self.job_or_404(reg, job_id)
         if job:
             self.page(f"tensorvm: {job['name']}", page.job_detail(job, self.base),
-                      f"{self.base}/job/{job_id}/fragment")
+                      f"{self.base}/job/{job_id}/fragment",
+                      after=curves.metric_charts(job, self.base))
 
 
 class JobFragment(_Base):
@@ -108,6 +109,24 @@ class JobJSON(_Base):
             self.json(job)
 
 
+class BokehStatic(_Base):
+    """BokehJS for the metric charts, from the installed bokeh (no CDN: a cluster's
+    dashboard may have no internet)."""
+
+    def get(self, name):
+        path = curves.bokeh_file(name)
+        if path is None:
+            self.set_status(404)
+            self.set_header("Content-Type", "text/plain; charset=utf-8")
+            self.finish("not found")
+            return
+        with open(path, "rb") as f:
+            data = f.read()
+        self.set_header("Content-Type", "application/javascript")
+        self.set_header("Cache-Control", "public, max-age=86400")
+        self.finish(data)
+
+
 routes: list[tuple] = [
     (r"tensorvm/?", JobsPage, {}),
     (r"tensorvm/fragment", JobsFragment, {}),
@@ -115,4 +134,5 @@ routes: list[tuple] = [
     (r"tensorvm/job/([^/]+)/fragment", JobFragment, {}),
     (r"tensorvm/api/jobs", JobsJSON, {}),
     (r"tensorvm/api/jobs/([^/]+)", JobJSON, {}),
+    (r"tensorvm/static/([\w.-]+)", BokehStatic, {}),
 ]

@@ -49,18 +49,20 @@ NAV_PAGES = ("status", "workers", "tasks", "system", "profile", "graph", "groups
 
 
 def page(title: str, body: str, fragment_url: str, base: str,
-         pages: tuple | list = NAV_PAGES) -> str:
+         pages: tuple | list = NAV_PAGES, after: str = "") -> str:
     """A whole page: the Dask dashboard's navigation (its ``pages``), ``body`` inside
     ``#live``, refreshed
     from ``fragment_url`` every second; ``#lost`` says since when the scheduler has not
-    answered (or no longer has the job), so a closed cluster's page does not look live."""
+    answered (or no longer has the job), so a closed cluster's page does not look live.
+    ``after`` follows ``#live`` and is not swapped (the Bokeh charts, which update their own
+    data: :func:`metric_charts`)."""
     root = base.rsplit("/tensorvm", 1)[0]
     nav = "".join(f'<a href="{root}/{p}">{p.title()}</a>'
                   for p in pages)
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
             f"<style>{_STYLE}</style></head><body><div class='nav'>{nav}"
             f'<a href="{base}"><b>tensorvm</b></a></div><main><div id="lost" class="lost" '
-            f'style="display:none"></div><div id="live">{body}</div>'
+            f'style="display:none"></div><div id="live">{body}</div>{after}'
             f"</main>{_REFRESH % _js_str(fragment_url)}</body></html>")
 
 
@@ -81,10 +83,57 @@ def _fmt(v) -> str:
     return escape(str(v))
 
 
+def _training(m: dict) -> bool:
+    """Whether the job reports steps towards a target (its progress is in steps)."""
+    return m.get("step") is not None and bool(m.get("total_steps"))
+
+
+def _progress(j: dict) -> str:
+    """The progress cell: a bar and a label that say the same, in the job's terms: steps of
+    the target for training (and whether it stopped before the target), else tasks."""
+    p, m = j["progress"], j["metrics"]
+    if _training(m):
+        step, total = m["step"], m["total_steps"]
+        text = (f'{_bar(min(1.0, step / total))}<span class="progress-value">{step}/{total}'
+                "</span> steps")
+        if j.get("state") == "done" and step < total:
+            text += ' <span class="muted">(stopped before the target step)</span>'
+    else:
+        finished = p["done"] + p.get("ended", 0) + p.get("erred", 0)
+        frac = finished / p["total"] if p["total"] else p.get("fraction", 0.0)
+        text = (f'{_bar(frac)}<span class="progress-value">{p["done"]}/{p["total"]}</span>'
+                " tasks")
+    return text + _erred(p.get("erred"))
+
+
+def _metric(m: dict) -> str:
+    """The job's latest metric: ``loss`` first, then another ``...loss``, then any."""
+    last = m.get("last") or {}
+    if not last:
+        return ""
+    name = min(last, key=lambda k: (k != "loss", "loss" not in k, k))
+    return f"{escape(name)} {_fmt(last[name])}"
+
+
+def _elapsed(j: dict) -> str:
+    """Elapsed time from the job's submission; the time before it started (a cluster's start,
+    or connecting to one) shown apart."""
+    text = f'{j["elapsed"]:.1f} s'
+    setup = j.get("setup_s") or 0.0
+    if setup >= 0.05:
+        what = "cluster start" if j.get("cluster_started_for_job") else "start"
+        text += (f' <span class="muted">({what} {setup:.1f} s + run '
+                 f'{j.get("run_s", j["elapsed"] - setup):.1f} s)</span>')
+    return text
+
+
 def _steps(p: dict, m: dict) -> str:
     """The steps cell: the job's reported step (of its total), else the runs the registry
     counted (a plain session's training loop); then the rate and the time of one."""
     runs = (p.get("runs") or {}).get("done") or 0
+    if _training(m):  # the progress cell has the steps: the rate only
+        rate = m.get("steps_per_s")
+        return f'<span class="rate">{rate:.3g} steps/s</span>' if rate else ""
     if m.get("step") is not None:
         text = f"step {m['step']}" + (f"/{m['total_steps']}" if m.get("total_steps") else "")
         rate, unit = m.get("steps_per_s"), "step"
@@ -110,16 +159,12 @@ def _erred(n) -> str:
 def job_row(j: dict, base: str) -> str:
     """One ``<tr>`` for a job (the list page and the top of a job's page)."""
     p, m = j["progress"], j["metrics"]
-    steps = _steps(p, m)
-    loss = m.get("last", {}).get("loss")
     jid = escape(j["id"])
     return (f'<tr class="job-row" data-job="{jid}"><td><a href="{base}/job/{jid}">'
             f'{escape(j["name"])}</a></td><td>{_fmt(j.get("user"))}</td>'
             f'<td class="state-{escape(j["state"])}">{escape(j["state"])}</td>'
-            f'<td>{_bar(p["fraction"])}<span class="progress-value">{p["done"]}/{p["total"]}'
-            f'</span> tasks{_erred(p.get("erred"))}</td><td>{steps}</td>'
-            f"<td>{'' if loss is None else 'loss ' + _fmt(loss)}</td>"
-            f'<td>{j["elapsed"]:.1f} s</td><td class="muted">{jid}</td></tr>')
+            f"<td>{_progress(j)}</td><td>{_steps(p, m)}</td><td>{_metric(m)}</td>"
+            f'<td>{_elapsed(j)}</td><td class="muted">{jid}</td></tr>')
 
 
 _HEAD = ("<tr><th>job</th><th>user</th><th>state</th><th>progress</th><th>steps</th>"
@@ -157,8 +202,7 @@ def job_detail(j: dict, base: str) -> str:
         rate = j["metrics"].get("steps_per_s")
         if rate is not None:
             out.append(f"<p>{rate:.3g} steps/s</p>")
-        out += [curve_svg(name, pts) for name, pts in sorted(hist.items(),
-                                                              key=lambda kv: kv[0] != "loss")]
+        # the curves themselves are Bokeh charts after the live part (metric_charts)
     return "".join(out)
 
 
@@ -191,18 +235,27 @@ def errors_table(errors: list[dict]) -> str:
 
 
 def devices_table(j: dict) -> str:
+    """One row per device: its tasks with a bar of its share of the work (against the
+    busiest device: in training every step completes, so done/total says nothing, while the
+    share shows where the work goes), what is still pending, failed and ended."""
     rows = []
+    busiest = max((d["total"] for d in j["devices"]), default=0) or 1
     for d in j["devices"]:
-        frac = d["done"] / d["total"] if d["total"] else 0.0
+        ended = d.get("ended", 0)
+        pending = d["total"] - d["done"] - d.get("erred", 0) - ended
         stages = " ".join(f"s{s['stage']}: {s['done']}/{s['total']}{_erred(s.get('erred'))}"
                           for s in d["stages"])
         worker = d.get("worker_name") or d.get("worker") or ""
         gone = "" if d.get("worker_alive") in (None, True) else " <b>(gone)</b>"
         failed = d.get("erred") or ""
+        notes = (f" <span class='muted'>{pending} pending</span>" if pending > 0 else "") + \
+            (f" <span class='muted' title='ended at the end of their input or of training, "
+             f"not failed'>{ended} ended</span>" if ended else "")
         rows.append(f"<tr><td>{escape(d['device'])}</td><td>{escape(str(worker))}{gone}</td>"
-                    f"<td>{_bar(frac)}{d['done']}/{d['total']}</td>"
+                    f"<td>{_bar(d['total'] / busiest)}{d['done']}/{d['total']}{notes}</td>"
                     f"<td class='state-failed'>{failed}</td><td>{stages}</td></tr>")
-    return ("<table id='devices'><tr><th>device</th><th>worker</th><th>tasks</th>"
+    return ("<table id='devices'><tr><th>device</th><th>worker</th>"
+            "<th title='the bar: tasks against the busiest device'>tasks (share of work)</th>"
             f"<th>failed</th><th>per stage</th></tr>{''.join(rows)}</table>")
 
 
@@ -242,7 +295,8 @@ def graph_svg(j: dict) -> str:
     for n in nodes:
         x, y = pos[n["id"]]
         s = prog.get(n["id"], {"done": 0, "total": 0})
-        frac = s["done"] / s["total"] if s["total"] else 0.0
+        finished = s["done"] + s.get("ended", 0)  # ended at a loop's end: not pending
+        frac = finished / s["total"] if s["total"] else 0.0
         look = ('class="stage erred" fill="#fdecea" stroke="#b00" stroke-width="2"'
                 if s.get("erred") else 'class="stage" fill="#fff" stroke="#555"')
         out.append(f'<rect {look} x="{x}" y="{y}" width="{NW}" height="{NH}" rx="4"/>'
@@ -256,7 +310,8 @@ def graph_svg(j: dict) -> str:
 def _label(node: dict, progress: dict) -> str:
     if node.get("label"):
         return node["label"]
-    return f"stage {node['stage']}  {progress['done']}/{progress['total']}"
+    return (f"stage {node['stage']}  {progress['done'] + progress.get('ended', 0)}"
+            f"/{progress['total']}")
 
 
 def curve_svg(name: str, points: list) -> str:

@@ -43,6 +43,7 @@ class TensorvmPlugin(SchedulerPlugin):
 
     async def start(self, scheduler) -> None:
         self.scheduler = scheduler
+        self.registry.cluster_started = getattr(scheduler, "time_started", None)
         scheduler.handlers["tensorvm_jobs"] = self.get_jobs
         for ws in scheduler.workers.values():
             self.registry.worker_added(ws.address, ws.name)
@@ -72,9 +73,17 @@ class TensorvmPlugin(SchedulerPlugin):
             self.registry.task_done(key, kwargs.get("worker") or self._holder(key))
         elif finish == "erred":  # the failing task carries its exception's text
             self.registry.task_erred(key, kwargs.get("worker"),
-                                     readable_error(kwargs.get("exception_text")))
+                                     readable_error(kwargs.get("exception_text")),
+                                     cause=self._blamed_error(key))
         elif finish == "forgotten":
             self.registry.task_forgotten(key)
+
+    def _blamed_error(self, key) -> str | None:
+        """The text of the error that failed ``key``'s failing dependency (Dask's
+        ``exception_blame``): a consequence of a loop's normal end is no failure either."""
+        ts = self.scheduler.tasks.get(key) if self.scheduler is not None else None
+        blame = getattr(ts, "exception_blame", None) if ts is not None else None
+        return getattr(blame, "exception_text", None) if blame is not None else None
 
     def _holder(self, key):
         ts = self.scheduler.tasks.get(key) if self.scheduler is not None else None

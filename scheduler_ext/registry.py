@@ -64,6 +64,12 @@ STATES = ("running", "done", "failed", "closed")
 MAX_ERRORS = 10  # errors kept per job (the latest)
 MAX_ERROR_CHARS = 2000  # of one error's text
 IDLE_AFTER = 10.0  # seconds without a finished run after which a running job's rate is 0
+RATE_WINDOW = 1.0  # seconds: a rate is shown only over at least this long (not 51 runs in 0.2 s)
+END_ERRORS = ("OutOfRangeError",)
+"""Error classes that end a task at the normal end of a loop, not because its work failed:
+TF's ``OutOfRangeError`` ("iterated past the valid range": a closed queue, input read to its
+end, the token gate and gradient accumulators that the chief of synchronous training closes
+when training ends). Tasks that end so count as ``ended``, never as ``erred``."""
 OPS = ("start", "metrics", "counters", "finish")
 
 
@@ -106,6 +112,37 @@ def task_name_of(key) -> str | None:
     """The task name of a Dask key if it is a tensorvm task key, else None."""
     name = key[0] if isinstance(key, tuple) and key else key
     return name if isinstance(name, str) and name.startswith("tvm") else None
+
+
+def expected_end(error) -> bool:
+    """Whether a task's error text (``Class: message`` or Dask's ``Class(...)``) is the
+    normal end of a loop (:data:`END_ERRORS`), not a failure.
+
+    >>> expected_end("OutOfRangeError: the token gate was closed (training ended)")
+    True
+    >>> expected_end("InvalidArgumentError('bad shape')"), expected_end(None)
+    (False, False)
+    """
+    if not isinstance(error, str):
+        return False
+    m = re.match(r"\s*(?:[\w.]+\.)?(\w+)\s*[:(]", error)
+    return m is not None and m.group(1) in END_ERRORS
+
+
+def smooth(values: list, weight: float) -> list:
+    """TensorBoard's scalar smoothing: an exponential moving average with weight ``weight``
+    (0: none, towards 1: smoother), debiased so that the first points are not pulled to 0.
+    The page's slider runs the same in the browser (``page._SMOOTH_JS``).
+
+    >>> [round(v, 3) for v in smooth([1.0, 0.0, 0.0], 0.5)]
+    [1.0, 0.333, 0.143]
+    """
+    out, last, debias = [], 0.0, 0.0
+    for v in values:
+        last = last * weight + (1.0 - weight) * float(v)
+        debias = debias * weight + (1.0 - weight)
+        out.append(last / debias if debias else float(v))
+    return out
 
 
 def job_message(op: str, job: str, **fields: Any) -> dict:
@@ -192,7 +229,10 @@ class _Job:
         self.kind = info.get("kind", "job")
         self.state, self.reason, self.output = "running", None, None
         self.started, self.ended = now, None
-        self.groups: dict[str, dict] = {}  # task name -> {device, stage, send, done, total, erred}
+        # when the client submitted the job (before it started or reached a cluster)
+        self.submitted = _float_or_none(info.get("submitted"))
+        self.groups: dict[str, dict] = {}  # task name -> {device, stage, send, done, total,
+        #                                                  erred, ended}
         self.edges: set[tuple[str, str]] = set()  # (src node, dst node)
         self.workers: dict[str, str] = {}  # device -> worker address
         self.counters: dict = {}
@@ -238,6 +278,8 @@ class JobRegistry:
         self._keys: dict = {}  # live key -> (job id, task name)
         self._runs: dict[tuple[str, str], int] = {}  # (job, step id) -> keys not done yet
         self.workers: dict[str, str] = {}  # address -> name
+        self.session_names: dict[str, str] = {}  # client -> its program's name (announced)
+        self.cluster_started: float | None = None  # the scheduler's start (the plugin sets it)
 
     # ---- events from clients (TOPIC_JOBS) ------------------------------------------------
     def job_event(self, msg: dict) -> None:
@@ -261,10 +303,12 @@ class JobRegistry:
             job.counters.update(msg.get("counters") or {})
 
     def _start(self, job_id: str, msg: dict) -> None:
-        info = {k: msg.get(k) for k in ("user", "client", "args", "dashboard", "kind")
-                if msg.get(k) is not None}
+        info = {k: msg.get(k) for k in ("user", "client", "args", "dashboard", "kind",
+                                        "submitted") if msg.get(k) is not None}
         job = _Job(job_id, str(msg.get("name") or job_id), self.clock(), **info)
         self._jobs[job_id] = job
+        if job.client and job.kind == "session" and msg.get("name"):
+            self.session_names[job.client] = job.name  # its later session jobs too
         if job.client:
             old = self._by_client.get(job.client)
             if old in self._jobs and self._jobs[old].kind == "session":
@@ -316,8 +360,7 @@ class JobRegistry:
                 job = self._job_of_client(client, parsed[0])
             g = job.groups.get(name)
             if g is None:
-                g = job.groups[name] = {"device": parsed[1], "stage": parsed[2],
-                                        "send": parsed[3], "done": 0, "total": 0, "erred": 0}
+                g = job.groups[name] = _group(parsed)
             g["total"] += 1
             self._keys[key] = (job.id, name)
             step = _step_of(key)
@@ -352,6 +395,7 @@ class JobRegistry:
             job = self._job_of_client(client, tasks[0][2][0])
             n, ok = int(rec.get("n") or 1), bool(rec.get("ok"))
             erred = set(rec.get("erred") or ())
+            end = not ok and expected_end(rec.get("error"))  # the loop's end, not a failure
             job.runs["submitted"] += 1
             if ok:
                 job.run_done(self.clock())
@@ -360,14 +404,12 @@ class JobRegistry:
                     continue  # a failed step's other tasks do not count (released on Dask)
                 g = job.groups.get(name)
                 if g is None:
-                    g = job.groups[name] = {"device": parsed[1], "stage": parsed[2],
-                                            "send": parsed[3], "done": 0, "total": 0,
-                                            "erred": 0}
+                    g = job.groups[name] = _group(parsed)
                 g["total"] += n
-                g["done" if ok else "erred"] += n
+                g["done" if ok else "ended" if end else "erred"] += n
                 if worker:
                     job.workers[g["device"]] = worker
-                if not ok and rec.get("error"):
+                if not ok and not end and rec.get("error"):
                     job.error(self.clock(), g, name, rec["error"])
             for src, dst in rec.get("edges") or ():
                 sp, dp = parse_task_name(src), parse_task_name(dst)
@@ -382,16 +424,23 @@ class JobRegistry:
         while job_id in self._jobs:  # the client's earlier session job stays as it ended
             n += 1
             job_id = f"session-{client}-{n}"
-        self._start(job_id, {"name": f"session {graph}", "client": client, "kind": "session"})
+        self._start(job_id, {"name": self.session_names.get(client) or f"session {graph}",
+                             "client": client, "kind": "session"})
         return self._jobs[job_id]
 
     def task_done(self, key, worker: str | None = None) -> None:
         self._task_end(key, "done", worker)
 
-    def task_erred(self, key, worker: str | None = None, error: str | None = None) -> None:
+    def task_erred(self, key, worker: str | None = None, error: str | None = None,
+                   cause: str | None = None) -> None:
         """A task failed; ``error`` is its exception's text (None for a task that failed
-        because a dependency did: the page shows the cause, not every consequence)."""
-        self._task_end(key, "erred", worker, error)
+        because a dependency did: the page shows the cause, not every consequence, and
+        ``cause`` is the failing dependency's text). A task whose error, or whose cause's, is
+        the normal end of a loop (:func:`expected_end`) counts as ``ended``, not erred."""
+        if expected_end(error) or (error is None and expected_end(cause)):
+            self._task_end(key, "ended", worker)
+        else:
+            self._task_end(key, "erred", worker, error)
 
     def task_forgotten(self, key) -> None:
         """A key released before it finished (a cancelled step): it no longer counts."""
@@ -429,6 +478,7 @@ class JobRegistry:
 
     def client_removed(self, client: str) -> None:
         """A client left: its session job is closed; a job it was still running failed."""
+        self.session_names.pop(client, None)
         job = self._jobs.get(self._by_client.get(client, ""))
         if job is not None:
             if job.kind == "session":
@@ -457,8 +507,11 @@ class JobRegistry:
         done = sum(g["done"] for g in j.groups.values())
         total = sum(g["total"] for g in j.groups.values())
         erred = sum(g["erred"] for g in j.groups.values())
+        ended = sum(g["ended"] for g in j.groups.values())
         now = self.clock()
         end = j.ended if j.ended is not None else now
+        since = j.submitted if j.submitted is not None and j.submitted <= j.started \
+            else j.started
         runs_rate = _rate(j.run_points)
         if runs_rate is not None and j.state == "running" and \
                 now - j.run_points[-1][0] > IDLE_AFTER:
@@ -466,27 +519,35 @@ class JobRegistry:
         if j.total_steps and j.step is not None:
             fraction = min(1.0, j.step / j.total_steps)
         else:
-            fraction = done / total if total else (1.0 if j.state == "done" else 0.0)
+            fraction = (done + ended) / total if total else \
+                (1.0 if j.state == "done" else 0.0)
         return {"id": j.id, "name": j.name, "user": j.user, "state": j.state,
                 "reason": j.reason, "kind": j.kind, "client": j.client, "args": j.args,
-                "started": j.started, "ended": j.ended, "elapsed": round(end - j.started, 3),
+                "started": j.started, "ended": j.ended, "submitted": j.submitted,
+                # from the job's submission; setup_s: before it started (a cluster's start,
+                # or connecting to one), run_s: since
+                "elapsed": round(end - since, 3), "setup_s": round(j.started - since, 3),
+                "run_s": round(end - j.started, 3),
+                "cluster_started_for_job": bool(
+                    j.submitted is not None and self.cluster_started is not None
+                    and j.submitted <= self.cluster_started <= j.started),
                 "output": j.output, "dashboard": j.dashboard,
                 "last_error": j.errors[-1]["error"] if j.errors else None,
-                "progress": {"done": done, "total": total, "erred": erred,
+                "progress": {"done": done, "total": total, "erred": erred, "ended": ended,
                              "fraction": round(fraction, 4), "runs": dict(j.runs)},
                 "counters": dict(j.counters),
                 "metrics": {"step": j.step, "total_steps": j.total_steps,
-                            "steps_per_s": _rate(j.rate_points), "runs_per_s": runs_rate,
+                            "steps_per_s": _step_rate(j, end), "runs_per_s": runs_rate,
                             "last": dict(j.last)}}
 
     def _devices(self, j: _Job) -> list[dict]:
         devs: dict[str, dict] = {}
         for g in j.groups.values():
             d = devs.setdefault(g["device"], {"device": g["device"], "done": 0, "total": 0,
-                                              "erred": 0, "stages": {}})
+                                              "erred": 0, "ended": 0, "stages": {}})
             s = d["stages"].setdefault(g["stage"], {"stage": g["stage"], "done": 0,
-                                                    "total": 0, "erred": 0})
-            for k in ("done", "total", "erred"):
+                                                    "total": 0, "erred": 0, "ended": 0})
+            for k in ("done", "total", "erred", "ended"):
                 d[k] += g[k]
                 s[k] += g[k]
         out = []
@@ -517,7 +578,32 @@ def _step_of(key):
     return key[1] if isinstance(key, tuple) and len(key) > 1 else None
 
 
-def _rate(points: list) -> float | None:
-    if len(points) < 2 or points[-1][0] <= points[0][0]:
+def _group(parsed) -> dict:
+    return {"device": parsed[1], "stage": parsed[2], "send": parsed[3], "done": 0, "total": 0,
+            "erred": 0, "ended": 0}
+
+
+def _float_or_none(v) -> float | None:
+    try:
+        return float(v) if v is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _rate(points: list, window: float = RATE_WINDOW) -> float | None:
+    """Units per second between the first and last ``(time, count)`` point, or None when
+    they span less than ``window`` seconds (a burst says nothing about a rate).
+
+    >>> _rate([(0.0, 0), (0.2, 51)]) is None, _rate([(0.0, 0), (2.0, 51)])
+    (True, 25.5)
+    """
+    if len(points) < 2 or points[-1][0] - points[0][0] < window:
         return None
     return round((points[-1][1] - points[0][1]) / (points[-1][0] - points[0][0]), 3)
+
+
+def _step_rate(j: _Job, end: float) -> float | None:
+    """Steps/s of the latest points; for an ended job, over its whole run (from its start)."""
+    if j.ended is not None and j.step is not None and j.rate_points:
+        return _rate([(j.started, 0), (end, j.step)])
+    return _rate(j.rate_points)

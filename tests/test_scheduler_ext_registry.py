@@ -53,7 +53,7 @@ def test_start_graph_and_progress(reg):
     assert j["progress"]["runs"] == {"submitted": 1, "done": 1}
     worker = next(d for d in j["devices"] if d["device"] == "worker-0-cpu0")
     assert worker["worker"] == "tcp://w0"
-    assert worker["stages"] == [{"stage": 0, "done": 2, "total": 2, "erred": 0}]
+    assert worker["stages"] == [{"stage": 0, "done": 2, "total": 2, "erred": 0, "ended": 0}]
 
 
 def test_keys_of_another_client_make_a_session_job(reg):

@@ -45,8 +45,11 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import os
+import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 
 from .. import dtypes, ops
@@ -185,6 +188,64 @@ def _run_options(plane: str, *fetches):
     return None if may_block(*fetches) else RunOptions(data_plane="direct")
 
 
+TOPIC_JOBS = "tensorvm-jobs"  # tensorvm.scheduler_ext.registry.TOPIC_JOBS (core does not import it)
+
+
+def program_name() -> str:
+    """The running program's name: ``python -m pkg`` gives ``pkg``, a script its file name.
+
+    >>> isinstance(program_name(), str) and program_name() != ""
+    True
+    """
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and getattr(spec, "name", None):
+        name = spec.name
+        return name[: -len(".__main__")] if name.endswith(".__main__") else name
+    path = getattr(main, "__file__", None) or (sys.argv[0] if sys.argv else "")
+    return os.path.basename(path) or "python"
+
+
+class _Announced:
+    """Outside a running ``tv.job`` (a plain program), the training is announced to the job
+    registry (the dashboard's tensorvm page) as the client's session, named after the program
+    (and ``job_name``), with its target step; its end is reported when it ends. Best effort:
+    a cluster without the registry ignores the messages."""
+
+    def __init__(self, session, last_step: int, job_name: str | None):
+        from ..job_api import current_name
+        self.client = getattr(session, "client", None)
+        self.id = None
+        if self.client is None or current_name() is not None:
+            return  # in process, or a job that the CLI announced already
+        name = program_name() + (f" ({job_name})" if job_name else "")
+        self.id = f"session-{self.client.id}-{uuid.uuid4().hex[:6]}"
+        self._send({"op": "start", "name": name, "client": self.client.id,
+                    "kind": "session", "submitted": time.time()})
+        self._send({"op": "metrics", "total_steps": int(last_step)})
+
+    def _send(self, msg: dict) -> None:
+        if self.id is None:
+            return
+        try:
+            self.client.log_event(TOPIC_JOBS, {**msg, "job": self.id})
+        except Exception:  # noqa: BLE001 - never fail training over the dashboard
+            _log.debug("could not report to the job registry", exc_info=True)
+
+    def end(self, step: int | None, error: BaseException | None) -> None:
+        from ..direct_steps import flush_step_reports
+        if self.id is None:
+            return
+        try:
+            flush_step_reports(self.client)  # the steps reach the registry before the end
+        except Exception:  # noqa: BLE001
+            _log.debug("could not flush the step reports", exc_info=True)
+        if step is not None:
+            self._send({"op": "metrics", "step": int(step)})
+        self._send({"op": "finish", "state": "failed" if error is not None else "done",
+                    "reason": None if error is None else f"{type(error).__name__}: {error}"})
+
+
 def _build(model_fn, ctx: ReplicaContext, sync: bool, n_required: int, total: int,
            steps_per_run: int = 1, plane: str = "auto"):
 
@@ -254,6 +315,7 @@ def run_replicas(model_fn, cluster=None, *, session=None, sync: bool = False,
         session = Session(cluster=spec, verbose=False, graph=Graph())
     # the data plane the caller's session was made with ("auto" unless forced)
     plane = getattr(getattr(session, "_backend", None), "data_plane", "auto")
+    announced = _Announced(session, last_step, job_name)
     replicas = []
     for k in range(n):
         ctx = ReplicaContext(k, n, f"/job:worker/task:{k}", k == 0, spec)
@@ -364,6 +426,9 @@ def run_replicas(model_fn, cluster=None, *, session=None, sync: bool = False,
             t.start()
         for t in threads:
             t.join()
+        announced.end(results.get("global_step"), next(
+            (e for _, e in errors if not isinstance(e, threading.BrokenBarrierError)),
+            errors[0][1] if errors else None))
     finally:
         if own:
             session.close()

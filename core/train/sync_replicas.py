@@ -58,6 +58,7 @@ the global step lives on the accumulator's device — always with one PS task).
 """
 from __future__ import annotations
 
+import contextvars
 import logging
 import re
 import threading
@@ -495,7 +496,9 @@ class ChiefRunner:
             finally:
                 self._run_since = None
                 self._stop.set()  # the loop is over: so is its watch
-        self._thread = threading.Thread(target=loop, name="tv-sync-chief", daemon=True)
+        # in a copy of the caller's context: its keys and reports belong to the caller's job
+        self._thread = threading.Thread(target=contextvars.copy_context().run, args=(loop,),
+                                        name="tv-sync-chief", daemon=True)
         self._thread.start()
         threading.Thread(target=self._watch, name="tv-sync-chief-watch", daemon=True).start()
         return self
