@@ -13,8 +13,10 @@ Homes across sessions: :class:`DeviceHomes`, a scheduler plugin (registered by r
 this module, so the scheduler must be able to import tensorvm), remembers every device's
 worker for as long as the scheduler lives. When a device's worker leaves the cluster it logs
 the event that fails the steps on it (``tensorvm-device-workers``, received through
-:mod:`tensorvm.direct_steps`) and remembers how the device's state was lost, so whichever
-worker takes the device over is told (its queues then fail until reset). Mapping a device whose
+:mod:`tensorvm.direct_steps`) and remembers how the device's state was lost and which of its
+queues, readers and iterators died with it (each worker reports those it makes,
+:data:`TOPIC_MADE`), so whichever worker takes the device over is told: those fail until
+reset, while a name the lost worker never held is created as usual. Mapping a device whose
 worker left waits up to :data:`REPLACEMENT_WAIT_S` after the loss for a worker of the same name
 to come back (its Nanny restarting it), so the device returns there rather than onto another
 task's worker that happens to be free; a step with a timeout (``RunOptions.timeout_in_ms``)
@@ -51,6 +53,7 @@ from .errors import DeadlineExceededError, InvalidArgumentError, UnavailableErro
 from .runtime import resources_of
 
 REPLACEMENT_WAIT_S = 10.0  # how long remapping a lost device waits for its worker's restart
+TOPIC_MADE = "tensorvm-resources-made"  # worker event: a queue/reader/iterator made, or cleared
 logger = logging.getLogger("tensorvm")
 
 
@@ -73,20 +76,39 @@ class DeviceHomes(SchedulerPlugin):
 
     def __init__(self):
         self.homes: dict[str, tuple[str, str]] = {}  # device resource -> (address, name)
-        self.lost: dict[str, str] = {}  # device resource -> how its state was lost
+        # device resource -> [how its state was lost, the (container, name) pairs of the
+        # resources that died with it and are never re-created silently (queues, readers)]
+        self.lost: dict[str, list] = {}
         # device resource -> (name of its worker that left, when, whether that worker held
         # other devices too), until it has a worker again
         self.left: dict[str, tuple[str, float, bool]] = {}
+        # worker address -> device resource -> those pairs, as the worker reported making
+        # them (TOPIC_MADE; its batched stream, so a Dask-plane step's result never
+        # overtakes its report) or inherited them lost
+        self.made: dict[str, dict[str, set]] = {}
+
+    def log_event(self, topic, msg):
+        if topic != TOPIC_MADE or not isinstance(msg, dict) or "worker" not in msg:
+            return
+        held = self.made.setdefault(msg["worker"], {})
+        if "res" in msg:
+            held.setdefault(msg["res"], set()).add((msg["container"], msg["name"]))
+        elif "cleared" in msg:  # tv.Session.reset on that worker: gone on purpose
+            for res, pairs in held.items():
+                cleared = msg["cleared"]
+                held[res] = {p for p in pairs if cleared is not None and p[0] not in cleared}
 
     def remove_worker(self, scheduler, worker, **kwargs):
         names = set()
+        made = self.made.pop(worker, {})
         held = [res for res, (addr, _) in self.homes.items() if addr == worker]
         for res, (addr, name) in list(self.homes.items()):
             if addr == worker:
                 del self.homes[res]
                 names.add(name)
-                self.lost[res] = (f"its worker {name!r} ({addr}) left the cluster at "
-                                  f"{time.strftime('%H:%M:%S')}")
+                self.lost[res] = [f"its worker {name!r} ({addr}) left the cluster at "
+                                  f"{time.strftime('%H:%M:%S')}",
+                                  sorted(made.get(res, ()))]
                 self.left[res] = (name, time.monotonic(), len(held) > 1)
         if names:  # sessions with a step on it fail it now (tensorvm.direct_steps)
             scheduler.log_event(TOPIC_LOST, {"worker": worker, "name": min(names)})
@@ -103,6 +125,8 @@ def _claim_home(res, addr, name, dask_scheduler):
         return {"gone": True}
     prev = plugin.homes.get(res)
     how = plugin.lost.pop(res, None) if prev is None or prev[0] != addr else None
+    if how is not None and how[1]:  # still lost if this worker goes too before a reset
+        plugin.made.setdefault(addr, {}).setdefault(res, set()).update(map(tuple, how[1]))
     plugin.homes[res] = (addr, name)
     plugin.left.pop(res, None)
     return {"how": how}
@@ -121,9 +145,12 @@ def _departed(res, dask_scheduler):
 
 async def _adopt_device(resources, task_prefix, lost_how, dask_worker):
     """On a worker: take a logical task's device (its Dask resource); ``lost_how`` says how
-    the device's previous worker lost its state (its queues then fail until reset)."""
+    the device's previous worker lost its state and which of its queues (readers, iterators)
+    died with it, ``[how, [[container, name], ...]]``: those fail until reset; other names
+    are created as usual."""
     if lost_how:
-        resources_of(dask_worker).mark_lost(task_prefix, lost_how)
+        how, names = (lost_how, None) if isinstance(lost_how, str) else lost_how
+        resources_of(dask_worker).mark_lost(task_prefix, how, names)
     await dask_worker.set_resources(**resources)
 
 

@@ -47,6 +47,7 @@ whose addresses are then ``tls://``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
@@ -57,7 +58,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from . import rendezvous
 from .backends import Backend
 from .cluster import ClusterSpec
-from .device_map import DeviceMap, resource_name
+from .device_map import TOPIC_MADE, DeviceMap, resource_name
 from .device_spec import DeviceSpec
 from .direct_steps import DirectSteps
 from .errors import (
@@ -114,11 +115,28 @@ class ResourcePlugin(WorkerPlugin):
     idempotent = True
 
     def setup(self, worker):
-        resources_of(worker)
+        rt = resources_of(worker)
+        # what would die with this worker, for the scheduler's DeviceHomes (issue 24: a queue
+        # new on a restarted PS was refused as lost, since every name counted as lost)
+        rt.on_created = functools.partial(_report_made, worker)
+        rt.on_cleared = functools.partial(_report_cleared, worker)
         rendezvous.install(worker)  # registered plans and the direct data plane's handlers
         wlog = logging.getLogger("distributed.worker")
         if _FILTER not in wlog.filters:
             wlog.addFilter(_FILTER)
+
+
+def _report_made(worker, device: str, container: str, name: str) -> None:
+    """On a worker: tell the scheduler (:data:`~tensorvm.device_map.TOPIC_MADE`, the worker's
+    batched stream) that a resource that dies with this worker was made on ``device``."""
+    spec = DeviceSpec.parse(device)
+    worker.log_event(TOPIC_MADE, {"res": resource_name(spec.job, spec.task),
+                                  "container": container, "name": name})
+
+
+def _report_cleared(worker, containers) -> None:
+    """On a worker: its resources were cleared on purpose (``tv.Session.reset``)."""
+    worker.log_event(TOPIC_MADE, {"cleared": None if containers is None else list(containers)})
 
 
 class _StepResults:
@@ -481,8 +499,12 @@ class DistributedBackend(Backend):
 
     def _cancel_on_workers(self, step_id, pinned) -> None:
         """Mark the step cancelled on its workers, in the background: the caller never waits
-        (a worker that just died would hold it for the connect timeout)."""
-        addrs = sorted({a for a, _ in pinned.values()})
+        (a worker that just died would hold it for the connect timeout). A worker the scheduler
+        reported gone is skipped: the scheduler would try its dead address for its whole
+        connect timeout (30 s: its "broadcast ... failed: Timed out" errors)."""
+        addrs = sorted({a for a, _ in pinned.values() if self._direct.gone(a) is None})
+        if not addrs:
+            return
         self.client.loop.add_callback(_mark_cancelled, self.client, step_id, addrs)
 
     def _deadline_error(self, plan, step_id, timeout, dsk, by_device):

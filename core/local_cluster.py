@@ -19,6 +19,7 @@ their variables in host memory, as in TF's usual layouts); tasks past the GPU co
 from __future__ import annotations
 
 import ast
+import functools
 import logging
 import os
 import sys
@@ -37,6 +38,7 @@ def start_local_cluster(spec: ClusterSpec | None, host: str = "127.0.0.1", secur
     import dask
     from distributed import Nanny, Scheduler, SpecCluster
     check_main_guard()
+    _NannyCluster = _nanny_cluster()
     tls = security is not None and bool(getattr(security, "require_encryption", False))
     common = {"host": host, "security": security, "protocol": "tls://" if tls else "tcp://"}
     # No per-device resource at start: the session gives it to the worker it maps
@@ -53,12 +55,38 @@ def start_local_cluster(spec: ClusterSpec | None, host: str = "127.0.0.1", secur
     before = set(SpecCluster._instances)
     try:
         with dask.config.set({"distributed.worker.daemon": False}):
-            return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=40,
-                               security=security)
+            return _NannyCluster(workers=workers, scheduler=scheduler, silence_logs=40,
+                                 security=security)
     except BaseException:  # Ctrl-C or a failure mid-start: close what had started
         for cluster in set(SpecCluster._instances) - before:
             _abandon(cluster)
         raise
+
+
+@functools.cache
+def _nanny_cluster() -> type:
+    """The SpecCluster subclass a session starts (made once, on first use: distributed is
+    imported only when a cluster is started)."""
+    from distributed import SpecCluster
+    from distributed.deploy.cluster import Cluster
+
+    class NannyCluster(SpecCluster):
+        """A SpecCluster that leaves its Nannies to restart their workers.
+
+        SpecCluster, on every worker removal, schedules a check for
+        ``distributed.deploy.lost-worker-timeout`` (15 s) later that *closes the worker's
+        Nanny for good* if no worker of that name is registered at that instant — meant for
+        job-queue clusters, where a lost worker is a lost job. Here a Nanny in this process
+        restarts its killed worker itself, but the check looks only at that one instant: a
+        worker killed again while restarting 15 s after an earlier kill lost its Nanny, and
+        its task never came back (issue 24: ps-0 missing for good after repeated kills). A
+        Nanny that closed itself is closed anyway; one that is running always restarts its
+        worker."""
+
+        def _update_worker_status(self, op, msg):
+            Cluster._update_worker_status(self, op, msg)  # the bookkeeping, not the timer
+
+    return NannyCluster
 
 
 def _abandon(cluster) -> None:

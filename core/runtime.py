@@ -34,17 +34,24 @@ class ResourceMgr:
 
     ``lost`` (set on a worker that took over the device of a worker that left the cluster)
     says how the device's state was lost: a resource whose class declares
-    ``LOST_WITH_WORKER = True`` (a queue: its elements and its epoch) is then never silently
-    re-created empty; using it fails with UnavailableError naming it until the program clears
-    it on purpose (``tv.Session.reset``). A variable is re-created by assigning it (an
-    initializer, a restored checkpoint); until then reading it is FailedPreconditionError.
+    ``LOST_WITH_WORKER = True`` (a queue: its elements and its epoch) that existed on the lost
+    worker (``lost_names``: its ``(container, name)`` pairs; None: every one) is then never
+    silently re-created empty; using it fails with UnavailableError naming it until the program
+    clears it on purpose (``tv.Session.reset``). A name the lost worker never held is created as
+    usual. A variable is re-created by assigning it (an initializer, a restored checkpoint);
+    until then reading it is FailedPreconditionError. ``on_created(device, container, name)``,
+    if set, is told of every LOST_WITH_WORKER resource made here (a worker reports them to the
+    scheduler, which remembers what a lost worker held).
     """
 
-    def __init__(self, device: str, lost: str | None = None):
+    def __init__(self, device: str, lost: str | None = None, lost_names=None,
+                 on_created: Callable[[str, str, str], None] | None = None):
         self.device = device
         self._res: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
         self.lost = lost
+        self.lost_names = _pairs(lost_names)
+        self.on_created = on_created
         self._lost_lifted: set[str] = set()  # containers cleared on purpose since the loss
 
     def lookup_or_create(self, container: str, name: str, factory: Callable[[], Any]):
@@ -55,8 +62,7 @@ class ResourceMgr:
                 res = self._res.get(key)
                 if res is None:
                     res = factory()
-                    if self.lost and getattr(res, "LOST_WITH_WORKER", False) and \
-                            container not in self._lost_lifted:
+                    if getattr(res, "LOST_WITH_WORKER", False) and self._was_lost(key):
                         kind = getattr(res, "kind", type(res).__name__)
                         raise errors.UnavailableError(
                             f"{kind} {name!r} on {self.device} was lost: "
@@ -64,7 +70,15 @@ class ResourceMgr:
                             "back; clear it on purpose with tv.Session.reset(target) (or "
                             "restore the program's state) before using it again")
                     self._res[key] = res
+                    if self.on_created is not None and getattr(res, "LOST_WITH_WORKER", False):
+                        self.on_created(self.device, container, name)
         return res
+
+    def _was_lost(self, key: tuple[str, str]) -> bool:
+        """Whether the resource ``(container, name)`` died with this device's lost worker and
+        has not been cleared on purpose since."""
+        return bool(self.lost) and key[0] not in self._lost_lifted and \
+            (self.lost_names is None or key in self.lost_names)
 
     def lookup(self, container: str, name: str):
         try:
@@ -108,16 +122,20 @@ class DeviceResources:
         self._lock = threading.Lock()
         self._cancelled: dict[str, None] = {}  # step roots given up by the client, in order
         self._watched: dict[str, list[str]] = {}  # step root -> stateful ops started
-        self._lost: dict[str, str] = {}  # "/job:J/replica:0/task:T/" -> how its state was lost
+        # "/job:J/replica:0/task:T/" -> (how its state was lost, the names lost or None: all)
+        self._lost: dict[str, tuple[str, Any]] = {}
+        self.on_created: Callable[[str, str, str], None] | None = None  # see ResourceMgr
+        self.on_cleared: Callable[[Any], None] | None = None  # told clear()'s containers
 
-    def mark_lost(self, task_prefix: str, how: str) -> None:
+    def mark_lost(self, task_prefix: str, how: str, names=None) -> None:
         """This process took over a logical task whose worker left: its resources that are
-        not re-created silently (queues) fail until cleared on purpose."""
+        not re-created silently (queues) and that the lost worker held (``names``:
+        ``(container, name)`` pairs; None: every one) fail until cleared on purpose."""
         with self._lock:
-            self._lost[task_prefix] = how
+            self._lost[task_prefix] = (how, names)
             for dev, mgr in self._mgrs.items():
                 if dev.startswith(task_prefix):
-                    mgr.lost = how
+                    mgr.lost, mgr.lost_names = how, _pairs(names)
 
     def cancel_step(self, step_id: str) -> list[str]:
         """Mark a step as given up: its ops not yet started never run, and blocking kernels
@@ -142,15 +160,24 @@ class DeviceResources:
         mgr = self._mgrs.get(device)
         if mgr is None:
             with self._lock:
-                lost = next((how for p, how in self._lost.items() if device.startswith(p)),
-                            None)
-                mgr = self._mgrs.setdefault(device, ResourceMgr(device, lost))
+                how, names = next((v for p, v in self._lost.items() if device.startswith(p)),
+                                  (None, None))
+                mgr = self._mgrs.setdefault(device, ResourceMgr(device, how, names,
+                                                                self.on_created))
         return mgr
 
     def clear(self, containers=None) -> int:
         if containers is None:
             self._lost.clear()
-        return sum(m.clear(containers) for m in list(self._mgrs.values()))
+        n = sum(m.clear(containers) for m in list(self._mgrs.values()))
+        if self.on_cleared is not None:
+            self.on_cleared(containers)
+        return n
+
+
+def _pairs(names) -> frozenset | None:
+    """``(container, name)`` pairs as a set (they may come as lists from a message)."""
+    return None if names is None else frozenset((str(c), str(n)) for c, n in names)
 
 
 def resources_of(worker) -> DeviceResources:
