@@ -290,8 +290,9 @@ class OutputCommitter:
         first, the claim last, then the empty folder — a job that claims the output meanwhile
         keeps its claim); else only the claim (a dead ``commit_job`` keeps its plan). A claim
         another job took over is left alone."""
-        if self.job_id is None:  # never claimed (a task-side or recovering committer)
-            if clear:
+        if self.job_id is None:  # never claimed (a task-side or recovering committer):
+            owner = self._read_json(f"{self.temp_path}/{JOB}")
+            if clear and not (owner is not None and self._alive(owner)):  # not a live job's
                 self._remove(self.temp_path, recursive=True)
             return
         try:

@@ -140,8 +140,7 @@ def test_a_loser_never_touches_the_owners_output_and_the_owner_still_commits(tmp
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     for overwrite in (False, True):  # another job: another thread (a thread that sets an
         got = []                       # output up again has abandoned its earlier job there)
-        t = threading.Thread(target=lambda: got.append(_raised(
-            tv.storage.OutputCommitter(out).setup_job, overwrite=overwrite)))
+        t = threading.Thread(target=lambda: got.append(_rival(out, overwrite)))
         t.start()
         t.join()
         assert isinstance(got[0], tv.errors.AlreadyExistsError), got
@@ -157,10 +156,13 @@ def test_a_loser_never_touches_the_owners_output_and_the_owner_still_commits(tmp
         tv.storage.OutputCommitter(out).setup_job()
 
 
-def _raised(fn, *args, **kw):
+def _rival(out: str, overwrite: bool):
+    """Another job's set-up, cleaning up as a driver does when it fails (abort_job)."""
+    rival = tv.storage.OutputCommitter(out)
     try:
-        fn(*args, **kw)
+        rival.setup_job(overwrite=overwrite)
     except Exception as e:  # noqa: BLE001 - returned to the test
+        rival.abort_job()  # must not delete the owner's attempts
         return e
     return None
 
