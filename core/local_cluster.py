@@ -30,11 +30,13 @@ _log = logging.getLogger("tensorvm")
 
 
 def start_local_cluster(spec: ClusterSpec | None, host: str = "127.0.0.1", security=None,
-                        gpus: int | None = None):
+                        gpus: int | None = None, threads: int | None = None):
     """A cluster of worker processes on this machine: the scheduler, its dashboard, the
     nannies and the workers all listen on ``host`` (loopback unless asked otherwise); with
     ``security`` every connection is TLS with those credentials. ``gpus``: how many GPUs to
-    give workers (None: as many as CuPy sees; 0: none), laid out by :func:`worker_layout`."""
+    give workers (None: as many as CuPy sees; 0: none), laid out by :func:`worker_layout`.
+    ``threads``: threads per worker (None: :func:`worker_threads`, which gives one thread
+    each when the worker processes fill the cores)."""
     import dask
     from distributed import Nanny, Scheduler, SpecCluster
     check_main_guard()
@@ -46,8 +48,10 @@ def start_local_cluster(spec: ClusterSpec | None, host: str = "127.0.0.1", secur
     # without it, so a stateful task of the lost device is never recomputed there; the step fails
     # with UnavailableError instead. Its GPU resource and environment it keeps (Nanny options).
     layout = worker_layout(spec, gpus)
+    nthreads = worker_threads(len(layout), threads)
     workers = {n: {"cls": Nanny, "options": {
-        "name": n, "nthreads": 2, "silence_logs": 40, "dashboard": False, **common, **extra}}
+        "name": n, "nthreads": nthreads, "silence_logs": 40, "dashboard": False, **common,
+        **extra}}
         for n, extra in layout.items()}
     scheduler = {"cls": Scheduler, "options": {
         "dashboard_address": f"{_bracket(host)}:0", "dashboard": True,
@@ -107,6 +111,36 @@ def _abandon(cluster) -> None:
         runner = getattr(cluster, "_loop_runner", None)
         if runner is not None:
             runner.stop()
+
+
+THREADS_CONFIG = "tensorvm.worker-threads"  # Dask config key: threads per local worker
+
+
+def worker_threads(n_workers: int, threads: int | None = None, cores: int | None = None) -> int:
+    """Threads per worker process of a local cluster: ``threads`` when given, else the Dask
+    config ``tensorvm.worker-threads`` (``tensorvm run --conf tensorvm.worker-threads=2``,
+    ``DASK_TENSORVM__WORKER_THREADS=2``), else the cores shared out so that processes x
+    threads never exceeds them: one thread each when the processes fill the cores (Dask's
+    LocalCluster rule; before issue 25 every worker had 2 threads, 4 threads on 2 cores).
+    ``cores`` defaults to the CPUs this process may use (``dask.system.CPU_COUNT``: affinity
+    and cgroup quota).
+
+    >>> worker_threads(2, cores=2), worker_threads(3, cores=2), worker_threads(2, cores=16)
+    (1, 1, 8)
+    >>> worker_threads(3, threads=4, cores=2)
+    4
+    """
+    if threads is None:
+        import dask
+        threads = dask.config.get(THREADS_CONFIG, None)
+    if threads is not None:
+        threads = int(threads)
+        if threads < 1:
+            raise ValueError(f"threads per worker must be >= 1, got {threads}")
+        return threads
+    if cores is None:
+        from dask.system import CPU_COUNT as cores
+    return max(1, int(cores) // max(1, int(n_workers)))
 
 
 def cuda_visible_devices(i: int, visible) -> str:

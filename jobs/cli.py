@@ -237,9 +237,12 @@ def _execute(spec, kw, opts, cluster, err) -> int:
     from rich.console import Console
 
     from .display import LiveDisplay, print_summary
+    from .local_up import cluster_for
     from .runner import ConnectError, JobRun
     quiet, as_json = opts["quiet"], opts["as_json"]
-    run = JobRun(spec, scheduler=opts["scheduler"], cluster=cluster,
+    # the cluster of `tensorvm up` when one is up and has the tasks --cluster asks for
+    up = None if opts["scheduler"] or opts["in_process"] else cluster_for(cluster)
+    run = JobRun(spec, scheduler=up["address"] if up else opts["scheduler"], cluster=cluster,
                  in_process=opts["in_process"], connect_timeout=opts["connect_timeout"],
                  args=kw)
     try:
@@ -253,7 +256,7 @@ def _execute(spec, kw, opts, cluster, err) -> int:
                       f"{_classify(exc, spec, kw)[1]}") from exc
     code, summary = EXIT_OK, None
     live = err.is_terminal and not (quiet or as_json)  # in a pipe: no live display
-    if run.up and not (quiet or as_json):  # the tensorvm up cluster (jobs/local_up.py)
+    if up and not (quiet or as_json):
         err.print(f"cluster: {run.scheduler} (tensorvm up)", highlight=False)
     link = None
     try:
@@ -519,6 +522,11 @@ from .local_up import down, status, up  # noqa: E402 - tensorvm up/status/down (
 cli.add_command(up)
 cli.add_command(status)
 cli.add_command(down)
+
+from .history_cmds import history, ui  # noqa: E402 - tensorvm history/ui (issue 25)
+
+cli.add_command(history)
+cli.add_command(ui)
 
 
 _NO_ARGS = getattr(click.exceptions, "NoArgsIsHelpError", ())

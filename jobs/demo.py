@@ -1,14 +1,28 @@
-"""The main demo job (``make run``): ridge regression, the lecture demo, on a LocalCluster.
+"""The demo (``make run``, ``tensorvm demo``): what tensorvm does, each result checked.
 
-The closed form ``beta = (X^T X + lambda I)^-1 X^T y`` is computed in-graph with the data on a
-worker device and the solve on a parameter-server device, then the same penalised loss is
-minimised by gradient descent with ``tv.train`` (variables on the PS, gradients on the worker),
-and both are compared with NumPy. Prints the Dask dashboard link while the cluster is up,
-then the result. ``tensorvm run ridge`` runs the same job with a live progress display.
+1. **A word count** (the bundled ``wordcount`` map-reduce job) over generated text — several
+   files, many splits, 4 reducers — with the CLI's live display (on a terminal) and its
+   counters, checked against ``collections.Counter``.
+2. **Ridge regression trained with a parameter server** (:func:`ridge`, the bundled ``ridge``
+   job, the lecture demo): the closed form ``beta = (X^T X + lambda I)^-1 X^T y`` in-graph with
+   the data on a worker device and the solve on the PS device, then the same penalised loss
+   minimised by gradient descent with ``tv.train`` (the variable on the PS, the gradients on
+   the worker), its loss falling step by step; both checked against NumPy.
+
+Where: on the cluster of ``tensorvm up`` when one is up (the job pages stay on its dashboard
+after the demo), else on a LocalCluster of its own (1 PS + 1 worker) that it starts; on a
+terminal it then waits for Enter before closing that cluster and its dashboard, and elsewhere
+(CI runs ``make run`` with no stdin) it closes it at once. ``--in-process``: no cluster.
+Both jobs run through the CLI's own machinery (:class:`tensorvm.jobs.runner.JobRun`, the live
+display, the summary), as ``tensorvm run wordcount`` / ``tensorvm run ridge`` would.
 """
 from __future__ import annotations
 
 import argparse
+import collections
+import os
+import sys
+import tempfile
 import time
 
 import numpy as np
@@ -45,7 +59,8 @@ def ridge(steps: int = 200, n: int = 200, d: int = 5, lam: float = 0.1,
         n: rows of the generated data.
         d: features.
         lam: the L2 penalty.
-        report_every: steps per submission (the loss is reported after each).
+        report_every: steps per submission (the loss is reported after each); the first
+            submissions are shorter (1, 1, 2, 4... steps), so the loss shows its fall.
         seed: the data's random seed.
     """
     import tensorvm as tv
@@ -62,8 +77,8 @@ def ridge(steps: int = 200, n: int = 200, d: int = 5, lam: float = 0.1,
             closed = session.run(beta_closed).ravel()
             session.run(init)
             done = 0
-            while done < steps:
-                k = min(report_every, steps - done)
+            while done < steps:  # submissions of 1, 1, 2, 4... steps, then report_every
+                k = min(report_every, steps - done, max(1, done))
                 _, value = session.run([train, loss], steps=k) if k > 1 else \
                     session.run([train, loss])
                 done += k
@@ -81,32 +96,138 @@ def ridge(steps: int = 200, n: int = 200, d: int = 5, lam: float = 0.1,
             "beta_closed": closed.tolist(), "beta_descent": fitted.tolist()}
 
 
+DEMO_SPEC = {"ps": 1, "worker": 1}
+
+
+def make_text(folder: str, files: int = 4, lines: int = 10_000, vocab: int = 3000,
+              seed: int = 7) -> list[str]:
+    """Generated text, ``files`` files of ``lines`` lines (Zipf-distributed words, a few per
+    line): their paths."""
+    rng = np.random.default_rng(seed)
+    words = np.array([f"w{i}" for i in range(vocab)])
+    paths = []
+    for f in range(files):
+        counts = rng.integers(3, 15, size=lines)
+        picks = words[(rng.zipf(1.2, size=int(counts.sum())) - 1) % vocab]
+        ends = np.cumsum(counts)
+        text = "\n".join(" ".join(picks[e - c:e]) for c, e in zip(counts, ends)) + "\n"
+        path = os.path.join(folder, f"part-{f:02d}.txt")
+        with open(path, "w") as fh:
+            fh.write(text)
+        paths.append(path)
+    return paths
+
+
+def _run(name: str, kw: dict, where: dict, err, out, record=None):
+    """One bundled job through the CLI's machinery: ``(result, summary)``."""
+    from .bundled import resolve
+    from .display import LiveDisplay, print_summary
+    from .runner import JobRun
+    run = JobRun(resolve(name), args=kw, **where)
+    if record is not None:  # keep every reported metric, for the loss curve
+        report = run.report
+        run.report = lambda m: (record.append(dict(m)), report(m))
+    with run:
+        if err.is_terminal:
+            with LiveDisplay(run, err):
+                result = run.call(kw)
+        else:
+            result = run.call(kw)
+        summary = run.finish("done", result)
+    print_summary({k: v for k, v in summary.items() if k != "result"}, out)  # checked below
+    return result, summary
+
+
+def word_count(where: dict, err, out, folder: str) -> bool:
+    paths = make_text(folder)
+    size = sum(os.path.getsize(p) for p in paths)
+    print(f"\n[1/2] word count: {len(paths)} files, {size / 1e6:.1f} MB of generated text, "
+          f"64 kB splits, 4 reducers", flush=True)
+    result, _ = _run("wordcount", {"input": os.path.join(folder, "*.txt"), "num_reducers": 4,
+                                   "split_size": 64 * 1024}, where, err, out)
+    want = collections.Counter()
+    for p in paths:
+        with open(p) as fh:
+            want.update(fh.read().split())
+    got = result.to_dict()
+    ok = got == dict(want)
+    top = ", ".join(f"{w} {n}" for w, n in want.most_common(3))
+    print(f"word count {'OK' if ok else 'MISMATCH'}: {len(got)} distinct words, "
+          f"{sum(got.values())} words (most common: {top}); collections.Counter counts "
+          f"{len(want)} distinct, {sum(want.values())} words", flush=True)
+    return ok
+
+
+def ps_training(where: dict, err, out, steps: int) -> bool:
+    print(f"\n[2/2] ridge regression trained with a parameter server: beta on /job:ps, "
+          f"gradients on /job:worker, {steps} steps of gradient descent", flush=True)
+    losses: list[dict] = []
+    out_, _ = _run("ridge", {"steps": steps, "report_every": max(1, steps // 20)}, where,
+                   err, out, record=losses)
+    curve = [(m["step"], m["loss"]) for m in losses if "loss" in m]
+    shown = curve if len(curve) <= 8 else curve[:4] + curve[-3:]
+    print("loss by step: " + "  ".join(f"{s}: {v:.4g}" for s, v in shown), flush=True)
+    falling = all(b[1] <= a[1] * (1 + 1e-9) for a, b in zip(curve, curve[1:]))
+    ok = bool(out_["ok"]) and falling
+    print(f"ridge {'OK' if ok else 'MISMATCH'}: loss {curve[0][1]:.4g} -> {curve[-1][1]:.4g}"
+          f"{'' if falling else ' (not falling)'}; relative error vs NumPy's closed form: "
+          f"closed form in-graph {out_['rel_error_closed']:.1e}, gradient descent "
+          f"{out_['rel_error_descent']:.1e}", flush=True)
+    return ok
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="tensorvm-demo", description=__doc__.splitlines()[0])
     ap.add_argument("--in-process", action="store_true",
-                    help="run in this process instead of on a LocalCluster")
-    ap.add_argument("--steps", type=int, default=200)
+                    help="run in this process instead of on a cluster")
+    ap.add_argument("--steps", type=int, default=200, help="gradient-descent steps")
     args = ap.parse_args(argv)
-    import tensorvm as tv
+    from rich.console import Console
 
-    target = None if args.in_process else "local"
-    spec = None if args.in_process else tv.train.ClusterSpec({"ps": 1, "worker": 1})
+    from .local_up import cluster_for, page_link
+    err, out = Console(stderr=True), Console()
     t0 = time.perf_counter()
-    with tv.Session(target, graph=tv.Graph(), cluster=spec, verbose=False) as sess:
-        if sess.dashboard_link:  # while the cluster is up, not after it is gone
-            print(f"dashboard: {sess.dashboard_link}", flush=True)
-        out = ridge(steps=args.steps, report_every=args.steps, session=sess)
-    n, d, lam = 200, 5, 0.1
-    print(f"ridge regression, n={n}, d={d}, lambda={lam}")
-    print(f"  NumPy closed form      : {np.array2string(np.array(out['beta_numpy']), precision=5)}")
-    print(f"  tensorvm closed form   : {np.array2string(np.array(out['beta_closed']), precision=5)}")
-    print(f"  tensorvm gradient desc.: {np.array2string(np.array(out['beta_descent']), precision=5)} "
-          f"({args.steps} steps, loss {out['loss']:.5f})")
-    print(f"  relative error vs NumPy: closed {out['rel_error_closed']:.2e}, "
-          f"descent {out['rel_error_descent']:.2e}")
-    print(f"  wall time {time.perf_counter() - t0:.1f} s")
-    print("OK" if out["ok"] else "MISMATCH")
-    return 0 if out["ok"] else 1
+    print("tensorvm demo: a word count and a parameter-server training job, each checked "
+          "against a reference", flush=True)
+    cluster, up = None, None if args.in_process else cluster_for(DEMO_SPEC)
+    if args.in_process:
+        where = {"in_process": True}
+    elif up:
+        where = {"scheduler": up["address"]}
+        print(f"on the tensorvm up cluster at {up['address']}; job pages: {page_link(up)}",
+              flush=True)
+    else:
+        from tensorvm.cluster import ClusterSpec
+        from tensorvm.local_cluster import start_local_cluster
+        print("starting a LocalCluster (ps=1,worker=1)...", flush=True)
+        cluster = start_local_cluster(ClusterSpec(DEMO_SPEC))
+        where = {"scheduler": cluster.scheduler_address}
+        print(f"dashboard: {cluster.dashboard_link.rsplit('/status', 1)[0]}/tensorvm",
+              flush=True)
+    try:
+        with tempfile.TemporaryDirectory(prefix="tensorvm-demo-") as folder:
+            ok = word_count(where, err, out, folder)
+        ok = ps_training(where, err, out, args.steps) and ok
+        print(f"\n{'OK' if ok else 'MISMATCH'} in {time.perf_counter() - t0:.1f} s", flush=True)
+        if cluster is not None:
+            _close_when_read(cluster)
+    finally:
+        if cluster is not None:
+            cluster.close()
+    return 0 if ok else 1
+
+
+def _close_when_read(cluster) -> None:
+    """On a terminal, keep the dashboard up until Enter; elsewhere say how to keep one."""
+    link = f"{cluster.dashboard_link.rsplit('/status', 1)[0]}/tensorvm"
+    if sys.stdin is not None and sys.stdin.isatty() and sys.stdout.isatty():
+        try:
+            input(f"job pages: {link} - press Enter to close the dashboard ")
+        except (EOFError, KeyboardInterrupt):
+            print()
+    else:
+        print("not on a terminal: closing the cluster and its dashboard now (tensorvm up "
+              "starts a cluster whose job pages stay)", flush=True)
 
 
 if __name__ == "__main__":
