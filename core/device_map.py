@@ -329,8 +329,13 @@ class DeviceMap:
         scheduler once the client has lost it (Dask then blocks for its reconnect and answers
         stale or empty info; issue 24)."""
         self.check_scheduler()
-        info = self.client.scheduler_info(n_workers=-1) if _accepts_n_workers() else \
-            self.client.scheduler_info()
+        if _accepts_n_workers():
+            # The scheduler's own answer: ``Client.scheduler_info`` returns the client's shared
+            # copy, which its periodic refresh (no workers listed) may overwrite between the
+            # call's answer and its return (issue 24: an empty cluster, now and then).
+            info = self.client.sync(self.client.scheduler.identity, n_workers=-1)
+        else:
+            info = self.client.scheduler_info()
         self.check_scheduler()  # lost during the call: the answer is the cached one
         return info
 

@@ -41,7 +41,9 @@ class ClusterHandle:
 
     def workers(self) -> dict:
         """Worker name -> address, as the scheduler knows them now."""
-        info = self.client.scheduler_info(n_workers=-1)
+        # the scheduler's own answer: Client.scheduler_info returns a shared copy that the
+        # client's periodic refresh (no workers listed) may overwrite as it returns (issue 24)
+        info = self.client.sync(self.client.scheduler.identity, n_workers=-1)
         return {str(w["name"]): a for a, w in info["workers"].items()}
 
     def worker(self, task_name: str) -> str:

@@ -120,3 +120,25 @@ class _KillWhen:
     def __exit__(self, *exc):
         self.done.set()
         self.thread.join()
+
+
+def test_the_device_map_never_sees_an_empty_cluster_from_a_refresh_race(cluster):
+    """Item 4's "scheduler_info() came back empty": Dask's ``Client.scheduler_info`` returns
+    the client's shared copy, which its periodic refresh (every
+    ``distributed.client.scheduler-info-interval``, with no workers listed) may overwrite
+    between the call's answer and its return. The device map read that as a cluster with no
+    workers. A 5 ms refresh makes the race frequent."""
+    import dask
+    from distributed import Client
+
+    from tensorvm.device_map import DeviceMap
+    with dask.config.set({"distributed.client.scheduler-info-interval": "5ms"}):
+        client = Client(cluster.address, set_as_default=False)
+    try:
+        devices = DeviceMap(client, None)
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            assert set(w["name"] for w in devices.scheduler_info()["workers"].values()) \
+                == {"ps-0", "worker-0"}
+    finally:
+        client.close()
