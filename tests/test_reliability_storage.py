@@ -237,54 +237,121 @@ def _saver_thread(d: str, first_step: int, errors_out: list, barrier: threading.
         errors_out.append(e)
 
 
-@pytest.mark.parametrize("run", range(4))
+@pytest.mark.parametrize("run", range(3))
 def test_concurrent_savers_never_list_a_pruned_checkpoint(tmp_path, run):
-    d = str(tmp_path / "shared")
-    failures: list = []
-    barrier = threading.Barrier(4)
-    threads = [threading.Thread(target=_saver_thread, args=(d, 1000 * (t + 1), failures,
-                                                            barrier)) for t in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not failures, failures
-    state = tv.train.get_checkpoint_state(d)
-    listed = state.all_model_checkpoint_paths
-    gone = [p for p in listed if not os.path.exists(os.path.join(p, INDEX_NAME))]
-    assert not gone, f"the state lists pruned checkpoints {gone} (listed {listed})"
-    raw = json.loads(open(os.path.join(d, "checkpoint")).read())
-    gone = [p for p in raw["all_model_checkpoint_paths"]
-            if not os.path.exists(os.path.join(d, p, INDEX_NAME))]
-    assert not gone, f"the state file names pruned checkpoints {gone}: {raw}"
-    assert len(raw["all_model_checkpoint_paths"]) <= 3
-    latest = tv.train.latest_checkpoint(d)
-    assert latest == state.model_checkpoint_path
-    assert storage.read_tensors(latest)["v"].shape == (64,)
+    """The probe's case (4 threads, each a Saver(max_to_keep=3), 6 saves each into one
+    folder), four rounds a run: before the lock, about one round in four to ten listed a
+    checkpoint another saver had pruned."""
+    for round_no in range(4):
+        d = str(tmp_path / f"shared{round_no}")
+        failures: list = []
+        barrier = threading.Barrier(4)
+        threads = [threading.Thread(target=_saver_thread,
+                                    args=(d, 1000 * (t + 1), failures, barrier))
+                   for t in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not failures, failures
+        state = tv.train.get_checkpoint_state(d)
+        listed = state.all_model_checkpoint_paths
+        gone = [p for p in listed if not os.path.exists(os.path.join(p, INDEX_NAME))]
+        assert not gone, f"round {round_no}: the state lists pruned {gone} (of {listed})"
+        with open(os.path.join(d, "checkpoint")) as f:
+            raw = json.load(f)
+        gone = [p for p in raw["all_model_checkpoint_paths"]
+                if not os.path.exists(os.path.join(d, p, INDEX_NAME))]
+        assert not gone, f"round {round_no}: the state file names pruned {gone}: {raw}"
+        assert 1 <= len(raw["all_model_checkpoint_paths"]) <= 3
+        latest = tv.train.latest_checkpoint(d)
+        assert latest == state.model_checkpoint_path
+        assert storage.read_tensors(latest)["v"].shape == (64,)
+
+
+def test_a_commit_whose_checkpoint_another_saver_pruned_does_not_name_it(tmp_path, monkeypatch):
+    """max_to_keep=1: another saver commits step 6 and prunes step 5 between step 5's index
+    write and its state update; the state then names step 6, never the pruned step 5."""
+    from tensorvm.storage.fsio import atomic_write_bytes, to_fs
+    from tensorvm.storage.index import encode_index
+    d = str(tmp_path / "c")
+    early = storage.checkpoint_url(d, "model.ckpt", 5)
+    late = storage.checkpoint_url(d, "model.ckpt", 6)
+    entries = storage.write_shard(early, 0, 1, {"w": np.zeros(2)})
+    late_entries = storage.write_shard(late, 0, 1, {"w": np.ones(2)})
+    fs, path = to_fs(late)  # step 6's index, committed later than step 5's will be
+    atomic_write_bytes(fs, f"{path}/{INDEX_NAME}", encode_index(late_entries, 6, 2e9, None))
+    real_update = checkpoint_state.update_state
+
+    def other_saver_first(dir_url, name, *a, **k):
+        if name == "model.ckpt-5":  # the other saver's state update and prune run first
+            assert real_update(dir_url, "model.ckpt-6", 1, None) == ["model.ckpt-5"]
+            checkpoint_state.remove_checkpoint(early)
+        return real_update(dir_url, name, *a, **k)
+
+    monkeypatch.setattr(storage.checkpoint, "update_state", other_saver_first)
+    storage.commit(d, early, entries, step=5, max_to_keep=1)
+    with open(os.path.join(d, "checkpoint")) as f:
+        raw = json.load(f)
+    assert raw["model_checkpoint_path"] == "model.ckpt-6", raw
+    assert raw["all_model_checkpoint_paths"] == ["model.ckpt-6"], raw
+    assert tv.train.latest_checkpoint(d) == late
 
 
 _PROC_SAVER = """
-import sys, numpy as np
+import os, sys, time
+import numpy as np
 from tensorvm import storage
-d, base = sys.argv[1], int(sys.argv[2])
-for i in range(8):
-    ckpt = storage.checkpoint_url(d, "model.ckpt", base + i)
-    storage.commit(d, ckpt, storage.write_shard(ckpt, 0, 1, {"w": np.zeros(8)}), step=base + i,
-                   max_to_keep=2)
+from tensorvm.storage import checkpoint_state
+
+d, step, role, flags = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+
+def wait_for(path, seconds):
+    end = time.monotonic() + seconds
+    while not os.path.exists(path) and time.monotonic() < end:
+        time.sleep(0.01)
+    return os.path.exists(path)
+
+if role == "first":  # list the committed folders, then give the other saver 3 s to cut in
+    real = checkpoint_state.committed_checkpoints
+    def listing_then_pause(*a, **k):
+        out = real(*a, **k)
+        open(flags + ".listed", "w").close()
+        print("other saver cut in:", wait_for(flags + ".done", 3.0), flush=True)
+        return out
+    checkpoint_state.committed_checkpoints = listing_then_pause
+else:
+    assert wait_for(flags + ".listed", 120)
+ckpt = storage.checkpoint_url(d, "model.ckpt", step)
+storage.commit(d, ckpt, storage.write_shard(ckpt, 0, 1, {"w": np.zeros(8)}), step=step,
+               max_to_keep=2)
+open(flags + (".first" if role == "first" else ".done"), "w").close()
 """
 
 
 def test_savers_in_two_processes_never_list_a_pruned_checkpoint(tmp_path):
+    """Saver A (another process) has listed the folders when saver B commits, prunes and
+    writes its state; before the directory lock, A then wrote a list naming a checkpoint B had
+    just pruned. Now B waits for A's lock (A pauses 3 s for it in vain)."""
     d = str(tmp_path / "shared")
-    os.makedirs(d)
-    procs = [subprocess.Popen([sys.executable, "-c", _PROC_SAVER, d, str(base)])
-             for base in (100, 200, 300)]
-    assert [p.wait(120) for p in procs] == [0, 0, 0]
-    raw = json.loads(open(os.path.join(d, "checkpoint")).read())
-    assert raw["all_model_checkpoint_paths"], raw
+    for step in (1, 2):
+        ckpt = storage.checkpoint_url(d, "model.ckpt", step)
+        storage.commit(d, ckpt, storage.write_shard(ckpt, 0, 1, {"w": np.zeros(8)}),
+                       step=step, max_to_keep=2)
+    flags = str(tmp_path / "flag")
+    procs = [subprocess.Popen([sys.executable, "-c", _PROC_SAVER, d, str(step), role, flags],
+                              stdout=subprocess.PIPE, text=True)
+             for step, role in ((3, "first"), (4, "second"))]
+    outs = [p.communicate(timeout=180)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert "other saver cut in: False" in outs[0], outs  # B waited for A's lock
+    with open(os.path.join(d, "checkpoint")) as f:
+        raw = json.load(f)
     gone = [p for p in raw["all_model_checkpoint_paths"]
             if not os.path.exists(os.path.join(d, p, INDEX_NAME))]
     assert not gone, f"the state file names pruned checkpoints {gone}: {raw}"
+    assert raw["all_model_checkpoint_paths"] == ["model.ckpt-3", "model.ckpt-4"], raw
+    assert sorted(os.listdir(d)) == ["checkpoint", "model.ckpt-3", "model.ckpt-4"]
 
 
 def test_a_state_file_naming_a_vanished_checkpoint_is_filtered_on_read(tmp_path):
