@@ -106,6 +106,10 @@ def _run_options() -> list[click.Option]:
                      help="Run in this process (no cluster, no dashboard)."),
         click.Option(["--conf"], multiple=True, metavar="KEY=VALUE",
                      help="Dask config for the run (repeatable)."),
+        click.Option(["--history"], metavar="URL",
+                     help="Write the job's event log under URL (fsspec; 'off': none); "
+                          "default: tensorvm.history.url, $TENSORVM_HISTORY, else "
+                          "~/.local/share/tensorvm/history."),
         click.Option(["--keep-alive"], is_flag=True,
                      help="Keep the cluster and dashboard up after the job until Ctrl-C."),
         click.Option(["--connect-timeout"], type=click.FloatRange(min=0.1), default=10.0,
@@ -229,7 +233,10 @@ def _run_job(spec, kw) -> int:
         except ValueError as exc:
             raise Failure(str(exc), EXIT_USAGE) from exc
     err = Console(stderr=True)
-    with dask.config.set(_conf(opts["conf"])), _logging_to(err, opts["verbose"]):
+    conf = _conf(opts["conf"])
+    if opts["history"]:  # read where the scheduler runs (tensorvm.scheduler_ext.history)
+        conf["tensorvm.history.url"] = opts["history"]
+    with dask.config.set(conf), _logging_to(err, opts["verbose"]):
         return _execute(spec, kw, opts, cluster, err)
 
 

@@ -3,7 +3,13 @@ server (same port as ``/status``), in the form Dask's ``distributed.scheduler.ht
 modules use (``routes = [(url, handler, kwargs)]``).
 
 * ``/tensorvm`` — the jobs; ``/tensorvm/job/<id>`` — one job (graph, devices, counters, loss);
-* ``/tensorvm/api/jobs`` and ``/tensorvm/api/jobs/<id>`` — the same as JSON.
+* ``/tensorvm/api/jobs`` and ``/tensorvm/api/jobs/<id>`` — the same as JSON;
+* ``/tensorvm/api/jobs/<id>/trace.json`` (a Chrome trace) and ``.../timeline.json`` (the
+  page's timeline chart): the job's task events (:mod:`tensorvm.scheduler_ext.history_ui`).
+
+Jobs no longer on the scheduler are read from the history URL's event logs
+(:mod:`tensorvm.scheduler_ext.history`): the list shows them under "Past jobs", and their
+pages, JSON and trace are served from the logs.
 
 The :class:`~tensorvm.scheduler_ext.plugin.TensorvmPlugin` adds these routes when it starts;
 listing this module in ``distributed.scheduler.http.routes`` works as well (the pages then say
@@ -15,7 +21,7 @@ import json
 
 from distributed.http.utils import RequestHandler
 
-from . import _dask_internals, curves, page
+from . import _dask_internals, curves, history_ui, page
 
 PLUGIN_NAME = "tensorvm"
 
@@ -41,6 +47,28 @@ class _Base(RequestHandler):
         self.html(page.page(title, body, fragment_url, self.base,
                             _dask_internals.nav_pages(self.server, page.NAV_PAGES), after))
 
+    def history(self):
+        """The plugin's :class:`~tensorvm.scheduler_ext.history.JobHistory`, or None."""
+        plugin = self.server.plugins.get(PLUGIN_NAME) if self.server else None
+        return getattr(plugin, "history", None)
+
+    def past(self, job_id: str) -> dict | None:
+        """A job from the history URL's logs (``{"job", "tasks", ...}``), or None."""
+        hist = self.history()
+        try:
+            return hist.past_job(job_id) if hist is not None else None
+        except Exception:  # noqa: BLE001 - an unreadable history is no job, not a 500
+            return None
+
+    def past_jobs(self, reg) -> str:
+        """The "Past jobs" table: logged jobs this registry does not have."""
+        hist = self.history()
+        try:
+            rows = hist.past_jobs() if hist is not None else []
+        except Exception:  # noqa: BLE001 - the live jobs still show
+            rows = []
+        return history_ui.past_jobs_table(rows, self.base, set(reg.job_states()))
+
     def html(self, text: str) -> None:
         self.set_header("Content-Type", "text/html; charset=utf-8")
         self.set_header("Cache-Control", "no-store")
@@ -53,6 +81,8 @@ class _Base(RequestHandler):
 
     def job_or_404(self, reg, job_id: str):
         job = reg.job(job_id)
+        if job is None:  # a past job: from its event log
+            job = (self.past(job_id) or {}).get("job")
         if job is None:  # plain text: the id comes from the URL and must never be markup
             self.set_status(404)
             self.set_header("Content-Type", "text/plain; charset=utf-8")
@@ -65,15 +95,15 @@ class JobsPage(_Base):
     def get(self):
         reg = self.registry()
         if reg is not None:
-            self.page("tensorvm jobs", page.jobs_table(reg.jobs(), self.base),
-                      f"{self.base}/fragment")
+            self.page("tensorvm jobs", page.jobs_table(reg.jobs(), self.base) +
+                      self.past_jobs(reg), f"{self.base}/fragment")
 
 
 class JobsFragment(_Base):
     def get(self):
         reg = self.registry()
         if reg is not None:
-            self.html(page.jobs_table(reg.jobs(), self.base))
+            self.html(page.jobs_table(reg.jobs(), self.base) + self.past_jobs(reg))
 
 
 class JobPage(_Base):
@@ -83,7 +113,8 @@ class JobPage(_Base):
         if job:
             self.page(f"tensorvm: {job['name']}", page.job_detail(job, self.base),
                       f"{self.base}/job/{job_id}/fragment",
-                      after=curves.metric_charts(job, self.base))
+                      after=curves.metric_charts(job, self.base) + history_ui.timeline_section(
+                          self.base, job_id, live=job["state"] == "running"))
 
 
 class JobFragment(_Base):
@@ -127,6 +158,39 @@ class BokehStatic(_Base):
         self.finish(data)
 
 
+class _TaskEvents(_Base):
+    """The task events of a job (live, or from its log) for the trace and the timeline."""
+
+    def events(self, job_id: str):
+        reg = self.registry()
+        job = reg and self.job_or_404(reg, job_id)
+        if not job:
+            return None
+        hist = self.history()
+        found = hist.task_events(job_id) if hist is not None else None
+        tasks, dropped = found if found is not None else ([], 0)
+        names = dict(reg.workers)
+        names.update(history_ui.worker_names(job))
+        return job, tasks, dropped, names
+
+
+class TraceJSON(_TaskEvents):
+    def get(self, job_id):
+        found = self.events(job_id)
+        if found:
+            job, tasks, _, names = found
+            self.set_header("Content-Disposition", 'attachment; filename="trace.json"')
+            self.json(history_ui.trace_document(job, tasks, names))
+
+
+class TimelineJSON(_TaskEvents):
+    def get(self, job_id):
+        found = self.events(job_id)
+        if found:
+            job, tasks, dropped, names = found
+            self.json(history_ui.timeline_payload(job, tasks, dropped, names))
+
+
 routes: list[tuple] = [
     (r"tensorvm/?", JobsPage, {}),
     (r"tensorvm/fragment", JobsFragment, {}),
@@ -134,5 +198,7 @@ routes: list[tuple] = [
     (r"tensorvm/job/([^/]+)/fragment", JobFragment, {}),
     (r"tensorvm/api/jobs", JobsJSON, {}),
     (r"tensorvm/api/jobs/([^/]+)", JobJSON, {}),
+    (r"tensorvm/api/jobs/([^/]+)/trace.json", TraceJSON, {}),
+    (r"tensorvm/api/jobs/([^/]+)/timeline.json", TimelineJSON, {}),
     (r"tensorvm/static/([\w.-]+)", BokehStatic, {}),
 ]

@@ -25,6 +25,7 @@ import time
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from . import _dask_internals
+from .history import JobHistory
 from .http import PLUGIN_NAME
 from .registry import TOPIC_JOBS, TOPIC_STEPS, TOPIC_WORKERS, JobRegistry, task_name_of
 
@@ -37,9 +38,11 @@ class TensorvmPlugin(SchedulerPlugin):
     name = PLUGIN_NAME
     idempotent = True
 
-    def __init__(self, clock=time.time):
+    def __init__(self, clock=time.time, history: str | None = None):
         self.registry = JobRegistry(clock=clock)
         self.scheduler = None
+        # task events and event logs (tensorvm.scheduler_ext.history); history: the URL
+        self.history = JobHistory(self.registry, url=history, clock=clock)
 
     async def start(self, scheduler) -> None:
         self.scheduler = scheduler
@@ -69,6 +72,7 @@ class TensorvmPlugin(SchedulerPlugin):
     def transition(self, key, start, finish, *args, stimulus_id=None, **kwargs) -> None:
         if task_name_of(key) is None:
             return
+        self.history.transition(key, start, finish, kwargs)  # before the registry forgets key
         if finish == "memory":
             self.registry.task_done(key, kwargs.get("worker") or self._holder(key))
         elif finish == "erred":  # the failing task carries its exception's text
@@ -94,6 +98,7 @@ class TensorvmPlugin(SchedulerPlugin):
         if topic == TOPIC_JOBS:
             try:
                 self.registry.job_event(msg)
+                self.history.job_message(msg)
             except ValueError as exc:
                 logger.warning("tensorvm: ignored a job message: %s", exc)
         elif topic == TOPIC_STEPS and isinstance(msg, dict):
@@ -117,6 +122,10 @@ class TensorvmPlugin(SchedulerPlugin):
 
     def remove_client(self, scheduler, client: str) -> None:
         self.registry.client_removed(client)
+        self.history.sync()
+
+    async def close(self) -> None:
+        self.history.close()  # open event logs committed as they stand
 
 
 def readable_error(text: str | None) -> str | None:

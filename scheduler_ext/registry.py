@@ -487,6 +487,15 @@ class JobRegistry:
                 self._finish(job, "failed", "the client running the job disconnected")
 
     # ---- state ----------------------------------------------------------------------------
+    def job_of(self, key) -> str | None:
+        """The id of the job a live (not yet finished) tensorvm key counts for, else None."""
+        entry = self._keys.get(key)
+        return entry[0] if entry is not None else None
+
+    def job_states(self) -> dict[str, str]:
+        """``{job id: state}`` of every job kept (cheap: no summaries built)."""
+        return {j.id: j.state for j in self._jobs.values()}
+
     def jobs(self) -> list[dict]:
         """One summary row per job, newest first."""
         return [self._summary(j) for j in reversed(self._jobs.values())]

@@ -121,6 +121,16 @@ def test_a_job_log_in_memory_is_committed_whole_with_redacted_args_and_bounded_t
     [row] = HistoryReader(url).jobs()
     assert (row["id"], row["state"], row["counters"]) == ("wc-1", "done", {"records": 7})
     assert hist.task_events("wc-1") == (hist.tasks["wc-1"].tasks, 2)
+    assert [j["id"] for j in hist.past_jobs()] == ["wc-1"]  # the dashboard's "Past jobs"
+
+
+def test_history_of_a_missing_url_is_a_usage_error(tmp_path):
+    out = subprocess.run(TVM + ["history", (tmp_path / "nowhere").as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip().splitlines() == [
+        f"tensorvm: no job history at {(tmp_path / 'nowhere').as_uri()} (no such folder) "
+        "(try 'tensorvm history --help')"]
 
 
 # ---- on a LocalCluster of processes; then without it ---------------------------------------
