@@ -27,6 +27,7 @@ import sys
 from .cluster import ClusterSpec
 
 _log = logging.getLogger("tensorvm")
+WORKER_PRELOAD = "tensorvm.worker_signals"  # run in every worker process it starts
 
 
 def start_local_cluster(spec: ClusterSpec | None, host: str = "127.0.0.1", security=None,
@@ -49,9 +50,11 @@ def start_local_cluster(spec: ClusterSpec | None, host: str = "127.0.0.1", secur
     # with UnavailableError instead. Its GPU resource and environment it keeps (Nanny options).
     layout = worker_layout(spec, gpus)
     nthreads = worker_threads(len(layout), threads)
+    # the workers leave Ctrl-C to this process, which closes them (see worker_signals)
+    preload = [*(dask.config.get("distributed.worker.preload") or ()), WORKER_PRELOAD]
     workers = {n: {"cls": Nanny, "options": {
-        "name": n, "nthreads": nthreads, "silence_logs": 40, "dashboard": False, **common,
-        **extra}}
+        "name": n, "nthreads": nthreads, "silence_logs": 40, "dashboard": False,
+        "preload": preload, **common, **extra}}
         for n, extra in layout.items()}
     scheduler = {"cls": Scheduler, "options": {
         "dashboard_address": f"{_bracket(host)}:0", "dashboard": True,
