@@ -12,6 +12,7 @@ device and stage, :func:`~tensorvm.scheduler_ext.registry.parse_task_name`)::
 
     {"key": [name, step, ...], "task": name, "step": step, "device": "worker-0-cpu0",
      "stage": 0, "send": False, "worker": "tcp://...", "thread": 1400..., "state": "done",
+     # or "erred", or "ended" (the normal end of a loop: registry.expected_end)
      "start": t0, "stop": t1, "compute_start": tc, "transfer_s": 0.01, "nbytes": 565}
 
 ``start`` is the first start in ``startstops`` (the fetch of its inputs, if any) and ``stop``
@@ -39,7 +40,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import parse_task_name, task_name_of
+from .registry import expected_end, parse_task_name, task_name_of
 
 MAX_TASKS = 10_000
 """Task events kept per job, in memory and in its event log (the first ones)."""
@@ -63,7 +64,8 @@ def task_record(key, finish: str, kwargs: dict) -> dict | None:
             "device": parsed[1], "stage": parsed[2], "send": parsed[3],
             "worker": str(kwargs.get("worker") or ""),
             "thread": kwargs.get("thread") if isinstance(kwargs.get("thread"), int) else None,
-            "state": "done" if finish == "memory" else "erred",
+            "state": "done" if finish == "memory" else
+            "ended" if expected_end(kwargs.get("exception_text")) else "erred",
             "start": float(min(s["start"] for s in spans)),
             "stop": float(max(s["stop"] for s in spans)),
             "compute_start": float(compute[0]["start"]) if compute else None,

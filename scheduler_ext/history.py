@@ -105,7 +105,7 @@ class LogWriter:
     def __init__(self, flush_s: float = FLUSH_S, max_logs: int = MAX_LOGS):
         self.flush_s, self.max_logs = flush_s, max_logs
         self._cond = threading.Condition()
-        self._pending: dict[str, list[str]] = {}  # job -> lines not written yet
+        self._pending: dict[str, list[dict]] = {}  # job -> records not written yet
         self._where: dict[str, tuple] = {}  # job -> (fs, folder, name)
         self._ending: set[str] = set()
         self._whole: dict[str, list[str]] = {}  # job -> all lines (stores without append)
@@ -125,10 +125,11 @@ class LogWriter:
             self._pending.setdefault(job_id, [])
 
     def write(self, job_id: str, record: dict) -> None:
-        line = json.dumps(record, default=str)
+        """Queue ``record`` (a fresh dict, not changed afterwards: it is serialised on the
+        writer's thread, off the scheduler's event loop)."""
         with self._cond:
             if job_id in self._where:
-                self._pending[job_id].append(line)
+                self._pending[job_id].append(record)
 
     def finish(self, job_id: str) -> None:
         with self._cond:
@@ -163,8 +164,9 @@ class LogWriter:
                     if not any(self._pending.values()):
                         return
 
-    def _flush(self, job_id: str, where: tuple, lines: list[str], end: bool) -> None:
+    def _flush(self, job_id: str, where: tuple, records: list[dict], end: bool) -> None:
         fs, folder, name = where
+        lines = [json.dumps(r, default=str) for r in records]
         tmp = f"{folder}/{name}{INPROGRESS}"
         data = "".join(line + "\n" for line in lines).encode()
         try:

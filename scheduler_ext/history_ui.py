@@ -39,14 +39,14 @@ def timeline_section(base: str, job_id: str, live: bool) -> str:
     """The timeline's place on a job page: the chart (filled by script from
     ``timeline.json``), the trace download link; redrawn every 2 s while ``live``."""
     api = f"{base}/api/jobs/{quote(job_id, safe='')}"
-    bokeh_js = f"{base}/static/bokeh.min.js"
+    script_args = (page._js_str(api + "/timeline.json"), _live(live),
+                   page._js_str(f"{base}/static/bokeh.min.js"))
     return (f"<section id='timeline-section'><h2>Timeline</h2>"
             f"<p class='muted'><span id='timeline-note'></span> "
             f"<a id='trace-link' href='{escape(api)}/trace.json' download>trace.json</a> "
             "(Chrome trace: chrome://tracing, ui.perfetto.dev)</p>"
             "<div id='timeline' style='width:1100px;min-height:60px'></div></section>"
-            f"<script>{_TIMELINE_JS % (page._js_str(api + '/timeline.json'), _live(live), page._js_str(bokeh_js))}"
-            "</script>")
+            f"<script>{_TIMELINE_JS % script_args}</script>")
 
 
 def _live(live: bool) -> str:

@@ -91,6 +91,16 @@ def test_ids_are_file_names_and_pages_escape_logged_text():
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
 
 
+def test_a_loops_normal_end_is_no_failure_in_the_trace():
+    key = ("tvm_g1_worker_0_cpu0_s0", "a.0")
+    ended = task_record(key, "erred", dict(_kwargs(1.0, 2.0),
+                                           exception_text="OutOfRangeError('gate closed')"))
+    failed = task_record(key, "erred", dict(_kwargs(1.0, 2.0),
+                                            exception_text="ValueError('bad')"))
+    assert (ended["state"], failed["state"]) == ("ended", "erred")
+    assert task_record(("sum-aggregate", 1), "memory", _kwargs(1.0, 2.0)) is None
+
+
 def test_history_off_and_config_order(monkeypatch, tmp_path):
     monkeypatch.setenv("TENSORVM_HISTORY", "file:///from-env")
     with dask.config.set({"tensorvm.history.url": "off"}):
