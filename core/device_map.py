@@ -46,7 +46,7 @@ from collections.abc import Callable, Mapping
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
-from .cluster import ClusterSpec
+from .cluster import ClusterSpec, scheduler_identity
 from .device_spec import DeviceSpec
 from .direct_steps import TOPIC_LOST, scheduler_gone
 from .errors import DeadlineExceededError, InvalidArgumentError, UnavailableError
@@ -329,13 +329,7 @@ class DeviceMap:
         scheduler once the client has lost it (Dask then blocks for its reconnect and answers
         stale or empty info; issue 24)."""
         self.check_scheduler()
-        if _accepts_n_workers():
-            # The scheduler's own answer: ``Client.scheduler_info`` returns the client's shared
-            # copy, which its periodic refresh (no workers listed) may overwrite between the
-            # call's answer and its return (issue 24: an empty cluster, now and then).
-            info = self.client.sync(self.client.scheduler.identity, n_workers=-1)
-        else:
-            info = self.client.scheduler_info()
+        info = scheduler_identity(self.client)  # never the client's racing shared copy
         self.check_scheduler()  # lost during the call: the answer is the cached one
         return info
 
@@ -456,16 +450,3 @@ class DeviceMap:
         with self._lock:
             if self._map.get((spec.job, spec.task)) == (addr, name):
                 del self._map[(spec.job, spec.task)]
-
-
-_N_WORKERS = None
-
-
-def _accepts_n_workers() -> bool:
-    global _N_WORKERS
-    if _N_WORKERS is None:
-        import inspect
-
-        from distributed import Client
-        _N_WORKERS = "n_workers" in inspect.signature(Client.scheduler_info).parameters
-    return _N_WORKERS

@@ -236,7 +236,8 @@ class MonitoredSession:
         client = self._sess.client
         if client is None:
             return 0
-        return len(client.scheduler_info(n_workers=-1)["workers"])
+        from ..cluster import scheduler_identity
+        return len(scheduler_identity(client)["workers"])
 
     def _create(self) -> None:
         from .saver import latest_checkpoint
