@@ -73,16 +73,23 @@ def exists(fs: fsspec.AbstractFileSystem, path: str) -> bool:
         return False
 
 
-def regular_file_size(fs: fsspec.AbstractFileSystem, path: str, url: str) -> int:
+def regular_file_size(fs: fsspec.AbstractFileSystem, path: str, url: str,
+                      limit: int | None = None) -> int:
     """The length of the regular file at ``path``; :class:`DataLossError` naming ``url`` for
-    anything else (a device, a FIFO, a folder; a symlink counts as what it points to),
-    ``FileNotFoundError`` when there is nothing. Checked *before* a file is opened: opening a
-    FIFO blocks until a writer comes, and a device such as ``/dev/zero`` never ends."""
+    anything else (a device, a FIFO, a folder; a symlink counts as what it points to) or, with
+    ``limit``, a file longer than that (the message names the cap); ``FileNotFoundError`` when
+    there is nothing. Checked *before* a file is opened: opening a FIFO blocks until a writer
+    comes, and a device such as ``/dev/zero`` never ends."""
     fs.invalidate_cache(path)
     info = fs.info(path)
     size = info.get("size")
     if info.get("type") != "file" or not isinstance(size, int):
-        raise DataLossError(f"not a regular file ({info.get('type')})", url)
+        cap = "" if limit is None else \
+            f"; it is read only as a regular file of at most {limit} bytes"
+        raise DataLossError(f"not a regular file ({info.get('type')}){cap}", url)
+    if limit is not None and size > limit:
+        raise DataLossError(f"file of {size} bytes is larger than the {limit} bytes allowed "
+                            "for it", url)
     return size
 
 
@@ -100,10 +107,7 @@ def read_bytes(fs: fsspec.AbstractFileSystem, path: str, limit: int | None = Non
         with fs.open(path, "rb") as f:
             return f.read()
     url = url or path
-    size = regular_file_size(fs, path, url)
-    if size > limit:
-        raise DataLossError(f"file of {size} bytes is larger than the {limit} bytes allowed "
-                            "for it", url)
+    regular_file_size(fs, path, url, limit)
     pieces, held = [], 0
     with fs.open(path, "rb") as f:
         while True:

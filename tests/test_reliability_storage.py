@@ -87,7 +87,8 @@ def test_state_file_linked_to_dev_zero_is_ignored_with_a_warning(tmp_path):
     assert out["seconds"] < 10, out
     latest, model, seen = eval(out["result"])
     assert latest == ckpt and model == ckpt  # the committed folders are the truth
-    assert any("checkpoint" in m and "not a regular file" in m for m in seen), seen
+    assert any(f"{d}/checkpoint" in m and "not a regular file" in m and
+               f"at most {checkpoint_state.MAX_STATE_BYTES} bytes" in m for m in seen), seen
 
 
 def test_state_file_as_a_fifo_does_not_block(tmp_path):
@@ -123,6 +124,8 @@ def test_meta_graph_linked_to_dev_zero_is_data_loss(tmp_path):
     assert not out["ok"] and out["type"] == "tensorvm.errors.DataLossError", out
     assert "tensorvm.errors.OpError" in out["mro"]
     assert meta in out["message"] and "not a regular file" in out["message"], out
+    from tensorvm.train.meta_graph import MAX_META_GRAPH_BYTES
+    assert f"at most {MAX_META_GRAPH_BYTES} bytes" in out["message"], out
 
 
 def test_meta_graph_over_the_cap_is_data_loss(tmp_path, monkeypatch):
@@ -153,6 +156,7 @@ def test_tf_index_linked_to_dev_zero_is_data_loss(tmp_path):
         """)
     assert not out["ok"] and out["type"] == "tensorvm.errors.DataLossError", out
     assert prefix + ".index" in out["message"], out
+    assert f"at most {tensor_bundle.MAX_TABLE_BYTES} bytes" in out["message"], out
 
 
 def test_tf_index_over_the_cap_is_data_loss(tmp_path, monkeypatch):
@@ -219,6 +223,7 @@ def test_index_as_a_fifo_is_data_loss_not_a_hang(tmp_path):
         """, timeout=30)
     assert not out["ok"] and "DataLossError" in out["type"], out
     assert "not a regular file" in out["message"], out
+    assert f"at most {storage.index.MAX_INDEX_BYTES} bytes" in out["message"], out
 
 
 # ---- item 6: concurrent savers never leave a pruned checkpoint in the state file ----------------
