@@ -353,6 +353,7 @@ def serve(spec: dict, threads: int | None, path: str) -> int:
         with Client(cluster, set_as_default=False) as client:
             pids = client.run(os.getpid)
             info = client.scheduler_info()
+            client.run(_warm)  # the first job finds its workers warm
         workers = {str(info["workers"][a]["name"]): {**_proc_entry(pid), "address": a}
                    for a, pid in sorted(pids.items())}
         dashboard = cluster.dashboard_link.rsplit("/status", 1)[0]
@@ -364,6 +365,7 @@ def serve(spec: dict, threads: int | None, path: str) -> int:
         ready.write(json.dumps(state) + "\n")
         ready.close()
         logger.warning("tensorvm up: cluster at %s, dashboard %s", state["address"], dashboard)
+        logging.getLogger("distributed").setLevel(logging.WARNING)  # not a line per client
         while not stop.wait(3600):
             pass
     finally:
@@ -374,6 +376,20 @@ def serve(spec: dict, threads: int | None, path: str) -> int:
             if mine:
                 _remove(path)
     return 0
+
+
+WARM_MODULES = ("tensorvm.distributed_backend", "tensorvm.mapreduce", "threadpoolctl",
+                "distributed.protocol.numpy", "distributed.protocol.arrow", "pyarrow.dataset",
+                "fsspec.implementations.local", "numpy.ma")
+
+
+def _warm() -> None:
+    """On each worker of the cluster being started: import what every job's tasks import on
+    first use (measured: 0.2-0.5 s of the first job's time on a 2-core machine)."""
+    import importlib
+    for name in WARM_MODULES:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
 
 
 def _main(argv=None) -> int:
