@@ -124,13 +124,17 @@ class JobRun:
         client = self.client
         if client is None:
             return
+        import dask
+
         from tensorvm.scheduler_ext import TOPIC_JOBS, install, job_message
         try:
             install(client)
             client.log_event(TOPIC_JOBS, job_message(
                 "start", self.id, name=self.spec.name, user=getpass.getuser(),
                 client=client.id, args={k: _plain(v) for k, v in self.args.items()},
-                dashboard=self.dashboard))
+                dashboard=self.dashboard,
+                # where the scheduler writes the job's event log (its own default if unset)
+                history=dask.config.get("tensorvm.history.url", None)))
             self.registry_ok = True
         except Exception as exc:  # noqa: BLE001 - the job runs without the registry
             logger.warning("tensorvm: no job registry on the scheduler (%s); install it with "

@@ -18,11 +18,20 @@ does not disturb the next one (state on the killed worker is gone, as on a real 
 """
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import signal
+import tempfile
 import time
 
 import pytest
+
+# Job event logs (tensorvm.scheduler_ext.history) go to a folder of this test run, never the
+# user's ~/.local/share/tensorvm/history; every process the tests start inherits it.
+_HISTORY = tempfile.mkdtemp(prefix="tvm-test-history-")
+os.environ["TENSORVM_HISTORY"] = _HISTORY
+atexit.register(shutil.rmtree, _HISTORY, ignore_errors=True)
 
 DEFAULT_CLUSTER = {"ps": 1, "worker": 2}
 
