@@ -11,19 +11,6 @@ source line that created it, e.g.::
 """
 from __future__ import annotations
 
-import sys
-
-
-def __getattr__(name: str):
-    """Only while the import below runs: ``tensorvm.storage`` loads first, and a storage module
-    that imports a class from ``tensorvm.errors`` then (instead of from its own ``.errors``)
-    finds it in its home module, already loaded, rather than a circular-import error."""
-    home = sys.modules.get(__name__.rpartition(".")[0] + ".storage.errors")
-    if home is not None and name in getattr(home, "__all__", ()):
-        return getattr(home, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 from .storage.errors import (  # defined once, in the storage leaf (storage imports no core)
     AbortedError, AlreadyExistsError, CancelledError, DataLossError, DeadlineExceededError,
     FailedPreconditionError, InternalError, InvalidArgumentError, NotFoundError, OpError,
