@@ -244,7 +244,7 @@ def _execute(spec, kw, opts, cluster, err) -> int:
     from rich.console import Console
 
     from .display import LiveDisplay, print_summary
-    from .local_up import cluster_for
+    from .local_up import cluster_for, fresh_state
     from .runner import ConnectError, JobRun
     quiet, as_json = opts["quiet"], opts["as_json"]
     # the cluster of `tensorvm up` when one is up and has the tasks --cluster asks for
@@ -263,6 +263,8 @@ def _execute(spec, kw, opts, cluster, err) -> int:
                       f"{_classify(exc, spec, kw)[1]}") from exc
     code, summary = EXIT_OK, None
     live = err.is_terminal and not (quiet or as_json)  # in a pipe: no live display
+    if up:  # the job starts from a clean cluster, as on a LocalCluster of its own
+        fresh_state(run.client)
     if up and not (quiet or as_json):
         err.print(f"cluster: {run.scheduler} (tensorvm up)", highlight=False)
     link = None
@@ -305,6 +307,8 @@ def _execute(spec, kw, opts, cluster, err) -> int:
     finally:
         if link is not None:
             link.cancel()
+        if up:  # its variables do not hold the workers' memory until the next job
+            fresh_state(run.client)
         run.__exit__(None, None, None)
     return code
 

@@ -123,18 +123,21 @@ def _run(name: str, kw: dict, where: dict, err, out, record=None):
     from .bundled import resolve
     from .display import LiveDisplay, print_summary
     from .runner import JobRun
+    from .local_up import fresh_state
     run = JobRun(resolve(name), args=kw, **where)
     if record is not None:  # keep every reported metric, for the loss curve
         report = run.report
         run.report = lambda m: (record.append(dict(m)), report(m))
     with run:
+        fresh_state(run.client)  # (on a tensorvm up cluster: a clean one, as tensorvm run does)
         if err.is_terminal:
             with LiveDisplay(run, err):
                 result = run.call(kw)
         else:
             result = run.call(kw)
         summary = run.finish("done", result)
-    print_summary({k: v for k, v in summary.items() if k != "result"}, out)  # checked below
+    shown = {k: v for k, v in summary.items() if k not in ("result", "result_total", "lines")}
+    print_summary(shown, out)  # the result: checked against its reference below
     return result, summary
 
 

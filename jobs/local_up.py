@@ -186,6 +186,30 @@ class Failure(click.ClickException):
         self.exit_code = code
 
 
+def fresh_state(client) -> bool:
+    """Clear the variables, queues and readers that earlier jobs left on the workers of the
+    ``tensorvm up`` cluster (as :meth:`tv.Session.reset` does), so that a job run on it starts
+    from a clean cluster, as on a LocalCluster of its own (a rerun of ``logreg`` would else
+    find its trained weights, or refuse a variable of another shape) — unless another client
+    is using the cluster now (two jobs at once keep their state). True when cleared."""
+    from tensorvm.distributed_backend import _clear_resources
+    try:
+        others = client.run_on_scheduler(_other_clients, client.id)
+        if others:
+            logger.info("tensorvm: %d other client(s) on the cluster: its state is kept",
+                        len(others))
+            return False
+        client.run(_clear_resources, None)
+        return True
+    except Exception as exc:  # noqa: BLE001 - never fail a job over the clean-up
+        logger.debug("tensorvm: could not clear the cluster's state: %r", exc)
+        return False
+
+
+def _other_clients(me: str, dask_scheduler=None) -> list[str]:
+    return [c for c in dask_scheduler.clients if c not in (me, "fire-and-forget")]
+
+
 def page_link(state: dict) -> str:
     return f"{state['dashboard']}/tensorvm"
 
