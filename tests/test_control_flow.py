@@ -263,15 +263,15 @@ def test_while_loop_shape_invariants_and_bad_bodies():
         tv.while_loop(lambda a, b: a < 3, lambda a, b: a + 1, [0, 1])
 
 
-def test_while_loop_spanning_devices_is_refused_naming_frame_and_devices():
+def test_while_loop_spanning_devices_runs_each_devices_part():
+    # (refused before issue 27; tests/test_loops_across_devices.py has the full checks)
     def body(k):
         with tv.device("/job:ps/task:0"):
             k = k + 1
         with tv.device("/job:worker/task:0"):
             return k * 1
-    with pytest.raises(tv.errors.InvalidArgumentError,
-                       match=r"frame 'outer_loop' spans devices .*ps.*worker"):
-        tv.while_loop(lambda k: k < 3, body, [0], name="outer_loop")
+    r = tv.while_loop(lambda k: k < 3, body, [0], name="outer_loop")
+    assert run(r) == 3
 
 
 def test_while_and_cond_nest_both_ways():
@@ -387,13 +387,16 @@ def test_variable_updates_in_a_loop_body_run_every_iteration():
         assert s.run([v, total]) == [5, 0.0 + 1 + 2 + 3 + 4]
 
 
-def test_while_loop_placed_away_from_the_state_its_body_updates_is_refused():
+def test_while_loop_placed_away_from_the_state_its_body_updates():
     with tv.device("/job:ps/task:0"):
         v = tv.Variable(0.0)
-    with tv.device("/job:worker/task:0"), pytest.raises(tv.errors.InvalidArgumentError,
-                       match=r"frame 'while' spans devices .*ps.*worker.*" + HERE):
-        tv.while_loop(lambda k: k < 3, lambda k: k + 1 + tv.cast(v.assign_add(1.0), tv.int32)
-                      * 0, [0])
+    with tv.device("/job:worker/task:0"):  # a frame over worker and PS (issue 27)
+        away = tv.while_loop(lambda k: k < 3, lambda k: k + 1 + tv.cast(v.assign_add(1.0),
+                                                                         tv.int32) * 0, [0])
+    assert "worker" in away.op.device
+    with tv.Session() as s:
+        s.run(v.initializer)
+        assert s.run(away) == 3 and s.run(v) == 3.0
     # Without a device of its own, the loop goes where its state is.
     r = tv.while_loop(lambda k: k < 3, lambda k: k + 1 + tv.cast(v.assign_add(1.0), tv.int32)
                       * 0, [0])

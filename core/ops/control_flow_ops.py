@@ -25,8 +25,8 @@ its gradient on the cond's predicate.
 ``while_loop`` lives in :mod:`tensorvm.ops.while_loop` (a functional ``While`` op whose kernel
 runs the cond and body programs in the op's stage).
 
-Not done (as of issue 14 item 7): TF's per-device control loop for a while_loop whose body
-spans devices (such a loop is refused, naming the frame and the devices); a graph holding a
+A while_loop whose cond and body span devices runs each device's part of every iteration on
+that device (issue 27, :class:`tensorvm.ops.while_loop.Frame`). Not done: a graph holding a
 while_loop has no JSON GraphDef (its traced functions are Python objects, as a py_func's).
 
 >>> import tensorvm as tv

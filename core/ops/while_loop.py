@@ -1,8 +1,10 @@
 """``tv.while_loop`` as one functional op (TF's ``While``/``StatelessWhile``): the cond and body
 functions are traced once into graphs of their own (:class:`FuncGraph`), and the op's kernel
-runs them, compiled to one stage program each, inside the stage task that holds the loop. The
-whole frame therefore runs in one task on one device; a body whose ops are pinned to several
-devices is refused, naming the frame and the devices.
+runs them, compiled to one stage program each, inside the stage task that holds the loop. A
+cond or body whose ops are pinned to several devices compiles to a plan of several devices
+(a :class:`Frame`: TF's graph_partition.cc copy of the frame per device, values crossing
+devices as the plan's Send/Recv pairs); the loop op sits where its cond computes the
+predicate, and each iteration runs every device's part on that device's resources.
 
 Tensors from outside that the cond or body read are *captured*: they become extra inputs of
 the op (TF's Enter of a loop invariant). A loop variable whose dtype or static shape the body
@@ -12,7 +14,9 @@ a shape outside the invariant at run time fails the step naming the frame.
 A Variable read in the body is read each time the body's read runs, as TF 1.x reads a ref
 variable in a loop: the body's ``v`` is a ``LoopVariableRead`` of the variable, and an op
 made under ``control_dependencies([update])`` in the body reads it anew after the update
-(``v.read_value()``, ``tv.identity(v)``, ``v + 0``). The variable is also captured like any
+(``v.read_value()``, ``tv.identity(v)``, ``v + 0``) — that read is colocated with the
+variable, so a PS variable updated by a loop on a worker is read where it lives each
+iteration. The variable is also captured like any
 outside tensor (its value at loop entry: its gradient reaches the variable through that
 input); where the variable lives on another device than the loop (a PS), the loop reads that
 entry value, sent once. An update of a Variable built in the body (``v.assign_add(1)``) runs
@@ -87,13 +91,26 @@ class FuncGraph(Graph):
             self.capture_ops.add(ph.op._id)
         return self.var_reads.get(t, ph)
 
-    def _var_read(self, var_op: Operation, entry: Tensor) -> Tensor:
+    def _var_read(self, var_op: Operation, entry: Tensor, on_var_device: bool = False) -> Tensor:
         """A ``LoopVariableRead`` of ``var_op``'s variable, ``entry`` its value at loop
-        entry, made in the current control dependencies."""
+        entry, made in the current control dependencies. ``on_var_device``: colocated with
+        the variable (a read after an update in the loop reads the variable where it lives,
+        each iteration, however the loop spans devices)."""
         attrs = {k: var_op.attrs[k] for k in ("var_name", "container", "dtype", "shape")}
+        coloc = None
+        if on_var_device:
+            coloc = var_op.name if var_op.type == "VariableV2" else var_op.colocation
         return super().create_op("LoopVariableRead", [entry], attrs,
                                  [(entry.dtype, entry._shape)],
-                                 name=f"{attrs['var_name']}/read_in_loop").outputs[0]
+                                 name=f"{attrs['var_name']}/read_in_loop",
+                                 colocation=coloc).outputs[0]
+
+    def _owner_of(self, read: Tensor) -> Operation:
+        """The variable op (outside) whose capture-time read ``read`` is."""
+        for outer, r in self.var_reads.items():
+            if r is read:
+                return outer.op
+        return read.op
 
     def create_op(self, op_type, inputs, attrs, output_specs, name=None, location=None,
                   colocation=None):
@@ -101,8 +118,8 @@ class FuncGraph(Graph):
         them (TF 1.x reads a ref variable when its consumer runs)."""
         if op_type != "LoopVariableRead" and any(self._control_stack) and \
                 any(t.op.type == "LoopVariableRead" for t in inputs):
-            inputs = [self._var_read(t.op, t.op.inputs[0]) if t.op.type == "LoopVariableRead"
-                      else t for t in inputs]
+            inputs = [self._var_read(self._owner_of(t), t.op.inputs[0], True)
+                      if t.op.type == "LoopVariableRead" else t for t in inputs]
         return super().create_op(op_type, inputs, attrs, output_specs, name=name,
                                  location=location, colocation=colocation)
 
@@ -207,13 +224,10 @@ class Func:
             plan = passes.run_pipeline(step, passes.pipeline(
                 device, gpu_available="GPU" in device, fetch_to_host=False,
                 host_feeds=host_feeds)).plan
-            if len(plan.devices) > 1:
-                raise InvalidArgumentError(
-                    f"while_loop frame {self.frame!r} spans devices {list(plan.devices)}: a "
-                    f"loop's cond and body must run on one device (created at "
-                    f"{self.location})")
-            task = plan.tasks[0] if plan.tasks else None
-            got = (task, plan.fetches)
+            if len(plan.devices) > 1:  # a frame across devices: each device's part
+                got = (Frame(plan, self.frame, self.location), plan.fetches)
+            else:
+                got = (plan.tasks[0] if plan.tasks else None, plan.fetches)
             self._programs[key] = got
         return got
 
@@ -226,6 +240,8 @@ class Func:
         if got is None:
             got = self._call_plan(ctx.device)
         program, arg_idx, picks, fast = got
+        if program.__class__ is Frame:
+            return program.run(ctx, feeds)
         if local and program is not None:
             gen = fast[0]  # [(generation, function) or None, calls so far]
             if gen is not None and gen[0] == generation():
@@ -246,7 +262,9 @@ class Func:
 
     def _call_plan(self, device: str):
         task, fetches = self.program(device)
-        if task is None:
+        if task.__class__ is Frame:
+            got = (task, (), (), None)
+        elif task is None:
             got = (None, (), tuple((True, f[1]) for f in fetches), None)
         else:
             exports = task.program.exports
@@ -256,6 +274,67 @@ class Func:
             got = (task.program, arg_idx, picks, [None, 0])
         self._calls[(device, len(self.taped))] = got
         return got
+
+
+class Frame:
+    """A loop frame whose ops span devices (TF's graph_partition.cc cuts it into one copy of
+    the frame per device): the cond's or body's compiled plan, one task per (device, stage),
+    run each iteration task by task, each on its own device's resources, values handed from
+    task to task as the plan's Send/Recv pairs say.
+
+    In process every device is this process, so the loop's kernel runs every device's part
+    of an iteration itself (a variable on the PS is read and updated in the PS's resource
+    manager each iteration). In a worker process, the parts of other devices live in other
+    processes: such a frame is refused there, naming the frame and its devices."""
+
+    def __init__(self, plan, frame: str, location: str):
+        self.frame, self.location = frame, location
+        self.devices = tuple(plan.devices)
+        sends = {s.name: s for s in plan.sends}
+        # (program, args) per task in stage order (a task reads only lower or equal stages):
+        # an arg is ("feed", i) | ("task", position) | ("send", position, export index)
+        pos = {t.name: k for k, t in enumerate(plan.tasks)}
+        self.tasks = []
+        for t in plan.tasks:
+            args = []
+            for a in t.args:
+                if a[0] == "feed":
+                    args.append(("feed", a[1]))
+                elif a[0] == "task":
+                    args.append(("task", pos[a[1]]))
+                else:
+                    s = sends[a[1]]
+                    args.append(("send", pos[s.task], s.index))
+            self.tasks.append((t.program, tuple(args)))
+        self.fetches = tuple((True, f[1], 0) if f[0] == "feed" else (False, pos[f[1]], f[2])
+                             for f in plan.fetches)
+
+    def __repr__(self):
+        return f"<Frame {self.frame} on {list(self.devices)}, {len(self.tasks)} tasks>"
+
+    def run(self, ctx, feeds: list) -> list:
+        from ..runtime import pick, run_stage
+        if _in_dask_worker():
+            raise InvalidArgumentError(
+                f"while_loop frame {self.frame!r} spans devices {list(self.devices)}: such a "
+                f"loop runs in process (tv.Session()) only so far, not on a cluster (created "
+                f"at {self.location})")
+        results: list = []
+        for program, args in self.tasks:
+            vals = [feeds[a[1]] if a[0] == "feed" else results[a[1]] if a[0] == "task" else
+                    pick(results[a[1]], a[2]) for a in args]
+            results.append(run_stage(program, ctx.rt, ctx.step_id, 1, *vals))
+        return [feeds[i] if from_feed else results[i][k + 1] for from_feed, i, k in
+                self.fetches]
+
+
+def _in_dask_worker() -> bool:
+    try:
+        from distributed import get_worker
+        get_worker()
+    except (ImportError, ValueError):
+        return False
+    return True
 
 
 # ---- tracing ---------------------------------------------------------------------------------
@@ -371,10 +450,6 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
                     "iteration. To allow the shape to vary across iterations, use the "
                     f"`shape_invariants` argument of tv.while_loop (while_loop at {where})")
         devices = _loop_devices([cfg, bfg], _root(g))
-        if len(devices) > 1:
-            raise InvalidArgumentError(
-                f"while_loop frame {frame!r} spans devices {sorted(devices)}: a loop's cond "
-                f"and body must run on one device (while_loop at {where})")
         c_caps, b_caps = list(cfg.captures), list(bfg.captures)
         cfunc = Func(cfg, c_phs + list(cfg.captures.values()), [c_out], frame, where,
                      host_ints=True)
@@ -394,15 +469,12 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
         # loop, ops from further out are passed on to the enclosing loop's op).
         with g.control_dependencies(cfg.outer_controls + bfg.outer_controls):
             op = apply_op(op_type, inputs, attrs, name="While")
-        if devices:
-            dev = next(iter(devices))
-            if not op.device:
-                op._set_device(dev)
-            elif DeviceSpec.parse(op.device).conflicts_with(DeviceSpec.parse(dev)):
-                raise InvalidArgumentError(
-                    f"while_loop frame {frame!r} spans devices {sorted({op.device, dev})}: "
-                    f"the loop is placed on {op.device} but its body uses {dev}; a loop's "
-                    f"cond and body must run on one device (while_loop at {where})")
+        if devices and not op.device:
+            # The loop op (its iteration driver, TF's pivot) goes where its cond computes the
+            # predicate; else where its body's state is. A frame over several devices runs
+            # each device's part of every iteration there (:class:`Frame`).
+            pred_dev = _loop_devices([cfg], _root(g))
+            op._set_device(sorted(pred_dev or devices)[0])
     outs = list(op.outputs[:len(flat)])
     result = _as_arrays(loop_vars, pack_as(loop_vars, outs))
     if not return_same_structure and isinstance(result, (list, tuple)) and len(flat) == 1 \
