@@ -256,11 +256,15 @@ def _start_daemon(spec: dict, threads: int | None, timeout: float) -> dict:
                                 stderr=logf, start_new_session=True, close_fds=True)
     deadline = time.monotonic() + timeout
     line = b""
-    while time.monotonic() < deadline:  # the daemon prints one line when the cluster is up
-        ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
-        if ready:
-            line = proc.stdout.readline()
-            break
+    try:
+        while time.monotonic() < deadline:  # the daemon prints one line when it is up
+            left = max(0.0, deadline - time.monotonic())
+            if select.select([proc.stdout], [], [], left)[0]:
+                line = proc.stdout.readline()
+                break
+    except BaseException:  # Ctrl-C while it starts: no cluster left behind
+        _stop_group(proc.pid, 10.0)
+        raise
     proc.stdout.close()
     if line.startswith(b"{"):
         return json.loads(line)
