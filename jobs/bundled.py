@@ -37,6 +37,44 @@ BUNDLED: dict[str, str] = {
 }
 """Bundled job name -> ``"module:function"``."""
 
+SUMMARIES: dict[str, str] = {
+    "embedding": "Matrix factorisation of ratings with a sparse item-embedding table on 2 PS "
+                 "tasks, trained asynchronously.",
+    "grep": "The lines of text files that match an RE2 pattern, with their counts.",
+    "index": "An inverted index: each word of JSON-lines documents with the sorted ids of the "
+             "documents that hold it.",
+    "join": "An inner join of two CSV files (with headers) on an integer key column.",
+    "kmeans": "k-means clustering (Lloyd's algorithm) of the rows of .npy float64 point files.",
+    "logreg": "Logistic regression trained with 1 PS and N workers until its held-out log-loss "
+              "is within a tolerance of the true model's.",
+    "pagerank": "PageRank of the nodes of an edge list stored as .npy int64 [e, 2] files.",
+    "ridge": "Ridge regression in-graph (closed form) and by gradient descent, checked against "
+             "NumPy.",
+    "ridge-ps": "Ridge regression trained with 1 PS and N workers, checked against the closed "
+                "form.",
+    "teragen": "TeraSort's input: 100-byte records (10 random key bytes, 90 payload bytes) in "
+               "files gen-NNNNN under a folder.",
+    "terasort": "Sort 100-byte records by their 10-byte keys into part files in total order "
+                "(TeraSort).",
+    "teravalidate": "Check a TeraSort output: every part file sorted, the files in order, and "
+                    "the record count and checksum of the input.",
+    "wordcount": "Count the words of text files (word<TAB>count lines).",
+}
+"""One whole sentence per bundled job, for ``tensorvm jobs``."""
+
+TASKS: dict[str, tuple[str, ...]] = {
+    **{name: ("worker",) for name in ("wordcount", "grep", "index", "terasort", "join",
+                                      "kmeans", "pagerank", "teragen", "teravalidate")},
+    **{name: ("ps", "worker") for name in ("ridge", "ridge-ps", "logreg", "embedding")},
+}
+"""The ``--cluster`` task names each bundled job places work on (it needs all of them)."""
+
+STANDARD_TASKS = ("chief", "worker", "ps", "evaluator")
+"""TF's task names: accepted in any job's ``--cluster`` (a task a job does not use idles)."""
+
+OUTPUT_PARAMS: dict[str, str] = {"teragen": "url"}
+"""The parameter naming a bundled job's output folder, where it is not ``output``."""
+
 RESERVED = ("session", "cluster")
 """Parameters the runner fills in itself (never command-line options)."""
 
@@ -65,11 +103,57 @@ class JobSpec:
         return "session" in inspect.signature(self.fn).parameters
 
     @property
+    def bundled(self) -> bool:
+        return BUNDLED.get(self.name) == self.source
+
+    @property
     def summary(self) -> str:
-        """The docstring's first sentence, on one line."""
-        para = (inspect.getdoc(self.fn) or "").strip().split("\n\n")[0]
-        text = " ".join(para.split()).replace("``", "")
-        return text if len(text) <= 100 else text[:97] + "..."
+        """One whole sentence: a bundled job's from :data:`SUMMARIES`, else the docstring's
+        first sentence (never cut mid-phrase)."""
+        if self.bundled and self.name in SUMMARIES:
+            return SUMMARIES[self.name]
+        return first_sentence(inspect.getdoc(self.fn) or "")
+
+
+def first_sentence(doc: str) -> str:
+    """The first sentence of a docstring's first paragraph, on one line, without RST markup.
+
+    >>> first_sentence("Count ``words``. Then more.\\n\\nArgs: ...")
+    'Count words.'
+    """
+    para = " ".join(doc.strip().split("\n\n")[0].split()).replace("``", "")
+    for i, ch in enumerate(para):
+        if ch in ".!?" and (i + 1 == len(para) or para[i + 1] == " "):
+            return para[:i + 1]
+    return para
+
+
+def suggest(name: str, choices) -> str:
+    """``"; did you mean 'x'?"`` for the closest of ``choices`` (difflib), else ``""``."""
+    import difflib
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def check_cluster(spec: JobSpec, cluster: dict) -> None:
+    """``ValueError`` (one line) if ``--cluster``'s task names cannot run ``spec``: a name
+    that is neither TF's nor one the job uses (with the closest known name), or a bundled job's
+    name missing. A user's job may use its own names; only a near-miss of TF's is refused."""
+    uses = TASKS.get(spec.name, ()) if spec.bundled else ()
+    known = tuple(dict.fromkeys(uses + STANDARD_TASKS))
+    for name in cluster:
+        if name in known:
+            continue
+        hint = suggest(name, known)
+        if spec.bundled or hint:
+            what = f"job {spec.name} uses {', '.join(uses)}" if uses else \
+                f"TF's are {', '.join(STANDARD_TASKS)}"
+            raise ValueError(f"--cluster: unknown task name {name!r}{hint or ''} ({what})")
+    missing = [n for n in uses if n not in cluster]
+    if missing:
+        example = ",".join(f"{n}={1 if n == 'ps' else 2}" for n in uses)
+        raise ValueError(f"--cluster: job {spec.name} needs task name "
+                         f"{' and '.join(repr(m) for m in missing)} (e.g. --cluster {example})")
 
 
 def bundled() -> list[JobSpec]:
@@ -96,7 +180,9 @@ def resolve(job: str) -> JobSpec:
     if fn_name:
         path += ".py"
     if not path.endswith(".py"):
-        raise JobNotFound(f"no job {job!r}: not a bundled job ({', '.join(sorted(BUNDLED))})"
+        hint = suggest(job, BUNDLED)
+        raise JobNotFound(f"no job {job!r}{hint}" if hint else
+                          f"no job {job!r}: not a bundled job ({', '.join(sorted(BUNDLED))})"
                           " nor a .py file")
     if not os.path.isfile(path):
         raise JobNotFound(f"job file {path} does not exist")
@@ -132,3 +218,62 @@ def load_file(path: str):
             from exc
     cloudpickle.register_pickle_by_value(module)
     return module
+
+
+NPY_INPUTS: dict[str, str] = {
+    "pagerank": "pagerank reads .npy files of int64 [e, 2] edges (src, dst)",
+    "kmeans": "kmeans reads .npy files of float64 [n, d] points",
+}
+"""Bundled jobs whose ``--input`` must be ``.npy`` files, and what they hold."""
+
+
+def preflight(spec: JobSpec, kw: dict) -> None:
+    """Checks of a job's arguments that need no cluster (``ValueError``, one line, exit 2):
+    an output folder that exists without ``--overwrite``; an input that is not in the
+    job's format. Run before any cluster starts."""
+    from tensorvm.storage import fsio
+    out_param = OUTPUT_PARAMS.get(spec.name, "output") if spec.bundled else "output"
+    out = kw.get(out_param)
+    if isinstance(out, str) and out and "overwrite" in kw and not kw["overwrite"]:
+        fs, path = fsio.to_fs(out)
+        path = path.rstrip("/")
+        try:
+            entries = [p for p in fs.ls(path, detail=False)
+                       if p.rstrip("/").rsplit("/", 1)[-1] != "_temporary"] \
+                if fs.isdir(path) else ([path] if fs.exists(path) else [])
+        except (FileNotFoundError, NotADirectoryError):
+            entries = []
+        if entries:
+            flag = "--" + out_param.replace("_", "-")
+            raise ValueError(f"{flag} {out}: output folder already exists (add --overwrite "
+                             "to replace it)")
+    what = NPY_INPUTS.get(spec.name) if spec.bundled else None
+    if what and isinstance(kw.get("input"), str):
+        for url in _some_files(kw["input"]):
+            with fsio.to_fs(url)[0].open(fsio.to_fs(url)[1], "rb") as f:
+                magic = f.read(6)
+            if magic != b"\x93NUMPY":
+                raise ValueError(
+                    f"{what}; {url} is not one (a text edge list or table: convert it with "
+                    "np.save(PATH, np.loadtxt(TEXT)) and pass the .npy)")
+
+
+def _some_files(url: str, most: int = 3) -> list[str]:
+    """Up to ``most`` input files of a URL, glob or folder (none if it does not exist:
+    the job's own missing-input error says so)."""
+    from fsspec.core import has_magic
+
+    from tensorvm.storage import fsio
+    fs, path = fsio.to_fs(url)
+    try:
+        if has_magic(path):
+            files = [p for p in sorted(fs.glob(path)) if not fs.isdir(p)]
+        elif fs.isdir(path):
+            root = path.rstrip("/")
+            files = sorted(p for p in fs.find(root) if not any(
+                part[:1] in "._" for part in p[len(root):].split("/") if part))
+        else:
+            files = [path] if fs.exists(path) else []
+    except FileNotFoundError:
+        files = []
+    return [fs.unstrip_protocol(p) for p in files[:most]]

@@ -128,10 +128,12 @@ RUN_OPTIONS = {o.name for o in _run_options()}
 def job_command(spec, action) -> click.Command:
     """The click command of one job: its own options, then the run options."""
     from .bundled import BUNDLED
-    from .options import BUNDLED_RANGES, UnsupportedParameter, job_help, job_options
+    from .options import (BUNDLED_RANGES, UnsupportedParameter, bundled_help, job_help,
+                          job_options)
     bundled = BUNDLED.get(spec.name) == spec.source  # (a user's job file: its annotations)
+    helps = {p.name: bundled_help(spec.name, p.name) for p in spec.params} if bundled else None
     try:
-        own = job_options(spec.fn, ranges=BUNDLED_RANGES if bundled else None)
+        own = job_options(spec.fn, ranges=BUNDLED_RANGES if bundled else None, helps=helps)
     except UnsupportedParameter as exc:
         raise Failure(f"job {spec.name}: {exc}", EXIT_USAGE) from exc
     clash = sorted({o.name for o in own} & RUN_OPTIONS)
@@ -232,6 +234,13 @@ def _run_job(spec, kw) -> int:
             cluster = parse_cluster(opts["cluster"])
         except ValueError as exc:
             raise Failure(str(exc), EXIT_USAGE) from exc
+    from .bundled import check_cluster, preflight
+    try:  # before anything starts: task names the job cannot use, an output that exists...
+        if cluster:
+            check_cluster(spec, cluster)
+        preflight(spec, kw)
+    except ValueError as exc:
+        raise Failure(str(exc), EXIT_USAGE) from exc
     err = Console(stderr=True)
     conf = _conf(opts["conf"])
     if opts["history"]:  # read where the scheduler runs (tensorvm.scheduler_ext.history)
@@ -252,6 +261,10 @@ def _execute(spec, kw, opts, cluster, err) -> int:
     run = JobRun(spec, scheduler=up["address"] if up else opts["scheduler"], cluster=cluster,
                  in_process=opts["in_process"], connect_timeout=opts["connect_timeout"],
                  args=kw)
+    live = err.is_terminal and not (quiet or as_json)  # in a pipe: no live display
+    if live and not (run.scheduler or run.in_process):  # seconds of nothing, else
+        from .runner import local_cluster_label
+        err.print(f"starting LocalCluster ({local_cluster_label(cluster)})…", highlight=False)
     try:
         run.__enter__()  # the cluster or connection, the session, the job's registration
     except ConnectError as exc:
@@ -262,16 +275,13 @@ def _execute(spec, kw, opts, cluster, err) -> int:
         raise Failure(f"could not start a session for job {spec.name}: "
                       f"{_classify(exc, spec, kw)[1]}") from exc
     code, summary = EXIT_OK, None
-    live = err.is_terminal and not (quiet or as_json)  # in a pipe: no live display
     if up:  # the job starts from a clean cluster, as on a LocalCluster of its own
         fresh_state(run.client)
     if up and not (quiet or as_json):
         err.print(f"cluster: {run.scheduler} (tensorvm up)", highlight=False)
     link = None
     try:
-        if run.dashboard and live:
-            err.print(f"dashboard: {run.dashboard}", highlight=False)
-        elif run.dashboard and not (quiet or as_json):
+        if run.dashboard and not live and not (quiet or as_json):  # (live: in its frame)
             # a log says where to watch a job that runs on; a job that fails at once (a bad
             # input) stays one line
             link = threading.Timer(LINK_AFTER_S, click.echo, (f"dashboard: {run.dashboard}",),

@@ -1,9 +1,11 @@
 """The CLI's live progress display (rich) and end-of-job summary.
 
 While a job runs, :class:`LiveDisplay` polls :meth:`JobRun.status` twice a second and shows
-task progress per stage (``map``/``reduce`` for a map-reduce job), training steps with the
-loss and steps/s, the elapsed time and the dashboard link. It draws on stderr, so stdout
-carries only the summary (or the ``--json`` document).
+progress in the job's terms: a map-reduce job's splits and map tasks, its reducers, and the
+records and bytes it read per second; a training job's steps toward its target with the loss
+and steps/s (and, at the end, the step it stopped at, as its result says); any other graph
+job's Dask tasks. Then the elapsed time, the dashboard link (once) and the state the job ended
+in. It draws on stderr, so stdout carries only the summary (or the ``--json`` document).
 """
 from __future__ import annotations
 
@@ -16,55 +18,129 @@ from rich.table import Table
 from rich.text import Text
 
 POLL_S = 0.5
-MAX_STAGE_ROWS = 6  # more stages (an unrolled training step) show as the task total only
+BAR = 30
+SHOWN_LINES = 20  # key/value lines of a result printed; the rest: "N more: pass --output"
+MAX_RESULT_CHARS = 2000
 
 
-def _stage_rows(status: dict) -> list[tuple[str, int, int]]:
-    """``(label, done, total)`` per stage over all devices; a two-stage map-reduce job's
-    stages read ``map`` and ``reduce``."""
+def _stage_fractions(status: dict) -> tuple[float, float]:
+    """The fraction done of the first and of the last stage of the running step (Dask's
+    stage tasks over all devices): a map-reduce step's maps, then its reducers."""
     stages: dict[int, list[int]] = {}
     for d in status.get("devices", []):
         for s in d["stages"]:
             acc = stages.setdefault(s["stage"], [0, 0])
             acc[0] += s["done"]
             acc[1] += s["total"]
+    if len(stages) < 2:
+        return 0.0, 0.0
     order = sorted(stages)
-    mr = bool(status.get("counters")) or len(order) == 2
-    names = {order[0]: "map", order[-1]: "reduce"} if mr and len(order) >= 2 else {}
-    return [(names.get(k, f"stage {k}"), *stages[k]) for k in order]
+    first, last = stages[order[0]], stages[order[-1]]
+    return first[0] / max(first[1], 1), last[0] / max(last[1], 1)
 
 
-def render(name: str, status: dict, dashboard: str | None) -> Group:
-    """One frame of the display for ``status`` (see :meth:`JobRun.status`)."""
+def _bytes(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+def _count(n: float) -> str:
+    for unit in ("", "k", "M", "G"):
+        if abs(n) < 1000 or unit == "G":
+            return f"{n:.0f}{unit}" if not unit else f"{n:.1f}{unit}"
+        n /= 1000
+    return f"{n:.1f}G"
+
+
+def _bar(table, label: str, done: int, total: int, text: str) -> None:
+    table.add_row(label, ProgressBar(total=max(total, 1), completed=min(done, total),
+                                     width=BAR), text)
+
+
+def _mr_rows(table, status: dict) -> None:
+    """A map-reduce job in its own terms: splits and map tasks, reducers, records and bytes
+    per second (from the steps' counters)."""
+    mr = status["mr"]
+    if mr.get("running"):
+        fm, fr = _stage_fractions(status)
+    else:
+        fm = fr = 1.0
+    splits, maps, reducers = mr["splits"], mr["map_tasks"], mr["reducers"]
+    steps = mr.get("steps", 0)
+    prefix = f"step {steps + 1 if mr.get('running') else steps}  " if steps > 1 or \
+        (steps and mr.get("running")) else ""
+    _bar(table, "splits", round(fm * splits), splits,
+         f"{round(fm * splits)}/{splits}  map tasks {round(fm * maps)}/{maps}  {prefix}"
+         f"({mr.get('job', '')})")
+    _bar(table, "reducers", round(fr * reducers), reducers, f"{round(fr * reducers)}/{reducers}")
+    if mr.get("t_last"):
+        dt = max(mr["t_last"] - mr["t_first"], 1e-3)
+        table.add_row("read", Text(f"{mr.get('records', 0):,} records  "
+                                   f"{_bytes(mr.get('bytes', 0))}"),
+                      f"{_count(mr.get('records', 0) / dt)} records/s  "
+                      f"{_bytes(mr.get('bytes', 0) / dt)}/s")
+
+
+def _final_step(result) -> int | None:
+    if isinstance(result, dict) and isinstance(result.get("global_step"), (int, float)):
+        return int(result["global_step"])
+    return None
+
+
+def render(name: str, status: dict, dashboard: str | None, final: dict | None = None) -> Group:
+    """One frame of the display for ``status`` (see :meth:`JobRun.status`); ``final``
+    (``{"state", "result"}``) once the job has ended: its steps as the result says."""
     table = Table.grid(padding=(0, 1))
     table.add_column(justify="right", style="bold")
     table.add_column()
     table.add_column()
-    prog = status.get("progress") or {}
-    if prog.get("total"):
-        table.add_row("tasks", ProgressBar(total=prog["total"], completed=prog["done"],
-                                           width=30), f"{prog['done']}/{prog['total']}")
-        rows = _stage_rows(status)
-        for label, done, total in rows if len(rows) <= MAX_STAGE_ROWS else ():
-            table.add_row(label, ProgressBar(total=max(total, 1), completed=done, width=30),
-                          f"{done}/{total}")
     m = status.get("local_metrics") or {}
-    if m.get("step") is not None:
+    gs = _final_step((final or {}).get("result"))
+    step = gs if gs is not None else m.get("step")
+    if status.get("mr"):
+        _mr_rows(table, status)
+    elif step is None:
+        prog = status.get("progress") or {}
+        if prog.get("total"):  # a graph job: its Dask tasks (no map/reduce labels)
+            _bar(table, "tasks", prog["done"], prog["total"], f"{prog['done']}/{prog['total']}")
+    if step is not None:
         total = m.get("total_steps")
-        bar = ProgressBar(total=total, completed=m["step"], width=30) if total else Text("")
+        bar = ProgressBar(total=total, completed=min(step, total), width=BAR) if total \
+            else Text("")
         rate = (status.get("metrics") or {}).get("steps_per_s")
         extra = [f"{k} {v:.5g}" for k, v in m.items()
                  if k not in ("step", "total_steps", "time") and isinstance(v, float)]
         if rate:
             extra.append(f"{rate:.3g} steps/s")
-        table.add_row("step", bar, f"{m['step']}{'/' + str(total) if total else ''}  "
+        table.add_row("step", bar, f"{step}{'/' + str(total) if total else ''}  "
                       + "  ".join(extra))
     header = Text.assemble(("tensorvm ", "bold"), (name, "bold cyan"),
                            f"  {status.get('elapsed', 0.0):.1f} s")
     parts = [header, table]
     if dashboard:
         parts.append(Text(f"dashboard: {dashboard}", style="dim"))
+    if final is not None:
+        parts.append(_end_line(final, step, m.get("total_steps")))
     return Group(*parts)
+
+
+def _end_line(final: dict, step, total) -> Text:
+    """The state the job ended in (for training: the step it stopped at)."""
+    state = final.get("state", "done")
+    style = "green" if state == "done" else "red"
+    text = state
+    if step is not None and total:
+        result = final.get("result") or {}
+        if step < total:
+            text += f": stopped at step {step} of {total}"
+            if isinstance(result, dict) and result.get("ok") and "target_loss" in result:
+                text += " (target reached)"
+        else:
+            text += f": {step}/{total} steps"
+    return Text(text, style=style)
 
 
 class LiveDisplay:
@@ -86,8 +162,8 @@ class LiveDisplay:
         self._thread.start()
         return self
 
-    def _frame(self):
-        return render(self.run.spec.name, self.run.status(), self.run.dashboard)
+    def _frame(self, final: dict | None = None):
+        return render(self.run.spec.name, self.run.status(), self.run.dashboard, final)
 
     def _loop(self):
         while not self._stop.wait(POLL_S):
@@ -100,8 +176,10 @@ class LiveDisplay:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        state = "done" if exc[0] is None else \
+            "interrupted" if issubclass(exc[0], KeyboardInterrupt) else "failed"
         try:
-            self._live.update(self._frame())
+            self._live.update(self._frame({"state": state, "result": self.run.result}))
         except Exception:  # noqa: BLE001 - the cluster may be gone (Ctrl-C)
             pass
         self._live.__exit__(*exc)
@@ -127,7 +205,35 @@ def print_summary(summary: dict, console: Console) -> None:
         console.print("metrics: " + "  ".join(
             f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"
             for k, v in summary["metrics"].items()))
-    if "result" in summary:
+    if summary.get("lines"):  # the job's own short summary (top ranks, centroids...)
+        for line in summary["lines"]:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+    elif "result_total" in summary:  # key/value pairs: the first lines, and how to get all
+        items = list(summary["result"].items())[:SHOWN_LINES]
+        for k, v in items:  # as the part files hold them: key<TAB>value
+            _raw_line(console, f"{k}\t{_value_text(v)}")
+        more = summary["result_total"] - len(items)
+        if more > 0:
+            console.print(f"{more} more: pass --output URL to write all "
+                          f"{summary['result_total']}", markup=False, highlight=False)
+    elif "result" in summary:
         text = json.dumps(summary["result"])
-        console.print("result: " + (text if len(text) <= 2000 else text[:2000] + " ..."),
-                      markup=False, highlight=False)
+        if len(text) > MAX_RESULT_CHARS:  # never cut silently
+            text = text[:MAX_RESULT_CHARS] + f" ... ({len(text) - MAX_RESULT_CHARS} more " \
+                "characters: pass --json for all of it)"
+        console.print("result: " + text, markup=False, highlight=False, soft_wrap=True)
+
+
+def _raw_line(console: Console, line: str) -> None:
+    """``line`` as is (rich would expand its tabs to spaces)."""
+    if console.record:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+        return
+    console.file.write(line + "\n")
+    console.file.flush()
+
+
+def _value_text(v) -> str:
+    if isinstance(v, list):
+        return ",".join(map(str, v))
+    return str(v)

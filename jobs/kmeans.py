@@ -48,11 +48,41 @@ def lloyd_reference(points: np.ndarray, init: np.ndarray, iterations: int) -> np
 
 
 def kmeans(input: str, k: int, iterations: int = 10, num_reducers: int = 1,
-           split_size: int = storage.DEFAULT_SPLIT_SIZE, session=None) -> np.ndarray:
-    """The ``k`` centroids after ``iterations`` of Lloyd's algorithm over the ``.npy`` points
-    of ``input`` (float64 ``[n, d]``), starting from the first ``k`` points."""
-    return kmeans_from(input, first_rows(input, k), iterations, num_reducers, split_size,
-                       session)
+           split_size: int = storage.DEFAULT_SPLIT_SIZE, output: str | None = None,
+           overwrite: bool = False, session=None) -> np.ndarray:
+    """The k centroids of Lloyd's algorithm over .npy points, from the first k points.
+
+    Args:
+        input: the points: a URL, glob or folder of .npy files of float64 [n, d].
+        k: clusters.
+        iterations: Lloyd iterations.
+        output: also write the centroids under this folder URL (index<TAB>coordinates
+            lines, committed with _SUCCESS).
+    """
+    if output:
+        storage.OutputCommitter(output)._refuse_existing(overwrite)
+    c = kmeans_from(input, first_rows(input, k), iterations, num_reducers, split_size,
+                    session)
+    if output:
+        from .pagerank import write_lines
+        write_lines(output, (f"{i}\t" + " ".join(f"{x:.17g}" for x in row)
+                             for i, row in enumerate(c)), overwrite)
+    return c
+
+
+def summary_lines(c: np.ndarray, args: dict) -> list[str]:
+    """The CLI's summary: the centroids rounded to 4 significant digits."""
+    return [f"{len(c)} centroids ({c.shape[1]} dimensions, rounded):"] + [
+        f"  centroid {i}  " + "  ".join(_round4(x) for x in row) for i, row in enumerate(c)]
+
+
+def _round4(x: float) -> str:
+    """4 significant digits, and at most 4 decimals: 5.0012 -> '5.001', 1e-7 -> '0'."""
+    text = f"{float(np.round(x, 4)):.4g}"
+    return "0" if text in ("-0", "0") else text
+
+
+kmeans.summary_lines = summary_lines
 
 
 def kmeans_from(input: str, init: np.ndarray, iterations: int = 10, num_reducers: int = 1,

@@ -47,6 +47,46 @@ BUNDLED_RANGES: dict[str, click.ParamType] = {
 the bundled jobs): counts and sizes >= 1, seeds >= 0, a learning rate > 0..."""
 
 
+BUNDLED_HELP: dict[str, str] = {
+    "input": "the input: a URL (file://, s3://...), glob or folder of text files (a folder "
+             "with _SUCCESS: the files it lists).",
+    "output": "the output folder URL: part files, then _SUCCESS listing them (omit it to "
+              "print the result; a large one is then cut, so pass it for all of it).",
+    "num_reducers": "reduce tasks (count; one part file each).",
+    "split_size": "bytes per input split (a map task reads whole splits).",
+    "overwrite": "replace an output folder that exists.",
+    "map_tasks": "map tasks (count; default: one per worker device).",
+    "pattern": "an RE2 regular expression, matched anywhere in a line.",
+    "sample": "keys sampled to choose the reducers' key ranges (count).",
+}
+"""Help of the bundled jobs' common parameters, by name, where the docstring gives none."""
+
+_JOB_HELP: dict[tuple[str, str], str] = {
+    ("index", "input"): "the documents: a URL, glob or folder of JSON-lines files "
+                        '({"id": int, "text": str} per line).',
+    ("join", "left"): "the left CSV file(s) (with a header): a URL, glob or folder.",
+    ("join", "right"): "the right CSV file(s) (with a header): a URL, glob or folder.",
+    ("join", "key"): "the integer column both files are joined on.",
+    ("join", "left_value"): "the left file's column to output.",
+    ("join", "right_value"): "the right file's column to output.",
+}
+
+
+def bundled_help(job: str, name: str) -> str:
+    """The help of bundled job ``job``'s parameter ``name`` where its docstring has none."""
+    return _JOB_HELP.get((job, name)) or BUNDLED_HELP.get(name, "")
+
+
+def plain(text: str) -> str:
+    """Help text without RST markup (````x```` -> ``x``; ``:func:`x``` -> ``x``).
+
+    >>> plain("the ``input`` of :func:`tensorvm.storage.splits`")
+    'the input of tensorvm.storage.splits'
+    """
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text)
+    return text.replace("``", "")
+
+
 class UnsupportedParameter(TypeError):
     """A required parameter whose type the command line cannot express."""
 
@@ -107,11 +147,12 @@ def job_help(fn) -> str:
         if line.strip() in _SECTIONS:
             break
         kept.append(line)
-    return "\n".join(kept).strip()
+    return plain("\n".join(kept).strip())
 
 
 def job_options(fn, skip=("session", "cluster"),
-                ranges: dict[str, click.ParamType] | None = None) -> list[click.Option]:
+                ranges: dict[str, click.ParamType] | None = None,
+                helps: dict[str, str] | None = None) -> list[click.Option]:
     """Click options for ``fn``'s parameters (in order, ``skip`` left out). ``ranges``:
     click types (``click.IntRange``...) for numeric parameters by name, where the annotation
     gives none (``Annotated[int, click.IntRange(min=1)]`` does).
@@ -125,12 +166,12 @@ def job_options(fn, skip=("session", "cluster"),
         hints = typing.get_type_hints(fn, include_extras=True)
     except Exception:  # noqa: BLE001 - unresolvable annotations: fall back to defaults
         hints = {}
-    helps = param_help(fn)
+    helps = {**(helps or {}), **{k: v for k, v in param_help(fn).items() if v}}
     opts = []
     for p in inspect.signature(fn).parameters.values():
         if p.name in skip or p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
             continue
-        opt = _option(p, hints.get(p.name), helps.get(p.name, ""),
+        opt = _option(p, hints.get(p.name), plain(helps.get(p.name, "")),
                       (ranges or {}).get(p.name))
         if opt is not None:
             opts.append(opt)

@@ -47,8 +47,23 @@ def _edges_job(input, split_size, map_fn, reduce, name, num_reducers=1):
 
 def pagerank(input: str, iterations: int = 20, damping: float = 0.85,
              num_nodes: int | None = None, num_reducers: int = 1,
-             split_size: int = storage.DEFAULT_SPLIT_SIZE, session=None) -> np.ndarray:
-    """Ranks (summing to 1) of the nodes ``0 .. N-1`` of the edge list ``input``."""
+             split_size: int = storage.DEFAULT_SPLIT_SIZE, output: str | None = None,
+             overwrite: bool = False, session=None) -> np.ndarray:
+    """Ranks (summing to 1) of the nodes ``0 .. N-1`` of an edge list.
+
+    The edge list is ``.npy`` files of int64 ``[e, 2]`` rows ``(src, dst)`` (a text edge
+    list: ``np.save(PATH, np.loadtxt(TEXT, dtype=np.int64))``).
+
+    Args:
+        input: the edge list: a URL, glob or folder of .npy files of int64 [e, 2] (src, dst).
+        iterations: power iterations.
+        damping: the damping factor d (the walk follows a link with probability d).
+        num_nodes: nodes (default: the largest node id + 1).
+        output: also write every node's rank under this folder URL (node<TAB>rank lines,
+            committed with _SUCCESS).
+    """
+    if output:  # refuse an existing output before any work (as the other jobs do)
+        storage.OutputCommitter(output)._refuse_existing(overwrite)
     own = session is None
     session = session or tv.Session(graph=tv.Graph())
     try:
@@ -83,10 +98,36 @@ def pagerank(input: str, iterations: int = 20, damping: float = 0.85,
             s[np.asarray(res.keys, np.int64)] = res.values
             r = (1 - damping) / n + damping * (s + r[outdeg == 0].sum() / n)
             session.run(assign, {new: r})
+        if output:
+            write_lines(output, (f"{i}\t{x:.17g}" for i, x in enumerate(r)), overwrite)
         return r
     finally:
         if own:
             session.close()
+
+
+def write_lines(output: str, lines, overwrite: bool = False) -> list[str]:
+    """Commit ``lines`` as one text part file under ``output`` (``_SUCCESS`` listing it)."""
+    c = storage.OutputCommitter(output)
+    c.setup_job(overwrite=overwrite)
+    try:
+        storage.write_output(c, 0, 0, list(lines), format="text")
+        c.commit_task(0, 0)
+        return c.commit_job()
+    except BaseException:
+        c.abort_job()
+        raise
+
+
+def summary_lines(r: np.ndarray, args: dict, top: int = 10) -> list[str]:
+    """The CLI's summary: the ``top`` nodes by rank (all of them: ``--output URL``)."""
+    order = np.argsort(-r, kind="stable")[:top]
+    head = f"top {len(order)} of {len(r)} nodes by rank" + \
+        ("" if args.get("output") else " (all of them: pass --output URL)")
+    return [head, "   node  rank"] + [f"{int(i):7d}  {r[i]:.6g}" for i in order]
+
+
+pagerank.summary_lines = summary_lines
 
 
 @click.command()

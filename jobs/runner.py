@@ -50,6 +50,24 @@ def parse_cluster(text: str) -> dict[str, int]:
     return out
 
 
+def local_cluster_label(cluster: dict | None) -> str:
+    """What ``--cluster`` (or its absence) starts, for the "starting LocalCluster (…)" line.
+
+    >>> local_cluster_label({"ps": 1, "worker": 2})
+    '3 workers: ps=1, worker=2'
+    """
+    if not cluster:
+        from tensorvm.local_cluster import worker_layout
+        try:
+            n = len(worker_layout(None))
+        except Exception:  # noqa: BLE001 - a label only
+            n = 2
+        return f"{n} workers"
+    n = sum(cluster.values())
+    return f"{n} worker{'s' if n != 1 else ''}: " + ", ".join(f"{k}={v}"
+                                                            for k, v in cluster.items())
+
+
 class JobRun:
     """One job on a session: in process (``in_process``), on a new LocalCluster (the
     default; ``cluster`` names its tasks) or on the scheduler at ``scheduler``."""
@@ -66,6 +84,8 @@ class JobRun:
         self._client = None  # only when this process made it (--scheduler)
         self.registry_ok = False
         self.metrics: dict = {}
+        self.mr: dict = {}  # the map-reduce steps' progress (tensorvm.mapreduce.progress_to)
+        self.result = None  # the job function's return value, once it returned
         self._lock = threading.Lock()
         self.t0 = time.time()
 
@@ -132,7 +152,7 @@ class JobRun:
             client.log_event(TOPIC_JOBS, job_message(
                 "start", self.id, name=self.spec.name, user=getpass.getuser(),
                 client=client.id, args={k: _plain(v) for k, v in self.args.items()},
-                dashboard=self.dashboard,
+                dashboard=self.dashboard, submitted=self.t0,  # elapsed: the cluster start too
                 # where the scheduler writes the job's event log (its own default if unset)
                 history=dask.config.get("tensorvm.history.url", None)))
             self.registry_ok = True
@@ -163,15 +183,37 @@ class JobRun:
         """The job function on this run's session (the default session and graph while it
         runs), with ``tv.job.report`` wired to :meth:`report`."""
         import tensorvm as tv
+        from tensorvm.mapreduce.common import progress_to
         if self.spec.takes_session:
             kwargs = {**kwargs, "session": self.session}
         with self.session.graph.as_default(), self.session.as_default(), \
-                tv.job.reporting(self.report, name=self.spec.name):
-            return self.spec.fn(**kwargs)
+                tv.job.reporting(self.report, name=self.spec.name), \
+                progress_to(self._mr_progress):
+            self.result = self.spec.fn(**kwargs)
+        return self.result
+
+    def _mr_progress(self, event: dict) -> None:
+        """A map-reduce step started or ended: splits, map tasks and reducers (done/total),
+        and the records and bytes read so far over all of the job's steps."""
+        now = time.time()
+        with self._lock:
+            mr = self.mr
+            mr.setdefault("t_first", now)
+            mr.setdefault("steps", 0)
+            mr.update({k: event[k] for k in ("job", "splits", "map_tasks", "reducers")})
+            if event["event"] == "start":
+                mr["running"] = True
+            else:
+                c = event.get("counters") or {}
+                mr["running"] = False
+                mr["steps"] += 1
+                mr["records"] = mr.get("records", 0) + int(c.get("map_input_records", 0))
+                mr["bytes"] = mr.get("bytes", 0) + int(c.get("map_input_bytes", 0))
+                mr["t_last"] = now
 
     def finish(self, state: str, result=None, reason: str | None = None) -> dict:
         """Announce the end; return the summary (state, seconds, counters, output...)."""
-        summary = summarize(result)
+        summary = summarize(result, self.spec, self.args)
         summary.update({"job": self.spec.name, "id": self.id, "state": state,
                         "seconds": round(time.time() - self.t0, 3)})
         if reason:
@@ -194,6 +236,8 @@ class JobRun:
                 out = {}
         with self._lock:
             out["local_metrics"] = dict(self.metrics)
+            if self.mr:
+                out["mr"] = dict(self.mr)
         out["elapsed"] = time.time() - self.t0
         return out
 
@@ -206,26 +250,51 @@ def _plain(v):
     return str(v)
 
 
-def summarize(result) -> dict:
+MAX_RESULT_KEYS = 1000
+"""The most key/value pairs of a result a summary (``--json``) carries; ``result_total`` says
+how many there were, and ``--output URL`` writes them all."""
+
+
+def summarize(result, spec=None, args: dict | None = None) -> dict:
     """The JSON-ready part of a job's return value: an ``mr.Result``'s counters and output
-    files (and, with no output, up to 1000 key/value pairs), a dict as is, an array's values."""
+    files (and, with no output, its first :data:`MAX_RESULT_KEYS` key/value pairs with
+    ``result_total``), a dict as is, an array's values. A bundled job's ``summary_lines``
+    (``fn.summary_lines(result, args)``: PageRank's top ranks, k-means' centroids) gives the
+    ``lines`` the terminal shows instead of the raw result."""
     out: dict = {}
     if result is None:
         return out
+    lines_of = getattr(spec.fn, "summary_lines", None) if spec is not None and \
+        getattr(spec, "bundled", False) else None
+    if lines_of is not None:
+        try:
+            out["lines"] = list(lines_of(result, args or {}))
+        except Exception:  # noqa: BLE001 - the raw result still shows
+            pass
     if hasattr(result, "counters") and hasattr(result, "output_urls"):
         out["counters"] = {k: _num(v) for k, v in result.counters.items()}
         if result.output_urls:
             urls = list(result.output_urls)
             out["output"] = _common_folder(urls)
             out["files"] = urls
-        elif result.keys is not None and len(result.keys) <= 1000:
-            out["result"] = {str(k): _num(v) for k, v in result.to_dict().items()}
+        elif result.keys is not None:
+            n = len(result.keys)
+            part = type(result)(result.counters, [], result.keys[:MAX_RESULT_KEYS],
+                                result.values[:MAX_RESULT_KEYS])
+            out["result"] = {_key(k): _jsonable(v) for k, v in part.to_dict().items()}
+            out["result_total"] = n
         return out
     if isinstance(result, dict):
         out["result"] = {str(k): _jsonable(v) for k, v in result.items()}
     else:
         out["result"] = _jsonable(result)
     return out
+
+
+def _key(k) -> str:
+    if isinstance(k, bytes):
+        return k.decode("utf-8", "replace")
+    return str(k)
 
 
 def _common_folder(urls: list) -> str:

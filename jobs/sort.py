@@ -25,10 +25,27 @@ from ._common import cluster_option, report, run_job
 RECORD, KEY = 100, 10
 
 
-def teragen(url: str, n_records: int, files: int = 8, seed: int = 0) -> int:
-    """Write ``n_records`` records (10 random key bytes, 90 payload bytes) in ``files`` files
-    ``gen-NNNNN`` under ``url``; returns the record count."""
+def teragen(url: str, n_records: int, files: int = 8, seed: int = 0,
+            overwrite: bool = False) -> int:
+    """Write records (10 random key bytes, 90 payload bytes) in files gen-NNNNN under a folder.
+
+    Returns the record count. A folder that exists with anything in it is refused
+    (``FileExistsError``) unless ``overwrite``, which empties it first.
+
+    Args:
+        url: the folder URL to write (file://, s3://...).
+        n_records: 100-byte records to write.
+        files: files to spread them over.
+        seed: the random seed (the same seed, the same records).
+        overwrite: replace the folder's contents.
+    """
     fs, path = fsspec.core.url_to_fs(url)
+    path = path.rstrip("/")
+    if fs.isdir(path) and fs.ls(path, detail=False) or fs.isfile(path):
+        if not overwrite:
+            raise FileExistsError(f"output folder already exists: {url} (pass "
+                                  "overwrite=True to replace it)")
+        fs.rm(path, recursive=True)
     fs.makedirs(path, exist_ok=True)
     per = -(-n_records // files)
     for f in range(files):
@@ -55,7 +72,15 @@ def terasort_job(input: str, output: str, num_reducers: int = 2, sample: int = 1
 def terasort(input: str, output: str, num_reducers: int = 2, sample: int = 10000,
              split_size: int = storage.DEFAULT_SPLIT_SIZE, overwrite: bool = False,
              session=None, cluster=None) -> mr.Result:
-    """Sort the 100-byte records of ``input`` into ``output`` (total order over part files)."""
+    """Sort 100-byte records by their 10-byte keys into part files in total order.
+
+    Args:
+        input: the records: a URL, glob or folder of files of 100-byte records (teragen's;
+            a folder with _SUCCESS is read as the files it lists).
+        output: the folder URL of the sorted part files (part-r-NNNNN, committed with
+            _SUCCESS).
+        sample: keys sampled to choose the reducers' key ranges.
+    """
     return run_job(terasort_job(input, output, num_reducers, sample, split_size,
                                 overwrite=overwrite), session, cluster)
 
@@ -72,9 +97,15 @@ def _checksum(recs: np.ndarray) -> int:
 
 
 def teravalidate(output: str, input: str | None = None) -> dict:
-    """Hadoop's checks on a sorted output: every part file is sorted, each file's first key is
-    not below the previous file's last, and (given ``input``) the record count and checksum
-    match the input's."""
+    """Hadoop's checks on a sorted output: every part file sorted, the files in order.
+
+    Each file's first key must not be below the previous file's last, and (given ``input``)
+    the record count and checksum must match the input's.
+
+    Args:
+        output: the folder URL of terasort's output.
+        input: the folder URL of its input (to compare counts and checksums).
+    """
     fs, path = fsspec.core.url_to_fs(output)
     parts = sorted(p for p in fs.ls(path, detail=False) if p.rsplit("/", 1)[-1].startswith(
         "part-r-"))

@@ -160,8 +160,13 @@ def py_map(fn, key_dtype, value_dtype):
 # ---- partitioners ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class HashPartition:
-    """Bucket ``hash(key) % R`` (strings: ``tv.strings.to_hash_bucket_fast``'s hash)."""
+    """Bucket ``hash(key) % R`` (strings: ``tv.strings.to_hash_bucket_fast``'s hash).
+    ``mr.hash_partition`` and ``mr.hash_partition()`` are the same value, as
+    ``partition=mr.range_partition`` and ``mr.range_partition()`` are."""
     how: str = "hash"
+
+    def __call__(self) -> "HashPartition":
+        return self
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 building a user function into the graph, and the options of a job's steps."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +16,7 @@ from tensorvm.ops import mapreduce_ops as mro
 
 from .api import CounterSink, Emit, as_emit
 
-__all__ = ["Result", "call_user", "run_options"]
+__all__ = ["Result", "call_user", "run_options", "progress_to", "written_bytes"]
 
 MAP_COUNTERS = ("map_input_records", "map_input_bytes", "bad_records")
 SHUFFLE_COUNTERS = ("shuffle_records", "shuffle_bytes")
@@ -124,3 +126,45 @@ def _sum_counters(vals: dict, built: _Built) -> dict:
     for name, v in zip(built.user_counter_names, vals["user"]):
         c[name] = c.get(name, 0) + int(v)
     return c
+
+
+def written_bytes(urls: list) -> int:
+    """The bytes of the committed files ``urls`` (what ``reduce_output_bytes`` reports for a
+    job with an output: the files' sizes, not the in-memory size of the keys and values)."""
+    if not urls:
+        return 0
+    from tensorvm import storage
+    fs, _ = storage.fsio.to_fs(urls[0])
+    return int(sum(fs.size(storage.fsio.to_fs(u)[1]) for u in urls))
+
+
+_PROGRESS: contextvars.ContextVar = contextvars.ContextVar("tensorvm_mr_progress",
+                                                           default=None)
+
+
+@contextlib.contextmanager
+def progress_to(callback):
+    """Within this block, every map-reduce step of this context calls ``callback(event)``:
+    ``{"event": "start", "job", "splits", "map_tasks", "reducers"}`` before it runs and
+    ``{"event": "done", ..., "counters"}`` after (the CLI's display counts splits, map tasks
+    and reducers with them, not Dask's stage tasks)."""
+    token = _PROGRESS.set(callback)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
+
+
+def report_progress(event: str, job_name: str, splits: int, map_tasks: int, reducers: int,
+                    counters: dict | None = None) -> None:
+    callback = _PROGRESS.get()
+    if callback is None:
+        return
+    msg = {"event": event, "job": job_name, "splits": int(splits),
+           "map_tasks": int(map_tasks), "reducers": int(reducers)}
+    if counters is not None:
+        msg["counters"] = dict(counters)
+    try:
+        callback(msg)
+    except Exception:  # noqa: BLE001 - a display never fails a job
+        pass

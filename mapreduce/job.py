@@ -31,9 +31,9 @@ from tensorvm import storage
 from tensorvm.op_def_library import apply_op
 from tensorvm.ops import mapreduce_ops as mro
 
-from .api import CounterSink, Input, Output, RangePartition, hash_partition
+from .api import CounterSink, Input, Output, RangePartition, hash_partition, range_partition
 from .common import (Result, _Built, _failed_map_task, _flat, _sum_counters, call_user,
-                     run_options)
+                     report_progress, run_options, written_bytes)
 from .sampling import sample_boundaries
 from .speculate import run_phased
 
@@ -112,6 +112,8 @@ class Job:
                                               "combine with sum/min/max/first or a function")
         self.inputs, self.maps = inputs, maps
         self.input, self.map, self.reduce, self.combine = inputs[0], maps[0], reduce, combine
+        if partition is range_partition:  # the same form as mr.hash_partition (a value)
+            partition = range_partition()
         self.partition, self.num_reducers, self.output = partition, int(num_reducers), output
         self.map_tasks, self.skip_bad_records = map_tasks, int(skip_bad_records)
         self.sort_output, self.name = sort_output, name
@@ -349,6 +351,9 @@ class Job:
         raise AssertionError("unreachable")
 
     def _finish(self, session, built, committer, attempt, t0) -> Result:
+        shape = (self.name, sum(len(g) for g in built.groups), built.num_map_tasks,
+                 self.num_reducers)
+        report_progress("start", *shape)
         try:
             vals = session.run(built.fetches, options=run_options())
         except BaseException as e:
@@ -368,10 +373,12 @@ class Job:
                 if not committer.commit_task(r, attempt):
                     raise errors.AbortedError(f"reducer {r}'s output lost its commit")
             urls = committer.commit_job()
+            counters["reduce_output_bytes"] = written_bytes(urls)
         else:
             keys = np.concatenate([np.asarray(k) for k, _ in vals["reduce"]])
             values = np.concatenate([np.asarray(v) for _, v in vals["reduce"]])
             counters["reduce_output_records"] = int(len(keys))
+        report_progress("done", *shape, counters)
         logger.info("mr job %s: %d maps x %d reducers in %.2fs", self.name,
                     built.num_map_tasks, self.num_reducers, time.perf_counter() - t0)
         return Result(counters, urls, keys, values, time.perf_counter() - t0,

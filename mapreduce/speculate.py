@@ -34,7 +34,8 @@ from tensorvm import storage
 from tensorvm.op_def_library import apply_op
 
 from .api import CounterSink
-from .common import Result, _Built, _sum_counters, call_user, run_options
+from .common import (Result, _Built, _sum_counters, call_user, report_progress, run_options,
+                     written_bytes)
 
 logger = logging.getLogger("tensorvm")
 
@@ -120,6 +121,7 @@ def run_phased(job, session, num_workers: int, t0: float, committer=None):
     splits = job._splits()
     job._bounds = job._boundaries(splits)
     groups = job._groups(splits, job.map_tasks or len(splits))  # default: a task per split
+    report_progress("start", job.name, len(splits), len(groups), job.num_reducers)
     devices = [f"/job:worker/task:{i}" for i in range(num_workers)]
     run_id = uuid.uuid4().hex[:12]
     root = job.scratch or f"file://{tempfile.gettempdir()}"  # shared by the workers
@@ -270,6 +272,7 @@ def run_phased(job, session, num_workers: int, t0: float, committer=None):
                 for r in range(job.num_reducers):
                     committer.commit_task(r, attempt)
                 urls = committer.commit_job()
+                counters["reduce_output_bytes"] = written_bytes(urls)
             except BaseException:
                 committer.abort_job()  # (a no-op after a commit_job that released it)
                 raise
@@ -279,5 +282,7 @@ def run_phased(job, session, num_workers: int, t0: float, committer=None):
             counters["reduce_output_records"] = int(len(keys))
     finally:
         maps.abort_job()  # the winners' map files (losers that still run write nothing)
+    report_progress("done", job.name, sum(len(g) for g in groups), len(groups),
+                    job.num_reducers, counters)
     return Result(counters, urls, keys, values, time.perf_counter() - t0, len(groups),
                   job.num_reducers, skipped=skipped)

@@ -30,7 +30,8 @@ other attempts of that task; a loser, or a late attempt of a job already committ
 moves the winners' files into place, writes ``_SUCCESS`` listing them and removes
 ``_temporary``; re-run after a crash, it finishes the recorded plan. Readers
 (:func:`tensorvm.storage.splits` on the folder) read exactly the files ``_SUCCESS`` lists and
-refuse a folder with part files but no ``_SUCCESS`` (:func:`committed_files`).
+refuse a folder with ``_temporary`` but no ``_SUCCESS`` (:func:`committed_files`); a folder with
+neither is plain input files.
 
 >>> c = OutputCommitter("memory://tvm-doc-out/run")
 >>> c.setup_job()
@@ -94,8 +95,9 @@ def committed_files(fs, path: str, url: str) -> list[str] | None:
 
     With a ``_SUCCESS`` listing files (ours): exactly those (:class:`DataLossError` naming a
     missing one). With an empty or foreign ``_SUCCESS`` (Hadoop, Spark): ``None`` — list the
-    folder. Without ``_SUCCESS`` but with ``part-*`` files or ``_temporary``: an output whose
-    job never committed — :class:`DataLossError` naming the folder.
+    folder. Without ``_SUCCESS`` but with ``_temporary``: an output whose job is running or
+    never committed — :class:`DataLossError` naming the folder. Without either: ``None``, a
+    folder of plain input files (``part-*.bin`` files copied there are input, not an output).
     """
     root = path.rstrip("/")
     fs.invalidate_cache(root)
@@ -114,9 +116,10 @@ def committed_files(fs, path: str, url: str) -> list[str] | None:
                 raise DataLossError(f"{SUCCESS} lists {rel!r}, which is missing", url)
         return [f"{root}/{rel}" for rel in files]
     names = [p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(root, detail=False)]
-    if any(n.startswith("part-") or n == TEMPORARY for n in names):
-        raise DataLossError(f"output folder has part files but no {SUCCESS}: its job never "
-                            "committed (killed before or during commit_job?)", url)
+    if TEMPORARY in names:  # (part files alone, no _temporary: a folder of input files)
+        raise DataLossError(f"output folder has {TEMPORARY} but no {SUCCESS}: its job never "
+                            "committed (still running, or killed before or during "
+                            "commit_job?)", url)
     return None
 
 
@@ -598,4 +601,12 @@ def write_output(committer: OutputCommitter, task_id: int | str, attempt: int | 
     committer.fs.makedirs(folder, exist_ok=True)
     with committer.fs.open(f"{folder}/{name}", "wb") as f:
         write(f, data)
+    fs = committer.fs
+    fs.invalidate_cache(committer.temp_path)
+    if not exists(fs, f"{committer.temp_path}/{JOB}"):
+        # No owner: the job was aborted (Ctrl-C) or committed while this task still ran on
+        # its worker. Its file would be ``_temporary`` debris that nothing removes: it goes
+        # now, with the folders it emptied (an owner that claims meanwhile keeps its own).
+        committer._remove(folder, recursive=True)
+        committer._rmdir(committer.temp_path)
     return join(committer.attempt_url(task_id, attempt), name)
