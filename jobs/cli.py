@@ -9,6 +9,12 @@
     tensorvm ckpt ls|show|verify URL
     tensorvm tf PROGRAM.py [ARGS...]   # a TF 1.x program, unchanged (import tensorflow = tensorvm)
     tensorvm --version                 # also: python -m tensorvm
+    tensorvm up [--cluster ps=1,worker=2] [--threads N] | status | down   # jobs/local_up.py
+
+``tensorvm run`` without ``--scheduler``/``--in-process`` runs on the ``tensorvm up`` cluster
+when one is up and has the tasks ``--cluster`` asks for (a clean one: earlier jobs' variables
+cleared), else on a LocalCluster of its own (one thread per worker when the workers fill the
+cores; ``--conf tensorvm.worker-threads=N``).
 
 ``JOB`` is a bundled job's name or a file ``job.py`` defining one ``@tensorvm.job`` function
 (``job.py:function`` picks one); the function's typed parameters are the job's options
