@@ -120,12 +120,16 @@ class JobRun:
                            f"within {self.connect_timeout:g} s")
 
     def __exit__(self, *exc):
+        from tensorvm.mapreduce.job import sweep_interrupted
         try:
             if self.session is not None:
                 self.session.close()
         finally:
-            if self._client is not None:
-                self._client.close()
+            try:
+                if self._client is not None:
+                    self._client.close()
+            finally:  # the workers are gone (or told to stop): an interrupted job's debris
+                sweep_interrupted()
         return False
 
     @property

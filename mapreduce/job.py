@@ -313,9 +313,11 @@ class Job:
             committer.setup_job(overwrite=self.output.overwrite)
         try:
             return self._attempts(session, num_workers, splits, boundaries, committer, t0)
-        except BaseException:
+        except BaseException as e:
             if committer is not None:  # released on every exit path (a no-op once released)
                 committer.abort_job()
+                if not isinstance(e, Exception):  # Ctrl-C: its tasks may still write
+                    _INTERRUPTED.append(committer)
             raise
 
     def _attempts(self, session, num_workers, splits, boundaries, committer, t0) -> Result:
@@ -383,6 +385,23 @@ class Job:
                     built.num_map_tasks, self.num_reducers, time.perf_counter() - t0)
         return Result(counters, urls, keys, values, time.perf_counter() - t0,
                       built.num_map_tasks, self.num_reducers)
+
+
+_INTERRUPTED: list = []  # committers of jobs interrupted (Ctrl-C) while their tasks ran
+
+
+def sweep_interrupted() -> None:
+    """Remove the ``_temporary`` debris of outputs whose job was interrupted (Ctrl-C, SIGTERM)
+    in this process. Call it once the job's workers are gone (its cluster closed): a reducer
+    killed mid-write, or one that wrote after the abort, left files nothing else removes (a
+    writer that finishes after the abort removes its own file). An output that another job
+    claims meanwhile is left alone."""
+    while _INTERRUPTED:
+        committer = _INTERRUPTED.pop()
+        try:
+            committer.remove_debris()
+        except Exception as exc:  # noqa: BLE001 - best effort, on the way out
+            logger.warning("mr: could not remove %s/_temporary: %s", committer.out_url, exc)
 
 
 def _worker_count(session) -> int:

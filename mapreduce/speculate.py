@@ -249,9 +249,12 @@ def run_phased(job, session, num_workers: int, t0: float, committer=None):
                                                      urls, types))
         vals, rcounts = session.run([reduce_fetches, [t for _, t in rsink.items]],
                                     options=run_options())
-    except BaseException:
+    except BaseException as e:
         if committer is not None:
             committer.abort_job()
+        if not isinstance(e, Exception):  # Ctrl-C: tasks may still write (sweep_interrupted)
+            from .job import _INTERRUPTED
+            _INTERRUPTED.extend(c for c in (committer, maps) if c is not None)
         raise
     finally:
         fs, path = storage.fsio.to_fs(closed)

@@ -175,7 +175,7 @@ class OutputCommitter:
             self._clear_temporary()
             self.fs.makedirs(f"{self.temp_path}/{CLAIMS}", exist_ok=True)
         except BaseException:
-            self._release()
+            self._release(clear=True)  # (a Ctrl-C mid-set-up left _claims behind)
             raise
 
     def abort_job(self) -> None:
@@ -184,6 +184,20 @@ class OutputCommitter:
         if self.job_id is not None and not self._held:
             return  # released already (a second abort, or after commit_job)
         self._release(clear=True)
+
+    def remove_debris(self) -> None:
+        """Remove ``_temporary`` unless a job claims the output now. For after an aborted
+        job's workers are gone (its cluster closed): a task killed mid-write, or one that
+        wrote after :meth:`abort_job`, left files that no committer owns. A claim file being
+        written (unreadable) counts as a claim."""
+        claim = f"{self.temp_path}/{JOB}"
+        self.fs.invalidate_cache(self.temp_path)
+        if exists(self.fs, claim):
+            owner = self._read_json(claim)
+            if owner is None or owner["job"] in _HELD or self._alive(owner):
+                return
+        self._remove(self.temp_path, recursive=True)
+        self.fs.invalidate_cache(self.path)
 
     def _refuse_existing(self, overwrite: bool = False) -> list[str]:
         """The entries of ``<out>`` other than ``_temporary``; ``FileExistsError`` if there

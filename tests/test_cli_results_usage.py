@@ -291,11 +291,47 @@ def test_the_display_of_a_word_count_counts_splits_and_reducers(tmp_path):
 
 @pytest.mark.cluster
 def test_the_display_of_training_stopped_at_its_target_shows_the_final_step(tmp_path):
-    screen, rc = _tmux_run(tmp_path, [TVM, "run", "logreg", "--workers", "2", "--no-sync",
-                                      "--steps", "20000", "--rows", "4000"])
+    screen, rc = _tmux_run(tmp_path, [TVM, "run", "logreg", "--workers", "2", "--steps", "20000",
+                                      "--rows", "4000", "--features", "5", "--holdout",
+                                      "2000", "--eval-every", "50", "--cluster",
+                                      "ps=1,worker=2"])
     assert rc == 0, screen
     step = re.search(r"global_step\D+(\d+)", screen)
     assert step, screen
     final = step.group(1)
     assert re.search(rf"step\s.*\b{final}/20000\b", screen), screen
     assert "stopped at step" in screen, screen
+
+
+def test_an_interrupted_job_leaves_no_temporary_once_its_workers_are_gone(tmp_path,
+                                                                           monkeypatch):
+    """Ctrl-C mid-step: the driver aborts at once, but a reducer killed mid-write (its
+    worker closed with the cluster) leaves a file no committer owns; the CLI's run sweeps
+    it after the session closes (tensorvm.mapreduce.job.sweep_interrupted)."""
+    import tensorvm as tv
+    import tensorvm.mapreduce as mr
+    from tensorvm.mapreduce.job import sweep_interrupted
+    (tmp_path / "a.txt").write_text("a b\nc\n")
+    out = tmp_path / "out"
+    job = mr.Job(mr.text(str(tmp_path / "a.txt")), lambda x: mr.emit(x, 1),
+                 output=mr.text_output(str(out)), num_reducers=2)
+    sess = tv.Session(graph=tv.Graph())
+
+    def interrupted(*a, **k):
+        killed = out / "_temporary" / "attempt_00001_x"  # what a killed reducer left
+        killed.mkdir(parents=True)
+        (killed / "part-r-00001").write_text("half")
+        raise KeyboardInterrupt
+    monkeypatch.setattr(sess, "run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        job.run(sess)
+    sess.close()
+    sweep_interrupted()
+    assert not (out / "_temporary").exists(), list(out.rglob("*"))
+    # a live job's output is left alone
+    from tensorvm import storage
+    owner = storage.OutputCommitter(str(out))
+    owner.setup_job(overwrite=True)
+    storage.OutputCommitter(str(out)).remove_debris()
+    assert (out / "_temporary" / "_job").exists()
+    owner.abort_job()
