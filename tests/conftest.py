@@ -32,6 +32,11 @@ import pytest
 _HISTORY = tempfile.mkdtemp(prefix="tvm-test-history-")
 os.environ["TENSORVM_HISTORY"] = _HISTORY
 atexit.register(shutil.rmtree, _HISTORY, ignore_errors=True)
+# Nor does the suite ever run on a developer's `tensorvm up` cluster (tensorvm.jobs.local_up):
+# its state folder is one of this test run (tests/test_local_up.py gives each test its own).
+_STATE = tempfile.mkdtemp(prefix="tvm-test-state-")
+os.environ["TENSORVM_STATE_DIR"] = _STATE
+atexit.register(shutil.rmtree, _STATE, ignore_errors=True)
 
 DEFAULT_CLUSTER = {"ps": 1, "worker": 2}
 
@@ -42,8 +47,14 @@ class ClusterHandle:
     def __init__(self, spec: dict, address: str | None = None):
         import tensorvm as tv
         self.spec = tv.train.ClusterSpec(spec)
-        # With no address the root session starts the cluster; with one it joins it.
-        self._root = tv.Session(address, cluster=self.spec, graph=tv.Graph(), verbose=False)
+        # With no address the root session starts the cluster; with one it joins it. Two
+        # threads per worker, as the suite's tests were written for (a step beside a given-up
+        # step's py_func still running); a session's own default is one thread per worker
+        # when the workers fill the cores (tensorvm.local_cluster.worker_threads).
+        import dask
+        with dask.config.set({"tensorvm.worker-threads": 2}):
+            self._root = tv.Session(address, cluster=self.spec, graph=tv.Graph(),
+                                    verbose=False)
         self.client = self._root.client
         self.address = self.client.scheduler.address
         self._sessions: list = []
