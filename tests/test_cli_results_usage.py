@@ -251,18 +251,19 @@ def _tmux_run(tmp_path, argv, timeout=600) -> tuple[str, int]:
     session = f"tvm-{uuid.uuid4().hex[:8]}"
     rc_file = tmp_path / f"{session}.rc"
     cmd = " ".join(map(_q, argv)) + f"; echo $? > {_q(rc_file)}; sleep 600"
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "50",
+    tmux = ["tmux", "-L", session]  # a server of its own: none shared with other tests
+    subprocess.run([*tmux, "new-session", "-d", "-s", session, "-x", "200", "-y", "50",
                     "bash", "-c", cmd], check=True, env={**os.environ, "TERM": "xterm"})
     try:
         deadline = time.monotonic() + timeout
         while not rc_file.exists() or not rc_file.read_text().strip():
             assert time.monotonic() < deadline, "the command did not finish"
             time.sleep(0.5)
-        screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", session, "-S", "-200"],
+        screen = subprocess.run([*tmux, "capture-pane", "-p", "-t", session, "-S", "-200"],
                                 capture_output=True, text=True, check=True).stdout
         return screen.rstrip() + "\n", int(rc_file.read_text())
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        subprocess.run([*tmux, "kill-server"], capture_output=True)
 
 
 def _q(x) -> str:
