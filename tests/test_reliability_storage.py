@@ -386,6 +386,7 @@ def test_an_uncommitted_output_read_as_input_is_caught_as_tv_data_loss(tmp_path)
     out = tmp_path / "out"
     out.mkdir()
     (out / "part-00000").write_text("a\nb\n")  # part files, no _SUCCESS: never committed
+    (out / "_temporary").mkdir()  # ... by a job (a folder with neither is plain input)
     with pytest.raises(tv.errors.DataLossError, match="never committed") as info:
         storage.splits(str(out), format="text")
     assert info.value.url and str(out) in info.value.url
