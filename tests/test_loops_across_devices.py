@@ -113,3 +113,62 @@ def test_a_variable_on_another_device_that_the_loop_updates_is_read_each_iterati
             assert s.run([k, acc]) == [4, 1.0 + 2 + 3 + 4]
             assert s.run(v) == 4.0
             assert s.run(acc) == 5.0 + 6 + 7 + 8  # the loop reads the variable as it is now
+
+
+# ---- on a {"ps": 1, "worker": 1} cluster of processes, both data planes ----------------------
+TV_CLUSTER = {"ps": 1, "worker": 1}
+PLANES = [tv.RunOptions(data_plane="dask"), tv.RunOptions(data_plane="direct")]
+
+
+@pytest.mark.cluster
+def test_the_issue_example_on_a_cluster_on_both_planes(tv_cluster, g):
+    with tv.device(PS):
+        v = tv.Variable(np.float64(0.25), name="v")
+    x = tv.placeholder(tv.float64, [3])
+    w = _issue_loop(x, v)
+    s = tv_cluster.session()
+    s.run(tv.global_variables_initializer())
+    want = _np_loop(X)
+    for opts in PLANES + PLANES:  # twice: the direct plane's registered partitions too
+        np.testing.assert_allclose(s.run(w, {x: X}, options=opts), want, rtol=1e-15, atol=0)
+
+
+@pytest.mark.cluster
+def test_on_a_cluster_each_device_runs_its_part_each_iteration(tv_cluster, g):
+    # The PS part updates a PS variable that exists in the PS process only, and the worker
+    # reads it after the update each iteration: the values prove where each part ran.
+    with tv.device(PS):
+        v = tv.Variable(0.0, name="v_count")
+    with tv.device(WORKER):
+        calls = tv.Variable(0, name="w_calls")
+
+    def body(k, acc):
+        with tv.device(PS):
+            upd = v.assign_add(1.0)
+        with tv.device(WORKER):
+            c = calls.assign_add(1)
+            with tv.control_dependencies([upd]):
+                seen = tv.identity(v)
+            return k + 1 + c * 0, acc + seen
+    with tv.device(WORKER):
+        k, acc = tv.while_loop(lambda k, acc: k < 4, body, [0, 0.0])
+    s = tv_cluster.session()
+    s.run(tv.global_variables_initializer())
+    base = 0.0
+    for n, opts in enumerate(PLANES, 1):
+        assert s.run([k, acc], options=opts) == [4, 4 * base + 1.0 + 2 + 3 + 4]
+        base += 4
+        assert s.run([v, calls]) == [base, 4 * n]
+
+
+@pytest.mark.cluster
+def test_a_cluster_loops_gradient_is_refused_clearly_for_now(tv_cluster, g):
+    with tv.device(PS):
+        v = tv.Variable(np.float64(0.25), name="v_g")
+    x = tv.placeholder(tv.float64, [3])
+    loss, dx, _ = _grad_loop(x, v, (PS, WORKER))
+    s = tv_cluster.session()
+    s.run(tv.global_variables_initializer())
+    assert np.isclose(s.run(loss, {x: X}), np.sum(_np_loop(X) ** 2))
+    with pytest.raises(tv.errors.InvalidArgumentError, match="gradient there is not done"):
+        s.run(dx, {x: X})

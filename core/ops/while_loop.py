@@ -46,6 +46,7 @@ from ..op_def_library import apply_op
 from ..registry import generation, register_op, registry
 from ..runtime import execute, execute_local, local_caller
 from ..tensor_conversion import convert_to_tensor
+from .while_frames import SHARDED_TAPE, Frame, frame_devices, in_dask_worker, run_sharded
 
 __all__: list[str] = []  # while_loop is exported by control_flow_ops
 
@@ -196,6 +197,11 @@ class Func:
     def __repr__(self):
         return f"<Func {self.frame} {len(self.nodes)} ops>"
 
+    def frame_devices(self, device: str, cond: "Func") -> tuple:
+        """The devices of the loop frame this body and ``cond`` make on ``device`` (sorted;
+        () where both run on one device)."""
+        return frame_devices(cond, self, device)
+
     def tape(self, refs) -> list[int]:
         """Ask the program to also return ``refs`` (tensors of its own ops) after its
         fetches; returns their indices among the taped values."""
@@ -274,67 +280,6 @@ class Func:
             got = (task.program, arg_idx, picks, [None, 0])
         self._calls[(device, len(self.taped))] = got
         return got
-
-
-class Frame:
-    """A loop frame whose ops span devices (TF's graph_partition.cc cuts it into one copy of
-    the frame per device): the cond's or body's compiled plan, one task per (device, stage),
-    run each iteration task by task, each on its own device's resources, values handed from
-    task to task as the plan's Send/Recv pairs say.
-
-    In process every device is this process, so the loop's kernel runs every device's part
-    of an iteration itself (a variable on the PS is read and updated in the PS's resource
-    manager each iteration). In a worker process, the parts of other devices live in other
-    processes: such a frame is refused there, naming the frame and its devices."""
-
-    def __init__(self, plan, frame: str, location: str):
-        self.frame, self.location = frame, location
-        self.devices = tuple(plan.devices)
-        sends = {s.name: s for s in plan.sends}
-        # (program, args) per task in stage order (a task reads only lower or equal stages):
-        # an arg is ("feed", i) | ("task", position) | ("send", position, export index)
-        pos = {t.name: k for k, t in enumerate(plan.tasks)}
-        self.tasks = []
-        for t in plan.tasks:
-            args = []
-            for a in t.args:
-                if a[0] == "feed":
-                    args.append(("feed", a[1]))
-                elif a[0] == "task":
-                    args.append(("task", pos[a[1]]))
-                else:
-                    s = sends[a[1]]
-                    args.append(("send", pos[s.task], s.index))
-            self.tasks.append((t.program, tuple(args)))
-        self.fetches = tuple((True, f[1], 0) if f[0] == "feed" else (False, pos[f[1]], f[2])
-                             for f in plan.fetches)
-
-    def __repr__(self):
-        return f"<Frame {self.frame} on {list(self.devices)}, {len(self.tasks)} tasks>"
-
-    def run(self, ctx, feeds: list) -> list:
-        from ..runtime import pick, run_stage
-        if _in_dask_worker():
-            raise InvalidArgumentError(
-                f"while_loop frame {self.frame!r} spans devices {list(self.devices)}: such a "
-                f"loop runs in process (tv.Session()) only so far, not on a cluster (created "
-                f"at {self.location})")
-        results: list = []
-        for program, args in self.tasks:
-            vals = [feeds[a[1]] if a[0] == "feed" else results[a[1]] if a[0] == "task" else
-                    pick(results[a[1]], a[2]) for a in args]
-            results.append(run_stage(program, ctx.rt, ctx.step_id, 1, *vals))
-        return [feeds[i] if from_feed else results[i][k + 1] for from_feed, i, k in
-                self.fetches]
-
-
-def _in_dask_worker() -> bool:
-    try:
-        from distributed import get_worker
-        get_worker()
-    except (ImportError, ValueError):
-        return False
-    return True
 
 
 # ---- tracing ---------------------------------------------------------------------------------
@@ -589,7 +534,14 @@ def _check_shape(v, inv, i, frame):
 
 
 def _while_kernel(ctx, *ins, cond, body, n, ncc, nbc, has_max, back_prop, parallel_iterations,
-                  shapes, frame):
+                  shapes, frame, frame_devices=(), home=None):
+    if frame_devices:  # split by the partition pass (a loop across devices)
+        if in_dask_worker():
+            return run_sharded(ctx, ins, cond=cond, body=body, n=n, ncc=ncc, nbc=nbc,
+                               has_max=has_max, frame=frame, home=home or ctx.device,
+                               devices=frame_devices, tag=frame)
+        if home is not None:  # in process the home's kernel runs every device's part
+            return ()
     vals = list(ins[:n])
     ccaps = list(ins[n:n + ncc])
     bcaps = list(ins[n + ncc:n + ncc + nbc])
@@ -717,6 +669,10 @@ def _while_grad_kernel(ctx, *ins, grad, nbc, nv, fc, frame, tape_idx=()):
     acc = [None] * len(fc)
     if tape is None:
         raise InvalidArgumentError(f"while_loop {frame!r} was built with back_prop=False")
+    if tape is SHARDED_TAPE:
+        raise InvalidArgumentError(
+            f"while_loop {frame!r} spans devices and ran across worker processes: its "
+            "gradient there is not done yet (it is in process, tv.Session())")
     owned = [False] * len(fc)  # acc[k] is an array this kernel made (summed into in place)
     for vals, kept in reversed(tape):
         out = grad.call(ctx, vals + bcaps + gys + [kept[i] for i in tape_idx], True)
@@ -739,6 +695,10 @@ def _while_grad_kernel(ctx, *ins, grad, nbc, nv, fc, frame, tape_idx=()):
 for _t, _stateful in (("While", True), ("StatelessWhile", False)):
     register_op(_t, _while_shape, _while_kernel, grad=_while_grad, stateful=_stateful,
                 needs_ctx=True, foldable=False)
+# One other device's copy of a loop frame that spans devices (made by the partition pass:
+# tensorvm.passes.partition.split_frames); no outputs: the loop op on its home outputs.
+register_op("WhileShard", lambda inputs, attrs: [], _while_kernel, stateful=True,
+            needs_ctx=True, foldable=False)
 register_op("WhileGrad", _while_grad_shape, _while_grad_kernel, needs_ctx=True,
             foldable=False)
 

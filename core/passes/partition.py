@@ -178,11 +178,53 @@ def insert_copies(nodes: dict[str, Node], devices: dict[str, str], feeds, fetche
     return out, devices, fetches, tuple(made.values())
 
 
+def split_frames(nodes: dict[str, Node], devices: dict[str, str]) -> tuple[dict, dict]:
+    """Loop frames across devices (TF's graph_partition.cc gives each device its own copy of
+    the frame): a loop op (``cond`` and ``body`` functions) whose functions span devices keeps
+    its place (its *home*, where it outputs) and gains ``frame_devices``; each other device of
+    the frame gets a ``WhileShard`` node reading the loop's inputs, which runs that device's
+    part of every iteration (:mod:`tensorvm.ops.while_frames`). Other nodes are unchanged.
+
+    >>> split_frames({"a": Node("a", "Const")}, {"a": "/A"})[1]
+    {'a': '/A'}
+    """
+    if not any("body" in n.attrs and "cond" in n.attrs for n in nodes.values()):
+        return nodes, devices
+    out: dict[str, Node] = {}
+    devs = dict(devices)
+    for name, node in nodes.items():
+        body = node.attrs.get("body")
+        frame = body.frame_devices(devices[name], node.attrs["cond"]) \
+            if "cond" in node.attrs and hasattr(body, "frame_devices") else ()
+        if not frame:
+            out[name] = node
+            continue
+        home = devices[name]
+        out[name] = dataclasses.replace(node, attrs={**node.attrs, "frame_devices": frame})
+        for dev in frame:
+            if dev == home:
+                continue
+            shard = f"{name}/frame{_short(dev)}"
+            out[shard] = Node(shard, "WhileShard", node.inputs, node.control_inputs,
+                              {**node.attrs, "frame_devices": frame, "home": home}, dev,
+                              stateful=True, num_outputs=0, location=node.location,
+                              in_shapes=node.in_shapes, in_dtypes=node.in_dtypes)
+            devs[shard] = dev
+    return out, devs
+
+
+def frame_op(node: Node) -> bool:
+    """Whether ``node`` is one device's copy of a loop frame across devices (a task of its
+    own: :func:`tensorvm.passes.stage.stage`)."""
+    return bool(node.attrs.get("frame_devices"))
+
+
 def partition(nodes: dict[str, Node], devices: dict[str, str], feeds: set,
               fetches=(), fetch_to_host: bool = True, host_feeds=frozenset()) -> Partition:
     """Split ``nodes`` by ``devices`` (name -> device), add host<->device copies and
     Send/Recv pairs; ``fetches`` come back in :attr:`Partition.fetches` (a GPU tensor's
     fetch reads its host copy, unless not ``fetch_to_host``)."""
+    nodes, devices = split_frames(nodes, devices)
     nodes, devices, fetches, copies = insert_copies(nodes, devices, feeds, fetches,
                                                     fetch_to_host, host_feeds)
     out: dict[str, Node] = {}

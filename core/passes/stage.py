@@ -16,13 +16,22 @@ graph has no cycle (a ping-pong A → B → A needs three tasks, not two).
 """
 from __future__ import annotations
 
-from .partition import Partition
+from .partition import Partition, frame_op
 
 
 def stage(part: Partition) -> dict[str, int]:
-    """Return ``{node name: stage}`` for every node of the partition (topological order)."""
+    """Return ``{node name: stage}`` for every node of the partition (topological order).
+
+    A loop frame across devices (:func:`~tensorvm.passes.partition.frame_op`: the loop op on
+    its home and a ``WhileShard`` on each other device) must be a task of its own: its copies
+    run together, each waiting for the others every iteration, so none may wait for a task
+    that holds another copy. Where a graph holds one, an edge out of a frame op counts as a
+    Recv (+1), every stage doubles, and frame ops take the odd stage after theirs: nothing
+    else shares their task, and every edge still goes to an equal-or-higher stage.
+    """
     st: dict[str, int] = {}
     nodes = part.nodes
+    frames = {name for name, node in nodes.items() if frame_op(node)}
     # partition() emits nodes in topological order (a Send and its Recv right after the
     # producer), so one pass suffices.
     for name, node in nodes.items():
@@ -31,16 +40,19 @@ def stage(part: Partition) -> dict[str, int]:
             continue
         s = 0
         for r in node.inputs:
-            if r[0] in st and st[r[0]] > s:
-                s = st[r[0]]
+            if r[0] in st and st[r[0]] + (r[0] in frames) > s:
+                s = st[r[0]] + (r[0] in frames)
         for c in node.control_inputs:
-            if c in st and st[c] > s:
-                s = st[c]
+            if c in st and st[c] + (c in frames) > s:
+                s = st[c] + (c in frames)
         st[name] = s
-    return _sink_sources(nodes, st)
+    st = _sink_sources(nodes, st, frames)
+    if frames:
+        st = {name: 2 * s + (name in frames) for name, s in st.items()}
+    return st
 
 
-def _sink_sources(nodes, st: dict[str, int]) -> dict[str, int]:
+def _sink_sources(nodes, st: dict[str, int], frames=frozenset()) -> dict[str, int]:
     """Run each node as late as its consumers allow when they all sit on its own device
     (reverse topological order), so that a constant, a read of a feed or a variable does not
     make a task of its own: it joins its earliest consumer's stage."""
@@ -52,7 +64,7 @@ def _sink_sources(nodes, st: dict[str, int]) -> dict[str, int]:
             consumers.setdefault(c, []).append(name)
     for name in reversed(list(nodes)):
         node = nodes[name]
-        if node.type in ("_Send", "_Recv"):
+        if node.type in ("_Send", "_Recv") or name in frames:
             continue
         cs = consumers.get(name)
         if cs and all(nodes[c].device == node.device and nodes[c].type != "_Send" for c in cs):

@@ -1,0 +1,318 @@
+"""Loop frames that span devices (issue 27; TF's graph_partition.cc for control flow).
+
+A ``while_loop`` whose cond or body holds ops of several devices compiles each of them to a
+plan of several devices: a :class:`Frame`, one task per (device, stage), with the plan's
+Send/Recv pairs between them. Two ways to run one:
+
+* **in process** (``tv.Session()``: every device is this process): the loop's kernel runs
+  every device's tasks of an iteration itself, each on its own device's resources
+  (:meth:`Frame.run`);
+* **on a cluster**: :func:`tensorvm.passes.partition.split_frames` gives each other device of
+  the frame a ``WhileShard`` op of its own (TF's per-device copy of the frame), so the step
+  holds one task per device per loop, pinned to that device's worker. Every shard runs the
+  same control logic (:func:`run_sharded`); each runs only its own device's tasks of every
+  iteration. The predicate, computed on one device, is pushed to every other device each
+  iteration; the values that cross devices inside an iteration, and the loop variables a
+  device reads but another made, travel through the workers' rendezvous
+  (:mod:`tensorvm.rendezvous`) under the step's id and the key
+  ``"<loop>|<iteration>|<what>"``. At the exit the loop's own device (its *home*, where the
+  predicate's loop op sits) gathers the final values, which it outputs.
+
+Which device holds loop variable ``k`` is known to every shard alike: at entry every shard
+holds every value (the step sends the loop's inputs to each); after an iteration, the device
+of the task that made the body's output ``k`` (or the holders of the value a pass-through
+output forwards); then the lowest-named holder pushes it to each device whose tasks read it.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import types
+
+import numpy as np
+
+from ..errors import CancelledError, InvalidArgumentError
+
+
+SHARDED_TAPE = "tape of a loop run across worker processes"
+
+
+class Frame:
+    """A cond or body compiled to a plan of several devices, as run by a loop.
+
+    ``tasks[q] = (device, program, args)``; an arg is ``("feed", i)`` or ``("task", p, -1)``
+    (task ``p``'s whole result) or ``("task", p, index)`` (one export of it: a Send).
+    ``pushes[p]``: the ``(key, destination device, index)`` its result goes to on other
+    devices; ``fetches``: ``(True, feed, 0)`` or ``(False, task, index)``."""
+
+    def __init__(self, plan, frame: str, location: str):
+        self.frame, self.location = frame, location
+        self.devices = tuple(plan.devices)
+        sends = {s.name: s for s in plan.sends}
+        pos = {t.name: k for k, t in enumerate(plan.tasks)}
+        self.tasks = []
+        self.pushes: dict[int, list] = {}
+        for t in plan.tasks:
+            args = []
+            for a in t.args:
+                if a[0] == "feed":
+                    args.append(("feed", a[1], 0))
+                    continue
+                if a[0] == "task":
+                    p, index = pos[a[1]], -1
+                else:
+                    s = sends[a[1]]
+                    p, index = pos[s.task], s.index
+                args.append(("task", p, index))
+                if plan.tasks[p].device != t.device:
+                    push = (f"{p}.{index}", t.device, index)
+                    if push not in self.pushes.setdefault(p, []):
+                        self.pushes[p].append(push)
+            self.tasks.append((t.device, t.program, tuple(args)))
+        self.fetches = tuple((True, f[1], 0) if f[0] == "feed" else (False, pos[f[1]], f[2])
+                             for f in plan.fetches)
+
+    def __repr__(self):
+        return f"<Frame {self.frame} on {list(self.devices)}, {len(self.tasks)} tasks>"
+
+    def fetch_device(self, k: int):
+        """The device whose task makes fetch ``k`` (None: the fetch is a feed)."""
+        from_feed, q, _ = self.fetches[k]
+        return None if from_feed else self.tasks[q][0]
+
+    def readers(self, feed: int) -> set:
+        """The devices whose tasks read feed ``feed``."""
+        return {dev for dev, _, args in self.tasks
+                if any(a[0] == "feed" and a[1] == feed for a in args)}
+
+    def run(self, ctx, feeds: list) -> list:
+        """Every device's tasks, in this process (see the module docstring)."""
+        from ..runtime import pick, run_stage
+        if in_dask_worker():
+            raise InvalidArgumentError(
+                f"while_loop frame {self.frame!r} spans devices {list(self.devices)}: in a "
+                f"worker process it runs as one WhileShard per device (the partition pass "
+                f"splits it); this program was not split (created at {self.location})")
+        results: list = []
+        for _, program, args in self.tasks:
+            vals = [feeds[a[1]] if a[0] == "feed" else results[a[1]] if a[2] < 0 else
+                    pick(results[a[1]], a[2]) for a in args]
+            results.append(run_stage(program, ctx.rt, ctx.step_id, 1, *vals))
+        return [feeds[i] if from_feed else results[i][k + 1] for from_feed, i, k in
+                self.fetches]
+
+    def run_part(self, ctx, device: str, feeds, ex, tag: str) -> dict:
+        """``device``'s tasks of one run, values for other devices pushed and values from
+        them received through ``ex`` under ``tag``; returns ``{fetch index: value}`` of the
+        fetches its tasks make."""
+        from ..runtime import pick, run_stage
+        results: dict = {}
+        received: dict = {}  # an argument may be read more than once
+        for q, (dev, program, args) in enumerate(self.tasks):
+            if dev != device:
+                continue
+            vals = []
+            for kind, p, index in args:
+                if kind == "feed":
+                    vals.append(feeds(p))
+                elif p in results:
+                    vals.append(results[p] if index < 0 else pick(results[p], index))
+                else:
+                    key = f"{tag}|{p}.{index}"
+                    if key not in received:
+                        received[key] = ex.recv(key)
+                    vals.append(received[key])
+            out = results[q] = run_stage(program, ctx.rt, ctx.step_id, 1, *vals)
+            by_dst: dict = {}
+            for key, dst, index in self.pushes.get(q, ()):
+                by_dst.setdefault(dst, []).append(
+                    (f"{tag}|{key}", out if index < 0 else pick(out, index)))
+            for dst, items in by_dst.items():
+                ex.send(dst, items)
+        return {k: results[q][i + 1] for k, (from_feed, q, i) in enumerate(self.fetches)
+                if not from_feed and q in results}
+
+
+def in_dask_worker() -> bool:
+    try:
+        from distributed import get_worker
+        get_worker()
+    except (ImportError, ValueError):
+        return False
+    return True
+
+
+def frame_devices(cond, body, device: str) -> tuple:
+    """The devices of a loop whose cond or body spans devices (with its own ``device``),
+    sorted; () for a loop on one device."""
+    devs = set()
+    for f in (cond, body):
+        prog = f.program(device)[0]
+        if isinstance(prog, Frame):
+            devs.update(prog.devices)
+    if not devs:
+        return ()
+    return tuple(sorted(devs | {device}))
+
+
+# ---- the sharded run, in worker processes -----------------------------------------------------
+class _Exchange:
+    """Pushes to and receives from the other shards of a loop, through this worker's data
+    plane (:class:`tensorvm.rendezvous.DataPlane`), from the kernel's thread."""
+
+    POLL_S = 0.2  # a wait checks this often whether the step was cancelled
+
+    def __init__(self, ctx, device: str, devices):
+        from distributed import get_worker
+        from ..rendezvous import install
+        self.ctx, self.step = ctx, str(ctx.step_id)
+        self.worker = get_worker()
+        self.plane = install(self.worker)
+        self.loop = self.worker.loop.asyncio_loop
+        self.part = types.SimpleNamespace(device=device, peers=_peers(self.worker, devices))
+
+    def _call(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def send(self, dst: str, items: list) -> None:
+        self._call(self.plane._push(self.part, dst, self.step, items)).result()
+
+    def recv(self, key: str):
+        fut = self._call(self.plane.rendezvous.get(self.step, key))
+        while True:
+            try:
+                return fut.result(self.POLL_S)
+            except concurrent.futures.TimeoutError:
+                if self.ctx.cancelled():
+                    fut.cancel()
+                    raise CancelledError(f"step {self.step} was cancelled while loop "
+                                         f"{key.split('|')[0]!r} waited for {key!r}") from None
+
+    def open(self):
+        async def go():
+            self.plane.rendezvous.open_step(self.step)
+        self._call(go()).result()
+
+    def close(self):
+        async def go():
+            self.plane.rendezvous.close_step(self.step)
+        self._call(go()).result()
+
+
+_PEERS: dict = {}
+_PEERS_LOCK = threading.Lock()
+
+
+def _peers(worker, devices) -> dict:
+    """device -> address of the worker that holds its Dask resource (``tvm-dev-<job>-<task>``),
+    asked of the scheduler when one is not known yet."""
+    from ..device_map import resource_name
+    from ..device_spec import DeviceSpec
+    want = {}
+    for d in devices:
+        spec = DeviceSpec.parse(d)
+        want[d] = resource_name(spec.job, int(spec.task or 0))
+    with _PEERS_LOCK:
+        if all(r in _PEERS for r in want.values()):
+            return {d: _PEERS[r] for d, r in want.items()}
+    info = asyncio.run_coroutine_threadsafe(worker.scheduler.identity(),
+                                            worker.loop.asyncio_loop).result()
+    with _PEERS_LOCK:
+        for addr, w in info.get("workers", {}).items():
+            for r in (w.get("resources") or {}):
+                if r.startswith("tvm-dev-"):
+                    _PEERS[r] = addr
+        missing = [d for d, r in want.items() if r not in _PEERS]
+        if missing:
+            raise InvalidArgumentError(f"while_loop across devices: no worker holds device(s) "
+                                       f"{missing}")
+        return {d: _PEERS[r] for d, r in want.items()}
+
+
+def run_sharded(ctx, ins, *, cond, body, n, ncc, nbc, has_max, frame, home, devices, tag):
+    """One device's shard of a loop frame (see the module docstring). Returns the loop's
+    values on ``home``, () elsewhere."""
+    from ..kernels_gpu import to_host
+    me = ctx.device
+    vals = list(ins[:n])
+    ccaps = list(ins[n:n + ncc])
+    bcaps = list(ins[n + ncc:n + ncc + nbc])
+    limit = int(to_host(ins[-1])) if has_max else None
+    cf, bf = cond.program(home)[0], body.program(home)[0]
+    everyone = set(devices)
+
+    def readers(f, k):
+        return f.readers(k) if isinstance(f, Frame) else {home}
+
+    def fetch_dev(f, k):
+        return f.fetch_device(k) if isinstance(f, Frame) else home
+    needs = [readers(cf, k) | readers(bf, k) for k in range(n)]
+    p_dev = fetch_dev(cf, 0)
+    if p_dev is None:  # the predicate is a loop variable: every device holds it
+        needs[cf.fetches[0][1]] = set(everyone)
+    holders = [set(everyone) for _ in range(n)]
+    ex = _Exchange(ctx, me, devices)
+    ex.open()
+    try:
+        i = 0
+        while limit is None or i < limit:
+            c_out = _run_part(cf, cond, ctx, me, home, vals + ccaps, ex, f"{tag}|{i}|c")
+            if p_dev is None:
+                p = vals[cf.fetches[0][1]]
+            elif p_dev == me:
+                p = c_out[0]
+                for d in devices:
+                    if d != me:
+                        ex.send(d, [(f"{tag}|{i}|p", p)])
+            else:
+                p = ex.recv(f"{tag}|{i}|p")
+            if not bool(np.asarray(to_host(p))):
+                break
+            b_out = _run_part(bf, body, ctx, me, home, vals + bcaps, ex, f"{tag}|{i}|b")
+            new = list(vals)
+            for k in range(n):
+                d = fetch_dev(bf, k)
+                if d is not None:
+                    holders_k = {d}
+                    new[k] = b_out.get(k)
+                else:
+                    j = bf.fetches[k][1]
+                    holders_k = set(holders[j]) if j < n else set(everyone)
+                    new[k] = (vals + bcaps)[j]
+                holders[k] = holders_k
+            vals = new
+            _spread(vals, holders, needs, me, ex, f"{tag}|{i}|v")
+            i += 1
+        _spread(vals, holders, [{home}] * n, me, ex, f"{tag}|x")
+    finally:
+        ex.close()
+    if me != home:
+        return ()
+    return tuple(vals) + (SHARDED_TAPE,)  # a cluster loop's gradient is not done yet
+
+
+def _run_part(f, func, ctx, me, home, feeds, ex, tag) -> dict:
+    """This device's part of one run of the cond or body (a function on one device runs
+    on ``home`` only)."""
+    if isinstance(f, Frame):
+        return f.run_part(ctx, me, feeds.__getitem__, ex, tag)
+    if me != home:
+        return {}
+    return dict(enumerate(func.call(ctx, feeds)))
+
+
+def _spread(vals, holders, needs, me, ex, tag) -> None:
+    """Each value to the devices that need it and do not hold it, from its lowest-named
+    holder; ``holders`` updated."""
+    for k in range(len(vals)):
+        missing = sorted(needs[k] - holders[k])
+        if not missing:
+            continue
+        src = min(holders[k])
+        for dst in missing:
+            if src == me:
+                ex.send(dst, [(f"{tag}{k}", vals[k])])
+            elif dst == me:
+                vals[k] = ex.recv(f"{tag}{k}")
+        holders[k] = holders[k] | set(missing)
