@@ -150,8 +150,13 @@ def _write_state(state: dict) -> None:
 def _locked():
     """One ``up``/``down`` at a time per state folder."""
     import fcntl
-    os.makedirs(state_dir(), mode=0o700, exist_ok=True)
-    with open(os.path.join(state_dir(), "cluster.lock"), "w") as f:
+    try:
+        os.makedirs(state_dir(), mode=0o700, exist_ok=True)
+        f = open(os.path.join(state_dir(), "cluster.lock"), "w")
+    except OSError as exc:
+        raise Failure(f"cannot use the state folder {state_dir()}: {exc.strerror or exc} "
+                      f"(set {STATE_ENV} to another folder)") from exc
+    with f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
@@ -300,13 +305,42 @@ def status(as_json):
     if state is None:
         click.echo("tensorvm: no local cluster is up (tensorvm up starts one)")
         sys.exit(3)  # as systemctl status / service status: 3 = not running
-    workers = ", ".join(f"{name} (pid {w['pid']})" for name, w in state["workers"].items())
+    live, why = _live_workers(state)
     up_s = time.time() - state.get("daemon", {}).get("created", time.time())
-    click.echo(f"up       {state['address']}  ({spec_text(state['spec'])}, "
+    click.echo(f"up        {state['address']}  ({spec_text(state['spec'])}, "
                f"{state['threads']} thread(s) each, up {_duration(up_s)}, pid "
                f"{state['daemon']['pid']})")
-    click.echo(f"workers  {workers}")
+    click.echo(f"workers   {_workers_line(state, live, why)}")
     click.echo(f"dashboard {page_link(state)}")
+
+
+def _live_workers(state: dict, timeout: float = 5.0) -> tuple[dict | None, str | None]:
+    """The workers the scheduler knows now, by name (its dashboard's ``identity.json``: no
+    Dask client to start), or ``(None, why)``."""
+    import urllib.request
+    try:
+        with urllib.request.urlopen(f"{state['dashboard']}/json/identity.json",
+                                    timeout=timeout) as resp:
+            workers = json.load(resp).get("workers", {})
+        return {str(w.get("name")): w for w in workers.values()}, None
+    except (OSError, ValueError) as exc:
+        return None, str(getattr(exc, "reason", None) or exc)
+
+
+def _workers_line(state: dict, live: dict | None, why: str | None) -> str:
+    names = list(state["workers"])
+    if live is None:
+        return f"{', '.join(names)} (the scheduler does not answer: {why})"
+    parts = []
+    for name in names:
+        if name not in live:
+            parts.append(f"{name} MISSING")
+            continue
+        pid = state["workers"][name]["pid"]
+        restarted = _proc(state["workers"][name]) is None  # its Nanny started a new one
+        parts.append(f"{name} ({'restarted' if restarted else f'pid {pid}'})")
+    running = sum(n in live for n in names)
+    return f"{', '.join(parts)}: {running}/{len(names)} running"
 
 
 def _duration(s: float) -> str:

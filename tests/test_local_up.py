@@ -79,6 +79,7 @@ def test_status_shows_it(up):
     assert state["address"] in r.stdout and f"{state['dashboard']}/tensorvm" in r.stdout
     for name, w in state["workers"].items():
         assert f"{name} (pid {w['pid']})" in r.stdout
+    assert "3/3 running" in r.stdout  # the scheduler's own list of workers
     doc = json.loads(tvm(state_dir, "status", "--json").stdout)
     assert doc["address"] == state["address"]
 
