@@ -171,14 +171,31 @@ class _Exchange:
         self.plane = install(self.worker)
         self.loop = self.worker.loop.asyncio_loop
         self.part = types.SimpleNamespace(device=device, peers=_peers(self.worker, devices))
+        self.out: dict = {}  # destination -> [(key, value)] not written yet
+        self.pending: list = []  # writes under way
 
     def _call(self, coro):
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
     def send(self, dst: str, items: list) -> None:
-        self._call(self.plane._push(self.part, dst, self.step, items)).result()
+        """Buffered: what goes to one device before this shard next waits travels as one
+        message (an iteration's predicate and the loop values it hands over, together)."""
+        self.out.setdefault(dst, []).extend(items)
+
+    def flush(self) -> None:
+        """Write the buffered values, one message per destination, without waiting for the
+        writes (a failed one fails the shard at its next flush or at its end)."""
+        for fut in self.pending:
+            if fut.done():
+                fut.result()  # raises a push's error (a gone peer: UnavailableError)
+        self.pending = [f for f in self.pending if not f.done()]
+        for dst, items in self.out.items():
+            self.pending.append(self._call(self.plane._push(self.part, dst, self.step,
+                                                            items)))
+        self.out = {}
 
     def recv(self, key: str):
+        self.flush()
         fut = self._call(self.plane.rendezvous.get(self.step, key))
         while True:
             try:
@@ -194,7 +211,13 @@ class _Exchange:
             self.plane.rendezvous.open_step(self.step)
         self._call(go()).result()
 
-    def close(self):
+    def close(self, wait: bool = True):
+        if wait:
+            self.flush()
+            for fut in self.pending:
+                fut.result()
+        self.pending = []
+
         async def go():
             self.plane.rendezvous.close_step(self.step)
         self._call(go()).result()
@@ -285,8 +308,10 @@ def run_sharded(ctx, ins, *, cond, body, n, ncc, nbc, has_max, frame, home, devi
             _spread(vals, holders, needs, me, ex, f"{tag}|{i}|v")
             i += 1
         _spread(vals, holders, [{home}] * n, me, ex, f"{tag}|x")
-    finally:
-        ex.close()
+    except BaseException:
+        ex.close(wait=False)
+        raise
+    ex.close()
     if me != home:
         return ()
     return tuple(vals) + (SHARDED_TAPE,)  # a cluster loop's gradient is not done yet
