@@ -172,3 +172,100 @@ def test_a_cluster_loops_gradient_is_refused_clearly_for_now(tv_cluster, g):
     assert np.isclose(s.run(loss, {x: X}), np.sum(_np_loop(X) ** 2))
     with pytest.raises(tv.errors.InvalidArgumentError, match="gradient there is not done"):
         s.run(dx, {x: X})
+
+
+# ---- dynamic_rnn with its cell's weights on a PS (replica_device_setter) ---------------------
+def _rnn_losses(session_fn, on_ps: bool, steps: int = 5):
+    """Losses of ``steps`` SGD steps of a BasicRNNCell over a fixed batch; the weights on the
+    PS (``replica_device_setter``) or on the worker."""
+    rng = np.random.RandomState(0)
+    xs, ys = rng.randn(4, 6, 3), rng.randn(4, 5)
+    g = tv.Graph()
+    with g.as_default():
+        tv.set_random_seed(7)
+        dev = tv.train.replica_device_setter(ps_tasks=1, worker_device=WORKER) if on_ps \
+            else WORKER
+        with tv.device(dev):
+            x = tv.placeholder(tv.float64, [4, 6, 3])
+            y = tv.placeholder(tv.float64, [4, 5])
+            _, state = tv.nn.dynamic_rnn(tv.nn.rnn_cell.BasicRNNCell(5), x, dtype=tv.float64)
+            loss = tv.reduce_mean(tv.square(state - y))
+            train = tv.train.GradientDescentOptimizer(0.5).minimize(loss)
+        assert all(("ps" in v.op.device) == on_ps for v in tv.global_variables())
+        s = session_fn(g)
+        s.run(tv.global_variables_initializer())
+        return np.array([s.run([loss, train], {x: xs, y: ys})[0] for _ in range(steps)])
+
+
+# Each loss is a float64 sum over 6 time steps of 8-term dot products, after 5 SGD steps:
+# a few hundred roundings of at most 2**-53 relative each; 1e-13 bounds them with margin.
+RNN_RTOL = 1e-13
+
+
+def test_dynamic_rnn_with_weights_on_a_ps_trains_as_on_one_device():
+    want = _rnn_losses(lambda g: tv.Session(graph=g), on_ps=False)
+    got = _rnn_losses(lambda g: tv.Session(graph=g), on_ps=True)
+    assert want[-1] < want[0] / 2  # it trains
+    np.testing.assert_allclose(got, want, rtol=RNN_RTOL, atol=0)
+
+
+@pytest.mark.cluster
+def test_dynamic_rnn_with_weights_on_a_ps_trains_on_a_cluster(tv_cluster):
+    want = _rnn_losses(lambda g: tv.Session(graph=g), on_ps=False)
+    for plane in ("dask", "direct"):
+        got = _rnn_losses(lambda g: tv_cluster.session(
+            graph=g, config=tv.ConfigProto(data_plane=plane)), on_ps=True)
+        np.testing.assert_allclose(got, want, rtol=RNN_RTOL, atol=0)
+
+
+# ---- the passes, on literal graphs -----------------------------------------------------------
+class _FakeBody:
+    """A loop body whose frame spans ``devs`` (what Func.frame_devices answers)."""
+
+    def __init__(self, devs):
+        self.devs = devs
+
+    def frame_devices(self, device, cond):
+        return tuple(sorted(set(self.devs) | {device})) if len(self.devs) > 1 else ()
+
+
+def _loop_graph(devs):
+    from tensorvm.graph_def import Node
+    return {"x": Node("x", "Const"),
+            "v": Node("v", "Const"),
+            "w": Node("w", "While", (("x", 0), ("v", 0)), (),
+                      {"body": _FakeBody(devs), "cond": object()}, num_outputs=2),
+            "y": Node("y", "Neg", (("w", 0),)),
+            "z": Node("z", "Neg", (("x", 0),))}
+
+
+def test_split_frames_gives_each_other_device_a_shard_reading_the_loop_inputs():
+    from tensorvm.passes.partition import split_frames
+    nodes = _loop_graph(("/A", "/B", "/C"))
+    devices = {"x": "/A", "v": "/B", "w": "/A", "y": "/A", "z": "/B"}
+    out, devs = split_frames(nodes, devices)
+    assert list(out) == ["x", "v", "w", "w/frame/B", "w/frame/C", "y", "z"]
+    assert out["w"].attrs["frame_devices"] == ("/A", "/B", "/C") and "home" not in out["w"].attrs
+    for dev in ("/B", "/C"):
+        shard = out[f"w/frame{dev}"]
+        assert (shard.type, shard.inputs, shard.num_outputs, devs[shard.name]) == (
+            "WhileShard", nodes["w"].inputs, 0, dev)
+        assert shard.attrs["home"] == "/A"
+    one = _loop_graph(("/A",))
+    assert split_frames(one, devices) == (one, devices)  # a loop on one device: unchanged
+
+
+def test_stage_puts_each_frame_op_in_a_task_of_its_own():
+    from tensorvm.passes.partition import partition
+    from tensorvm.passes.stage import stage
+    devices = {"x": "/A", "v": "/B", "w": "/A", "y": "/A", "z": "/B"}
+    part = partition(_loop_graph(("/A", "/B")), devices, set())
+    st = stage(part)
+    frame_ops = {"w", "w/frame/B"}
+    for f in frame_ops:  # alone in its (device, stage)
+        assert st[f] % 2 == 1
+        assert [n for n, node in part.nodes.items() if node.device == part.nodes[f].device
+                and st[n] == st[f] and node.type not in ("_Send", "_Recv")] == [f]
+    assert st["y"] > st["w"]  # the loop's consumer after it
+    # v (on /B) reaches the loop on /A before the loop's task, not inside the /B shard's
+    assert st["v"] < st["w/frame/B"] and st["v"] < st["w"]
