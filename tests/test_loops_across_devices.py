@@ -162,16 +162,18 @@ def test_on_a_cluster_each_device_runs_its_part_each_iteration(tv_cluster, g):
 
 
 @pytest.mark.cluster
-def test_a_cluster_loops_gradient_is_refused_clearly_for_now(tv_cluster, g):
+def test_the_gradient_on_a_cluster_on_both_planes(tv_cluster, g):
     with tv.device(PS):
         v = tv.Variable(np.float64(0.25), name="v_g")
     x = tv.placeholder(tv.float64, [3])
-    loss, dx, _ = _grad_loop(x, v, (PS, WORKER))
+    fetches = _grad_loop(x, v, (PS, WORKER))
     s = tv_cluster.session()
     s.run(tv.global_variables_initializer())
-    assert np.isclose(s.run(loss, {x: X}), np.sum(_np_loop(X) ** 2))
-    with pytest.raises(tv.errors.InvalidArgumentError, match="gradient there is not done"):
-        s.run(dx, {x: X})
+    want = _run(_grad_loop, devices=(PS, WORKER))  # in process (checked against differences)
+    for opts in PLANES + PLANES:
+        got = s.run(fetches, {x: X}, options=opts)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-15, atol=0)
 
 
 # ---- dynamic_rnn with its cell's weights on a PS (replica_device_setter) ---------------------

@@ -143,11 +143,11 @@ def in_dask_worker() -> bool:
     return True
 
 
-def frame_devices(cond, body, device: str) -> tuple:
-    """The devices of a loop whose cond or body spans devices (with its own ``device``),
-    sorted; () for a loop on one device."""
+def frame_devices(funcs, device: str) -> tuple:
+    """The devices of a loop whose functions (cond and body, or a gradient) span devices
+    (with its own ``device``), sorted; () for a loop on one device."""
     devs = set()
-    for f in (cond, body):
+    for f in funcs:
         prog = f.program(device)[0]
         if isinstance(prog, Frame):
             devs.update(prog.devices)
@@ -271,6 +271,11 @@ def run_sharded(ctx, ins, *, cond, body, n, ncc, nbc, has_max, frame, home, devi
     def fetch_dev(f, k):
         return f.fetch_device(k) if isinstance(f, Frame) else home
     needs = [readers(cf, k) | readers(bf, k) for k in range(n)]
+    grads = [g.program(home)[0] for g in getattr(body, "grads", ())]
+    for gf in grads:  # each device holds the loop values its part of the gradient reads
+        for k in range(n):
+            needs[k] |= readers(gf, k)
+    tape = [] if grads else None
     p_dev = fetch_dev(cf, 0)
     if p_dev is None:  # the predicate is a loop variable: every device holds it
         needs[cf.fetches[0][1]] = set(everyone)
@@ -293,6 +298,8 @@ def run_sharded(ctx, ins, *, cond, body, n, ncc, nbc, has_max, frame, home, devi
             if not bool(np.asarray(to_host(p))):
                 break
             b_out = _run_part(bf, body, ctx, me, home, vals + bcaps, ex, f"{tag}|{i}|b")
+            if tape is not None:  # this device's gradient stack (TF's, per device)
+                tape.append((list(vals), {k: v for k, v in b_out.items() if k >= n}))
             new = list(vals)
             for k in range(n):
                 d = fetch_dev(bf, k)
@@ -312,9 +319,120 @@ def run_sharded(ctx, ins, *, cond, body, n, ncc, nbc, has_max, frame, home, devi
         ex.close(wait=False)
         raise
     ex.close()
+    if tape is not None:
+        _keep_tape((str(ctx.step_id), frame, me), tape)
     if me != home:
         return ()
-    return tuple(vals) + (SHARDED_TAPE,)  # a cluster loop's gradient is not done yet
+    return tuple(vals) + (SHARDED_TAPE,)  # the tapes stay on their devices
+
+
+_TAPES: dict = {}  # (step, loop, device) -> that device's tape of a sharded loop's last run
+_TAPES_LOCK = threading.Lock()
+MAX_TAPES = 64  # tapes no gradient read (a forward-only step) go, oldest first
+
+
+def _keep_tape(key, tape) -> None:
+    with _TAPES_LOCK:
+        _TAPES.pop(key, None)
+        _TAPES[key] = tape
+        while len(_TAPES) > MAX_TAPES:
+            del _TAPES[next(iter(_TAPES))]
+
+
+def _take_tape(key, frame: str) -> list:
+    with _TAPES_LOCK:
+        tape = _TAPES.pop(key, None)
+    if tape is None:
+        raise InvalidArgumentError(
+            f"while_loop {frame!r}: no tape of its forward run on {key[2]} in this step (a "
+            f"loop across worker processes tapes each device's values where they are)")
+    return tape
+
+
+def run_sharded_grad(ctx, ins, *, grad, nbc, nv, fc, frame, tape_idx, home, devices):
+    """One device's shard of a loop gradient across worker processes: the forward loop's
+    iterations backwards, each device running its part of the gradient function on its own
+    tape (TF's per-device gradient stacks); the loop values' gradients handed to the devices
+    that read them next, the captures' gradients summed where they are made and gathered on
+    ``home`` at the end. Returns the gradients on ``home``, () elsewhere."""
+    from ..kernels_gpu import array_namespace
+    me = ctx.device
+    bcaps = list(ins[:nbc])
+    gys = list(ins[nbc + 1:])
+    tape = _take_tape((str(ctx.step_id), frame, me), frame)
+    gf = grad.program(home)[0]
+    if not isinstance(gf, Frame):
+        raise InvalidArgumentError(f"while_loop {frame!r}: its gradient runs on one device")
+    n = len(grad.feeds) - nbc - nv - len(tape_idx)  # the loop's values
+    base = n + nbc  # feeds: loop values, captures, gys, taped tensors
+    everyone = set(devices)
+    needs = [gf.readers(base + k) for k in range(nv)]
+    holders = [set(everyone) for _ in range(nv)]
+    out_dev = []
+    for k in range(nv + len(fc)):
+        d = gf.fetch_device(k)
+        if d is None and k >= nv:
+            raise InvalidArgumentError(f"while_loop {frame!r}: a capture's gradient that is "
+                                       "a feed of the gradient function is not supported "
+                                       "across worker processes")
+        out_dev.append(d)
+    # the taped tensors: made by the body on one device, read by the gradient on others
+    t_from = {base + nv + m: (n + t) for m, t in enumerate(tape_idx)}
+    acc: list = [None] * len(fc)
+    ex = _Exchange(ctx, me, devices)
+    ex.open()
+    try:
+        for i in range(len(tape) - 1, -1, -1):
+            vals, kept = tape[i]
+            gtag = f"{frame}/grad|{i}"
+            for j, fetch in t_from.items():  # taped values to the devices that read them
+                if fetch in kept:
+                    for dst in sorted(gf.readers(j) - {me}):
+                        ex.send(dst, [(f"{gtag}|t{j}", kept[fetch])])
+
+            def feeds(j, vals=vals, kept=kept, gtag=gtag):
+                if j < n:
+                    return vals[j]
+                if j < base:
+                    return bcaps[j - n]
+                if j < base + nv:
+                    return gys[j - base]
+                fetch = t_from[j]
+                return kept[fetch] if fetch in kept else ex.recv(f"{gtag}|t{j}")
+            out = gf.run_part(ctx, me, feeds, ex, gtag)
+            new = list(gys)
+            for k in range(nv):
+                if out_dev[k] is not None:
+                    holders[k] = {out_dev[k]}
+                    new[k] = out.get(k)
+                else:  # a gradient passed through from a feed: a gy
+                    j = gf.fetches[k][1] - base
+                    holders[k] = set(holders[j])
+                    new[k] = gys[j]
+            gys = new
+            for k in range(len(fc)):
+                if out_dev[nv + k] == me:
+                    d = out[nv + k]
+                    acc[k] = d if acc[k] is None else acc[k] + d
+            _spread(gys, holders, needs, me, ex, f"{gtag}|g")
+        _spread(gys, holders, [{home}] * nv, me, ex, f"{frame}/grad|x|g")
+        for k in range(len(fc)):  # the captures' gradients, summed where made, to home
+            src = out_dev[nv + k]
+            if src == home or not tape:
+                continue
+            if src == me:
+                ex.send(home, [(f"{frame}/grad|x|a{k}", acc[k])])
+            elif me == home:
+                acc[k] = ex.recv(f"{frame}/grad|x|a{k}")
+    except BaseException:
+        ex.close(wait=False)
+        raise
+    ex.close()
+    if me != home:
+        return ()
+    acc = [array_namespace(bcaps[j]).zeros_like(bcaps[j]) if a is None else a
+           for a, j in zip(acc, fc)]
+    return tuple(gys) + tuple(acc)
 
 
 def _run_part(f, func, ctx, me, home, feeds, ex, tag) -> dict:

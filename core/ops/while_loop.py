@@ -46,7 +46,8 @@ from ..op_def_library import apply_op
 from ..registry import generation, register_op, registry
 from ..runtime import execute, execute_local, local_caller
 from ..tensor_conversion import convert_to_tensor
-from .while_frames import SHARDED_TAPE, Frame, frame_devices, in_dask_worker, run_sharded
+from .while_frames import (SHARDED_TAPE, Frame, frame_devices, in_dask_worker, run_sharded,
+                           run_sharded_grad)
 
 __all__: list[str] = []  # while_loop is exported by control_flow_ops
 
@@ -179,6 +180,9 @@ class Func:
         # program returns them after ``fetches``, and the loop tapes them per iteration, so the
         # gradient need not recompute them. Only grows (a later gradient appends).
         self.taped: list[tuple[str, int]] = []
+        # A body's gradient functions (a loop across worker processes hands each device the
+        # loop values its gradient's part reads, and tapes them there).
+        self.grads: list = []
         self._programs: dict[tuple, tuple] = {}
         self._calls: dict[tuple, tuple] = {}  # (device, taped) -> (program, args, picks)
 
@@ -190,6 +194,7 @@ class Func:
         self.__dict__.update(state)
         self.__dict__.setdefault("taped", [])
         self.__dict__.setdefault("host_ints", False)
+        self.__dict__.setdefault("grads", [])
         self.graph = None
         self._programs = {}
         self._calls = {}
@@ -197,10 +202,10 @@ class Func:
     def __repr__(self):
         return f"<Func {self.frame} {len(self.nodes)} ops>"
 
-    def frame_devices(self, device: str, cond: "Func") -> tuple:
-        """The devices of the loop frame this body and ``cond`` make on ``device`` (sorted;
-        () where both run on one device)."""
-        return frame_devices(cond, self, device)
+    def frame_devices(self, device: str, cond: "Func | None" = None) -> tuple:
+        """The devices of the loop frame this body and ``cond`` (or this gradient function)
+        make on ``device`` (sorted; () where all run on one device)."""
+        return frame_devices([f for f in (cond, self) if f is not None], device)
 
     def tape(self, refs) -> list[int]:
         """Ask the program to also return ``refs`` (tensors of its own ops) after its
@@ -628,6 +633,7 @@ def _while_grad(op, *grads):
     taped = _taped_reads(fg._ops[first_new:], body)
     tape_idx = body.tape([(t.op.name, t.value_index) for t in taped])
     gfunc = Func(fg, phs + gys + taped, dxs, a["frame"] + "/grad", op.location)
+    body.grads.append(gfunc)
     g_in = [zeros_like(op.outputs[i]) if grads[i] is None else densify(grads[i], op.outputs[i])
             for i in fv]
     bcaps = list(op.inputs[n + ncc:n + ncc + nbc])
@@ -662,7 +668,15 @@ def _while_grad_shape(inputs, attrs):
         [(inputs[j].dtype, inputs[j]._shape) for j in attrs["fc"]]
 
 
-def _while_grad_kernel(ctx, *ins, grad, nbc, nv, fc, frame, tape_idx=()):
+def _while_grad_kernel(ctx, *ins, grad, nbc, nv, fc, frame, tape_idx=(), frame_devices=(),
+                       home=None):
+    if frame_devices:  # split by the partition pass (a loop across devices)
+        if in_dask_worker():
+            return run_sharded_grad(ctx, ins, grad=grad, nbc=nbc, nv=nv, fc=fc, frame=frame,
+                                    tape_idx=tape_idx, home=home or ctx.device,
+                                    devices=frame_devices)
+        if home is not None:  # in process the home's kernel runs every device's part
+            return ()
     bcaps = list(ins[:nbc])
     tape = ins[nbc]
     gys = list(ins[nbc + 1:])
@@ -701,6 +715,8 @@ register_op("WhileShard", lambda inputs, attrs: [], _while_kernel, stateful=True
             needs_ctx=True, foldable=False)
 register_op("WhileGrad", _while_grad_shape, _while_grad_kernel, needs_ctx=True,
             foldable=False)
+register_op("WhileGradShard", lambda inputs, attrs: [], _while_grad_kernel, stateful=True,
+            needs_ctx=True, foldable=False)
 
 
 # ---- plain-data form (for tensorvm.graph_def's JSON; nothing here is code) ------------------

@@ -183,19 +183,27 @@ def split_frames(nodes: dict[str, Node], devices: dict[str, str]) -> tuple[dict,
     the frame): a loop op (``cond`` and ``body`` functions) whose functions span devices keeps
     its place (its *home*, where it outputs) and gains ``frame_devices``; each other device of
     the frame gets a ``WhileShard`` node reading the loop's inputs, which runs that device's
-    part of every iteration (:mod:`tensorvm.ops.while_frames`). Other nodes are unchanged.
+    part of every iteration (:mod:`tensorvm.ops.while_frames`); a loop gradient (``grad``
+    function) whose function spans devices likewise gets ``WhileGradShard`` nodes. Other
+    nodes are unchanged.
 
     >>> split_frames({"a": Node("a", "Const")}, {"a": "/A"})[1]
     {'a': '/A'}
     """
-    if not any("body" in n.attrs and "cond" in n.attrs for n in nodes.values()):
+    def frame_of(node, dev):
+        a = node.attrs
+        if "body" in a and "cond" in a and hasattr(a["body"], "frame_devices"):
+            return a["body"].frame_devices(dev, a["cond"])
+        if "grad" in a and "tape_idx" in a and hasattr(a["grad"], "frame_devices"):
+            return a["grad"].frame_devices(dev)
+        return ()
+    if not any(("body" in n.attrs and "cond" in n.attrs) or "tape_idx" in n.attrs
+               for n in nodes.values()):
         return nodes, devices
     out: dict[str, Node] = {}
     devs = dict(devices)
     for name, node in nodes.items():
-        body = node.attrs.get("body")
-        frame = body.frame_devices(devices[name], node.attrs["cond"]) \
-            if "cond" in node.attrs and hasattr(body, "frame_devices") else ()
+        frame = frame_of(node, devices[name])
         if not frame:
             out[name] = node
             continue
@@ -205,7 +213,8 @@ def split_frames(nodes: dict[str, Node], devices: dict[str, str]) -> tuple[dict,
             if dev == home:
                 continue
             shard = f"{name}/frame{_short(dev)}"
-            out[shard] = Node(shard, "WhileShard", node.inputs, node.control_inputs,
+            kind = "WhileGradShard" if "tape_idx" in node.attrs else "WhileShard"
+            out[shard] = Node(shard, kind, node.inputs, node.control_inputs,
                               {**node.attrs, "frame_devices": frame, "home": home}, dev,
                               stateful=True, num_outputs=0, location=node.location,
                               in_shapes=node.in_shapes, in_dtypes=node.in_dtypes)
