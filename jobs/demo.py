@@ -59,8 +59,9 @@ def ridge(steps: int = 200, n: int = 200, d: int = 5, lam: float = 0.1,
         n: rows of the generated data.
         d: features.
         lam: the L2 penalty.
-        report_every: steps per submission (the loss is reported after each); the first
-            submissions are shorter (1, 1, 2, 4... steps), so the loss shows its fall.
+        report_every: steps per submission (the loss is reported after each, at every
+            multiple of it); the first submissions are shorter (1, 1, 2, 4... steps, up to
+            the first multiple), so the loss shows its fall.
         seed: the data's random seed.
     """
     import tensorvm as tv
@@ -78,7 +79,7 @@ def ridge(steps: int = 200, n: int = 200, d: int = 5, lam: float = 0.1,
             session.run(init)
             done = 0
             while done < steps:  # submissions of 1, 1, 2, 4... steps, then report_every
-                k = min(report_every, steps - done, max(1, done))
+                k = min(report_every - done % report_every, steps - done, max(1, done))
                 _, value = session.run([train, loss], steps=k) if k > 1 else \
                     session.run([train, loss])
                 done += k
