@@ -33,6 +33,7 @@ import types
 import numpy as np
 
 from ..errors import CancelledError, InvalidArgumentError
+from ..queues import _task_cancelled
 
 
 SHARDED_TAPE = "tape of a loop run across worker processes"
@@ -173,6 +174,7 @@ class _Exchange:
         self.part = types.SimpleNamespace(device=device, peers=_peers(self.worker, devices))
         self.out: dict = {}  # destination -> [(key, value)] not written yet
         self.pending: list = []  # writes under way
+        self.task = None  # (worker, key) of the Dask task, once it left the thread pool
 
     def _call(self, coro):
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
@@ -201,12 +203,19 @@ class _Exchange:
             try:
                 return fut.result(self.POLL_S)
             except concurrent.futures.TimeoutError:
-                if self.ctx.cancelled():
+                if self.ctx.cancelled() or (self.task is not None and
+                                            _task_cancelled(self.task)):
                     fut.cancel()
                     raise CancelledError(f"step {self.step} was cancelled while loop "
                                          f"{key.split('|')[0]!r} waited for {key!r}") from None
 
     def open(self):
+        """Claim the step's values here; on the Dask plane leave the worker's thread pool
+        (shards of two devices on one worker must run at once, whatever its thread count)."""
+        from ..queues import _current_task, _try_secede
+        if _try_secede():
+            self.task = _current_task()
+
         async def go():
             self.plane.rendezvous.open_step(self.step)
         self._call(go()).result()
@@ -221,6 +230,10 @@ class _Exchange:
         async def go():
             self.plane.rendezvous.close_step(self.step)
         self._call(go()).result()
+        if self.task is not None:
+            from distributed import rejoin
+            self.task = None
+            rejoin()
 
 
 _PEERS: dict = {}

@@ -685,8 +685,8 @@ def _while_grad_kernel(ctx, *ins, grad, nbc, nv, fc, frame, tape_idx=(), frame_d
         raise InvalidArgumentError(f"while_loop {frame!r} was built with back_prop=False")
     if tape is SHARDED_TAPE:
         raise InvalidArgumentError(
-            f"while_loop {frame!r} spans devices and ran across worker processes: its "
-            "gradient there is not done yet (it is in process, tv.Session())")
+            f"while_loop {frame!r} spans devices and ran across worker processes, but its "
+            "gradient function runs on one device: not supported yet (in process it is)")
     owned = [False] * len(fc)  # acc[k] is an array this kernel made (summed into in place)
     for vals, kept in reversed(tape):
         out = grad.call(ctx, vals + bcaps + gys + [kept[i] for i in tape_idx], True)
