@@ -271,3 +271,45 @@ def test_stage_puts_each_frame_op_in_a_task_of_its_own():
     assert st["y"] > st["w"]  # the loop's consumer after it
     # v (on /B) reaches the loop on /A before the loop's task, not inside the /B shard's
     assert st["v"] < st["w/frame/B"] and st["v"] < st["w"]
+
+
+def _counter_on_ps(x, v, devices):
+    """A loop whose PS part (the counter and a shift from it) has no gradient: its gradient
+    runs on the worker only, from the worker's tape of the sharded loop."""
+    def body(k, acc):
+        with tv.device(PS):
+            k = k + 1
+            shift = tv.cast(k, tv.float64) * 0.1
+        with tv.device(WORKER):
+            return k, tv.tanh(acc * 1.5 + shift)
+    with tv.device(WORKER):
+        w = tv.while_loop(lambda k, acc: k < 5, body, [tv.constant(0), x])[1]
+        loss = tv.reduce_sum(w * w)
+    return [loss, tv.gradients(loss, [x])[0]]
+
+
+def _np_counter_loss(x):
+    for k in range(1, 6):
+        x = np.tanh(x * 1.5 + 0.1 * k)
+    return float(np.sum(x * x))
+
+
+def test_a_loop_whose_gradient_runs_on_one_device():
+    loss, dx = _run(_counter_on_ps)
+    np.testing.assert_allclose(loss, _np_counter_loss(X), rtol=1e-15)
+    np.testing.assert_allclose(dx, numeric_grad(_np_counter_loss, X), rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.cluster
+def test_a_loop_whose_gradient_runs_on_one_device_on_a_cluster(tv_cluster, g):
+    with tv.device(PS):
+        v = tv.Variable(np.float64(0.25), name="v_c")
+    x = tv.placeholder(tv.float64, [3])
+    fetches = _counter_on_ps(x, v, (PS, WORKER))
+    s = tv_cluster.session()
+    s.run(tv.global_variables_initializer())
+    want = _run(_counter_on_ps)
+    for opts in PLANES:
+        got = s.run(fetches, {x: X}, options=opts)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-15, atol=0)

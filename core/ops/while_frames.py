@@ -289,6 +289,9 @@ def run_sharded(ctx, ins, *, cond, body, n, ncc, nbc, has_max, frame, home, devi
         for k in range(n):
             needs[k] |= readers(gf, k)
     tape = [] if grads else None
+    # A gradient on one device (home) reads every taped tensor there: sent home each time.
+    taped_home = [k for k in range(n, len(bf.fetches)) if fetch_dev(bf, k) != home] \
+        if isinstance(bf, Frame) and any(not isinstance(gf, Frame) for gf in grads) else []
     p_dev = fetch_dev(cf, 0)
     if p_dev is None:  # the predicate is a loop variable: every device holds it
         needs[cf.fetches[0][1]] = set(everyone)
@@ -311,6 +314,11 @@ def run_sharded(ctx, ins, *, cond, body, n, ncc, nbc, has_max, frame, home, devi
             if not bool(np.asarray(to_host(p))):
                 break
             b_out = _run_part(bf, body, ctx, me, home, vals + bcaps, ex, f"{tag}|{i}|b")
+            for k in taped_home:
+                if fetch_dev(bf, k) == me:
+                    ex.send(home, [(f"{tag}|{i}|k{k}", b_out[k])])
+                elif me == home:
+                    b_out[k] = ex.recv(f"{tag}|{i}|k{k}")
             if tape is not None:  # this device's gradient stack (TF's, per device)
                 tape.append((list(vals), {k: v for k, v in b_out.items() if k >= n}))
             new = list(vals)
@@ -350,6 +358,14 @@ def _keep_tape(key, tape) -> None:
         _TAPES[key] = tape
         while len(_TAPES) > MAX_TAPES:
             del _TAPES[next(iter(_TAPES))]
+
+
+def home_tape(ctx, frame: str) -> list:
+    """The home device's tape of a sharded loop, in the form of an in-process loop's
+    (``[(values, taped)]``, ``taped[t]``: the body's t-th taped tensor), for a gradient
+    that runs on one device."""
+    tape = _take_tape((str(ctx.step_id), frame, ctx.device), frame)
+    return [(vals, {k - len(vals): v for k, v in kept.items()}) for vals, kept in tape]
 
 
 def _take_tape(key, frame: str) -> list:
@@ -445,7 +461,8 @@ def run_sharded_grad(ctx, ins, *, grad, nbc, nv, fc, frame, tape_idx, home, devi
         return ()
     acc = [array_namespace(bcaps[j]).zeros_like(bcaps[j]) if a is None else a
            for a, j in zip(acc, fc)]
-    return tuple(gys) + tuple(acc)
+    out = tuple(gys) + tuple(acc)
+    return out[0] if len(out) == 1 else out  # one output: its value, not a 1-tuple
 
 
 def _run_part(f, func, ctx, me, home, feeds, ex, tag) -> dict:

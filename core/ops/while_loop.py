@@ -46,8 +46,8 @@ from ..op_def_library import apply_op
 from ..registry import generation, register_op, registry
 from ..runtime import execute, execute_local, local_caller
 from ..tensor_conversion import convert_to_tensor
-from .while_frames import (SHARDED_TAPE, Frame, frame_devices, in_dask_worker, run_sharded,
-                           run_sharded_grad)
+from .while_frames import (SHARDED_TAPE, Frame, frame_devices, home_tape, in_dask_worker,
+                           run_sharded, run_sharded_grad)
 
 __all__: list[str] = []  # while_loop is exported by control_flow_ops
 
@@ -683,10 +683,8 @@ def _while_grad_kernel(ctx, *ins, grad, nbc, nv, fc, frame, tape_idx=(), frame_d
     acc = [None] * len(fc)
     if tape is None:
         raise InvalidArgumentError(f"while_loop {frame!r} was built with back_prop=False")
-    if tape is SHARDED_TAPE:
-        raise InvalidArgumentError(
-            f"while_loop {frame!r} spans devices and ran across worker processes, but its "
-            "gradient function runs on one device: not supported yet (in process it is)")
+    if tape is SHARDED_TAPE:  # the loop ran sharded; its gradient runs here only
+        tape = home_tape(ctx, frame)
     owned = [False] * len(fc)  # acc[k] is an array this kernel made (summed into in place)
     for vals, kept in reversed(tape):
         out = grad.call(ctx, vals + bcaps + gys + [kept[i] for i in tape_idx], True)
@@ -703,7 +701,8 @@ def _while_grad_kernel(ctx, *ins, grad, nbc, nv, fc, frame, tape_idx=(), frame_d
                 owned[k] = s.__class__ is np.ndarray
     acc = [array_namespace(bcaps[j]).zeros_like(bcaps[j]) if s is None else s
            for s, j in zip(acc, fc)]
-    return tuple(gys) + tuple(acc)
+    out = tuple(gys) + tuple(acc)
+    return out[0] if len(out) == 1 else out  # one output: its value, not a 1-tuple
 
 
 for _t, _stateful in (("While", True), ("StatelessWhile", False)):
