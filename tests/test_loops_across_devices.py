@@ -313,3 +313,25 @@ def test_a_loop_whose_gradient_runs_on_one_device_on_a_cluster(tv_cluster, g):
         got = s.run(fetches, {x: X}, options=opts)
         for a, b in zip(got, want):
             np.testing.assert_allclose(a, b, rtol=1e-15, atol=0)
+
+
+@pytest.fixture(scope="module")
+def cluster3(cluster_handle):
+    handle = cluster_handle({"ps": 1, "worker": 2})
+    yield handle
+    handle.close()
+
+
+@pytest.mark.cluster
+def test_a_body_over_three_devices_and_its_gradient_on_a_cluster(cluster3, g):
+    with tv.device(PS):
+        v = tv.Variable(np.float64(0.25), name="v3")
+    x = tv.placeholder(tv.float64, [3])
+    fetches = _grad_loop(x, v, (PS, WORKER, WORKER1))
+    s = cluster3.session()
+    s.run(tv.global_variables_initializer())
+    want = _run(_grad_loop, devices=(PS, WORKER, WORKER1))  # in process (vs differences)
+    for opts in PLANES:
+        got = s.run(fetches, {x: X}, options=opts)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-15, atol=0)
