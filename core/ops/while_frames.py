@@ -18,6 +18,15 @@ Send/Recv pairs between them. Two ways to run one:
   ``"<loop>|<iteration>|<what>"``. At the exit the loop's own device (its *home*, where the
   predicate's loop op sits) gathers the final values, which it outputs.
 
+Gradients: each forward shard keeps its own device's tape (the loop values it held and the
+body's taped tensors its tasks made, per iteration: TF's per-device gradient stacks), and is
+handed forward every loop value its device's part of the gradient reads. A ``WhileGrad``
+whose gradient function spans devices is split the same way (``WhileGradShard``): the shards
+walk their tapes backwards in lockstep, the loop values' gradients handed to the devices that
+read them next, each capture's gradient summed on the device that makes it and sent home at
+the end. A gradient function on one device runs on the home's tape (the taped tensors it
+reads sent home each iteration).
+
 Which device holds loop variable ``k`` is known to every shard alike: at entry every shard
 holds every value (the step sends the loop's inputs to each); after an iteration, the device
 of the task that made the body's output ``k`` (or the holders of the value a pass-through

@@ -25,7 +25,8 @@ in every iteration that needs it.
 Gradients (``back_prop=True``): the op also outputs its *tape*, the loop variables entering
 each iteration (TF's gradient stacks, one per frame); ``WhileGrad`` walks it backwards running
 the body's gradient program (built by ``tv.gradients`` inside the body's graph, which
-recomputes the body's intermediates from the taped loop variables).
+recomputes the body's intermediates from the taped loop variables). A loop across worker
+processes keeps one tape per device (:mod:`tensorvm.ops.while_frames`).
 
 >>> import tensorvm as tv
 >>> i, s = tv.while_loop(lambda i, s: i < 5, lambda i, s: (i + 1, s + i), [0, 0])
