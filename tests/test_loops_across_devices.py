@@ -335,3 +335,27 @@ def test_a_body_over_three_devices_and_its_gradient_on_a_cluster(cluster3, g):
         got = s.run(fetches, {x: X}, options=opts)
         for a, b in zip(got, want):
             np.testing.assert_allclose(a, b, rtol=1e-15, atol=0)
+
+
+def _fails_at_3(k, fail):
+    if fail and k == 3:
+        raise ValueError("the PS part fails at iteration 3")
+    return k
+
+
+@pytest.mark.cluster
+def test_an_error_in_one_devices_part_fails_the_step_and_the_next_runs(tv_cluster, g):
+    fail = tv.placeholder(tv.bool, [])
+
+    def body(k, acc):
+        with tv.device(PS):
+            k = tv.reshape(tv.py_func(_fails_at_3, [k, fail], tv.int32), [])
+        with tv.device(WORKER):
+            return k + 1, acc * 2.0
+    with tv.device(WORKER):
+        k, acc = tv.while_loop(lambda k, acc: k < 6, body, [0, 1.0])
+    s = tv_cluster.session()
+    for opts in PLANES + PLANES:
+        with pytest.raises(tv.errors.InvalidArgumentError, match="fails at iteration 3"):
+            s.run([k, acc], {fail: True}, options=opts)
+        assert s.run([k, acc], {fail: False}, options=opts) == [6, 64.0]
