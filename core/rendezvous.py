@@ -377,6 +377,20 @@ class Rendezvous:
             self._timer.cancel()
             self._timer = None
 
+    async def get_with_ready(self, step: str, key: str, prefix: str) -> tuple:
+        """``get(step, key)``, then the values already here for keys of ``step`` that start
+        with ``prefix``, taken too: ``(value, {key: value})`` (a loop across devices reads
+        what one message brought in one hop from its thread to the event loop)."""
+        value = await self.get(step, key)
+        ready = {}
+        slots = self._steps.get(step)
+        if slots:
+            for k, fut in list(slots.items()):
+                if k.startswith(prefix) and fut.done() and not fut.cancelled() and \
+                        fut.exception() is None:
+                    ready[k] = await self.get(step, k)
+        return value, ready
+
     def stats(self) -> dict:
         """``values`` held or awaited now, ``unclaimed_values``/``unclaimed_bytes`` of steps
         no ``tvm_run`` here runs, ``steps_dropped`` since the worker started."""

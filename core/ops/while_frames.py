@@ -46,6 +46,7 @@ from ..queues import _task_cancelled
 
 
 SHARDED_TAPE = "tape of a loop run across worker processes"
+_MISSING = object()
 
 
 class Frame:
@@ -184,6 +185,8 @@ class _Exchange:
         self.out: dict = {}  # destination -> [(key, value)] not written yet
         self.pending: list = []  # writes under way
         self.task = None  # (worker, key) of the Dask task, once it left the thread pool
+        self.ready: dict = {}  # values taken from the rendezvous before their recv
+        self.prefix = ""  # the keys of this loop: set by the run
 
     def _call(self, coro):
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
@@ -206,11 +209,16 @@ class _Exchange:
         self.out = {}
 
     def recv(self, key: str):
+        got = self.ready.pop(key, _MISSING)
+        if got is not _MISSING:
+            return got
         self.flush()
-        fut = self._call(self.plane.rendezvous.get(self.step, key))
+        fut = self._call(self.plane.rendezvous.get_with_ready(self.step, key, self.prefix))
         while True:
             try:
-                return fut.result(self.POLL_S)
+                value, ready = fut.result(self.POLL_S)
+                self.ready.update(ready)
+                return value
             except concurrent.futures.TimeoutError:
                 if self.ctx.cancelled() or (self.task is not None and
                                             _task_cancelled(self.task)):
@@ -306,6 +314,7 @@ def run_sharded(ctx, ins, *, cond, body, n, ncc, nbc, has_max, frame, home, devi
         needs[cf.fetches[0][1]] = set(everyone)
     holders = [set(everyone) for _ in range(n)]
     ex = _Exchange(ctx, me, devices)
+    ex.prefix = f"{tag}|"
     ex.open()
     try:
         i = 0
@@ -418,6 +427,7 @@ def run_sharded_grad(ctx, ins, *, grad, nbc, nv, fc, frame, tape_idx, home, devi
     t_from = {base + nv + m: (n + t) for m, t in enumerate(tape_idx)}
     acc: list = [None] * len(fc)
     ex = _Exchange(ctx, me, devices)
+    ex.prefix = f"{frame}/grad|"
     ex.open()
     try:
         for i in range(len(tape) - 1, -1, -1):
