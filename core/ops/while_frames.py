@@ -41,7 +41,7 @@ import types
 
 import numpy as np
 
-from ..errors import CancelledError, InvalidArgumentError
+from ..errors import CancelledError, InvalidArgumentError, UnavailableError
 from ..queues import _task_cancelled
 
 
@@ -201,7 +201,7 @@ class _Exchange:
         writes (a failed one fails the shard at its next flush or at its end)."""
         for fut in self.pending:
             if fut.done():
-                fut.result()  # raises a push's error (a gone peer: UnavailableError)
+                _pushed(fut)  # raises a push's error (a gone peer: UnavailableError)
         self.pending = [f for f in self.pending if not f.done()]
         for dst, items in self.out.items():
             self.pending.append(self._call(self.plane._push(self.part, dst, self.step,
@@ -241,7 +241,7 @@ class _Exchange:
         if wait:
             self.flush()
             for fut in self.pending:
-                fut.result()
+                _pushed(fut)
         self.pending = []
 
         async def go():
@@ -253,8 +253,19 @@ class _Exchange:
             rejoin()
 
 
-_PEERS: dict = {}
+_PEERS: dict = {}  # device resource -> worker address, as the scheduler said last
 _PEERS_LOCK = threading.Lock()
+
+
+def _pushed(fut) -> None:
+    """A push's outcome; a peer that could not be reached makes every address be asked
+    anew (a restarted worker has a new one)."""
+    try:
+        fut.result()
+    except UnavailableError:
+        with _PEERS_LOCK:
+            _PEERS.clear()
+        raise
 
 
 def _peers(worker, devices) -> dict:
