@@ -359,3 +359,34 @@ def test_an_error_in_one_devices_part_fails_the_step_and_the_next_runs(tv_cluste
         with pytest.raises(tv.errors.InvalidArgumentError, match="fails at iteration 3"):
             s.run([k, acc], {fail: True}, options=opts)
         assert s.run([k, acc], {fail: False}, options=opts) == [6, 64.0]
+
+
+@pytest.mark.cluster
+def test_two_loops_across_devices_in_one_step(tv_cluster, g):
+    # each device runs its copies of the two loops in one order, in tasks of their own
+    with tv.device(PS):
+        v = tv.Variable(np.float64(0.25), name="v2")
+    x = tv.placeholder(tv.float64, [3])
+    a = _issue_loop(x, v)
+    b = _issue_loop(x * 0.5, v, devices=(WORKER, PS), iters=4)
+    s = tv_cluster.session()
+    s.run(tv.global_variables_initializer())
+    for opts in PLANES + PLANES:
+        got_a, got_b = s.run([a, b], {x: X}, options=opts)
+        np.testing.assert_allclose(got_a, _np_loop(X), rtol=1e-15, atol=0)
+        np.testing.assert_allclose(got_b, _np_loop(X * 0.5, iters=4), rtol=1e-15, atol=0)
+
+
+def test_stage_orders_the_copies_of_two_loops():
+    from tensorvm.graph_def import Node
+    from tensorvm.passes.partition import partition
+    from tensorvm.passes.stage import stage
+    nodes = _loop_graph(("/A", "/B"))
+    nodes["w2"] = Node("w2", "While", (("x", 0),), (), {"body": _FakeBody(("/A", "/B")),
+                                                         "cond": object()}, num_outputs=2)
+    devices = {"x": "/A", "v": "/B", "w": "/A", "y": "/A", "z": "/B", "w2": "/B"}
+    st = stage(partition(nodes, devices, set()))
+    first = ["w", "w/frame/B"]
+    second = ["w2", "w2/frame/A"]
+    assert max(st[f] for f in first) < min(st[f] for f in second)
+    assert len({st[f] for f in first + second}) == 4  # no two copies share a stage

@@ -27,11 +27,14 @@ def stage(part: Partition) -> dict[str, int]:
     run together, each waiting for the others every iteration, so none may wait for a task
     that holds another copy. Where a graph holds one, an edge out of a frame op counts as a
     Recv (+1), every stage doubles, and frame ops take the odd stage after theirs: nothing
-    else shares their task, and every edge still goes to an equal-or-higher stage.
+    else shares their task, and every edge still goes to an equal-or-higher stage. Frame ops
+    take stages in graph order, each above the one before: the copies of two loops never
+    share a task, and every device runs its copies of the loops in one order.
     """
     st: dict[str, int] = {}
     nodes = part.nodes
     frames = {name for name, node in nodes.items() if frame_op(node)}
+    last_frame = -1  # frame ops in graph order, each after the one before (see below)
     # partition() emits nodes in topological order (a Send and its Recv right after the
     # producer), so one pass suffices.
     for name, node in nodes.items():
@@ -45,6 +48,11 @@ def stage(part: Partition) -> dict[str, int]:
         for c in node.control_inputs:
             if c in st and st[c] + (c in frames) > s:
                 s = st[c] + (c in frames)
+        if name in frames:
+            # Two loops' copies in one task, or run in other orders on two devices, would
+            # wait for each other: every device runs the loops in one order, in tasks apart.
+            s = max(s, last_frame + 1) if frames - {name} else s
+            last_frame = s
         st[name] = s
     st = _sink_sources(nodes, st, frames)
     if frames:
