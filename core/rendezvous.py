@@ -379,15 +379,17 @@ class Rendezvous:
 
     async def get_with_ready(self, step: str, key: str, prefix: str) -> tuple:
         """``get(step, key)``, then the values already here for keys of ``step`` that start
-        with ``prefix``, taken too: ``(value, {key: value})`` (a loop across devices reads
-        what one message brought in one hop from its thread to the event loop)."""
+        with ``prefix`` and have no ``/`` after it, taken too: ``(value, {key: value})`` (a
+        loop across devices reads what one message brought in one hop from its thread to the
+        event loop; the keys of a loop nested in it, ``<prefix><iteration>/...``, are left to
+        that loop)."""
         value = await self.get(step, key)
         ready = {}
         slots = self._steps.get(step)
         if slots:
             for k, fut in list(slots.items()):
-                if k.startswith(prefix) and fut.done() and not fut.cancelled() and \
-                        fut.exception() is None:
+                if k.startswith(prefix) and "/" not in k[len(prefix):] and fut.done() and \
+                        not fut.cancelled() and fut.exception() is None:
                     ready[k] = await self.get(step, k)
         return value, ready
 

@@ -390,3 +390,47 @@ def test_stage_orders_the_copies_of_two_loops():
     second = ["w2", "w2/frame/A"]
     assert max(st[f] for f in first) < min(st[f] for f in second)
     assert len({st[f] for f in first + second}) == 4  # no two copies share a stage
+
+
+# ---- a loop across devices nested in another's body ------------------------------------------
+def _nested(x, v, devices):
+    def inner(j, a):
+        with tv.device(PS):
+            a = a * 0.9 + v
+        with tv.device(WORKER):
+            return j + 1, tv.sin(a)
+
+    def outer(i, acc):
+        with tv.device(WORKER):
+            return i + 1, tv.while_loop(lambda j, a: j < 3, inner, [0, acc])[1]
+    with tv.device(WORKER):
+        w = tv.while_loop(lambda i, a: i < 4, outer, [0, x])[1]
+        loss = tv.reduce_sum(w * w)
+    return [loss, tv.gradients(loss, [x])[0]]
+
+
+def _np_nested_loss(x):
+    for _ in range(12):
+        x = np.sin(x * 0.9 + 0.25)
+    return float(np.sum(x * x))
+
+
+def test_a_loop_across_devices_nested_in_another():
+    loss, dx = _run(_nested)
+    np.testing.assert_allclose(loss, _np_nested_loss(X), rtol=1e-14)
+    np.testing.assert_allclose(dx, numeric_grad(_np_nested_loss, X), rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.cluster
+def test_a_nested_loop_across_devices_on_a_cluster(tv_cluster, g):
+    with tv.device(PS):
+        v = tv.Variable(np.float64(0.25), name="v_n")
+    x = tv.placeholder(tv.float64, [3])
+    fetches = _nested(x, v, (PS, WORKER))
+    s = tv_cluster.session()
+    s.run(tv.global_variables_initializer())
+    want = _run(_nested)
+    for opts in PLANES + PLANES:
+        got = s.run(fetches, {x: X}, options=opts)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-15, atol=0)

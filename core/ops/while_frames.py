@@ -46,6 +46,7 @@ from ..queues import _task_cancelled
 
 
 SHARDED_TAPE = "tape of a loop run across worker processes"
+_LOOP_OPS = frozenset(("While", "StatelessWhile", "WhileShard", "WhileGrad", "WhileGradShard"))
 _MISSING = object()
 
 
@@ -81,6 +82,10 @@ class Frame:
                     if push not in self.pushes.setdefault(p, []):
                         self.pushes[p].append(push)
             self.tasks.append((t.device, t.program, tuple(args)))
+        # tasks that run a loop of their own (a nested loop's shard waits for its peers):
+        # this loop's buffered pushes go before them
+        self.nested = {q for q, t in enumerate(plan.tasks)
+                       if any(i.type in _LOOP_OPS for i in t.program.instrs)}
         self.fetches = tuple((True, f[1], 0) if f[0] == "feed" else (False, pos[f[1]], f[2])
                              for f in plan.fetches)
 
@@ -134,6 +139,8 @@ class Frame:
                     if key not in received:
                         received[key] = ex.recv(key)
                     vals.append(received[key])
+            if q in self.nested:
+                ex.flush()
             out = results[q] = run_stage(program, ctx.rt, ctx.step_id, 1, *vals)
             by_dst: dict = {}
             for key, dst, index in self.pushes.get(q, ()):
@@ -299,6 +306,7 @@ def run_sharded(ctx, ins, *, cond, body, n, ncc, nbc, has_max, frame, home, devi
     values on ``home``, () elsewhere."""
     from ..kernels_gpu import to_host
     me = ctx.device
+    tag = _outer() + tag
     vals = list(ins[:n])
     ccaps = list(ins[n:n + ncc])
     bcaps = list(ins[n + ncc:n + ncc + nbc])
@@ -330,7 +338,8 @@ def run_sharded(ctx, ins, *, cond, body, n, ncc, nbc, has_max, frame, home, devi
     try:
         i = 0
         while limit is None or i < limit:
-            c_out = _run_part(cf, cond, ctx, me, home, vals + ccaps, ex, f"{tag}|{i}|c")
+            with _inside(f"{tag}|{i}/"):
+                c_out = _run_part(cf, cond, ctx, me, home, vals + ccaps, ex, f"{tag}|{i}|c")
             if p_dev is None:
                 p = vals[cf.fetches[0][1]]
             elif p_dev == me:
@@ -342,7 +351,8 @@ def run_sharded(ctx, ins, *, cond, body, n, ncc, nbc, has_max, frame, home, devi
                 p = ex.recv(f"{tag}|{i}|p")
             if not bool(np.asarray(to_host(p))):
                 break
-            b_out = _run_part(bf, body, ctx, me, home, vals + bcaps, ex, f"{tag}|{i}|b")
+            with _inside(f"{tag}|{i}/"):
+                b_out = _run_part(bf, body, ctx, me, home, vals + bcaps, ex, f"{tag}|{i}|b")
             for k in taped_home:
                 if fetch_dev(bf, k) == me:
                     ex.send(home, [(f"{tag}|{i}|k{k}", b_out[k])])
@@ -370,10 +380,30 @@ def run_sharded(ctx, ins, *, cond, body, n, ncc, nbc, has_max, frame, home, devi
         raise
     ex.close()
     if tape is not None:
-        _keep_tape((str(ctx.step_id), frame, me), tape)
+        _keep_tape((str(ctx.step_id), tag, me), tape)
     if me != home:
         return ()
     return tuple(vals) + (SHARDED_TAPE,)  # the tapes stay on their devices
+
+
+_NEST = threading.local()  # .prefix: the loops (and iterations) this thread runs inside
+
+
+def _outer() -> str:
+    """The keys' prefix of the sharded loop iteration this thread runs in ("" outside any):
+    a loop nested in another's body is keyed apart in each outer iteration."""
+    return getattr(_NEST, "prefix", "")
+
+
+class _inside:
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+
+    def __enter__(self):
+        self.saved, _NEST.prefix = _outer(), self.prefix
+
+    def __exit__(self, *exc):
+        _NEST.prefix = self.saved
 
 
 _TAPES: dict = {}  # (step, loop, device) -> that device's tape of a sharded loop's last run
@@ -393,7 +423,7 @@ def home_tape(ctx, frame: str) -> list:
     """The home device's tape of a sharded loop, in the form of an in-process loop's
     (``[(values, taped)]``, ``taped[t]``: the body's t-th taped tensor), for a gradient
     that runs on one device."""
-    tape = _take_tape((str(ctx.step_id), frame, ctx.device), frame)
+    tape = _take_tape((str(ctx.step_id), _outer() + frame, ctx.device), frame)
     return [(vals, {k - len(vals): v for k, v in kept.items()}) for vals, kept in tape]
 
 
@@ -417,7 +447,8 @@ def run_sharded_grad(ctx, ins, *, grad, nbc, nv, fc, frame, tape_idx, home, devi
     me = ctx.device
     bcaps = list(ins[:nbc])
     gys = list(ins[nbc + 1:])
-    tape = _take_tape((str(ctx.step_id), frame, me), frame)
+    fkey = _outer() + frame
+    tape = _take_tape((str(ctx.step_id), fkey, me), frame)
     gf = grad.program(home)[0]
     if not isinstance(gf, Frame):
         raise InvalidArgumentError(f"while_loop {frame!r}: its gradient runs on one device")
@@ -438,12 +469,12 @@ def run_sharded_grad(ctx, ins, *, grad, nbc, nv, fc, frame, tape_idx, home, devi
     t_from = {base + nv + m: (n + t) for m, t in enumerate(tape_idx)}
     acc: list = [None] * len(fc)
     ex = _Exchange(ctx, me, devices)
-    ex.prefix = f"{frame}/grad|"
+    ex.prefix = f"{fkey}/grad|"
     ex.open()
     try:
         for i in range(len(tape) - 1, -1, -1):
             vals, kept = tape[i]
-            gtag = f"{frame}/grad|{i}"
+            gtag = f"{fkey}/grad|{i}"
             for j, fetch in t_from.items():  # taped values to the devices that read them
                 if fetch in kept:
                     for dst in sorted(gf.readers(j) - {me}):
@@ -458,7 +489,8 @@ def run_sharded_grad(ctx, ins, *, grad, nbc, nv, fc, frame, tape_idx, home, devi
                     return gys[j - base]
                 fetch = t_from[j]
                 return kept[fetch] if fetch in kept else ex.recv(f"{gtag}|t{j}")
-            out = gf.run_part(ctx, me, feeds, ex, gtag)
+            with _inside(f"{fkey}|{i}/"):  # a nested loop's gradient: its forward's tape
+                out = gf.run_part(ctx, me, feeds, ex, gtag)
             new = list(gys)
             for k in range(nv):
                 if out_dev[k] is not None:
@@ -474,15 +506,15 @@ def run_sharded_grad(ctx, ins, *, grad, nbc, nv, fc, frame, tape_idx, home, devi
                     d = out[nv + k]
                     acc[k] = d if acc[k] is None else acc[k] + d
             _spread(gys, holders, needs, me, ex, f"{gtag}|g")
-        _spread(gys, holders, [{home}] * nv, me, ex, f"{frame}/grad|x|g")
+        _spread(gys, holders, [{home}] * nv, me, ex, f"{fkey}/grad|x|g")
         for k in range(len(fc)):  # the captures' gradients, summed where made, to home
             src = out_dev[nv + k]
             if src == home or not tape:
                 continue
             if src == me:
-                ex.send(home, [(f"{frame}/grad|x|a{k}", acc[k])])
+                ex.send(home, [(f"{fkey}/grad|x|a{k}", acc[k])])
             elif me == home:
-                acc[k] = ex.recv(f"{frame}/grad|x|a{k}")
+                acc[k] = ex.recv(f"{fkey}/grad|x|a{k}")
     except BaseException:
         ex.close(wait=False)
         raise
