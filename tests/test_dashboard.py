@@ -3,9 +3,6 @@ training job runs on a LocalCluster: the job row, the graph drawing and a progre
 advances between two screenshots; then the JSON against what the session reported."""
 import json
 import re
-import shutil
-import subprocess
-import tempfile
 import threading
 import urllib.request
 
@@ -15,27 +12,10 @@ import tensorvm as tv
 from tensorvm.jobs.bundled import JobSpec
 from tensorvm.jobs.runner import JobRun
 
+from browser import CHROMIUM, chromium
+
 pytestmark = pytest.mark.cluster
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SEND_BLUE, PROGRESS_GREEN = (0x1F, 0x5F, 0xA8), (0x3D, 0x8C, 0x40)
-
-
-def chromium(url: str, *, screenshot: str | None = None, virtual_ms: int = 0) -> str:
-    """The DOM of ``url`` after load (and a 1200x900 screenshot when asked); with
-    ``virtual_ms`` the page's timers run that long (virtual time) before the dump."""
-    profile = tempfile.mkdtemp()
-    try:
-        args = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}",
-                "--window-size=1200,900", "--hide-scrollbars"]
-        args += [f"--screenshot={screenshot}"] if screenshot else ["--dump-dom"]
-        args += [f"--virtual-time-budget={virtual_ms}"] if virtual_ms else []
-        out = subprocess.run(args + [url], capture_output=True, text=True, timeout=90)
-        assert out.returncode == 0, out.stderr[-2000:]
-        return out.stdout
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 class Trainer:

@@ -9,10 +9,8 @@ One LocalCluster (1 PS + 2 workers, ``tv_cluster``) serves every job here."""
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import urllib.request
 
 import numpy as np
@@ -21,10 +19,11 @@ import tensorvm as tv
 from tensorvm.scheduler_ext import JobRegistry, job_message, page
 from tensorvm.scheduler_ext.registry import expected_end, smooth
 
+from browser import CHROMIUM, chromium
+
 pytestmark = pytest.mark.cluster
 TV_CLUSTER = {"ps": 1, "worker": 2}
 BIN = os.path.dirname(sys.executable)
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SHOTS = "/tmp/shots"
 STEPS = 40
 LOGREG = ["--sync", "--workers", "2", "--steps", str(STEPS), "--rows", "4000", "--features",
@@ -230,10 +229,10 @@ def test_finished_logreg_sync_page_in_chromium(logreg_sync):
     _, job, _, url = logreg_sync
     os.makedirs(SHOTS, exist_ok=True)
     shot = os.path.join(SHOTS, "logreg-sync-done.png")
-    dom = chromium(url, virtual_ms=4000)
+    dom = chromium(url, virtual_ms=4000, size=(1200, 1400))
     assert_page_shows_no_failure(dom)
     assert "bk-Figure" in dom or "bk-figure" in dom.lower() or "bk-root" in dom, dom[-3000:]
-    chromium(url, screenshot=shot, virtual_ms=4000)
+    chromium(url, screenshot=shot, virtual_ms=4000, size=(1200, 1400))
     from PIL import Image
     with Image.open(shot) as im:
         colours = {c for _, c in im.convert("RGB").getcolors(maxcolors=1 << 20)}
@@ -241,17 +240,3 @@ def test_finished_logreg_sync_page_in_chromium(logreg_sync):
     assert os.path.getsize(shot) > 10_000
 
 
-def chromium(url: str, *, screenshot: str | None = None, virtual_ms: int = 0) -> str:
-    profile = tempfile.mkdtemp()
-    try:
-        args = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}",
-                "--window-size=1200,1400", "--hide-scrollbars"]
-        args += [f"--screenshot={screenshot}"] if screenshot else ["--dump-dom"]
-        args += [f"--virtual-time-budget={virtual_ms}"] if virtual_ms else []
-        out = subprocess.run(args + [url], capture_output=True, text=True, timeout=120)
-        assert out.returncode == 0, out.stderr[-2000:]
-        return out.stdout
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)

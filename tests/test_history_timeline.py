@@ -5,7 +5,6 @@ screenshots in /tmp/shots/)."""
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,8 +21,9 @@ from tensorvm.scheduler_ext.history import (INPROGRESS, SUFFIX, HistoryReader, J
 from tensorvm.scheduler_ext.history_ui import past_jobs_table
 from tensorvm.scheduler_ext.registry import JobRegistry
 
+from browser import CHROMIUM, chromium
+
 SHOTS = "/tmp/shots"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 TVM = [sys.executable, "-m", "tensorvm"]
 
 
@@ -144,20 +144,6 @@ def test_history_of_a_missing_url_is_a_usage_error(tmp_path):
 
 
 # ---- on a LocalCluster of processes; then without it ---------------------------------------
-def _chromium(url: str, *, screenshot: str | None = None, virtual_ms: int = 0) -> str:
-    import tempfile
-    profile = tempfile.mkdtemp()
-    try:
-        args = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update",
-                f"--user-data-dir={profile}", "--window-size=1200,1500", "--hide-scrollbars"]
-        args += [f"--screenshot={screenshot}"] if screenshot else ["--dump-dom"]
-        args += [f"--virtual-time-budget={virtual_ms}"] if virtual_ms else []
-        out = subprocess.run(args + [url], capture_output=True, text=True, timeout=90)
-        assert out.returncode == 0, out.stderr[-2000:]
-        return out.stdout
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 def _get(url: str):
@@ -221,9 +207,10 @@ def test_the_running_jobs_page_has_its_timeline(logged_job):
     if CHROMIUM is None:
         pytest.skip("no chromium on this machine (apt-get install chromium)")
     os.makedirs(SHOTS, exist_ok=True)
-    dom = _chromium(run.dashboard, virtual_ms=4000)
+    dom = chromium(run.dashboard, virtual_ms=4000, size=(1200, 1500))
     assert re.search(r'id="timeline"[^>]*data-tasks="8"', dom), dom[-3000:]
-    _chromium(run.dashboard, screenshot=f"{SHOTS}/running-job-timeline.png", virtual_ms=4000)
+    chromium(run.dashboard, screenshot=f"{SHOTS}/running-job-timeline.png",
+             virtual_ms=4000, size=(1200, 1500))
 
 
 def test_after_the_cluster_is_gone_history_and_ui_serve_the_job(logged_job):
@@ -271,10 +258,10 @@ def test_after_the_cluster_is_gone_history_and_ui_serve_the_job(logged_job):
         if CHROMIUM is None:
             pytest.skip("no chromium on this machine (apt-get install chromium)")
         os.makedirs(SHOTS, exist_ok=True)
-        dom = _chromium(f"{base}/job/{run.id}", virtual_ms=4000)
+        dom = chromium(f"{base}/job/{run.id}", virtual_ms=4000, size=(1200, 1500))
         assert re.search(r'id="timeline"[^>]*data-tasks="8"', dom), dom[-3000:]
-        _chromium(f"{base}/job/{run.id}", screenshot=f"{SHOTS}/history-job-page.png",
-                  virtual_ms=4000)
+        chromium(f"{base}/job/{run.id}", screenshot=f"{SHOTS}/history-job-page.png",
+                 virtual_ms=4000, size=(1200, 1500))
     finally:
         ui.send_signal(signal.SIGTERM)
         ui.wait(30)
