@@ -70,6 +70,7 @@ from .errors import (
     UnavailableError,
     UnknownError,
 )
+from .job_api import announce_program
 from .local_cluster import start_local_cluster
 from .py_func_check import check_serialisable
 from .registered_plans import waits
@@ -299,6 +300,7 @@ class DistributedBackend(Backend):
             self._direct.subscribe()
             self.client.register_plugin(ResourcePlugin())
             self._devices.register()
+            announce_program(self.client)  # the page names its sessions after the program
             info = self._devices.scheduler_info()
             self.gpu_available = any("GPU" in w.get("resources", {})
                                      for w in info["workers"].values())

@@ -28,6 +28,8 @@ import contextlib
 import contextvars
 import functools
 import inspect
+import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -121,3 +123,36 @@ job.report = report
 job.reporting = reporting
 job.current_name = current_name
 job.JobFunction = JobFunction
+
+
+TOPIC_JOBS = "tensorvm-jobs"  # tensorvm.scheduler_ext.registry.TOPIC_JOBS (core does not import it)
+
+
+def program_name() -> str:
+    """The running program's name: ``python -m pkg`` gives ``pkg``, a script its file name.
+
+    >>> isinstance(program_name(), str) and program_name() != ""
+    True
+    """
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and getattr(spec, "name", None):
+        name = spec.name
+        return name[: -len(".__main__")] if name.endswith(".__main__") else name
+    path = getattr(main, "__file__", None) or (sys.argv[0] if sys.argv else "")
+    return os.path.basename(path) or "python"
+
+
+def announce_program(client) -> None:
+    """Name a plain program's sessions on the dashboard's tensorvm page after the program
+    (``train.py``, not "session g1"): the job registry keeps the name for the client's
+    session jobs, which start with their first task. Nothing inside a ``tv.job`` (the CLI
+    names those) or on a cluster without the registry (it ignores the message)."""
+    if current_name() is not None:
+        return
+    try:
+        client.log_event(TOPIC_JOBS, {"op": "name", "job": client.id, "client": client.id,
+                                      "name": program_name()})
+    except Exception:  # noqa: BLE001 - never fail a session over the dashboard
+        pass
+

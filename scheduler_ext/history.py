@@ -267,6 +267,8 @@ class JobHistory:
 
     def job_message(self, msg: dict) -> None:
         """After the registry applied ``msg`` (a TOPIC_JOBS message)."""
+        if msg.get("op") == "name":  # names a client's sessions: no job of its own
+            return
         job_id = str(msg.get("job"))
         if msg.get("op") == "start":
             self._open(job_id, msg.get("history"))

@@ -70,7 +70,7 @@ END_ERRORS = ("OutOfRangeError",)
 TF's ``OutOfRangeError`` ("iterated past the valid range": a closed queue, input read to its
 end, the token gate and gradient accumulators that the chief of synchronous training closes
 when training ends). Tasks that end so count as ``ended``, never as ``erred``."""
-OPS = ("start", "metrics", "counters", "finish")
+OPS = ("start", "metrics", "counters", "finish", "name")  # name: a client's program
 
 
 def parse_task_name(name: str) -> tuple[str, str, int, bool] | None:
@@ -287,6 +287,9 @@ class JobRegistry:
         if not isinstance(msg, dict) or msg.get("op") not in OPS or not msg.get("job"):
             raise ValueError(f"not a tensorvm job message: {msg!r}")
         op, job_id = msg["op"], str(msg["job"])
+        if op == "name":  # a plain program names its client's sessions (job: the client id)
+            self.session_names[str(msg.get("client") or job_id)] = str(msg.get("name") or job_id)
+            return
         if op == "start":
             self._start(job_id, msg)
             return

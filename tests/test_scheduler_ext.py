@@ -88,6 +88,8 @@ def test_session_steps_show_as_a_job_with_devices_and_send_edges(local):
         assert sess.run(z, {x: np.arange(3.0) + i}) == pytest.approx(9.0 + 6 * i)
     rows = [r for r in jobs_on(sess.client) if r["client"] == sess.client.id]
     assert len(rows) == 1 and rows[0]["kind"] == "session"
+    # named after the program that opened the session (here pytest), not "session g1"
+    assert rows[0]["name"] == tv.job_api.program_name() != "", rows[0]
     job = jobs_on(sess.client, rows[0]["id"])
     assert job["progress"]["runs"] == {"submitted": 3, "done": 3}
     assert job["progress"]["done"] == job["progress"]["total"] > 0

@@ -45,8 +45,6 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import os
-import sys
 import threading
 import time
 import uuid
@@ -56,6 +54,7 @@ from .. import dtypes, ops
 from ..cluster import ClusterSpec
 from ..errors import CancelledError, InvalidArgumentError, OutOfRangeError
 from ..graph import Graph, Tensor, control_dependencies, device, get_default_graph
+from ..job_api import TOPIC_JOBS, program_name
 from ..session import RunOptions, Session
 from ..variables import Variable, assign
 from .device_setter import replica_device_setter
@@ -186,24 +185,6 @@ def _run_options(plane: str, *fetches):
     if plane != "auto":
         return RunOptions(data_plane=plane)
     return None if may_block(*fetches) else RunOptions(data_plane="direct")
-
-
-TOPIC_JOBS = "tensorvm-jobs"  # tensorvm.scheduler_ext.registry.TOPIC_JOBS (core does not import it)
-
-
-def program_name() -> str:
-    """The running program's name: ``python -m pkg`` gives ``pkg``, a script its file name.
-
-    >>> isinstance(program_name(), str) and program_name() != ""
-    True
-    """
-    main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", None)
-    if spec is not None and getattr(spec, "name", None):
-        name = spec.name
-        return name[: -len(".__main__")] if name.endswith(".__main__") else name
-    path = getattr(main, "__file__", None) or (sys.argv[0] if sys.argv else "")
-    return os.path.basename(path) or "python"
 
 
 class _Announced:
