@@ -116,6 +116,9 @@ def _run_options() -> list[click.Option]:
                      help="Write the job's event log under URL (fsspec; 'off': none); "
                           "default: tensorvm.history.url, $TENSORVM_HISTORY, else "
                           "~/.local/share/tensorvm/history."),
+        click.Option(["--resume"], is_flag=True,
+                     help="Resume a map-reduce job whose driver died (Ctrl-C, kill -9): keep "
+                          "the reducers' output it had written, run only the rest."),
         click.Option(["--keep-alive"], is_flag=True,
                      help="Keep the cluster and dashboard up after the job until Ctrl-C."),
         click.Option(["--connect-timeout"], type=click.FloatRange(min=0.1), default=10.0,
@@ -266,7 +269,7 @@ def _execute(spec, kw, opts, cluster, err) -> int:
     up = None if opts["scheduler"] or opts["in_process"] else cluster_for(cluster)
     run = JobRun(spec, scheduler=up["address"] if up else opts["scheduler"], cluster=cluster,
                  in_process=opts["in_process"], connect_timeout=opts["connect_timeout"],
-                 args=kw)
+                 args=kw, resume=opts["resume"])
     live = err.is_terminal and not (quiet or as_json)  # in a pipe: no live display
     if live and not (run.scheduler or run.in_process):  # seconds of nothing, else
         from .runner import local_cluster_label

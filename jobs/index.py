@@ -18,7 +18,7 @@ from tensorvm import storage
 from ._common import cluster_option, report, run_job
 
 
-def index_job(input: str, output: str | None = None, num_reducers: int = 2,
+def index_job(input: str, output: str | None = None, num_reducers: int | None = None,
               split_size: int = storage.DEFAULT_SPLIT_SIZE, id_column: str = "id",
               text_column: str = "text", overwrite: bool = False) -> mr.Job:
     def map_fn(cols):
@@ -29,7 +29,7 @@ def index_job(input: str, output: str | None = None, num_reducers: int = 2,
                   output=mr.text_output(output, overwrite=overwrite) if output else None)
 
 
-def inverted_index(input: str, output: str | None = None, num_reducers: int = 2,
+def inverted_index(input: str, output: str | None = None, num_reducers: int | None = None,
                    split_size: int = storage.DEFAULT_SPLIT_SIZE, overwrite: bool = False,
                    session=None, cluster=None) -> mr.Result:
     """word -> sorted distinct document ids."""
@@ -40,7 +40,8 @@ def inverted_index(input: str, output: str | None = None, num_reducers: int = 2,
 @click.command()
 @click.option("--input", "input_", required=True, help='JSON lines {"id": int, "text": str}.')
 @click.option("--output", required=True)
-@click.option("--num-reducers", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--num-reducers", type=click.IntRange(min=1), default=None,
+              help="Reduce tasks (default: sized to the input and the workers' memory).")
 @click.option("--overwrite", is_flag=True)
 @cluster_option
 def main(input_, output, num_reducers, overwrite, cluster, verbose):

@@ -46,7 +46,7 @@ def pair_rows(keys: np.ndarray, values: np.ndarray):
 
 
 def join_job(left: str, right: str, output: str | None = None, key: str = "id",
-             left_value: str = "value", right_value: str = "value", num_reducers: int = 2,
+             left_value: str = "value", right_value: str = "value", num_reducers: int | None = None,
              split_size: int = storage.DEFAULT_SPLIT_SIZE, overwrite: bool = False) -> mr.Job:
     def tag(side, column):
         def map_fn(cols):
@@ -66,7 +66,7 @@ def join_job(left: str, right: str, output: str | None = None, key: str = "id",
 
 
 def join(left: str, right: str, output: str | None = None, key: str = "id",
-         left_value: str = "value", right_value: str = "value", num_reducers: int = 2,
+         left_value: str = "value", right_value: str = "value", num_reducers: int | None = None,
          split_size: int = storage.DEFAULT_SPLIT_SIZE, overwrite: bool = False, session=None,
          cluster=None) -> mr.Result:
     """Inner join of two CSV files (with headers) on the integer column ``key``."""

@@ -74,11 +74,13 @@ class JobRun:
 
     def __init__(self, spec: JobSpec, *, scheduler: str | None = None,
                  cluster: dict | None = None, in_process: bool = False,
-                 connect_timeout: float = 10.0, args: dict | None = None):
+                 connect_timeout: float = 10.0, args: dict | None = None,
+                 resume: bool = False):
         self.spec = spec
         self.scheduler, self.cluster, self.in_process = scheduler, cluster, in_process
         self.connect_timeout = connect_timeout
         self.args = args or {}
+        self.resume = bool(resume)  # map-reduce jobs adopt a dead driver's output (--resume)
         self.id = f"{spec.name}-{uuid.uuid4().hex[:8]}"
         self.session = None
         self._client = None  # only when this process made it (--scheduler)
@@ -188,11 +190,12 @@ class JobRun:
         runs), with ``tv.job.report`` wired to :meth:`report`."""
         import tensorvm as tv
         from tensorvm.mapreduce.common import progress_to
+        from tensorvm.mapreduce.recovery import resuming
         if self.spec.takes_session:
             kwargs = {**kwargs, "session": self.session}
         with self.session.graph.as_default(), self.session.as_default(), \
                 tv.job.reporting(self.report, name=self.spec.name), \
-                progress_to(self._mr_progress):
+                progress_to(self._mr_progress), resuming(self.resume):
             self.result = self.spec.fn(**kwargs)
         return self.result
 

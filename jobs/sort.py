@@ -59,7 +59,7 @@ def teragen(url: str, n_records: int, files: int = 8, seed: int = 0,
     return n_records
 
 
-def terasort_job(input: str, output: str, num_reducers: int = 2, sample: int = 10000,
+def terasort_job(input: str, output: str, num_reducers: int | None = None, sample: int = 10000,
                  split_size: int = storage.DEFAULT_SPLIT_SIZE, map_tasks: int | None = None,
                  overwrite: bool = False) -> mr.Job:
     return mr.Job(mr.records(input, RECORD, split_size),
@@ -69,7 +69,7 @@ def terasort_job(input: str, output: str, num_reducers: int = 2, sample: int = 1
                   name="terasort")
 
 
-def terasort(input: str, output: str, num_reducers: int = 2, sample: int = 10000,
+def terasort(input: str, output: str, num_reducers: int | None = None, sample: int = 10000,
              split_size: int = storage.DEFAULT_SPLIT_SIZE, overwrite: bool = False,
              session=None, cluster=None) -> mr.Result:
     """Sort 100-byte records by their 10-byte keys into part files in total order.
@@ -137,7 +137,8 @@ def teravalidate(output: str, input: str | None = None) -> dict:
 @click.command()
 @click.option("--input", "input_", required=True, help="Folder of 100-byte records.")
 @click.option("--output", required=True)
-@click.option("--num-reducers", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--num-reducers", type=click.IntRange(min=1), default=None,
+              help="Reduce tasks (default: sized to the input and the workers' memory).")
 @click.option("--overwrite", is_flag=True)
 @cluster_option
 def main(input_, output, num_reducers, overwrite, cluster, verbose):

@@ -22,7 +22,7 @@ from tensorvm import storage
 from ._common import cluster_option, report, run_job
 
 
-def wordcount_job(input: str, output: str | None = None, num_reducers: int = 2,
+def wordcount_job(input: str, output: str | None = None, num_reducers: int | None = None,
                   split_size: int = storage.DEFAULT_SPLIT_SIZE, map_tasks: int | None = None,
                   overwrite: bool = False) -> mr.Job:
     """The word-count job (no output: the counts come back in the result)."""
@@ -34,7 +34,7 @@ def wordcount_job(input: str, output: str | None = None, num_reducers: int = 2,
         output=mr.text_output(output, overwrite=overwrite) if output else None)
 
 
-def wordcount(input: str, output: str | None = None, num_reducers: int = 2,
+def wordcount(input: str, output: str | None = None, num_reducers: int | None = None,
               split_size: int = storage.DEFAULT_SPLIT_SIZE, overwrite: bool = False,
               session=None, cluster=None) -> mr.Result:
     """Count the words of the text files ``input`` (a glob, folder or list of URLs)."""
@@ -45,7 +45,8 @@ def wordcount(input: str, output: str | None = None, num_reducers: int = 2,
 @click.command()
 @click.option("--input", "input_", required=True, help="Text files: a URL, glob or folder.")
 @click.option("--output", required=True, help="Output folder URL (committed, with _SUCCESS).")
-@click.option("--num-reducers", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--num-reducers", type=click.IntRange(min=1), default=None,
+              help="Reduce tasks (default: sized to the input and the workers' memory).")
 @click.option("--overwrite", is_flag=True, help="Replace a committed output.")
 @cluster_option
 def main(input_, output, num_reducers, overwrite, cluster, verbose):

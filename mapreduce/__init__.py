@@ -10,7 +10,9 @@ Modules: :mod:`.api` (inputs, ``emit``, partitioners, outputs, counters, ``py_ma
 :mod:`.job` (``Job``: building, running, committing, retrying a step that lost a worker),
 :mod:`.common` (``Result``, counters, building user functions),
 :mod:`.sampling` (TeraSort's sampler for ``range_partition``), :mod:`.speculate` (phased jobs:
-the shuffle through storage with a map step per split, and backup tasks). The kernels are
+the shuffle through storage with a map step per split, and backup tasks), :mod:`.sizing` (the
+reducer count from the input size and the workers' memory, ``num_reducers=None``) and
+:mod:`.recovery` (``run(resume=True)``: a dead driver's finished reducers adopted). The kernels are
 :mod:`tensorvm.ops.mapreduce_ops`; inside a job, string columns stay Arrow arrays wherever every
 op that reads them takes Arrow (else the user's function is built on NumPy copies).
 
@@ -30,8 +32,9 @@ from .api import (Emit, HashPartition, Input, Output, RangePartition, counter, c
                   parquet_output, py_map, range_partition, records, records_output, text,
                   text_output)
 from .job import Job, Result, run
+from .recovery import resuming
 
 __all__ = ["Job", "Result", "run", "Input", "text", "csv", "jsonl", "parquet", "npy",
            "records", "Emit", "emit", "HashPartition", "RangePartition", "hash_partition",
            "range_partition", "Output", "text_output", "jsonl_output", "parquet_output",
-           "npy_output", "records_output", "filter", "counter", "py_map"]
+           "npy_output", "records_output", "filter", "counter", "py_map", "resuming"]

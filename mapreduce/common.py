@@ -65,6 +65,7 @@ class _Built:
     num_map_tasks: int
     user_counter_names: list = field(default_factory=list)
     groups: list = field(default_factory=list)
+    reducers: list = field(default_factory=list)  # the reducers built (not recovered)
 
 
 def _failed_map_task(exc, job_name: str) -> int | None:

@@ -19,6 +19,7 @@ debris.
 from __future__ import annotations
 
 import logging
+import tempfile
 import time
 import uuid
 from typing import Callable
@@ -31,6 +32,7 @@ from tensorvm import storage
 from tensorvm.op_def_library import apply_op
 from tensorvm.ops import mapreduce_ops as mro
 
+from . import recovery, sizing
 from .api import CounterSink, Input, Output, RangePartition, hash_partition, range_partition
 from .common import (Result, _Built, _failed_map_task, _flat, _sum_counters, call_user,
                      report_progress, run_options, written_bytes)
@@ -68,9 +70,12 @@ class Job:
     tensor function ``f(keys, values) -> mr.emit(...)`` (it gets the keys sorted, equal keys
     adjacent), or None (no combiner; identity reduce). ``partition``: ``mr.hash_partition`` or
     ``mr.range_partition(...)`` (total order). ``output``: an ``mr.*_output`` (committed) or None
-    (the result comes back to the driver). ``map_tasks``: split groups (default: one per worker
-    device). ``skip_bad_records``: how many undecodable records may be skipped and counted;
-    beyond it the job fails naming the split URL and byte offset. A map function that fails
+    (the result comes back to the driver). ``num_reducers``: reduce tasks; None (the default)
+    sizes them to the data: each reducer's share of the input within a quarter of a worker
+    thread's memory, at least one per worker thread (:mod:`.sizing`); an explicit count whose
+    share is larger is warned about before the job starts. ``map_tasks``: split groups
+    (default: one per worker device). ``skip_bad_records``: how many undecodable records may
+    be skipped and counted; beyond it the job fails naming the split URL and byte offset. A map function that fails
     names its task's splits; with ``skip_bad_records`` the job runs again in Hadoop's skipping
     mode (:mod:`.speculate`: the failing split's byte range is halved until the failing
     record is alone, which is skipped, counted and listed in ``Result.skipped``).
@@ -85,11 +90,17 @@ class Job:
     :mod:`tensorvm.mapreduce.speculate`); the first copy to finish wins. ``shuffle``:
     ``"storage"`` runs the map tasks as separate steps whose buckets all go through storage
     (memory then holds one map task's and one reducer's data at a time), ``"memory"`` one
-    step, ``"auto"`` storage when the input exceeds half the workers' ``memory_limit``.
+    step, ``"auto"`` storage when the input exceeds half the workers' ``memory_limit``. The
+    shuffle through storage goes under ``scratch``, else the output's ``_temporary``, else (no
+    output) this machine's temporary folder when every worker runs here — never a
+    machine-local folder on a multi-machine cluster — and is removed on every exit path
+    (success, failure, Ctrl-C). ``run(resume=True)`` adopts the reducers that a dead driver's
+    run of the same job already wrote (:mod:`.recovery`).
     """
 
     def __init__(self, input: Input, map: Callable, reduce="sum", combine=None,
-                 partition=hash_partition, num_reducers: int = 2, output: Output | None = None,
+                 partition=hash_partition, num_reducers: int | None = None,
+                 output: Output | None = None,
                  map_tasks: int | None = None, skip_bad_records: int = 0,
                  sort_output: bool = True, name: str = "mr", max_attempts: int = 2,
                  scratch: str | None = None, spill_bytes: int = 256 << 20,
@@ -103,7 +114,7 @@ class Job:
         if len(maps) != len(inputs):
             raise errors.InvalidArgumentError(f"{len(inputs)} inputs but {len(maps)} map "
                                               "functions (give one, or one per input)")
-        num_reducers = _count_arg(num_reducers, "num_reducers")
+        num_reducers = _count_arg(num_reducers, "num_reducers", allow_none=True)
         map_tasks = _count_arg(map_tasks, "map_tasks", allow_none=True)
         _check_how(reduce, "reduce")
         _check_how(combine, "combine")
@@ -114,7 +125,10 @@ class Job:
         self.input, self.map, self.reduce, self.combine = inputs[0], maps[0], reduce, combine
         if partition is range_partition:  # the same form as mr.hash_partition (a value)
             partition = range_partition()
-        self.partition, self.num_reducers, self.output = partition, int(num_reducers), output
+        # reducers_arg: as given (None: sized at run time); num_reducers: the count of the run
+        # being built (the given count until a run sizes it)
+        self.reducers_arg = self.num_reducers = num_reducers
+        self.partition, self.output = partition, output
         self.map_tasks, self.skip_bad_records = map_tasks, int(skip_bad_records)
         self.sort_output, self.name = sort_output, name
         self.max_attempts = max(1, int(max_attempts))
@@ -171,9 +185,12 @@ class Job:
         return em.keys, em.values
 
     def build(self, graph: tv.Graph, num_workers: int, attempt: str = "0",
-              splits: list | None = None, boundaries: tuple = ()) -> _Built:
-        """Add the job's ops to ``graph``; return the fetches of its one step."""
+              splits: list | None = None, boundaries: tuple = (), skip=()) -> _Built:
+        """Add the job's ops to ``graph``; return the fetches of its one step. ``skip``: reducers
+        not to build (recovered from a dead driver's run)."""
         splits = self._splits() if splits is None else splits
+        if self.num_reducers is None:
+            self._size_reducers(None, splits, num_workers)
         groups = self._groups(splits, num_workers)
         r_count = self.num_reducers
         part = self.partition
@@ -196,11 +213,12 @@ class Job:
                     buckets[r] += [outs[2 * r], outs[2 * r + 1]]
                 fetches["map"].append(counts)
                 fetches["shuffle"].append(outs[-1])
-            for r in range(r_count):
+            reducers = [r for r in range(r_count) if r not in skip]
+            for r in reducers:
                 fetches["reduce"].append(self._build_reducer(
                     r, f"/job:worker/task:{r % num_workers}", buckets[r], attempt))
         fetches["user"] = [t for _, t in sink.items]
-        return _Built(fetches, len(groups), [n for n, _ in sink.items], groups)
+        return _Built(fetches, len(groups), [n for n, _ in sink.items], groups, reducers)
 
     def _build_reducer(self, r: int, device: str, inputs: list, attempt: str,
                        urls: tuple = (), types: tuple = ()):
@@ -211,10 +229,10 @@ class Job:
             how = self.reduce if isinstance(self.reduce, str) else None
             if self.output is not None and not callable(self.reduce):
                 o = self.output
-                return apply_op("MRMergeWrite", inputs, {
+                return self._done(r, attempt, apply_op("MRMergeWrite", inputs, {
                     "how": how, "sort": self.sort_output, "urls": urls, "types": types,
                     "url": o.url, "task": r, "attempt": attempt, "fmt": o.format,
-                    "sep": o.sep}, name="merge_write").outputs[0]
+                    "sep": o.sep}, name="merge_write").outputs[0])
             keys, values = apply_op("MRMerge", inputs, {
                 "how": how, "sort": self.sort_output or callable(self.reduce), "urls": urls,
                 "types": types}, name="merge").outputs
@@ -223,9 +241,15 @@ class Job:
             if self.output is None:
                 return keys, values
             o = self.output
-            return apply_op("MRWrite", [keys, values], {
+            return self._done(r, attempt, apply_op("MRWrite", [keys, values], {
                 "url": o.url, "task": r, "attempt": attempt, "fmt": o.format, "sep": o.sep},
-                name="write").outputs[0]
+                name="write").outputs[0])
+
+    def _done(self, r: int, attempt: str, counts):
+        """After reducer ``r``'s file is written, on its worker: the done marker a resumed job
+        adopts it by (:class:`.recovery.TaskDone`)."""
+        return tv.py_func(recovery.TaskDone(self.output.url, r, attempt), [counts], tv.int64,
+                          stateful=True, name="done")
 
     def _through_storage(self, session, splits: list) -> bool:
         """``shuffle="auto"``: go through storage when the input is more than half of the
@@ -235,12 +259,56 @@ class Job:
         client = session.client
         if client is None:
             return False
+        from tensorvm.cluster import scheduler_identity
         limits = [w.get("memory_limit") or 0
-                  for w in client.scheduler_info(n_workers=-1)["workers"].values()]
+                  for w in scheduler_identity(client)["workers"].values()]
         if not limits or not all(limits):
             return False
-        size = sum((s.end - s.start) if s.end is not None else 0 for _, s in splits)
-        return size > 0.5 * sum(limits)
+        if sizing.input_bytes(splits) <= 0.5 * sum(limits):
+            return False
+        if self._scratch_root(session) is None:
+            logger.warning("mr job %s: the shuffle may exceed the workers' memory, but it has "
+                           "no storage that every worker shares (no output, no scratch=, "
+                           "workers on several machines): it stays in memory", self.name)
+            return False
+        return True
+
+    def _scratch_root(self, session) -> str | None:
+        """Where the shuffle through storage goes: ``scratch``, else the output's
+        ``_temporary`` (shared storage, removed by the commit), else this machine's temporary
+        folder if every worker runs here; None: no shared storage."""
+        if self.scratch:
+            return self.scratch.rstrip("/")
+        if self.output is not None:
+            return f"{self.output.url.rstrip('/')}/_temporary"
+        if sizing.all_local(session.client if session is not None else None):
+            return f"file://{tempfile.gettempdir()}"
+        return None
+
+    def _size_reducers(self, session, splits: list, num_workers: int) -> int:
+        """Set ``num_reducers`` for this run: the given count (warned about when a reducer's
+        share of the input exceeds its budget), else :func:`.sizing.choose_reducers`."""
+        part = self.partition
+        if self.reducers_arg is None and isinstance(part, RangePartition) and \
+                part.boundaries is not None:
+            self.num_reducers = len(part.boundaries) + 1
+            return self.num_reducers
+        workers = sizing.worker_memory(session.client if session is not None else None,
+                                       num_workers)
+        size, fraction = sizing.input_bytes(splits), sizing.memory_fraction()
+        if self.reducers_arg is None:
+            self.num_reducers = sizing.choose_reducers(size, workers, fraction)
+            logger.info("mr job %s: %d reducers for %.1f MiB of input (each at most %.1f MiB: "
+                        "%g of a worker thread's memory; at least one per thread, %d threads)",
+                        self.name, self.num_reducers, size / (1 << 20),
+                        sizing.reducer_budget(workers, fraction) / (1 << 20), fraction,
+                        sum(t for _, t in workers))
+        else:
+            self.num_reducers = self.reducers_arg
+            text = sizing.fit_warning(self.name, self.num_reducers, size, workers, fraction)
+            if text:
+                logger.warning(text)
+        return self.num_reducers
 
     def _spill_url(self, attempt: str) -> str | None:
         """Where map outputs over ``spill_bytes`` go: under ``scratch``, else under the
@@ -268,6 +336,7 @@ class Job:
         """The compiled plan of the job's step (devices, stages, Send/Recv), as ``sess.plan``."""
         graph = tv.Graph() if session is None else session.graph
         splits = self._splits()
+        self._size_reducers(session, splits, num_workers)
         built = self.build(graph, num_workers, "plan", splits, self._boundaries(splits))
         own = session is None
         session = session or tv.Session(graph=graph)
@@ -277,14 +346,19 @@ class Job:
             if own:
                 session.close()
 
-    def run(self, session: tv.Session | None = None, num_workers: int | None = None) -> Result:
+    def run(self, session: tv.Session | None = None, num_workers: int | None = None,
+            resume: bool | None = None) -> Result:
         """Run the job in one step of ``session`` (default: a new in-process session);
         returns a :class:`Result`. ``num_workers``: worker devices to spread over (default:
-        the session's ``worker`` tasks, or 2 in process)."""
+        the session's ``worker`` tasks, or 2 in process). ``resume``: adopt what a dead
+        driver's run of this job wrote to its output (:mod:`.recovery`; default: inside
+        :func:`.recovery.resuming`, as the CLI's ``--resume``)."""
         own = session is None
         session = session or tv.Session(graph=tv.Graph())
+        if resume is None:
+            resume = recovery.resume_requested()
         try:
-            return self._run(session, num_workers or _worker_count(session))
+            return self._run(session, num_workers or _worker_count(session), bool(resume))
         finally:
             if own:
                 session.close()
@@ -297,35 +371,77 @@ class Job:
             raise errors.InvalidArgumentError("compile() is for jobs with no output (each run "
                                               "of an output job commits a new attempt)")
         splits = self._splits()
-        built = self.build(session.graph, num_workers or _worker_count(session), "0", splits,
-                           self._boundaries(splits))
+        num_workers = num_workers or _worker_count(session)
+        self._size_reducers(session, splits, num_workers)
+        built = self.build(session.graph, num_workers, "0", splits, self._boundaries(splits))
         return lambda: self._finish(session, built, None, "0", time.perf_counter())
 
-    def _run(self, session, num_workers) -> Result:
+    def _run(self, session, num_workers, resume: bool = False) -> Result:
         t0 = time.perf_counter()
         splits = self._splits()
-        if self.speculative or self._through_storage(session, splits):
-            return run_phased(self, session, num_workers, t0)
-        boundaries = self._boundaries(splits)
-        committer = None
-        if self.output is not None:  # claims the output: another job's gets AlreadyExistsError
-            committer = storage.OutputCommitter(self.output.url)
-            committer.setup_job(overwrite=self.output.overwrite)
+        self._size_reducers(session, splits, num_workers)  # (before anything is claimed)
+        phased = self.speculative or self._through_storage(session, splits)
+        committer = storage.OutputCommitter(self.output.url) if self.output is not None \
+            else None
         try:
-            return self._attempts(session, num_workers, splits, boundaries, committer, t0)
+            recovered, boundaries = {}, None
+            if committer is not None:  # claims the output: another job's gets AlreadyExists
+                recovered, boundaries = self._claim_output(committer, splits, resume)
+            if boundaries is None:
+                boundaries = self._boundaries(splits)
+            if committer is not None:
+                recovery.write_plan(committer, recovery.fingerprint(self, splits),
+                                    self.num_reducers, boundaries)
+            if phased:
+                return run_phased(self, session, num_workers, t0, committer, recovered,
+                                  boundaries)
+            return self._attempts(session, num_workers, splits, boundaries, committer, t0,
+                                  recovered)
         except BaseException as e:
-            if committer is not None:  # released on every exit path (a no-op once released)
-                committer.abort_job()
-                if not isinstance(e, Exception):  # Ctrl-C: its tasks may still write
-                    _INTERRUPTED.append(committer)
+            if committer is not None and committer.job_id is not None:
+                if isinstance(e, Exception):  # released on every exit path (a no-op once
+                    committer.abort_job()  # released)
+                else:  # Ctrl-C: its tasks may still write
+                    interrupted(committer, self.name)
             raise
 
-    def _attempts(self, session, num_workers, splits, boundaries, committer, t0) -> Result:
+    def _claim_output(self, committer, splits: list, resume: bool) -> tuple:
+        """Claim the output (``setup_job``); with ``resume``, take a dead driver's run of this
+        job over (``recover_job``) and commit its reducers that were written whole. Returns
+        ``({reducer: counters} recovered, the plan's boundaries or None)``."""
+        if not resume:
+            committer.setup_job(overwrite=self.output.overwrite)
+            return {}, None
+        committer.recover_job()
+        plan = recovery.read_plan(committer)
+        why = "no plan of an earlier run" if plan is None else None
+        if plan is not None and plan["inputs"] != recovery.fingerprint(self, splits):
+            why = "its input differs"
+        elif plan is not None and self.reducers_arg not in (None, plan["num_reducers"]):
+            why = f"it had {plan['num_reducers']} reducers, not {self.reducers_arg}"
+        if why is not None:
+            logger.warning("mr job %s: nothing to resume at %s (%s): running the whole job",
+                           self.name, self.output.url, why)
+            committer.setup_job(overwrite=self.output.overwrite)
+            return {}, None
+        self.num_reducers = plan["num_reducers"]
+        recovered = {r: counts for r, (attempt, counts) in
+                     recovery.done_reducers(committer, self.num_reducers).items()
+                     if committer.commit_task(r, attempt)}
+        logger.warning("mr job %s: resuming at %s: %d of %d reducers recovered (%s); running "
+                       "the others", self.name, self.output.url, len(recovered),
+                       self.num_reducers, ", ".join(map(str, sorted(recovered))) or "none")
+        return recovered, tuple(plan["boundaries"])
+
+    def _attempts(self, session, num_workers, splits, boundaries, committer, t0,
+                  recovered=None) -> Result:
+        recovered = dict(recovered or {})
         for attempt_no in range(1, self.max_attempts + 1):
             attempt = uuid.uuid4().hex[:12]
-            built = self.build(session.graph, num_workers, attempt, splits, boundaries)
+            built = self.build(session.graph, num_workers, attempt, splits, boundaries,
+                               skip=recovered)
             try:
-                result = self._finish(session, built, committer, attempt, t0)
+                result = self._finish(session, built, committer, attempt, t0, recovered)
             except errors.UnavailableError as e:  # a worker died: run the step again
                 if attempt_no == self.max_attempts:
                     raise
@@ -333,7 +449,8 @@ class Job:
                                "its partial output discarded", self.name, attempt_no,
                                str(e).splitlines()[0])
                 if committer is not None:
-                    committer.setup_job(overwrite=self.output.overwrite)
+                    self._setup_again(committer, splits, boundaries)
+                    recovered = {}  # (cleared with the attempts)
                 continue
             except errors.OpError as e:
                 failed = _failed_map_task(e, self.name)
@@ -344,21 +461,33 @@ class Job:
                     logger.warning("mr job %s: map task %d failed; running again in skipping "
                                    "mode", self.name, failed)
                     if committer is not None:  # (still this job's output)
-                        committer.setup_job(overwrite=self.output.overwrite)
-                    return run_phased(self, session, num_workers, t0, committer)
+                        self._setup_again(committer, splits, boundaries)
+                    return run_phased(self, session, num_workers, t0, committer, {},
+                                      boundaries)
                 where = ", ".join(s.id for _, s in built.groups[failed])
                 raise type(e)(f"{e}\n  in map task {failed} reading {where}") from e
             result.attempts = attempt_no
             return result
         raise AssertionError("unreachable")
 
-    def _finish(self, session, built, committer, attempt, t0) -> Result:
+    def _setup_again(self, committer, splits, boundaries) -> None:
+        """A retried step: the attempts go (``setup_job`` keeps this job's claim), the plan is
+        recorded again."""
+        committer.setup_job(overwrite=self.output.overwrite)
+        recovery.write_plan(committer, recovery.fingerprint(self, splits), self.num_reducers,
+                            boundaries)
+
+    def _finish(self, session, built, committer, attempt, t0, recovered=None) -> Result:
+        recovered = recovered or {}
         shape = (self.name, sum(len(g) for g in built.groups), built.num_map_tasks,
                  self.num_reducers)
         report_progress("start", *shape)
         try:
-            vals = session.run(built.fetches, options=run_options())
-        except BaseException as e:
+            if built.reducers or not recovered:
+                vals = session.run(built.fetches, options=run_options())
+            else:  # every reducer recovered: nothing to run
+                vals = {"map": [], "shuffle": [], "reduce": [], "user": []}
+        except Exception as e:  # (Ctrl-C: the caller keeps what finished, for --resume)
             if committer is not None and not isinstance(e, errors.UnavailableError):
                 committer.abort_job()
             raise
@@ -371,15 +500,17 @@ class Job:
         urls: list = []
         keys = values = None
         if committer is not None:
-            for r in range(self.num_reducers):
+            for r in built.reducers:
                 if not committer.commit_task(r, attempt):
                     raise errors.AbortedError(f"reducer {r}'s output lost its commit")
+            add_recovered(counters, recovered)
             urls = committer.commit_job()
             counters["reduce_output_bytes"] = written_bytes(urls)
         else:
             keys = np.concatenate([np.asarray(k) for k, _ in vals["reduce"]])
             values = np.concatenate([np.asarray(v) for _, v in vals["reduce"]])
             counters["reduce_output_records"] = int(len(keys))
+        counters["reducers"] = self.num_reducers
         report_progress("done", *shape, counters)
         logger.info("mr job %s: %d maps x %d reducers in %.2fs", self.name,
                     built.num_map_tasks, self.num_reducers, time.perf_counter() - t0)
@@ -387,7 +518,36 @@ class Job:
                       built.num_map_tasks, self.num_reducers)
 
 
+def add_recovered(counters: dict, recovered: dict) -> None:
+    """Count the recovered reducers' output records (their done markers' counters) and how
+    many there were (``reducers_recovered``)."""
+    if not recovered:
+        return
+    counters["reduce_output_records"] = counters.get("reduce_output_records", 0) + sum(
+        int(c[0]) for c in recovered.values() if c)
+    counters["reducers_recovered"] = len(recovered)
+
+
 _INTERRUPTED: list = []  # committers of jobs interrupted (Ctrl-C) while their tasks ran
+
+
+def interrupted(committer, name: str) -> None:
+    """A job's driver is interrupted (Ctrl-C): the output's reducers that wrote their file
+    whole stay for ``--resume`` (:class:`.recovery.Keeper`), everything else under
+    ``_temporary`` goes; with none finished, the job is aborted as any other. Either way its
+    claim is released and ``sweep_interrupted`` looks again once the workers are gone."""
+    keeper = recovery.Keeper(committer)
+    kept = keeper.release() if committer._held and keeper.done() else 0
+    if kept:
+        logger.warning("mr job %s: interrupted; the output of its %d finished reducer(s) is "
+                       "kept at %s: run it again with --resume (resume=True) to keep them",
+                       name, kept, committer.out_url)
+        sweeper = keeper
+    else:
+        committer.abort_job()  # (a no-op once released)
+        sweeper = committer
+    if not any(getattr(x, "out_url", None) == committer.out_url for x in _INTERRUPTED):
+        _INTERRUPTED.append(sweeper)
 
 
 def sweep_interrupted() -> None:
@@ -410,19 +570,20 @@ def _worker_count(session) -> int:
         return len(names)
     client = session.client
     if client is not None:
-        return max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
+        from tensorvm.cluster import scheduler_identity
+        return max(1, len(scheduler_identity(client)["workers"]))
     return 2
 
 
 def run(job: Job, session: tv.Session | None = None, cluster=None,
-        num_workers: int | None = None) -> Result:
+        num_workers: int | None = None, resume: bool | None = None) -> Result:
     """Run ``job`` on ``session``, or on a new session for ``cluster`` (a ClusterSpec dict,
-    ``"local"`` or a scheduler address), or in process."""
+    ``"local"`` or a scheduler address), or in process. ``resume``: as :meth:`Job.run`."""
     if session is None and cluster is not None:
         target = cluster if isinstance(cluster, str) else None
         spec = None if isinstance(cluster, str) else cluster
         with tv.Session(target, graph=tv.Graph(), cluster=spec, verbose=False) as s:
-            return job.run(s, num_workers)
-    return job.run(session, num_workers)
+            return job.run(s, num_workers, resume)
+    return job.run(session, num_workers, resume)
 
 

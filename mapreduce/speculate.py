@@ -13,6 +13,13 @@ files are deleted, and a loser that runs after the job has ended writes nothing 
 marker). Then one step runs the reducers — on devices not busy with losers — over the winners'
 files.
 
+The map outputs go under the job's scratch root (``scratch=``, else the output's
+``_temporary``, else — no output, every worker on this machine — the temporary folder) and
+are removed on every exit path: after the commit, after a failure (once the map steps still
+in flight have ended), on Ctrl-C at once (and again by ``sweep_interrupted`` once the
+workers are gone); a speculative loser still running when the job ends removes them when it
+ends.
+
 The decisions are :class:`BackupPolicy` (pure: task states in, backups out, clock injected).
 """
 from __future__ import annotations
@@ -21,7 +28,7 @@ import collections
 import dataclasses
 import logging
 import statistics
-import tempfile
+import threading
 import time
 import uuid
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -114,28 +121,85 @@ def _map_step(job, session, m, group, device, maps, attempt, closed):
     return [counts, outs[-1]] + [t for _, t in sink.items], [n for n, _ in sink.items], types
 
 
-def run_phased(job, session, num_workers: int, t0: float, committer=None):
+class Scratch:
+    """A job's map-output folder: removed by :meth:`remove_debris` (``sweep_interrupted``
+    calls it after a Ctrl-C, once the workers are gone)."""
+
+    def __init__(self, url: str):
+        self.out_url = url
+        self.fs, self.path = storage.fsio.to_fs(url)
+
+    def remove_debris(self) -> None:
+        fs = self.fs
+        try:
+            fs.invalidate_cache(self.path)
+            if fs.exists(self.path):
+                fs.rm(self.path, recursive=True)
+        except FileNotFoundError:
+            pass
+        parent = self.path.rstrip("/").rsplit("/", 1)[0]
+        if parent.rsplit("/", 1)[-1] == storage.output.TEMPORARY:  # an output's _temporary
+            try:  # emptied, and no job claims it: it goes too
+                fs.rmdir(parent)
+            except OSError:
+                pass
+        fs.invalidate_cache(parent)
+
+    def remove_when_done(self, futures) -> None:
+        """Remove the folder now, or — while map steps still run (a speculative loser) —
+        when the last of them ends."""
+        pending = [f for f in futures if not f.done()]
+        if not pending:
+            self.remove_debris()
+            return
+        left, lock = [len(pending)], threading.Lock()
+
+        def one(_):
+            with lock:
+                left[0] -= 1
+                last = left[0] == 0
+            if last:
+                self.remove_debris()
+        for f in pending:
+            f.add_done_callback(one)
+
+
+def run_phased(job, session, num_workers: int, t0: float, committer=None, recovered=None,
+               boundaries=None):
     """Map tasks as separate steps through storage (backups if ``job.speculative``), then one
     reduce step over the winners' files. ``committer``: the job's output, already claimed
-    (set up) by the caller; else it is claimed here."""
+    (set up) by the caller; else it is claimed here. ``recovered``: ``{reducer: counters}``
+    of reducers a resumed job adopted (not run again); ``boundaries``: the range partition's
+    (default: sampled here)."""
+    from .job import _INTERRUPTED, add_recovered, interrupted
+    recovered = recovered or {}
     splits = job._splits()
-    job._bounds = job._boundaries(splits)
+    if job.num_reducers is None:
+        job._size_reducers(session, splits, num_workers)
+    root = job._scratch_root(session)
+    if root is None:
+        raise tv.errors.InvalidArgumentError(
+            f"mr job {job.name}: its shuffle goes through storage, but it has no output and "
+            "its workers are on several machines: give scratch= (a URL every worker reaches)")
+    if committer is None and job.output is not None:  # (first: maps may go in its _temporary)
+        committer = storage.OutputCommitter(job.output.url)
+        committer.setup_job(overwrite=job.output.overwrite)
+    job._bounds = job._boundaries(splits) if boundaries is None else tuple(boundaries)
     groups = job._groups(splits, job.map_tasks or len(splits))  # default: a task per split
     report_progress("start", job.name, len(splits), len(groups), job.num_reducers)
     devices = [f"/job:worker/task:{i}" for i in range(num_workers)]
     run_id = uuid.uuid4().hex[:12]
-    root = job.scratch or f"file://{tempfile.gettempdir()}"  # shared by the workers
-    maps_url = f"{root.rstrip('/')}/maps-{run_id}"
+    maps_url = f"{root}/maps-{run_id}"
+    scratch = Scratch(maps_url)
     maps = storage.OutputCommitter(maps_url)
-    maps.setup_job(overwrite=True)
+    try:
+        maps.setup_job(overwrite=True)
+    except BaseException:
+        scratch.remove_debris()
+        if committer is not None:
+            committer.abort_job()
+        raise
     closed = f"{maps_url}/_CLOSED"
-    if committer is None and job.output is not None:
-        committer = storage.OutputCommitter(job.output.url)
-        try:
-            committer.setup_job(overwrite=job.output.overwrite)
-        except BaseException:
-            maps.abort_job()
-            raise
 
     policy = BackupPolicy(job.backup_after)
     running: dict = {}
@@ -242,24 +306,31 @@ def run_phased(job, session, num_workers: int, t0: float, committer=None):
         attempt = uuid.uuid4().hex[:12]
         reduce_fetches = []
         rsink = job._sink = CounterSink()  # a reduce function's counters
-        for r in range(job.num_reducers):
+        reducers = [r for r in range(job.num_reducers) if r not in recovered]
+        for r in reducers:
             urls = tuple(f"{maps.attempt_url(m, winners[m])}/m{m:05d}-r{r:05d}.arrow"
                          for m in sorted(winners))
             reduce_fetches.append(job._build_reducer(r, free[r % len(free)], [], attempt,
                                                      urls, types))
         vals, rcounts = session.run([reduce_fetches, [t for _, t in rsink.items]],
-                                    options=run_options())
+                                    options=run_options()) if reducers else ([], [])
     except BaseException as e:
-        if committer is not None:
+        _close(closed)
+        if isinstance(e, Exception):  # the map steps still in flight end first (they write)
+            wait(list(futures))
+            scratch.remove_debris()
+        else:  # Ctrl-C: now, and again once the workers are gone (sweep_interrupted)
+            scratch.remove_when_done(list(futures))
+            _INTERRUPTED.append(scratch)
+        maps.abort_job()
+        if committer is not None and isinstance(e, Exception):
             committer.abort_job()
-        if not isinstance(e, Exception):  # Ctrl-C: tasks may still write (sweep_interrupted)
-            from .job import _INTERRUPTED
-            _INTERRUPTED.extend(c for c in (committer, maps) if c is not None)
-        raise
-    finally:
-        fs, path = storage.fsio.to_fs(closed)
-        fs.pipe(path, b"")
+        elif committer is not None:  # Ctrl-C: finished reducers stay for --resume
+            interrupted(committer, job.name)
         pool.shutdown(wait=False)
+        raise
+    _close(closed)
+    pool.shutdown(wait=False)
     built = _Built({}, len(groups), names)
     counters = _sum_counters({"map": [v[0] for v in map_vals], "shuffle": [v[1] for v in map_vals],
                               "reduce": vals, "user": [sum(v[2 + i] for v in map_vals)
@@ -272,8 +343,9 @@ def run_phased(job, session, num_workers: int, t0: float, committer=None):
     try:
         if committer is not None:
             try:
-                for r in range(job.num_reducers):
+                for r in reducers:
                     committer.commit_task(r, attempt)
+                add_recovered(counters, recovered)
                 urls = committer.commit_job()
                 counters["reduce_output_bytes"] = written_bytes(urls)
             except BaseException:
@@ -283,9 +355,24 @@ def run_phased(job, session, num_workers: int, t0: float, committer=None):
             keys = np.concatenate([np.asarray(k) for k, _ in vals])
             values = np.concatenate([np.asarray(v) for _, v in vals])
             counters["reduce_output_records"] = int(len(keys))
-    finally:
-        maps.abort_job()  # the winners' map files (losers that still run write nothing)
+    except BaseException as e:
+        if not isinstance(e, Exception):
+            _INTERRUPTED.append(scratch)
+        raise
+    finally:  # the winners' map files; a loser still running: when it ends
+        maps.abort_job()
+        scratch.remove_when_done(list(futures))
+    counters["reducers"] = job.num_reducers
     report_progress("done", job.name, sum(len(g) for g in groups), len(groups),
                     job.num_reducers, counters)
     return Result(counters, urls, keys, values, time.perf_counter() - t0, len(groups),
                   job.num_reducers, skipped=skipped)
+
+
+def _close(closed: str) -> None:
+    """Mark the map outputs closed: an attempt that starts now writes nothing."""
+    fs, path = storage.fsio.to_fs(closed)
+    try:
+        fs.pipe(path, b"")
+    except (FileNotFoundError, OSError):  # the folder went (an output's _temporary cleared)
+        pass

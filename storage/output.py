@@ -178,6 +178,24 @@ class OutputCommitter:
             self._release(clear=True)  # (a Ctrl-C mid-set-up left _claims behind)
             raise
 
+    def recover_job(self) -> None:
+        """Claim ``<out>`` for a job that resumes a dead one (Hadoop's job recovery): a live
+        job's claim is :class:`~tensorvm.errors.AlreadyExistsError`, a dead owner's claim is
+        taken over — and, unlike :meth:`setup_job`, the task attempts and claims under
+        ``_temporary`` are kept, for the resumed job to adopt (``commit_task``) or discard.
+        An output already published (``_SUCCESS``) is refused (``FileExistsError``)."""
+        self.fs.invalidate_cache(self.path)
+        if exists(self.fs, f"{self.path}/{SUCCESS}"):
+            raise FileExistsError(f"output folder already exists: {self.out_url} (its job "
+                                  "committed: nothing to resume)")
+        with _CLAIM_LOCK:
+            self._take_claim()
+        try:
+            self.fs.makedirs(f"{self.temp_path}/{CLAIMS}", exist_ok=True)
+        except BaseException:
+            self._release()
+            raise
+
     def abort_job(self) -> None:
         """Discard every attempt (``_temporary``) and release the output; published files are
         left alone. A committer whose claim another job took over deletes nothing."""

@@ -1,0 +1,127 @@
+"""How many reducers a job gets, and where its beyond-memory shuffle goes.
+
+The rule (``num_reducers=None``, the default): each reducer's expected input — the job's input
+bytes over the reducer count — is at most :data:`REDUCER_MEMORY_FRACTION` (a quarter) of the
+memory one worker thread has (``memory_limit / nthreads`` of the smallest worker), and there is
+at least one reducer per worker thread. Why a quarter: a reducer holds its buckets, the merged
+and sorted copy of them and the encoded output at once — about three times its input at the
+peak — so a quarter keeps that peak near 75 % of the thread's memory, under Dask's
+``distributed.worker.memory.pause`` (80 %) and far from the nanny's terminate (95 %), with room
+for the worker's own baseline. One reducer per thread at least, because fewer would leave
+threads idle in the reduce phase (Spark's ``defaultParallelism`` is the executors' cores).
+The input size stands in for the shuffle size: a map with a combiner (word count) shrinks it,
+so the rule errs on the side of more, smaller reducers. Spark (``advisoryPartitionSizeInBytes``,
+64 MB) and Dask (partitions of ~100 MB, several per core) size partitions the same way.
+
+The fraction is the Dask config value ``tensorvm.mapreduce.reducer-memory-fraction`` (tests
+make it tiny to size reducers for a few MB of input).
+
+>>> choose_reducers(3 << 30, [(1 << 30, 1), (1 << 30, 1)], fraction=0.25)
+12
+>>> choose_reducers(1 << 20, [(1 << 30, 2), (1 << 30, 2)], fraction=0.25)
+4
+"""
+from __future__ import annotations
+
+import math
+import socket
+from urllib.parse import urlparse
+
+REDUCER_MEMORY_FRACTION = 0.25
+CONFIG_KEY = "tensorvm.mapreduce.reducer-memory-fraction"
+
+__all__ = ["choose_reducers", "reducer_budget", "memory_fraction", "input_bytes",
+           "worker_memory", "all_local", "fit_warning"]
+
+
+def memory_fraction() -> float:
+    """The share of a worker thread's memory one reducer's input may take (Dask config
+    ``tensorvm.mapreduce.reducer-memory-fraction``, default 0.25)."""
+    import dask
+    value = float(dask.config.get(CONFIG_KEY, REDUCER_MEMORY_FRACTION))
+    if not 0 < value <= 1:
+        raise ValueError(f"{CONFIG_KEY} must be in (0, 1], got {value}")
+    return value
+
+
+def input_bytes(splits: list) -> int:
+    """The bytes of a job's splits ``[(input, split), ...]`` (byte ranges; a split without one
+    — row groups — counts as its file's size where known, else 0)."""
+    return int(sum((s.end - s.start) if s.end is not None else 0 for _, s in splits))
+
+
+def reducer_budget(workers: list, fraction: float) -> int:
+    """The input bytes one reducer may take: ``fraction`` of the smallest per-thread memory
+    of ``workers`` (``[(memory_limit, nthreads), ...]``)."""
+    per_thread = min(limit / max(1, threads) for limit, threads in workers)
+    return max(1, int(fraction * per_thread))
+
+
+def choose_reducers(size: int, workers: list, fraction: float = REDUCER_MEMORY_FRACTION) -> int:
+    """The reducer count for ``size`` input bytes on ``workers`` (``[(memory_limit, nthreads),
+    ...]``): enough that each reducer's share is within :func:`reducer_budget`, and at least one
+    per worker thread."""
+    threads = sum(max(1, t) for _, t in workers)
+    return max(1, threads, math.ceil(size / reducer_budget(workers, fraction)))
+
+
+def fit_warning(name: str, num_reducers: int, size: int, workers: list,
+                fraction: float) -> str | None:
+    """The warning for an explicit reducer count whose reducers' share of ``size`` exceeds
+    the budget (None when it fits)."""
+    budget = reducer_budget(workers, fraction)
+    share = size / num_reducers
+    if share <= budget:
+        return None
+    limit, threads = min(workers, key=lambda w: w[0] / max(1, w[1]))
+    return (f"mr job {name}: {num_reducers} reducer(s) for {_mb(size)} of input is "
+            f"{_mb(share)} per reducer, more than {_mb(budget)} ({fraction:g} of the smallest "
+            f"worker's memory_limit {_mb(limit)} over its {threads} thread(s)): its reducers "
+            f"may exhaust the workers' memory; leave num_reducers unset (None) to size them, "
+            f"or give at least {choose_reducers(size, workers, fraction)}")
+
+
+def _mb(n: float) -> str:
+    return f"{n / (1 << 20):.1f} MiB"
+
+
+def worker_memory(client, num_workers: int) -> list:
+    """``[(memory_limit, nthreads), ...]`` of the cluster's workers, asked of the scheduler
+    (:func:`tensorvm.cluster.scheduler_identity`); a worker with no limit counts as this
+    machine's memory. In process (``client`` None): ``num_workers`` devices sharing this
+    machine's memory."""
+    import psutil
+    total = psutil.virtual_memory().total
+    if client is None:
+        return [(total // max(1, num_workers), 1)] * max(1, num_workers)
+    from tensorvm.cluster import scheduler_identity
+    workers = scheduler_identity(client).get("workers", {}).values()
+    out = [(int(w.get("memory_limit") or 0) or total, int(w.get("nthreads") or 1))
+           for w in workers]
+    return out or [(total // max(1, num_workers), 1)] * max(1, num_workers)
+
+
+def _local_hosts() -> set:
+    hosts = {"127.0.0.1", "localhost", "::1", socket.gethostname()}
+    try:
+        import psutil
+        for addrs in psutil.net_if_addrs().values():
+            hosts.update(a.address.split("%")[0] for a in addrs)
+    except Exception:  # noqa: BLE001 - the loopback names still answer
+        pass
+    return hosts
+
+
+def all_local(client) -> bool:
+    """Whether every worker of ``client``'s cluster runs on this machine (so a folder under
+    this machine's temporary directory is storage they all share). In process: yes."""
+    if client is None:
+        return True
+    from tensorvm.cluster import scheduler_identity
+    addrs = list(scheduler_identity(client).get("workers", {}))
+    hosts = {urlparse(a).hostname for a in addrs}
+    if not hosts:
+        return False
+    if any(a.startswith("inproc://") for a in addrs):
+        return True
+    return hosts <= _local_hosts()
