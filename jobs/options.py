@@ -53,7 +53,8 @@ BUNDLED_HELP: dict[str, str] = {
     "output": "the output folder URL: part files, then _SUCCESS listing them (omit it to "
               "print the result; a large one is then cut, so pass it for all of it).",
     "num_reducers": "reduce tasks (count; one part file each; default: sized to the input, "
-                    "each reducer's share within a quarter of a worker thread's memory).",
+                    "each reducer's share within a quarter of the memory a worker thread can "
+                    "use).",
     "split_size": "bytes per input split (a map task reads whole splits).",
     "overwrite": "replace an output folder that exists.",
     "map_tasks": "map tasks (count; default: one per worker device).",

@@ -71,17 +71,17 @@ class Job:
     adjacent), or None (no combiner; identity reduce). ``partition``: ``mr.hash_partition`` or
     ``mr.range_partition(...)`` (total order). ``output``: an ``mr.*_output`` (committed) or None
     (the result comes back to the driver). ``num_reducers``: reduce tasks; None (the default)
-    sizes them to the data: each reducer's share of the input within a quarter of a worker
-    thread's memory, at least one per worker thread (:mod:`.sizing`); an explicit count whose
-    share is larger is warned about before the job starts. ``map_tasks``: split groups
-    (default: one per worker device). ``skip_bad_records``: how many undecodable records may
-    be skipped and counted; beyond it the job fails naming the split URL and byte offset. A map function that fails
-    names its task's splits; with ``skip_bad_records`` the job runs again in Hadoop's skipping
-    mode (:mod:`.speculate`: the failing split's byte range is halved until the failing
-    record is alone, which is skipped, counted and listed in ``Result.skipped``).
-    ``max_attempts``: a step
-    that loses a worker (``UnavailableError``) runs again, up to this many times in all; the
-    lost attempt's files are never committed, so the result stays exact.
+    sizes them to the data: each reducer's share of the input within a quarter of the memory
+    a worker thread can use, at least one per worker thread (:mod:`.sizing`); an explicit
+    count whose share is larger is warned about before the job starts. ``map_tasks``: split
+    groups (default: one per worker device). ``skip_bad_records``: how many undecodable
+    records may be skipped and counted; beyond it the job fails naming the split URL and byte
+    offset. A map function that fails names its task's splits; with ``skip_bad_records`` the
+    job runs again in Hadoop's skipping mode (:mod:`.speculate`: the failing split's byte
+    range is halved until the failing record is alone, which is skipped, counted and listed
+    in ``Result.skipped``). ``max_attempts``: a step that loses a worker
+    (``UnavailableError``) runs again, up to this many times in all; the lost attempt's files
+    are never committed, so the result stays exact.
     ``spill_bytes``: a map task whose shuffle output is larger writes its buckets as Arrow IPC
     files (under ``scratch``, or the output's ``_temporary``) and sends only their names; the
     reducers read them one at a time (reducing as they go where the reduction allows).
@@ -299,7 +299,8 @@ class Job:
         if self.reducers_arg is None:
             self.num_reducers = sizing.choose_reducers(size, workers, fraction)
             logger.info("mr job %s: %d reducers for %.1f MiB of input (each at most %.1f MiB: "
-                        "%g of a worker thread's memory; at least one per thread, %d threads)",
+                        "%g of the memory a worker thread can use; at least one per thread, "
+                        "%d threads)",
                         self.name, self.num_reducers, size / (1 << 20),
                         sizing.reducer_budget(workers, fraction) / (1 << 20), fraction,
                         sum(t for _, t in workers))

@@ -2,22 +2,25 @@
 
 The rule (``num_reducers=None``, the default): each reducer's expected input — the job's input
 bytes over the reducer count — is at most :data:`REDUCER_MEMORY_FRACTION` (a quarter) of the
-memory one worker thread has (``memory_limit / nthreads`` of the smallest worker), and there is
-at least one reducer per worker thread. Why a quarter: a reducer holds its buckets, the merged
-and sorted copy of them and the encoded output at once — about three times its input at the
-peak — so a quarter keeps that peak near 75 % of the thread's memory, under Dask's
-``distributed.worker.memory.pause`` (80 %) and far from the nanny's terminate (95 %), with room
-for the worker's own baseline. One reducer per thread at least, because fewer would leave
-threads idle in the reduce phase (Spark's ``defaultParallelism`` is the executors' cores).
-The input size stands in for the shuffle size: a map with a combiner (word count) shrinks it,
-so the rule errs on the side of more, smaller reducers. Spark (``advisoryPartitionSizeInBytes``,
-64 MB) and Dask (partitions of ~100 MB, several per core) size partitions the same way.
+memory a worker thread can use: the smallest worker's ``memory_limit`` up to Dask's pause
+threshold (``distributed.worker.memory.pause``, 80 %), less :data:`WORKER_RESERVED` (160 MiB,
+the worker process's own memory with tensorvm imported), over its threads; and there is at
+least one reducer per worker thread. Why: a reducer holds its buckets, their merged and sorted
+copy and its encoded output at once — measured on TeraSort, about 3.3 times its input at the
+peak — so a quarter of the usable memory keeps a worker under the pause threshold (with 320 MiB
+workers and 960 MiB of records, 12 reducers of 80 MiB got both workers restarted by the memory
+monitor; 24 of 40 MiB passed at 89 % paused; this rule gives 40 of 24 MiB). One reducer per
+thread at least, because fewer would leave threads idle in the reduce phase (Spark's
+``defaultParallelism`` is the executors' cores). The input size stands in for the shuffle
+size: a map with a combiner (word count) shrinks it, so the rule errs on the side of more,
+smaller reducers — Spark (``advisoryPartitionSizeInBytes``, 64 MB) and Dask (partitions of
+~100 MB, several per core) size partitions the same way.
 
 The fraction is the Dask config value ``tensorvm.mapreduce.reducer-memory-fraction`` (tests
 make it tiny to size reducers for a few MB of input).
 
 >>> choose_reducers(3 << 30, [(1 << 30, 1), (1 << 30, 1)], fraction=0.25)
-12
+19
 >>> choose_reducers(1 << 20, [(1 << 30, 2), (1 << 30, 2)], fraction=0.25)
 4
 """
@@ -28,6 +31,7 @@ import socket
 from urllib.parse import urlparse
 
 REDUCER_MEMORY_FRACTION = 0.25
+WORKER_RESERVED = 160 << 20  # a worker process's own memory, tensorvm imported (~155 MB seen)
 CONFIG_KEY = "tensorvm.mapreduce.reducer-memory-fraction"
 
 __all__ = ["choose_reducers", "reducer_budget", "memory_fraction", "input_bytes",
@@ -50,11 +54,20 @@ def input_bytes(splits: list) -> int:
     return int(sum((s.end - s.start) if s.end is not None else 0 for _, s in splits))
 
 
+def usable_per_thread(limit: float, threads: int) -> float:
+    """The memory one thread of a worker with ``memory_limit`` ``limit`` can use: up to the
+    pause threshold, less the process's own :data:`WORKER_RESERVED` (at least an eighth of
+    the limit, for a worker too small for that)."""
+    import dask
+    pause = dask.config.get("distributed.worker.memory.pause", 0.8) or 0.95
+    return max(float(pause) * limit - WORKER_RESERVED, limit / 8) / max(1, threads)
+
+
 def reducer_budget(workers: list, fraction: float) -> int:
-    """The input bytes one reducer may take: ``fraction`` of the smallest per-thread memory
-    of ``workers`` (``[(memory_limit, nthreads), ...]``)."""
-    per_thread = min(limit / max(1, threads) for limit, threads in workers)
-    return max(1, int(fraction * per_thread))
+    """The input bytes one reducer may take: ``fraction`` of the smallest
+    :func:`usable_per_thread` of ``workers`` (``[(memory_limit, nthreads), ...]``)."""
+    return max(1, int(fraction * min(usable_per_thread(limit, threads)
+                                     for limit, threads in workers)))
 
 
 def choose_reducers(size: int, workers: list, fraction: float = REDUCER_MEMORY_FRACTION) -> int:
@@ -73,12 +86,13 @@ def fit_warning(name: str, num_reducers: int, size: int, workers: list,
     share = size / num_reducers
     if share <= budget:
         return None
-    limit, threads = min(workers, key=lambda w: w[0] / max(1, w[1]))
+    limit, threads = min(workers, key=lambda w: usable_per_thread(*w))
     return (f"mr job {name}: {num_reducers} reducer(s) for {_mb(size)} of input is "
-            f"{_mb(share)} per reducer, more than {_mb(budget)} ({fraction:g} of the smallest "
-            f"worker's memory_limit {_mb(limit)} over its {threads} thread(s)): its reducers "
-            f"may exhaust the workers' memory; leave num_reducers unset (None) to size them, "
-            f"or give at least {choose_reducers(size, workers, fraction)}")
+            f"{_mb(share)} per reducer, more than {_mb(budget)} ({fraction:g} of the "
+            f"{_mb(usable_per_thread(limit, threads))} a thread can use of the smallest "
+            f"worker's memory_limit {_mb(limit)}, {threads} thread(s)): its reducers may "
+            f"exhaust the workers' memory; leave num_reducers unset (None) to size them, or "
+            f"give at least {choose_reducers(size, workers, fraction)}")
 
 
 def _mb(n: float) -> str:

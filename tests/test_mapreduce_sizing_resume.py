@@ -36,7 +36,7 @@ import tensorvm.mapreduce as mr
 TVM = f"{os.path.dirname(sys.executable)}/tensorvm"
 HANG_S = 240  # only a safety net against a hang: the test waits for files, not for time
 MEMORY_LIMIT = "1GB"  # (a worker process's own baseline is ~155 MB: 200 MB pauses it at once)
-FRACTION = 0.00025  # of a 1 GB thread: 250 kB of input per reducer
+FRACTION = 0.0004  # of a 1 GB thread's usable 632 MB: 253 kB of input per reducer
 WORDS = [f"w{i:04d}" for i in range(400)]
 
 
@@ -80,7 +80,8 @@ def test_reducers_sized_to_input_and_worker_memory(small_workers, tmp_path, capl
     """Before: num_reducers defaulted to 2 whatever the input and the workers' memory."""
     want = _write_text(tmp_path / "in")
     size = sum(p.stat().st_size for p in (tmp_path / "in").iterdir())
-    budget = int(FRACTION * 1_000_000_000)  # FRACTION of one thread's memory
+    # FRACTION of what one thread can use: 80 % of the limit (the pause), less 160 MiB
+    budget = int(FRACTION * (0.8 * 1_000_000_000 - (160 << 20)))
     expected = max(2, math.ceil(size / budget))
     assert expected > 2
     out = tmp_path / "out"
