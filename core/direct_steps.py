@@ -168,7 +168,10 @@ class DirectSteps:
         """Forget plans on their workers (best effort: a gone worker forgot them already);
         ``wait=False`` sends the message in the background."""
         ids = set(plan_ids or ()) if not everything else set(self._registered)
-        addrs = {a for p in ids for a in self._registered.get(p, {}).values()}
+        # a worker known to have left forgot its plans: asking it would wait out the
+        # connect timeout (5 s at every close of a session that lost a worker)
+        addrs = {a for p in ids for a in self._registered.get(p, {}).values()
+                 if a not in self._gone}
         for p in ids:
             self._registered.pop(p, None)
             self._feeds.pop(p, None)

@@ -122,7 +122,7 @@ class JobRun:
                            f"within {self.connect_timeout:g} s")
 
     def __exit__(self, *exc):
-        from tensorvm.mapreduce.job import sweep_interrupted
+        from tensorvm.mapreduce.recovery import sweep_interrupted
         try:
             if self.session is not None:
                 self.session.close()

@@ -199,3 +199,49 @@ class Keeper:
             if owner is None or c._alive(owner):
                 return
         self.prune()
+
+
+def add_recovered(counters: dict, recovered: dict) -> None:
+    """Count the recovered reducers' output records (their done markers' counters) and how
+    many there were (``reducers_recovered``)."""
+    if not recovered:
+        return
+    counters["reduce_output_records"] = counters.get("reduce_output_records", 0) + sum(
+        int(c[0]) for c in recovered.values() if c)
+    counters["reducers_recovered"] = len(recovered)
+
+
+_INTERRUPTED: list = []  # committers of jobs interrupted (Ctrl-C) while their tasks ran
+
+
+def interrupted(committer, name: str) -> None:
+    """A job's driver is interrupted (Ctrl-C): the output's reducers that wrote their file
+    whole stay for ``--resume`` (:class:`Keeper`), everything else under
+    ``_temporary`` goes; with none finished, the job is aborted as any other. Either way its
+    claim is released and ``sweep_interrupted`` looks again once the workers are gone."""
+    keeper = Keeper(committer)
+    kept = keeper.release() if committer._held and keeper.done() else 0
+    if kept:
+        logger.warning("mr job %s: interrupted; the output of its %d finished reducer(s) is "
+                       "kept at %s: run it again with --resume (resume=True) to keep them",
+                       name, kept, committer.out_url)
+        sweeper = keeper
+    else:
+        committer.abort_job()  # (a no-op once released)
+        sweeper = committer
+    if not any(getattr(x, "out_url", None) == committer.out_url for x in _INTERRUPTED):
+        _INTERRUPTED.append(sweeper)
+
+
+def sweep_interrupted() -> None:
+    """Remove the ``_temporary`` debris of outputs whose job was interrupted (Ctrl-C, SIGTERM)
+    in this process. Call it once the job's workers are gone (its cluster closed): a reducer
+    killed mid-write, or one that wrote after the abort, left files nothing else removes (a
+    writer that finishes after the abort removes its own file). An output that another job
+    claims meanwhile is left alone."""
+    while _INTERRUPTED:
+        committer = _INTERRUPTED.pop()
+        try:
+            committer.remove_debris()
+        except Exception as exc:  # noqa: BLE001 - best effort, on the way out
+            logger.warning("mr: could not remove %s/_temporary: %s", committer.out_url, exc)

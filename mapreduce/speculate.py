@@ -41,6 +41,7 @@ from tensorvm import storage
 from tensorvm.op_def_library import apply_op
 
 from .api import CounterSink
+from .recovery import _INTERRUPTED, add_recovered, interrupted
 from .common import (Result, _Built, _sum_counters, call_user, report_progress, run_options,
                      written_bytes)
 
@@ -171,7 +172,6 @@ def run_phased(job, session, num_workers: int, t0: float, committer=None, recove
     (set up) by the caller; else it is claimed here. ``recovered``: ``{reducer: counters}``
     of reducers a resumed job adopted (not run again); ``boundaries``: the range partition's
     (default: sampled here)."""
-    from .job import _INTERRUPTED, add_recovered, interrupted
     recovered = recovered or {}
     splits = job._splits()
     if job.num_reducers is None:

@@ -311,7 +311,7 @@ def test_an_interrupted_job_leaves_no_temporary_once_its_workers_are_gone(tmp_pa
     it after the session closes (tensorvm.mapreduce.job.sweep_interrupted)."""
     import tensorvm as tv
     import tensorvm.mapreduce as mr
-    from tensorvm.mapreduce.job import sweep_interrupted
+    from tensorvm.mapreduce.recovery import sweep_interrupted
     (tmp_path / "a.txt").write_text("a b\nc\n")
     out = tmp_path / "out"
     job = mr.Job(mr.text(str(tmp_path / "a.txt")), lambda x: mr.emit(x, 1),

@@ -162,7 +162,7 @@ def test_scratch_removed_after_a_failing_map(tmp_path):
 def test_scratch_removed_after_ctrl_c_in_the_driver(tmp_path, monkeypatch):
     """Before: a KeyboardInterrupt left the map outputs (and the interrupted job's list held
     only the committers)."""
-    from tensorvm.mapreduce.job import sweep_interrupted
+    from tensorvm.mapreduce.recovery import sweep_interrupted
     scratch = tmp_path / "scratch"
     job = _scratch_job(tmp_path, scratch=scratch.as_uri())
 

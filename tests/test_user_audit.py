@@ -27,9 +27,10 @@ def test_bad_map_tasks_fail_at_construction_not_with_an_empty_result(lines_url, 
         _count(lines_url, map_tasks=value)
 
 
-@pytest.mark.parametrize("value", ["2", 2.5, None, True])
+@pytest.mark.parametrize("value", ["2", 2.5, True, 0, -1])
 def test_bad_num_reducers_fail_by_class_and_message(lines_url, value):
-    """num_reducers="2" raised TypeError('<' not supported...), 2.5 became 2 silently."""
+    """num_reducers="2" raised TypeError('<' not supported...), 2.5 became 2 silently.
+    (None is the default now: the count sized to the data, issue 23.)"""
     with pytest.raises(tv.errors.InvalidArgumentError, match="num_reducers must be"):
         _count(lines_url, num_reducers=value)
 
