@@ -17,26 +17,12 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from tensorvm.scheduler_ext.registry import map_reduce_progress
+
 POLL_S = 0.5
 BAR = 30
 SHOWN_LINES = 20  # key/value lines of a result printed; the rest: "N more: pass --output"
 MAX_RESULT_CHARS = 2000
-
-
-def _stage_fractions(status: dict) -> tuple[float, float]:
-    """The fraction done of the first and of the last stage of the running step (Dask's
-    stage tasks over all devices): a map-reduce step's maps, then its reducers."""
-    stages: dict[int, list[int]] = {}
-    for d in status.get("devices", []):
-        for s in d["stages"]:
-            acc = stages.setdefault(s["stage"], [0, 0])
-            acc[0] += s["done"]
-            acc[1] += s["total"]
-    if len(stages) < 2:
-        return 0.0, 0.0
-    order = sorted(stages)
-    first, last = stages[order[0]], stages[order[-1]]
-    return first[0] / max(first[1], 1), last[0] / max(last[1], 1)
 
 
 def _bytes(n: float) -> str:
@@ -64,18 +50,18 @@ def _mr_rows(table, status: dict) -> None:
     """A map-reduce job in its own terms: splits and map tasks, reducers, records and bytes
     per second (from the steps' counters)."""
     mr = status["mr"]
-    if mr.get("running"):
-        fm, fr = _stage_fractions(status)
-    else:
-        fm = fr = 1.0
-    splits, maps, reducers = mr["splits"], mr["map_tasks"], mr["reducers"]
+    # the running step's first stage is its maps, its last the reducers: counted as the
+    # dashboard page counts them (one rule: scheduler_ext.registry.map_reduce_progress)
+    stages = [s for d in status.get("devices", []) for s in d["stages"]]
+    got = map_reduce_progress(mr, stages, "running" if mr.get("running") else "done") or \
+        {k: [0, int(mr.get(k) or 0)] for k in ("splits", "map_tasks", "reducers")}
+    (sd, splits), (md, maps), (rd, reducers) = got["splits"], got["map_tasks"], got["reducers"]
     steps = mr.get("steps", 0)
     prefix = f"step {steps + 1 if mr.get('running') else steps}  " if steps > 1 or \
         (steps and mr.get("running")) else ""
-    _bar(table, "splits", round(fm * splits), splits,
-         f"{round(fm * splits)}/{splits}  map tasks {round(fm * maps)}/{maps}  {prefix}"
-         f"({mr.get('job', '')})")
-    _bar(table, "reducers", round(fr * reducers), reducers, f"{round(fr * reducers)}/{reducers}")
+    _bar(table, "splits", sd, splits,
+         f"{sd}/{splits}  map tasks {md}/{maps}  {prefix}({mr.get('job', '')})")
+    _bar(table, "reducers", rd, reducers, f"{rd}/{reducers}")
     if mr.get("t_last"):
         dt = max(mr["t_last"] - mr["t_first"], 1e-3)
         table.add_row("read", Text(f"{mr.get('records', 0):,} records  "

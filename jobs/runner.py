@@ -217,6 +217,9 @@ class JobRun:
                 mr["records"] = mr.get("records", 0) + int(c.get("map_input_records", 0))
                 mr["bytes"] = mr.get("bytes", 0) + int(c.get("map_input_bytes", 0))
                 mr["t_last"] = now
+        if event["event"] == "start":  # the page counts as the display does (Hadoop's
+            self._send("counters", counters={  # launched-task counters)
+                k: int(event[k]) for k in ("splits", "map_tasks", "reducers")})
 
     def finish(self, state: str, result=None, reason: str | None = None) -> dict:
         """Announce the end; return the summary (state, seconds, counters, output...)."""

@@ -98,6 +98,12 @@ def _progress(j: dict) -> str:
                 "</span> steps")
         if j.get("state") == "done" and step < total:
             text += ' <span class="muted">(stopped before the target step)</span>'
+    elif p.get("map_reduce"):  # as the CLI's display: splits and reducers
+        mr = p["map_reduce"]
+        (sd, st), (md, mt), (rd, rt) = mr["splits"], mr["map_tasks"], mr["reducers"]
+        text = (f'{_bar((sd + rd * st / rt) / (2 * st))}<span class="progress-value">'
+                f"{sd}/{st}</span> splits ({md}/{mt} map tasks) · "
+                f'<span class="progress-value">{rd}/{rt}</span> reducers')
     else:
         finished = p["done"] + p.get("ended", 0) + p.get("erred", 0)
         frac = finished / p["total"] if p["total"] else p.get("fraction", 0.0)

@@ -145,6 +145,35 @@ def smooth(values: list, weight: float) -> list:
     return out
 
 
+def map_reduce_progress(counters: dict, groups, state: str) -> dict | None:
+    """A map-reduce job's progress in its own terms, as the CLI's display counts it: its
+    step's ``splits``, ``map_tasks`` and ``reducers`` (the counters the CLI sends when the step
+    starts, Hadoop's launched-task counters), done in proportion to the first stage's tasks
+    (the maps) and the last stage's (the reducers); None for other jobs.
+
+    >>> groups = [{"stage": 0, "done": 3, "total": 4}, {"stage": 1, "done": 1, "total": 2}]
+    >>> map_reduce_progress({"splits": 8, "map_tasks": 4, "reducers": 2}, groups, "running")
+    {'splits': [6, 8], 'map_tasks': [3, 4], 'reducers': [1, 2]}
+    """
+    shape = {k: counters.get(k) for k in ("splits", "map_tasks", "reducers")}
+    if not all(isinstance(v, (int, float)) and v > 0 for v in shape.values()):
+        return None
+    stages: dict = {}
+    for g in groups:
+        acc = stages.setdefault(g["stage"], [0, 0])
+        acc[0] += g["done"]
+        acc[1] += g["total"]
+    if state == "done":
+        fm = fr = 1.0
+    elif len(stages) < 2:
+        fm = fr = 0.0
+    else:
+        first, last = stages[min(stages)], stages[max(stages)]
+        fm, fr = first[0] / max(first[1], 1), last[0] / max(last[1], 1)
+    return {k: [round(f * int(v)), int(v)] for (k, v), f in
+            zip(shape.items(), (fm, fm, fr))}
+
+
 def job_message(op: str, job: str, **fields: Any) -> dict:
     """A message for :data:`TOPIC_JOBS` (what ``Client.log_event`` sends).
 
@@ -546,7 +575,9 @@ class JobRegistry:
                 "output": j.output, "dashboard": j.dashboard,
                 "last_error": j.errors[-1]["error"] if j.errors else None,
                 "progress": {"done": done, "total": total, "erred": erred, "ended": ended,
-                             "fraction": round(fraction, 4), "runs": dict(j.runs)},
+                             "fraction": round(fraction, 4), "runs": dict(j.runs),
+                             "map_reduce": map_reduce_progress(j.counters, j.groups.values(),
+                                                               j.state)},
                 "counters": dict(j.counters),
                 "metrics": {"step": j.step, "total_steps": j.total_steps,
                             "steps_per_s": _step_rate(j, end), "runs_per_s": runs_rate,

@@ -206,6 +206,36 @@ def test_elapsed_counts_from_submission_with_the_cluster_start_apart():
     assert "20.0 s" in row and "cluster start 10.0 s" in row
 
 
+def test_a_map_reduce_job_shows_splits_and_reducers_as_the_terminal_does():
+    """The page said "8/8 tasks" (Dask's stage tasks) where the terminal counts splits, map
+    tasks and reducers: both now use one rule (registry.map_reduce_progress)."""
+    from tensorvm.jobs.display import render
+    reg = JobRegistry(clock=lambda: 0.0)
+    reg.job_event(job_message("start", "wc", name="wordcount", client="C1"))
+    reg.job_event(job_message("counters", "wc", counters={"splits": 50, "map_tasks": 10,
+                                                           "reducers": 4}))
+    maps = [f"tvm_wc_worker_{i}_cpu0_s0" for i in range(2)]
+    reds = [f"tvm_wc_worker_{i}_cpu0_s1" for i in range(2)]
+    reg.graph_submitted("C1", {(k, n): [] for k in maps + reds for n in range(5)})
+    for k in maps:  # 8 of the 10 map-stage tasks done, 1 of the 10 reduce-stage tasks
+        for n in range(4):
+            reg.task_done((k, n), "tcp://w")
+    reg.task_done((reds[0], 0), "tcp://w")
+    j = reg.job("wc")
+    assert j["progress"]["map_reduce"] == {"splits": [40, 50], "map_tasks": [8, 10],
+                                           "reducers": [0, 4]}
+    row = page.job_row(j, "/tensorvm")
+    assert re.search(r">40/50</span> splits \(8/10 map tasks\).*>0/4</span> reducers", row)
+    status = {"mr": {"job": "wordcount", "splits": 50, "map_tasks": 10, "reducers": 4,
+                     "running": True}, "devices": j["devices"]}
+    console = __import__("rich.console").console.Console(width=120, record=True)
+    console.print(render("wordcount", status, None))
+    shown = console.export_text()
+    assert "40/50  map tasks 8/10" in shown and "0/4" in shown, shown
+    reg.job_event(job_message("finish", "wc", state="done"))
+    assert reg.job("wc")["progress"]["map_reduce"]["reducers"] == [4, 4]
+
+
 def test_smoothing_is_tensorboards_debiased_ema():
     assert smooth([1.0, 1.0, 1.0], 0.9) == pytest.approx([1.0, 1.0, 1.0])
     assert smooth([1.0, 3.0], 0.0) == [1.0, 3.0]
