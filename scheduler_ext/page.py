@@ -318,26 +318,3 @@ def _label(node: dict, progress: dict) -> str:
         return node["label"]
     return (f"stage {node['stage']}  {progress['done'] + progress.get('ended', 0)}"
             f"/{progress['total']}")
-
-
-def curve_svg(name: str, points: list) -> str:
-    """A metric's curve (step on x) with its range written on the axes."""
-    W, H, P = 520, 180, 40
-    if not points:
-        return ""
-    xs = [p[0] for p in points]
-    ys = [p[1] for p in points]
-    x0, x1 = min(xs), max(xs)
-    y0, y1 = min(ys), max(ys)
-    sx = (W - 2 * P) / ((x1 - x0) or 1)
-    sy = (H - 2 * P) / ((y1 - y0) or 1)
-    pts = " ".join(f"{P + (x - x0) * sx:.1f},{H - P - (y - y0) * sy:.1f}" for x, y in points)
-    ident = "curve-" + "".join(c if c.isalnum() else "-" for c in name)
-    return (f'<svg id="{escape(ident)}" class="curve" xmlns="http://www.w3.org/2000/svg" '
-            f'width="{W}" height="{H}"><rect x="{P}" y="{P / 2}" width="{W - 2 * P}" '
-            f'height="{H - 1.5 * P}" fill="#fafafa" stroke="#ccc"/>'
-            f'<polyline fill="none" stroke="#c0392b" stroke-width="2" points="{pts}"/>'
-            f'<text x="{P}" y="14" font-weight="bold">{escape(name)}</text>'
-            f'<text x="2" y="{H - P}">{y0:.3g}</text><text x="2" y="{P}">{y1:.3g}</text>'
-            f'<text x="{P}" y="{H - 8}">step {x0:g}</text>'
-            f'<text x="{W - P - 60}" y="{H - 8}">step {x1:g}</text></svg>')
