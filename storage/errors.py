@@ -153,9 +153,6 @@ class CheckpointNotFoundError(FileNotFoundError):
 
 # Their public home is ``tv.errors`` (``tensorvm.errors`` re-exports every one): tracebacks and
 # doctests name them there, as TF programs expect, and a pickled error names that module.
-for _cls in (OpError, CancelledError, UnknownError, InvalidArgumentError, DeadlineExceededError,
-             NotFoundError, AlreadyExistsError, PermissionDeniedError, ResourceExhaustedError,
-             FailedPreconditionError, AbortedError, OutOfRangeError, UnimplementedError,
-             InternalError, UnavailableError, DataLossError, UnauthenticatedError):
+for _cls in (OpError, *OpError.__subclasses__()):
     _cls.__module__ = "tensorvm.errors"
 del _cls

@@ -116,27 +116,24 @@ def _train_graph():
     return g, train, loss, step
 
 
-def test_monitored_session_fetches_the_global_step_as_the_step_left_it(tmp_path):
+def _steps_fetched(checkpoint_dir, last_step: int) -> list[int]:
+    """The global steps a fresh graph's MonitoredTrainingSession fetches beside its train op
+    until StopAtStepHook(last_step) (restoring from ``checkpoint_dir``)."""
     g, train, loss, step = _train_graph()
     seen = []
     with g.as_default():
         with tv.train.MonitoredTrainingSession(
-                checkpoint_dir=str(tmp_path), save_checkpoint_steps=10,
-                hooks=[tv.train.StopAtStepHook(last_step=40)]) as s:
+                checkpoint_dir=str(checkpoint_dir), save_checkpoint_steps=10,
+                hooks=[tv.train.StopAtStepHook(last_step=last_step)]) as s:
             while not s.should_stop():
                 _, _, k = s.run([train, loss, step])
                 seen.append(int(k))
-    assert seen == list(range(1, 41))
-    g2, train, loss, step = _train_graph()
-    seen = []
-    with g2.as_default():
-        with tv.train.MonitoredTrainingSession(
-                checkpoint_dir=str(tmp_path), save_checkpoint_steps=10,
-                hooks=[tv.train.StopAtStepHook(last_step=70)]) as s:
-            while not s.should_stop():
-                _, _, k = s.run([train, loss, step])
-                seen.append(int(k))
-    assert seen == list(range(41, 71))
+    return seen
+
+
+def test_monitored_session_fetches_the_global_step_as_the_step_left_it(tmp_path):
+    assert _steps_fetched(tmp_path, 40) == list(range(1, 41))
+    assert _steps_fetched(tmp_path, 70) == list(range(41, 71))
 
 
 def test_a_variable_fetched_with_its_update_gives_the_updated_buffer_in_process():

@@ -23,6 +23,7 @@ import pytest
 
 import tensorvm as tv
 import tensorvm.mapreduce as mr
+from test_cli import one_line_error
 
 BIN = os.path.dirname(sys.executable)
 TVM = f"{BIN}/tensorvm"
@@ -179,15 +180,6 @@ def test_an_aborted_job_releases_its_output(tmp_path):
 
 
 # ---- the command line -------------------------------------------------------------------------
-def _one_line(out: subprocess.CompletedProcess, code: int, *words) -> str:
-    assert out.returncode == code, (out.returncode, out.stdout, out.stderr)
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("tensorvm: "), out.stderr
-    for w in words:
-        assert w in lines[0], lines[0]
-    return lines[0]
-
-
 BAD_NUMBERS = [
     ("wordcount", ["--num-reducers", "0"], "--num-reducers"),
     ("wordcount", ["--split-size", "0"], "--split-size"),
@@ -214,7 +206,7 @@ def test_an_impossible_number_is_a_usage_error_before_any_cluster_starts(job, ar
     argv = [TVM, "run", job, *(["--input", str(tmp_path / "in.txt")] if needs_input else []),
             *[a.replace("OUT", str(tmp_path / "out")) for a in args]]  # no --in-process:
     out = subprocess.run(argv, capture_output=True, text=True, timeout=120)  # none starts
-    line = _one_line(out, 2, flag)
+    line = one_line_error(out, 2, flag)
     assert "dashboard" not in out.stderr and "failed" not in line, line
     assert not (tmp_path / "out").exists()
 
@@ -266,7 +258,7 @@ def test_two_cli_processes_racing_for_one_output_the_second_exits_2(tmp_path):
         assert owner.stdout.readline().strip() == "holding"
         loser = subprocess.run(argv("b.txt"), capture_output=True, text=True, timeout=120,
                                env=env)
-        line = _one_line(loser, 2, out.as_uri(), "another job")
+        line = one_line_error(loser, 2, out.as_uri(), "another job")
         assert "Traceback" not in line
         go.write_text("")
         _, err = owner.communicate(timeout=120)
