@@ -47,7 +47,7 @@ def build(tv, n_ops: int, cross: float = 0.1, seed: int = 0):
 def time_passes(tv, g, fetches, feeds) -> dict:
     """Each pass on its own, as Session._compile runs them (fresh snapshot each time)."""
     from tensorvm import passes
-    from tensorvm.graph_def import snapshot
+    from tensorvm.framework.graph_def import snapshot
     t = {}
     g._snapshot_cache = None
     s = time.process_time()

@@ -17,7 +17,7 @@ must agree. TF runs in a separate interpreter (never a dependency): ``--tf-pytho
 one where ``tensorflow`` imports; without it, NumPy references of ``mlp`` and ``cnn`` stand in.
 
 Threads (``--threads N``, default 1): TF gets N intra-op and N inter-op threads
-(``ConfigProto``); tensorvm runs one BLAS thread per executing thread (:mod:`tensorvm.threads`)
+(``ConfigProto``); tensorvm runs one BLAS thread per executing thread (:mod:`tensorvm.vm.kernels.threads`)
 and, for N > 1, an intra-op pool of N threads. With 1 both run every kernel on one thread: the
 fair comparison on a shared machine. ``--threads 0`` leaves TF its default (every core).
 Besides wall time the table gives each side's CPU time per step (``time.process_time``), which
@@ -26,7 +26,7 @@ The checksums of ``cnn`` agree to ~1e-8 after one or two steps and drift apart (
 20) as float rounding flips ReLU/max-pool decisions; ``mlp`` and ``queue`` agree closely.
 
 CPU kernels (``--kernels``): tensorvm runs its float convolutions and large matrix products on
-its optional CPU backend (:mod:`tensorvm.cpu_accel`): PyTorch's oneDNN/MKL kernels when
+its optional CPU backend (:mod:`tensorvm.vm.kernels.cpu_accel`): PyTorch's oneDNN/MKL kernels when
 ``torch`` imports (``pip install 'tensorvm[cpu-accel]'``), else the NumPy ones;
 ``--kernels numpy,torch`` runs a row for each, interleaved, against the same TF runs. The
 table's header names the backend(s).
@@ -238,7 +238,7 @@ def _tv_config(tv, threads: int):
 
 def _kernel_backends(spec: str) -> list[str]:
     """``--kernels``: the CPU kernel backends to run tensorvm under (each its own row)."""
-    from tensorvm import cpu_accel
+    from tensorvm.vm.kernels import cpu_accel
     names = [b.strip() for b in spec.split(",") if b.strip()]
     out = []
     for b in names:
@@ -275,7 +275,7 @@ def main(argv=None) -> None:
     if args.child:
         return _child()
     import tensorvm as tv
-    from tensorvm import cpu_accel
+    from tensorvm.vm.kernels import cpu_accel
     progs = args.programs.split(",")
     backends = _kernel_backends(args.kernels)
     # rows: (label, program, kernel backend), one per backend, the TF column shared

@@ -145,8 +145,8 @@ def bag_counter(client, paths):
 def map_phases(path: str) -> dict:
     """The map kernels on one file in this process, seconds each."""
     from tensorvm import storage
-    from tensorvm.ops import mapreduce_ops as mro
-    from tensorvm.ops.string_ops import _strings_split_kernel
+    from tensorvm.ops.mapreduce import mapreduce_ops as mro
+    from tensorvm.ops.strings.string_ops import _strings_split_kernel
     out = {}
     t = time.perf_counter()
     (s,) = storage.splits(f"file://{path}", split_size=1 << 40)

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..job_api import option_parameters
+from ..runtime.job_api import option_parameters
 
 BUNDLED: dict[str, str] = {
     "wordcount": "tensorvm.jobs.wordcount:wordcount",
@@ -187,7 +187,7 @@ def resolve(job: str) -> JobSpec:
     if not os.path.isfile(path):
         raise JobNotFound(f"job file {path} does not exist")
     module = load_file(path)
-    from tensorvm.job_api import JobFunction
+    from tensorvm.runtime.job_api import JobFunction
     found = {v.name: v for v in vars(module).values() if isinstance(v, JobFunction)}
     if fn_name:
         found = {k: v for k, v in found.items() if k == fn_name or v.fn.__name__ == fn_name}

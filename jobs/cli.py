@@ -346,7 +346,7 @@ def _classify(exc: BaseException, spec=None, kw: dict | None = None) -> tuple[in
                                "is missing or not writable)"
         where = f"--{flag}" if flag else "the job's input options"
         return EXIT_USAGE, f"input not found: {msg} (check {where})"
-    from tensorvm.errors import AlreadyExistsError
+    from tensorvm.framework.errors import AlreadyExistsError
     if isinstance(exc, AlreadyExistsError):  # another job owns the output now
         return EXIT_USAGE, msg
     if isinstance(exc, FileExistsError):
@@ -527,7 +527,7 @@ def tf_program(program, args):
     if program is None or program in ("-h", "--help"):
         click.echo(click.get_current_context().get_help())
         sys.exit(EXIT_OK if program else EXIT_USAGE)
-    from tensorvm.tf_shim import UsageError, run_program
+    from tensorvm.tf_api.tf_shim import UsageError, run_program
     try:
         run_program(program, list(args))
     except UsageError as exc:

@@ -201,8 +201,8 @@ def main(argv=None) -> int:
         print(f"on the tensorvm up cluster at {up['address']}; job pages: {page_link(up)}",
               flush=True)
     else:
-        from tensorvm.cluster import ClusterSpec
-        from tensorvm.local_cluster import start_local_cluster
+        from tensorvm.runtime.cluster.spec import ClusterSpec
+        from tensorvm.runtime.cluster.local import start_local_cluster
         print("starting a LocalCluster (ps=1,worker=1)...", flush=True)
         cluster = start_local_cluster(ClusterSpec(DEMO_SPEC))
         where = {"scheduler": cluster.scheduler_address}

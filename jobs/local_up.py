@@ -11,10 +11,10 @@
 Design: ``up`` starts **one detached daemon process** (``python -m tensorvm.jobs.local_up
 serve``, in a session of its own, so it outlives the command and a Ctrl-C in the terminal) that
 holds the same cluster a ``tensorvm run`` would start for itself:
-:func:`tensorvm.local_cluster.start_local_cluster` — the scheduler with the tensorvm job
+:func:`tensorvm.runtime.cluster.local.start_local_cluster` — the scheduler with the tensorvm job
 registry and dashboard page in the daemon, one Nanny per task in the daemon, one worker
 process per task named after it (``ps-0``, ``worker-0`` …), everything on 127.0.0.1, threads
-per worker by :func:`tensorvm.local_cluster.worker_threads` (one each when the processes fill
+per worker by :func:`tensorvm.runtime.cluster.local.worker_threads` (one each when the processes fill
 the cores). Rather than ``dask scheduler`` + ``dask worker`` processes: one code path for
 both kinds of local cluster (its GPU layout, its Nannies that always restart a killed worker),
 half the processes (no separate Nanny process per worker), one start-up of Python and
@@ -197,7 +197,7 @@ def fresh_state(client) -> bool:
     from a clean cluster, as on a LocalCluster of its own (a rerun of ``logreg`` would else
     find its trained weights, or refuse a variable of another shape) — unless another client
     is using the cluster now (two jobs at once keep their state). True when cleared."""
-    from tensorvm.distributed_backend import _clear_resources
+    from tensorvm.runtime.dask_plane import _clear_resources
     try:
         others = client.run_on_scheduler(_other_clients, client.id)
         if others:
@@ -399,8 +399,8 @@ def serve(spec: dict, threads: int | None, path: str) -> int:
 
     from distributed import Client
 
-    from tensorvm.cluster import ClusterSpec
-    from tensorvm.local_cluster import start_local_cluster, worker_layout, worker_threads
+    from tensorvm.runtime.cluster.spec import ClusterSpec
+    from tensorvm.runtime.cluster.local import start_local_cluster, worker_layout, worker_threads
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
@@ -440,7 +440,7 @@ def serve(spec: dict, threads: int | None, path: str) -> int:
     return 0
 
 
-WARM_MODULES = ("tensorvm.distributed_backend", "tensorvm.mapreduce", "threadpoolctl",
+WARM_MODULES = ("tensorvm.runtime.dask_plane", "tensorvm.mapreduce", "threadpoolctl",
                 "distributed.protocol.numpy", "distributed.protocol.arrow", "pyarrow.dataset",
                 "fsspec.implementations.local", "numpy.ma")
 

@@ -35,7 +35,7 @@ def parse_cluster(text: str) -> dict[str, int]:
     >>> parse_cluster("ps=1,worker=2")
     {'ps': 1, 'worker': 2}
     """
-    from tensorvm.cluster import MAX_TASKS_PER_JOB
+    from tensorvm.runtime.cluster.spec import MAX_TASKS_PER_JOB
     out = {}
     for part in text.split(","):
         job, sep, n = part.strip().partition("=")
@@ -44,7 +44,7 @@ def parse_cluster(text: str) -> dict[str, int]:
             raise ValueError(f"--cluster {text[:80]!r}: write JOB=N,... (e.g. ps=1,worker=2)")
         if big or int(n) > MAX_TASKS_PER_JOB:
             raise ValueError(f"--cluster: job {job!r} asks for more than {MAX_TASKS_PER_JOB} "
-                             "tasks, the most a job may have (tensorvm.cluster."
+                             "tasks, the most a job may have (tensorvm.runtime.cluster.spec."
                              "MAX_TASKS_PER_JOB)")
         out[job] = int(n)
     return out
@@ -57,7 +57,7 @@ def local_cluster_label(cluster: dict | None) -> str:
     '3 workers: ps=1, worker=2'
     """
     if not cluster:
-        from tensorvm.local_cluster import worker_layout
+        from tensorvm.runtime.cluster.local import worker_layout
         try:
             n = len(worker_layout(None))
         except Exception:  # noqa: BLE001 - a label only
@@ -116,7 +116,7 @@ class JobRun:
         except (OSError, TimeoutError):
             pass
         # the Client that failed to start is collected now, not inside a later Client's start
-        # (where its __del__ deadlocks: tensorvm.distributed_backend.connect)
+        # (where its __del__ deadlocks: tensorvm.runtime.dask_plane.connect)
         gc.collect()
         raise ConnectError(f"cannot reach the Dask scheduler at {self.scheduler} "
                            f"within {self.connect_timeout:g} s")
@@ -169,7 +169,7 @@ class JobRun:
     def _send(self, op: str, **fields) -> None:
         if not self.registry_ok:
             return
-        from tensorvm.direct_steps import flush_step_reports
+        from tensorvm.runtime.direct.client import flush_step_reports
         from tensorvm.scheduler_ext import TOPIC_JOBS, job_message
         try:
             flush_step_reports(self.client)  # the job's steps reach the registry first

@@ -92,7 +92,7 @@ def _records(fs, paths) -> np.ndarray:
 
 def _checksum(recs: np.ndarray) -> int:
     """Order-independent: the sum of each record's 64-bit hash (teravalidate's)."""
-    from tensorvm.ops.mapreduce_ops import key_hash
+    from tensorvm.ops.mapreduce.mapreduce_ops import key_hash
     return int(key_hash(recs).sum(dtype=np.uint64))
 
 

@@ -13,7 +13,7 @@ Modules: :mod:`.api` (inputs, ``emit``, partitioners, outputs, counters, ``py_ma
 the shuffle through storage with a map step per split, and backup tasks), :mod:`.sizing` (the
 reducer count from the input size and the workers' memory, ``num_reducers=None``) and
 :mod:`.recovery` (``run(resume=True)``: a dead driver's finished reducers adopted). The kernels are
-:mod:`tensorvm.ops.mapreduce_ops`; inside a job, string columns stay Arrow arrays wherever every
+:mod:`tensorvm.ops.mapreduce.mapreduce_ops`; inside a job, string columns stay Arrow arrays wherever every
 op that reads them takes Arrow (else the user's function is built on NumPy copies).
 
 >>> import fsspec, tensorvm as tv, tensorvm.mapreduce as mr

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import tensorvm as tv
-from tensorvm import dtypes as _dt
-from tensorvm import errors
+from tensorvm.framework import dtypes as _dt
+from tensorvm.framework import errors
 from tensorvm import storage
 
 __all__ = ["Input", "text", "csv", "jsonl", "parquet", "npy", "records", "Emit", "emit",
@@ -147,7 +147,7 @@ def py_map(fn, key_dtype, value_dtype):
         return np.asarray(x).astype(dt.np_dtype, copy=False)
 
     def run(records):
-        from tensorvm.ops import mapreduce_ops as mro
+        from tensorvm.ops.mapreduce import mapreduce_ops as mro
         k, v = fn(mro.to_numpy(records))
         return as_array(k, kd, "key"), as_array(v, vd, "value")
 
@@ -222,7 +222,7 @@ def records_output(url: str, overwrite: bool = False) -> Output:
 def filter(x, mask):
     """``x[mask]`` (1-D bool ``mask``), keeping Arrow strings Arrow (``tv.boolean_mask``
     would copy them to Python objects)."""
-    from tensorvm.op_def_library import apply_op
+    from tensorvm.framework.op_def_library import apply_op
     return apply_op("MRFilter", [x, mask], {}, name="filter").outputs[0]
 
 

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 import tensorvm as tv
-from tensorvm.op_def_library import apply_op
-from tensorvm.ops import mapreduce_ops as mro
+from tensorvm.framework.op_def_library import apply_op
+from tensorvm.ops.mapreduce import mapreduce_ops as mro
 
 from .api import CounterSink, Emit, as_emit
 

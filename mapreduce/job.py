@@ -27,10 +27,10 @@ from typing import Callable
 import numpy as np
 
 import tensorvm as tv
-from tensorvm import errors
+from tensorvm.framework import errors
 from tensorvm import storage
-from tensorvm.op_def_library import apply_op
-from tensorvm.ops import mapreduce_ops as mro
+from tensorvm.framework.op_def_library import apply_op
+from tensorvm.ops.mapreduce import mapreduce_ops as mro
 
 from . import recovery, sizing
 from .api import CounterSink, Input, Output, RangePartition, hash_partition, range_partition
@@ -259,7 +259,7 @@ class Job:
         client = session.client
         if client is None:
             return False
-        from tensorvm.cluster import scheduler_identity
+        from tensorvm.runtime.cluster.spec import scheduler_identity
         limits = [w.get("memory_limit") or 0
                   for w in scheduler_identity(client)["workers"].values()]
         if not limits or not all(limits):
@@ -525,7 +525,7 @@ def _worker_count(session) -> int:
         return len(names)
     client = session.client
     if client is not None:
-        from tensorvm.cluster import scheduler_identity
+        from tensorvm.runtime.cluster.spec import scheduler_identity
         return max(1, len(scheduler_identity(client)["workers"]))
     return 2
 

@@ -101,14 +101,14 @@ def _mb(n: float) -> str:
 
 def worker_memory(client, num_workers: int) -> list:
     """``[(memory_limit, nthreads), ...]`` of the cluster's workers, asked of the scheduler
-    (:func:`tensorvm.cluster.scheduler_identity`); a worker with no limit counts as this
+    (:func:`tensorvm.runtime.cluster.spec.scheduler_identity`); a worker with no limit counts as this
     machine's memory. In process (``client`` None): ``num_workers`` devices sharing this
     machine's memory."""
     import psutil
     total = psutil.virtual_memory().total
     if client is None:
         return [(total // max(1, num_workers), 1)] * max(1, num_workers)
-    from tensorvm.cluster import scheduler_identity
+    from tensorvm.runtime.cluster.spec import scheduler_identity
     workers = scheduler_identity(client).get("workers", {}).values()
     out = [(int(w.get("memory_limit") or 0) or total, int(w.get("nthreads") or 1))
            for w in workers]
@@ -131,7 +131,7 @@ def all_local(client) -> bool:
     this machine's temporary directory is storage they all share). In process: yes."""
     if client is None:
         return True
-    from tensorvm.cluster import scheduler_identity
+    from tensorvm.runtime.cluster.spec import scheduler_identity
     addrs = list(scheduler_identity(client).get("workers", {}))
     hosts = {urlparse(a).hostname for a in addrs}
     if not hosts:

@@ -38,7 +38,7 @@ import numpy as np
 
 import tensorvm as tv
 from tensorvm import storage
-from tensorvm.op_def_library import apply_op
+from tensorvm.framework.op_def_library import apply_op
 
 from .api import CounterSink
 from .recovery import _INTERRUPTED, add_recovered, interrupted

@@ -110,7 +110,7 @@ def chrome_trace(tasks: list[dict], worker_names: dict | None = None,
     (``tid``), one complete event (``"ph": "X"``) per task from its start to its stop, in
     microseconds since ``t0`` (the job's start; else the first task's start).
 
-    TF's ``tensorvm.timeline.Timeline`` (a traced run's records, one process per *device*,
+    TF's ``tensorvm.runtime.timeline.Timeline`` (a traced run's records, one process per *device*,
     one row) draws a single run; a job's tasks overlap on a worker's threads, so this one
     keys processes by worker and rows by thread.
     """

@@ -57,7 +57,7 @@ subscribe with ``Client.subscribe_topic``)."""
 TOPIC_STEPS = "tensorvm-direct-steps"
 """Event topic of the steps a client ran on the direct data plane: ``{"client": id, "steps":
 [{"step", "n", "ok", "tasks": [[task name, worker], ...], "edges": [[src, dst], ...],
-"erred": [task names], "error": text}, ...]}`` (``tensorvm.direct_steps.TOPIC_STEPS``, the
+"erred": [task names], "error": text}, ...]}`` (``tensorvm.runtime.direct.client.TOPIC_STEPS``, the
 same string; ``error``, the failing op's message, is optional)."""
 
 STATES = ("running", "done", "failed", "closed")

@@ -50,7 +50,7 @@ class ClusterHandle:
         # With no address the root session starts the cluster; with one it joins it. Two
         # threads per worker, as the suite's tests were written for (a step beside a given-up
         # step's py_func still running); a session's own default is one thread per worker
-        # when the workers fill the cores (tensorvm.local_cluster.worker_threads).
+        # when the workers fill the cores (tensorvm.runtime.cluster.local.worker_threads).
         import dask
         with dask.config.set({"tensorvm.worker-threads": 2}):
             self._root = tv.Session(address, cluster=self.spec, graph=tv.Graph(),

@@ -439,7 +439,7 @@ xp.get_array_module = _get_array_module
 def install(count: int = 1):
     """Make the fake the device backend, with ``count`` GPUs; returns the previous backend
     (``restore(prev)``)."""
-    from tensorvm import kernels_gpu
+    from tensorvm.vm.kernels import array_api as kernels_gpu
     _COUNT[0] = int(count)
     xp.cuda.entered.clear()
     xp.cuda.syncs = 0
@@ -449,5 +449,5 @@ def install(count: int = 1):
 
 
 def restore(prev):
-    from tensorvm import kernels_gpu
+    from tensorvm.vm.kernels import array_api as kernels_gpu
     kernels_gpu.set_device_backend(prev)

@@ -107,10 +107,10 @@ def pytest_configure(config):
     here = os.path.dirname(os.path.abspath(__file__))
     if here not in sys.path:
         sys.path.insert(0, here)
-    from tensorvm.backends import LocalBackend
+    from tensorvm.runtime.backends import LocalBackend
     mode = os.environ.get("TENSORVM_GPU_SWEEP", "fake")
     if mode == "cupy":
-        from tensorvm import kernels_gpu
+        from tensorvm.vm.kernels import array_api as kernels_gpu
         if kernels_gpu.gpu_count() < 1:
             raise RuntimeError("TENSORVM_GPU_SWEEP=cupy: CuPy finds no GPU in this process")
     elif mode == "fake":
@@ -146,7 +146,7 @@ _CALLS: Counter = Counter()
 def _count_waits(fake_device):
     """Count, per op type, the copies to the host (``xp.cuda.syncs``) that GPU kernels make:
     each is a place where a real GPU makes the host wait for its queued kernels."""
-    from tensorvm import runtime
+    from tensorvm.vm import interpreter as runtime
     table = runtime._kernel_table
 
     def counted(device_type):
@@ -172,7 +172,7 @@ def pytest_unconfigure(config):
     mode, prev = getattr(config, "_tvm_gpu_sweep", (None, None))
     if mode is None:
         return
-    from tensorvm.backends import LocalBackend
+    from tensorvm.runtime.backends import LocalBackend
     if prev is None:
         if "default_device" in LocalBackend.__dict__:
             del LocalBackend.default_device
@@ -181,7 +181,7 @@ def pytest_unconfigure(config):
     if mode == "fake":
         import fake_device
         fake_device.restore(None)
-        from tensorvm import runtime
+        from tensorvm.vm import interpreter as runtime
         runtime._kernel_table = getattr(runtime, "_tvm_sweep_table", runtime._kernel_table)
 
 

@@ -2,7 +2,7 @@
 
 A terminal's Ctrl-C is SIGINT to the whole foreground process group, the cluster's worker
 processes included: each died printing its own KeyboardInterrupt/CancelledError traceback
-(~66 lines for two workers, issue 25). Workers ignore SIGINT now (``tensorvm.worker_signals``);
+(~66 lines for two workers, issue 25). Workers ignore SIGINT now (``tensorvm.runtime.cluster.worker_signals``);
 the CLI alone handles it: one line, exit 130, and no process of the cluster left behind."""
 from __future__ import annotations
 

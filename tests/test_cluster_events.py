@@ -1,4 +1,4 @@
-"""The scheduler's events fanned out to every session of a client (tensorvm.cluster_events).
+"""The scheduler's events fanned out to every session of a client (tensorvm.runtime.cluster.events).
 
 ``Client.subscribe_topic`` keeps one handler per topic: sessions sharing a client (as
 ``run_replicas``' replicas do) used to take the lost-worker event from each other, so a step of
@@ -10,8 +10,8 @@ import time
 
 import pytest
 import tensorvm as tv
-from tensorvm import cluster_events
-from tensorvm.direct_steps import TOPIC_LOST
+from tensorvm.runtime.cluster import events as cluster_events
+from tensorvm.runtime.direct.client import TOPIC_LOST
 
 pytestmark = pytest.mark.cluster
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorvm as tv
 from opcheck import check_gradients
-from tensorvm.graph_def import snapshot
+from tensorvm.framework.graph_def import snapshot
 from tensorvm.passes import optimize, prune
 
 HERE = "test_control_flow.py"
@@ -191,7 +191,7 @@ def test_passes_keep_switch_merge_and_pivot():
 
 
 def test_optimize_on_literal_nodes_keeps_the_pivot_and_its_constants():
-    from tensorvm.graph_def import Node
+    from tensorvm.framework.graph_def import Node
     c = {"value": np.float32(2), "dtype": tv.float32}
     nodes = {"p": Node("p", "Placeholder", attrs={"dtype": tv.bool}),
              "sw": Node("sw", "Switch", (("p", 0), ("p", 0)), num_outputs=2),

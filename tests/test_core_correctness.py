@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import tensorvm as tv
-from tensorvm.registry import generation, get_op_def, register_gradient, register_kernel, \
-    register_op
+from tensorvm.framework.op_registry import (generation, get_op_def, register_gradient,
+                                            register_kernel, register_op)
 
 
 # ---- convert_to_tensor refuses what TF refuses ----------------------------------------------
@@ -175,7 +175,7 @@ def test_reregistered_kernel_takes_effect(g):
     register_op(op_type, lambda inputs, attrs: [(inputs[0].dtype, inputs[0]._shape)],
                 lambda x: x + 1)
     x = tv.placeholder(tv.float64, [2])
-    from tensorvm.op_def_library import apply_op
+    from tensorvm.framework.op_def_library import apply_op
     y = apply_op(op_type, [x]).outputs[0]
     with tv.Session() as s:
         np.testing.assert_array_equal(s.run(y, {x: [1.0, 2.0]}), [2.0, 3.0])

@@ -1,6 +1,6 @@
-"""The optional PyTorch CPU kernels (:mod:`tensorvm.cpu_accel`) against the NumPy kernels.
+"""The optional PyTorch CPU kernels (:mod:`tensorvm.vm.kernels.cpu_accel`) against the NumPy kernels.
 
-Convolutions (oneDNN, :mod:`tensorvm.ops.nn_conv_accel`): strides, padding (uneven SAME
+Convolutions (oneDNN, :mod:`tensorvm.ops.nn.nn_conv_accel`): strides, padding (uneven SAME
 included), dilations, NHWC/NCHW, float32 (the accelerated dtype) and float64 (kept on NumPy),
 numeric gradients through a session. Matrix products (MKL): float32/float64, transposed and
 read-only operands, the size threshold, through the ``MatMul`` op and its gradient. And the
@@ -15,8 +15,8 @@ import pytest
 import tensorvm as tv
 from opcheck import check_gradients
 from tolerance import assert_product_close
-from tensorvm import cpu_accel, threads
-from tensorvm.ops import nn_conv, nn_conv_accel
+from tensorvm.vm.kernels import cpu_accel, threads
+from tensorvm.ops.nn import nn_conv, nn_conv_accel
 
 RNG = np.random.default_rng(11)
 
@@ -428,7 +428,7 @@ def test_the_gradient_uses_the_argmax_its_forward_kept(backend, monkeypatch):
     pooling, not two); another input of the same shape is pooled anew; a new task starts with
     none kept."""
     import torch as t
-    from tensorvm import threads as th
+    from tensorvm.vm.kernels import threads as th
     backend("torch")
     calls = []
     real = t.nn.functional.max_pool2d

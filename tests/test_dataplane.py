@@ -107,14 +107,14 @@ def test_a_step_carries_feeds_and_sends_not_the_graphs_constants(cluster):
     assert 0 < t["messages"] < 4096, t  # the messages carry feeds and handles, no program
     # on the Dask plane the tasks carry the plan's handle, not its programs either
     import cloudpickle
-    from tensorvm.step_graph import step_graph
+    from tensorvm.runtime.dask_graph import step_graph
     plan = s.plan(y, feed)
     dsk, _, _ = step_graph(plan, [feed[x]], "t.0", 1, None, plan_id="p")
     assert len(cloudpickle.dumps(dsk)) < 8192
 
 
 def test_direct_steps_reach_the_scheduler_in_few_report_messages(cluster):
-    from tensorvm.direct_steps import TOPIC_STEPS, flush_step_reports
+    from tensorvm.runtime.direct.client import TOPIC_STEPS, flush_step_reports
     g, v, out = _ps_graph()
     s = cluster.session(g, config=tv.ConfigProto(data_plane="direct"))
     s.run(v.initializer)
@@ -157,7 +157,7 @@ def test_pushes_open_a_lane_and_large_values_keep_to_dasks_comm_bit_exact(cluste
 
 
 def test_workers_send_a_large_tensor_as_one_frame(cluster):
-    from tensorvm.rendezvous import UNSPLIT_BYTES, pack
+    from tensorvm.runtime.direct.rendezvous import UNSPLIT_BYTES, pack
     g, v, out = _ps_graph()
     s = cluster.session(g)
     s.run(v.initializer)  # the workers have the data plane
@@ -244,7 +244,7 @@ def test_killed_ps_mid_steps_is_unavailable_naming_it_fast(cluster, tmp_path):
 def _roundtrip(value):
     """pack, a real trip through Dask's wire format (dumps/loads), unpack."""
     from distributed.protocol import dumps, loads
-    from tensorvm.rendezvous import pack, unpack
+    from tensorvm.runtime.direct.rendezvous import pack, unpack
     return unpack(loads(dumps({"v": pack(value)}))["v"])
 
 
@@ -268,7 +268,7 @@ def test_packed_values_come_back_bit_exact(value):
 
 
 def test_packed_large_strided_and_other_values():
-    from tensorvm.runtime import ALIGN_GUARD
+    from tensorvm.vm.interpreter import ALIGN_GUARD
     big = np.arange(1 << 17, dtype=np.float32)  # 512 KiB: an out-of-band frame
     got = _roundtrip(big)
     np.testing.assert_array_equal(got, big)
@@ -286,7 +286,7 @@ def test_packed_large_strided_and_other_values():
 def test_a_failed_direct_step_reports_its_error_for_the_dashboard(cluster):
     """On the direct plane a failed step reached the job's page as 'N failed' with no message
     (the Dask plane's tasks carry their exception): its record now carries the error."""
-    from tensorvm.direct_steps import TOPIC_STEPS, flush_step_reports
+    from tensorvm.runtime.direct.client import TOPIC_STEPS, flush_step_reports
 
     def boom(v):
         if v[0] > 2:

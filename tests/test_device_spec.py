@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 import tensorvm as tv
-from tensorvm.device_spec import DeviceSpec, canonical
+from tensorvm.framework.device_spec import DeviceSpec, canonical
 
 THIS_FILE = os.path.basename(__file__)
 

@@ -20,7 +20,7 @@ import time
 import numpy as np
 import pytest
 import tensorvm as tv
-from tensorvm.op_def_library import apply_op
+from tensorvm.framework.op_def_library import apply_op
 
 pytestmark = [pytest.mark.cluster, pytest.mark.filterwarnings("ignore::ResourceWarning")]
 
@@ -75,7 +75,7 @@ _CLIENT = textwrap.dedent("""
     import sys, time
     import numpy as np
     import tensorvm as tv
-    from tensorvm.op_def_library import apply_op
+    from tensorvm.framework.op_def_library import apply_op
     g = tv.Graph()
     with g.as_default(), tv.device("/job:ps/task:0"):
         local = tv.placeholder(tv.int64, [], name="local_step")
@@ -156,7 +156,7 @@ def _set_step_threads(n):
     def fn(dask_worker):
         from concurrent.futures import ThreadPoolExecutor
 
-        import tensorvm.rendezvous as rz
+        import tensorvm.runtime.direct.rendezvous as rz
         plane = dask_worker._tensorvm_data_plane
         old = rz.STEP_THREADS
         rz.STEP_THREADS = n
@@ -167,7 +167,7 @@ def _set_step_threads(n):
 
 def _set_waiting_steps(n):
     def fn(dask_worker):
-        import tensorvm.rendezvous as rz
+        import tensorvm.runtime.direct.rendezvous as rz
         old = getattr(rz, "WAITING_STEPS", None)
         rz.WAITING_STEPS = n
         return old

@@ -322,7 +322,7 @@ def test_worker_processes_run_the_cpu_kernel_backend(cluster):
     """A convolution and a large product on a worker process: equal to NumPy, and run by the
     backend the client process would choose (PyTorch's kernels when the cpu-accel extra is
     installed: imported lazily in the worker by its first qualifying kernel)."""
-    from tensorvm import cpu_accel
+    from tensorvm.vm.kernels import cpu_accel
     rng = np.random.default_rng(3)
     xs = rng.standard_normal((4, 9, 9, 3)).astype(np.float32)
     ks = rng.standard_normal((3, 3, 3, 8)).astype(np.float32)

@@ -43,8 +43,8 @@ MODULES = _modules_with_examples()
 
 
 def test_the_core_modules_are_collected():
-    for name in ("tensorvm", "tensorvm.registry", "tensorvm.passes.prune",
-                 "tensorvm.tensor_conversion", "tensorvm.cluster", "tensorvm.storage.checkpoint"):
+    for name in ("tensorvm", "tensorvm.framework.op_registry", "tensorvm.passes.prune",
+                 "tensorvm.framework.tensor_conversion", "tensorvm.runtime.cluster.spec", "tensorvm.storage.checkpoint"):
         assert name in MODULES, name
 
 

@@ -66,5 +66,5 @@ def test_file_op_errors(tmp_path):
     with pytest.raises(tv.errors.InvalidArgumentError, match="MatchingFiles: pattern must be a "
                                                              "scalar or a vector"):
         tv.matching_files([["a"]])
-    from tensorvm.registry import get_op_def
+    from tensorvm.framework.op_registry import get_op_def
     assert "host" in get_op_def("ReadFile").cpu_only

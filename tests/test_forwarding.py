@@ -1,13 +1,13 @@
 """Buffer forwarding (TF's ``forward_input``): an element-wise kernel writes its output into a
-dead input's buffer (``OpDef.forwards``, :func:`tensorvm.runtime.donatable`), and never into
+dead input's buffer (``OpDef.forwards``, :func:`tensorvm.vm.interpreter.donatable`), and never into
 an array anything else can see: a feed, a fetched value, a variable, a constant, a value
 another op still reads, an alias, a view."""
 import numpy as np
 import pytest
 import tensorvm as tv
-from tensorvm import runtime
-from tensorvm.op_def_library import apply_op
-from tensorvm.registry import register_op
+from tensorvm.vm import interpreter as runtime
+from tensorvm.framework.op_def_library import apply_op
+from tensorvm.framework.op_registry import register_op
 
 SEEN: list = []
 

@@ -49,11 +49,11 @@ def tf_sum(t):
 
 
 def test_not_differentiable_gives_none(g):
-    from tensorvm.registry import register_op
+    from tensorvm.framework.op_registry import register_op
     register_op("TestNoGradOp", lambda inputs, attrs: [(inputs[0].dtype, inputs[0]._shape)],
                 lambda x: x * 2)
     tv.NotDifferentiable("TestNoGradOp")
-    from tensorvm.op_def_library import apply_op
+    from tensorvm.framework.op_def_library import apply_op
     x = tv.constant([1.0])
     y = apply_op("TestNoGradOp", [x]).outputs[0]
     assert tv.gradients(y, x) == [None]
@@ -139,7 +139,7 @@ def test_make_template_shares_variables(g):
 
 def test_print_format_is_tfs():
     """As TF 2.21's tf.print writes these (checked by hand against it)."""
-    from tensorvm.framework_api import format_tensor
+    from tensorvm.tf_api.framework_api import format_tensor
     assert format_tensor(np.arange(24).reshape(2, 3, 4)) == (
         "[[[0 1 2 3]\n  [4 5 6 7]\n  [8 9 10 11]]\n\n [[12 13 14 15]\n  [16 17 18 19]\n"
         "  [20 21 22 23]]]")

@@ -24,11 +24,11 @@ import fake_device
 import numpy as np
 import pytest
 import tensorvm as tv
-from tensorvm import kernels_gpu
-from tensorvm.graph_def import Node
+from tensorvm.vm.kernels import array_api as kernels_gpu
+from tensorvm.framework.graph_def import Node
 from tensorvm.passes.partition import insert_copies, partition
 from tensorvm.passes.place import place, place_explained
-from tensorvm.registry import get_op_def, registry
+from tensorvm.framework.op_registry import get_op_def, registry
 
 W0 = "/job:worker/replica:0/task:0/device:CPU:0"
 G0 = "/job:worker/replica:0/task:0/device:GPU:0"
@@ -632,7 +632,7 @@ def test_copies_one_per_tensor_and_device():
 
 
 def test_feeds_are_uploaded_strings_stay_on_the_host_and_cpu_plans_have_no_copies():
-    from tensorvm import dtypes
+    from tensorvm.framework import dtypes
     nodes = {"n": Node("n", "Neg", (("x", 0),)),
              "s": Node("s", "Identity", (("t", 0),), in_dtypes=(dtypes.string,))}
     devs = {"n": G0, "s": G0}
@@ -646,7 +646,7 @@ def test_shapes_offsets_and_counts_stay_in_host_memory():
     """TF's HostMemory: Slice's begin and size are read on the host (a CPU value is not
     uploaded, a GPU value is downloaded); Shape on a GPU makes a host value, read as it is by
     Fill's dims and uploaded for an op that computes with it; small integer Consts too."""
-    from tensorvm import dtypes
+    from tensorvm.framework import dtypes
     i32 = np.array([1], np.int32)
     nodes = {"x": Node("x", "Neg", (("f", 0),)), "b": Node("b", "Const", attrs={"value": i32}),
              "s": Node("s", "Slice", (("x", 0), ("b", 0), ("c", 0))),
@@ -776,13 +776,13 @@ def test_ops_on_string_tensors_run_on_the_cpu_and_say_why(fake_gpu):
 
 
 def _string_node(name, op_type, out_dtypes):
-    from tensorvm import dtypes
+    from tensorvm.framework import dtypes
     return Node(name, op_type, (("w", 0),), device="/job:worker/task:0/gpu:0",
                 in_dtypes=(dtypes.string,), out_dtypes=out_dtypes)
 
 
 def test_placement_keeps_string_ops_off_gpus_but_lets_strings_pass_through():
-    from tensorvm import dtypes
+    from tensorvm.framework import dtypes
     nodes = {"u": _string_node("u", "Unique", (dtypes.string, dtypes.int32)),
              "i": _string_node("i", "Identity", (dtypes.string,)),
              "n": Node("n", "Neg", (("x", 0),), device="/job:worker/task:0/gpu:0",

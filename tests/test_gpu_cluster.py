@@ -21,9 +21,9 @@ import fake_device
 import numpy as np
 import pytest
 import tensorvm as tv
-from tensorvm import kernels_gpu
-from tensorvm.cluster import ClusterSpec
-from tensorvm.local_cluster import cuda_visible_devices, visible_gpus, worker_layout
+from tensorvm.vm.kernels import array_api as kernels_gpu
+from tensorvm.runtime.cluster.spec import ClusterSpec
+from tensorvm.runtime.cluster.local import cuda_visible_devices, visible_gpus, worker_layout
 
 GPU1 = {"resources": {"GPU": 1}}
 

@@ -32,7 +32,7 @@ import fake_device
 import numpy as np
 import pytest
 import tensorvm as tv
-from tensorvm import kernels_gpu
+from tensorvm.vm.kernels import array_api as kernels_gpu
 
 
 def _cupy_reason():

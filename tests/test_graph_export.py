@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tensorvm as tv
-from tensorvm.graph_def import graph_from_dict
+from tensorvm.framework.graph_def import graph_from_dict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -541,7 +541,7 @@ def test_codec_errors_name_the_op_and_format():
 
 
 def test_codecs_are_cpu_only_and_resizes_have_gpu_kernels():
-    from tensorvm.registry import get_op_def
+    from tensorvm.framework.op_registry import get_op_def
     for op in ("DecodePng", "DecodeJpeg", "DecodeImage", "EncodePng", "EncodeJpeg"):
         assert "host memory" in get_op_def(op).cpu_only
     for op in ("ResizeBilinear", "ResizeBicubic", "ResizeNearestNeighbor", "ResizeArea",

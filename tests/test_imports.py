@@ -16,18 +16,18 @@ def test_only_op_families_call_each_other_lazily():
 def test_the_graph_core_is_below_the_session():
     from tensorvm.tools.imports import import_edges
     edges = import_edges()
-    for leaf in ("tensorvm.registry", "tensorvm.indexed_slices", "tensorvm.errors",
-                 "tensorvm.dtypes"):
-        assert not {m for m in edges[leaf]} - {"tensorvm.errors", "tensorvm.dtypes",
+    for leaf in ("tensorvm.framework.op_registry", "tensorvm.framework.indexed_slices", "tensorvm.framework.errors",
+                 "tensorvm.framework.dtypes"):
+        assert not {m for m in edges[leaf]} - {"tensorvm.framework.errors", "tensorvm.framework.dtypes",
                                                "tensorvm.storage.errors"}, leaf
-    reach, todo = set(), ["tensorvm.graph"]
+    reach, todo = set(), ["tensorvm.framework.graph"]
     while todo:
         for n in edges[todo.pop()]:
             if n not in reach:
                 reach.add(n)
                 todo.append(n)
-    assert not reach & {"tensorvm.session", "tensorvm.graph_def", "tensorvm.train",
-                        "tensorvm.runtime"}, reach
+    assert not reach & {"tensorvm.runtime.session", "tensorvm.framework.graph_def", "tensorvm.train",
+                        "tensorvm.vm.interpreter"}, reach
 
 
 def test_strongly_connected_finds_circles():

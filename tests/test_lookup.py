@@ -86,6 +86,6 @@ def test_lookup_errors(tmp_path):
 
 
 def test_tables_are_cpu_only():
-    from tensorvm.registry import get_op_def
+    from tensorvm.framework.op_registry import get_op_def
     for op in ("LookupTableImport", "LookupTableFind", "InitializeTableFromTextFile"):
         assert "host" in get_op_def(op).cpu_only

@@ -6,11 +6,12 @@ import importlib
 import numpy as np
 import pytest
 import tensorvm as tv
-from tensorvm import passes, runtime
-from tensorvm.graph_def import snapshot
+from tensorvm import passes
+from tensorvm.vm import interpreter as runtime
+from tensorvm.framework.graph_def import snapshot
 from tensorvm.passes.compile import _out_bytes
 
-wl = importlib.import_module("tensorvm.ops.while_loop")
+wl = importlib.import_module("tensorvm.ops.control.while_loop")
 
 
 def _loop_ops(g, op_type):

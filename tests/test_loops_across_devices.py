@@ -232,7 +232,7 @@ class _FakeBody:
 
 
 def _loop_graph(devs):
-    from tensorvm.graph_def import Node
+    from tensorvm.framework.graph_def import Node
     return {"x": Node("x", "Const"),
             "v": Node("v", "Const"),
             "w": Node("w", "While", (("x", 0), ("v", 0)), (),
@@ -378,7 +378,7 @@ def test_two_loops_across_devices_in_one_step(tv_cluster, g):
 
 
 def test_stage_orders_the_copies_of_two_loops():
-    from tensorvm.graph_def import Node
+    from tensorvm.framework.graph_def import Node
     from tensorvm.passes.partition import partition
     from tensorvm.passes.stage import stage
     nodes = _loop_graph(("/A", "/B"))

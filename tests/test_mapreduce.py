@@ -250,7 +250,7 @@ def test_shuffle_through_storage_is_exact(zipf_dir, tmp_path):
 
 
 def test_spilled_values_of_any_shape_round_trip(tmp_path):
-    from tensorvm.ops import mapreduce_ops as mro
+    from tensorvm.ops.mapreduce import mapreduce_ops as mro
     cases = [(np.arange(5), np.ones((5, 3, 2), np.float32)),
              (np.zeros((4, 10), np.uint8), np.arange(40, dtype=np.uint8).reshape(4, 10)),
              (mro.as_arrow(np.array(["a", "b"], dtype=object)), np.int64(1)),

@@ -443,7 +443,7 @@ def test_unsorted_segment_sum():
 
 
 def test_unsorted_segment_sum_like_takes_tensor_or_shape():
-    from tensorvm.ops.index_ops import unsorted_segment_sum_like
+    from tensorvm.ops.array.index_ops import unsorted_segment_sum_like
     v = r(3, 2)
     with tv.Graph().as_default():
         like = tv.placeholder(tv.float64, [4, 2])
@@ -638,7 +638,7 @@ def test_second_order_gradients(name, fn):
 
 # ---- the ops' attrs are plain data: a GraphDef round trip rebuilds the same shapes --------------
 def test_graph_def_round_trip():
-    from tensorvm.graph_def import graph_from_dict
+    from tensorvm.framework.graph_def import graph_from_dict
     g = tv.Graph()
     with g.as_default():
         x = tv.placeholder(tv.float32, [4, 6])

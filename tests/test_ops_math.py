@@ -5,7 +5,7 @@ import pytest
 from opcheck import check_forward, check_gradients, run
 
 import tensorvm as tv
-from tensorvm.errors import InvalidArgumentError
+from tensorvm.framework.errors import InvalidArgumentError
 
 rng = np.random.default_rng(1234)
 

@@ -8,7 +8,7 @@ import pytest
 from opcheck import check_forward, check_gradients, run
 
 import tensorvm as tv
-from tensorvm.errors import InvalidArgumentError
+from tensorvm.framework.errors import InvalidArgumentError
 
 rng = np.random.default_rng(4321)
 

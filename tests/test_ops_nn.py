@@ -503,7 +503,7 @@ def test_in_top_k():
 
 
 def test_nn_namespace_and_top_level():
-    from tensorvm.ops import nn_ops
+    from tensorvm.ops.nn import nn_ops
     for name in nn_ops.NN_ALL:
         assert getattr(tv.nn, name) is getattr(nn_ops, name)
     assert tv.nn.sigmoid is tv.sigmoid and tv.nn.tanh is tv.tanh

@@ -236,7 +236,7 @@ def test_conv3d_transpose_with_a_dynamic_output_shape_checks_at_run_time():
 @pytest.fixture
 def cpu_backend(monkeypatch):
     """Choose the CPU kernel backend for one test (and leave the process's choice as it was)."""
-    from tensorvm import cpu_accel
+    from tensorvm.vm.kernels import cpu_accel
     monkeypatch.delenv(cpu_accel.ENV, raising=False)
     yield cpu_accel.set_backend
     cpu_accel.set_backend(None)
@@ -248,8 +248,8 @@ def cpu_backend(monkeypatch):
                                             ("NDHWC", (1, 1, 1), (2, 1, 1), "SAME")])
 def test_conv3d_float32_on_torch_equals_the_im2col_kernels(cpu_backend, monkeypatch, df, s, d,
                                                            padding):
-    from tensorvm import cpu_accel
-    from tensorvm.ops import nn_conv3d_accel
+    from tensorvm.vm.kernels import cpu_accel
+    from tensorvm.ops.nn import nn_conv3d_accel
     if not cpu_accel.available():
         pytest.skip("PyTorch is not installed: the accelerated CPU kernels are not used here")
     seen = []
@@ -278,8 +278,8 @@ def test_conv3d_float32_on_torch_equals_the_im2col_kernels(cpu_backend, monkeypa
 @pytest.mark.parametrize("df", ["NDHWC", "NCDHW"])
 def test_max_pool3d_float32_gradient_on_torch_equals_the_numpy_kernel(cpu_backend, monkeypatch,
                                                                       df):
-    from tensorvm import cpu_accel
-    from tensorvm.ops import nn_conv3d_accel
+    from tensorvm.vm.kernels import cpu_accel
+    from tensorvm.ops.nn import nn_conv3d_accel
     if not cpu_accel.available():
         pytest.skip("PyTorch is not installed: the accelerated CPU kernels are not used here")
     seen = []

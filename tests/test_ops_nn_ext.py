@@ -164,7 +164,7 @@ def test_pooling_aliases_equal_numpy():
 
 
 def test_new_nn_ops_have_gpu_kernels():
-    from tensorvm.registry import get_op_def
+    from tensorvm.framework.op_registry import get_op_def
     tv.nn.depthwise_conv2d  # noqa: B018  (tv.nn loads its families on first use)
     for op in ("DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropInput",
                "DepthwiseConv2dNativeBackpropFilter"):

@@ -146,8 +146,8 @@ def test_errors():
 def test_generators_are_per_session_where_resources_outlive_sessions():
     """On a dask.distributed worker the ResourceMgr outlives sessions: each session (the prefix
     of the step id) still starts the op's stream from its seed."""
-    from tensorvm.ops.random_ops import _rng
-    from tensorvm.runtime import KernelContext, ResourceMgr
+    from tensorvm.ops.math.random_ops import _rng
+    from tensorvm.vm.interpreter import KernelContext, ResourceMgr
     mgr = ResourceMgr("/job:worker/task:0/device:CPU:0")
 
     def draw(step_id, seed=(5, 9)):

@@ -7,7 +7,7 @@ import tensorvm as tv
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorvm import passes
-from tensorvm.graph_def import Node, snapshot
+from tensorvm.framework.graph_def import Node, snapshot
 
 A = "/job:a/replica:0/task:0/device:CPU:0"
 B = "/job:b/replica:0/task:0/device:CPU:0"
@@ -148,7 +148,7 @@ def test_gpu_soft_placement_falls_back_to_cpu(g):
     assert d["y"] == W0
     with pytest.raises(tv.errors.InvalidArgumentError, match="no GPU device"):
         passes.place(nodes, W0, gpu_available=False, allow_soft_placement=False)
-    # Neg has a GPU kernel (one source, tensorvm.kernels_gpu): with a GPU it stays there
+    # Neg has a GPU kernel (one source, tensorvm.vm.kernels.array_api): with a GPU it stays there
     assert passes.place(nodes, W0, gpu_available=True, allow_soft_placement=False)["y"] == \
         W0.replace("CPU", "GPU")
     with tv.device("/job:worker/task:0/gpu:0"):

@@ -7,17 +7,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorvm as tv
-from tensorvm.ops import nn_conv
-from tensorvm.registry import registry
+from tensorvm.ops.nn import nn_conv
+from tensorvm.framework.op_registry import registry
 
 RNG = np.random.default_rng(11)
 
 
 @pytest.fixture(autouse=True)
 def _numpy_kernels():
-    """The NumPy kernels' own paths, not the optional PyTorch ones (tensorvm.cpu_accel: the
+    """The NumPy kernels' own paths, not the optional PyTorch ones (tensorvm.vm.kernels.cpu_accel: the
     same values, but a tie of -0.0 and 0.0 keeps the first there; tests/test_cpu_accel.py)."""
-    from tensorvm import cpu_accel
+    from tensorvm.vm.kernels import cpu_accel
     cpu_accel.set_backend("numpy")
     yield
     cpu_accel.set_backend(None)

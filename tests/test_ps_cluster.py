@@ -240,7 +240,7 @@ def test_a_ps_not_back_in_time_stays_unavailable_until_it_returns(clean, monkeyp
 
     from distributed import Worker
     from distributed.core import Status
-    from tensorvm import device_map
+    from tensorvm.runtime.cluster import device_map
     monkeypatch.setattr(device_map, "REPLACEMENT_WAIT_S", 1.0)
     g = tv.Graph()
     with g.as_default():

@@ -14,9 +14,9 @@
 import numpy as np
 import pytest
 import tensorvm as tv
-from tensorvm.op_def_library import apply_op
-from tensorvm.registered_plans import op_waits
-from tensorvm.registry import get_op_def, register_op
+from tensorvm.framework.op_def_library import apply_op
+from tensorvm.runtime.direct.registered_plans import op_waits
+from tensorvm.framework.op_registry import get_op_def, register_op
 from tensorvm.train.replicas import may_block
 
 TV_CLUSTER = {"ps": 1, "worker": 2}
@@ -104,7 +104,7 @@ def test_sparse_updates_send_each_touched_row_once(make_opt):
 
 def _ps_slot_buffers(names, dask_worker=None):
     """``{name: address of its value's buffer}`` of the variables ``names`` on this worker."""
-    from tensorvm.ops.state_ops import VariableState
+    from tensorvm.ops.state.state_ops import VariableState
     res = dask_worker._tensorvm_resources
     return {r.name: r.value.ctypes.data for m in res._mgrs.values() for r in m._res.values()
             if isinstance(r, VariableState) and r.name in names and r.value is not None}
@@ -350,7 +350,7 @@ def test_partitions_let_go_of_results_after_their_last_reader(cluster):
     """``partitions`` (pure): each device's task results are dropped after the last task of
     that device that reads them, or right after their own push when none does; fetched
     results never."""
-    from tensorvm.registered_plans import partitions
+    from tensorvm.runtime.direct.registered_plans import partitions
     g = tv.Graph()
     w, slots, train, init = _dense_model(g, "momentum", tv.train.replica_device_setter(
         ps_tasks=1, worker_device="/job:worker/task:0"))

@@ -200,7 +200,7 @@ def test_function_travels_with_cloudpickle():
     g = tv.Graph()
     with g.as_default():
         y = tv.py_func(lambda a: a * scale, [tv.constant([1.0, 2.0])], tv.float32)
-        from tensorvm.registry import registry
+        from tensorvm.framework.op_registry import registry
         attrs = cloudpickle.loads(cloudpickle.dumps(y.op.attrs))
         out = registry["PyFunc"].kernels["CPU"](np.array([1.0, 2.0], np.float32), **attrs)
     np.testing.assert_array_equal(out, [3.0, 6.0])

@@ -47,7 +47,7 @@ def wait_blocked(sess, q, t, n=1):
 
 
 def test_docstring_example():
-    import tensorvm.ops.data_flow_ops as mod
+    import tensorvm.ops.state.data_flow_ops as mod
     assert doctest.testmod(mod).failed == 0
 
 

@@ -60,7 +60,7 @@ def test_a_control_input_made_later_without_a_cycle_runs_in_order():
 
 
 def test_the_passes_refuse_a_cycle_of_plain_nodes():
-    from tensorvm.graph_def import Node
+    from tensorvm.framework.graph_def import Node
     from tensorvm.passes.step import Step, pipeline, run_pipeline
     nodes = {"x": Node("x", "NoOp", control_inputs=("z",), num_outputs=0),
              "y": Node("y", "NoOp", control_inputs=("x",), num_outputs=0),
@@ -71,7 +71,7 @@ def test_the_passes_refuse_a_cycle_of_plain_nodes():
 
 # ---- 8: cluster specs no cluster can have ---------------------------------------------------
 def test_cluster_spec_refuses_a_task_count_beyond_the_bound_at_once():
-    from tensorvm.cluster import MAX_TASKS_PER_JOB
+    from tensorvm.runtime.cluster.spec import MAX_TASKS_PER_JOB
     t0 = time.monotonic()
     with pytest.raises(tv.errors.InvalidArgumentError,
                        match=rf"job 'worker'.*{MAX_TASKS_PER_JOB}"):
@@ -96,7 +96,7 @@ def test_a_sparse_cluster_spec_keeps_only_its_tasks():
 
 
 def test_parse_cluster_uses_the_same_bound():
-    from tensorvm.cluster import MAX_TASKS_PER_JOB
+    from tensorvm.runtime.cluster.spec import MAX_TASKS_PER_JOB
     assert parse_cluster(f"ps=1,worker={MAX_TASKS_PER_JOB}")["worker"] == MAX_TASKS_PER_JOB
     t0 = time.monotonic()
     with pytest.raises(ValueError, match=rf"worker.*{MAX_TASKS_PER_JOB}"):
@@ -189,7 +189,7 @@ def test_a_variable_fetched_with_a_loop_or_an_untaken_branch_that_updates_it():
 def test_a_cluster_plan_keeps_the_value_the_variable_op_read():
     # On a PS in another process TF sends the value when the variable op runs: the passes
     # add no read after the update unless the session runs in process.
-    from tensorvm.graph_def import snapshot
+    from tensorvm.framework.graph_def import snapshot
     from tensorvm.passes.step import Step, pipeline, run_pipeline
     g = tv.Graph()
     with g.as_default():

@@ -131,7 +131,7 @@ def test_the_device_map_never_sees_an_empty_cluster_from_a_refresh_race(cluster)
     import dask
     from distributed import Client
 
-    from tensorvm.device_map import DeviceMap
+    from tensorvm.runtime.cluster.device_map import DeviceMap
     with dask.config.set({"distributed.client.scheduler-info-interval": "5ms"}):
         client = Client(cluster.address, set_as_default=False)
     try:

@@ -117,7 +117,7 @@ def test_failed_step_cancels_its_other_parts(cluster):
 # ---- item 4: a fetch is never restarted --------------------------------------------------------
 
 def test_fetch_slower_than_the_poll_interval_completes(cluster, monkeypatch):
-    import tensorvm.distributed_backend as db
+    import tensorvm.runtime.dask_plane as db
     monkeypatch.setattr(db, "POLL_S", 0.005)  # every transfer outlasts the poll interval
     g = tv.Graph()
     with g.as_default(), tv.device("/job:worker/task:0"):
@@ -353,7 +353,7 @@ def test_a_cluster_start_interrupted_by_ctrl_c_leaves_nothing_for_exit(monkeypat
     callback ... AssertionError: Status.init' after tensorvm's own one line."""
     import distributed
     from distributed.deploy import spec as dspec
-    from tensorvm.local_cluster import start_local_cluster
+    from tensorvm.runtime.cluster.local import start_local_cluster
 
     import asyncio
     import os

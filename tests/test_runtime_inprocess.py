@@ -224,11 +224,11 @@ def test_unguarded_cluster_script_fails_at_once(tmp_path):
 
 
 def test_guard_detection_reads_the_script(tmp_path):
-    from tensorvm.local_cluster import _unguarded_main_call  # noqa: F401 - importable
+    from tensorvm.runtime.cluster.local import _unguarded_main_call  # noqa: F401 - importable
     script = tmp_path / "guarded.py"
     script.write_text(textwrap.dedent("""
         import sys
-        from tensorvm.local_cluster import check_main_guard
+        from tensorvm.runtime.cluster.local import check_main_guard
 
         def main():
             check_main_guard()
@@ -246,13 +246,13 @@ def test_guard_detection_reads_the_script(tmp_path):
 # ---- a step drops each value after its last reader (issue 14) ----------------------------------
 
 def _program(instrs, nslots, exports):
-    from tensorvm.runtime import StageProgram
+    from tensorvm.vm.interpreter import StageProgram
     return StageProgram("/job:localhost/replica:0/task:0/device:CPU:0", "CPU", nslots,
                         ((0, -1),), tuple(instrs), tuple(exports))
 
 
 def test_free_after_lists_drop_dead_values_but_never_exports():
-    from tensorvm.runtime import Instr, _free_after
+    from tensorvm.vm.interpreter import Instr, _free_after
     # slot 0: the argument; 1 = 0 + 0; 2 = 1 + 1 (last reader of 1); 3 = 2 + 0 (last of 0, 2)
     ins = [Instr("Add", "a", (0, 0), {}, (1,), False, "here"),
            Instr("Add", "b", (1, 1), {}, (2,), False, "here"),
@@ -263,7 +263,7 @@ def test_free_after_lists_drop_dead_values_but_never_exports():
 
 
 def test_step_values_are_released_after_their_last_reader():
-    from tensorvm.runtime import DeviceResources, Instr, execute
+    from tensorvm.vm.interpreter import DeviceResources, Instr, execute
     ins = [Instr("Add", "a", (0, 0), {}, (1,), False, "here"),
            Instr("Add", "b", (1, 1), {}, (2,), False, "here"),
            Instr("Add", "c", (2, 0), {}, (3,), False, "here"),
@@ -279,7 +279,7 @@ def test_step_values_are_released_after_their_last_reader():
 def test_a_scatter_update_writes_in_place_only_when_no_reader_holds_the_value():
     """A sparse update costs the rows it touches: with no reader holding the table it writes
     into it; a value someone holds (a fetched read, a step in flight) stays a snapshot."""
-    from tensorvm.ops.state_ops import VariableState
+    from tensorvm.ops.state.state_ops import VariableState
     g = tv.Graph()
     with g.as_default():
         t = tv.Variable(np.zeros((1000, 4), np.float32), name="table")
@@ -309,8 +309,8 @@ def test_gradient_descent_updates_in_place_with_the_copys_bits():
     """ApplyGradientDescent writes into the variable's buffer when nothing else holds it
     (block by block, the same float operations: the same bits as the copy it replaced), and
     copies when a reader holds the value."""
-    from tensorvm.ops.state_ops import VariableState
-    from tensorvm.ops.training_ops import _CHUNK, apply_gradient_descent
+    from tensorvm.ops.state.state_ops import VariableState
+    from tensorvm.ops.state.training_ops import _CHUNK, apply_gradient_descent
     rng = np.random.default_rng(0)
     w0 = rng.normal(size=(_CHUNK // 100 + 7, 300)).astype(np.float32)  # > 1 block, ragged end
     d = rng.normal(size=w0.shape).astype(np.float32)

@@ -69,7 +69,7 @@ def test_unreachable_or_malformed_scheduler_address_is_a_tv_error(monkeypatch):
     that is not one is InvalidArgumentError (was distributed's ValueError)."""
     import socket
 
-    from tensorvm import distributed_backend
+    from tensorvm.runtime import dask_plane as distributed_backend
     monkeypatch.setattr(distributed_backend, "CONNECT_TIMEOUT_S", 1.0, raising=False)
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
@@ -141,7 +141,7 @@ def test_a_failed_connection_leaves_no_client_for_the_garbage_collector(monkeypa
     import socket
 
     from distributed import Client
-    from tensorvm import distributed_backend as db
+    from tensorvm.runtime import dask_plane as db
     monkeypatch.setattr(db, "CONNECT_TIMEOUT_S", 1.0)
     with socket.socket() as s:  # a port where nothing listens
         s.bind(("127.0.0.1", 0))

@@ -158,7 +158,7 @@ W0_, PS1_ = "tvm_g1_worker_0_cpu0_s0", "tvm_g1_ps_0_cpu0_s1"
 
 
 def direct_step(step: str, ok: bool = True, erred=()) -> dict:
-    """The record of one step on the direct data plane (tensorvm.direct_steps)."""
+    """The record of one step on the direct data plane (tensorvm.runtime.direct.client)."""
     rec = {"step": step, "n": 1, "ok": ok, "tasks": [[W0_, "tcp://w0"], [PS1_, "tcp://ps"]],
            "edges": [[W0_, PS1_]]}
     if not ok:
@@ -190,7 +190,7 @@ def test_direct_steps_count_like_dask_steps(reg):
 
 def test_direct_step_topic_is_shared_with_core():
     """Core sends on the topic by its own constant (it does not import scheduler_ext)."""
-    from tensorvm import direct_steps
+    from tensorvm.runtime.direct import client as direct_steps
     from tensorvm.scheduler_ext import TOPIC_STEPS
     assert direct_steps.TOPIC_STEPS == TOPIC_STEPS
 

@@ -196,7 +196,7 @@ def test_graph_def_round_trip_is_json(g):
     w = tv.constant(np.arange(4, dtype=np.float32).reshape(2, 2), name="w")
     tv.reduce_sum(tv.matmul(x, w), axis=1, name="y")
     d = json.loads(json.dumps(g.as_graph_def()))
-    from tensorvm.graph_def import graph_from_dict
+    from tensorvm.framework.graph_def import graph_from_dict
     g2 = graph_from_dict(d)
     with tv.Session(graph=g2) as s:
         got = s.run("y:0", {"x:0": [[1.0, 1.0]]})

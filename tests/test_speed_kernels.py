@@ -9,8 +9,8 @@ import pytest
 import tensorvm as tv
 from opcheck import check_gradients
 from tolerance import assert_product_close
-from tensorvm import threads
-from tensorvm.ops import nn_conv
+from tensorvm.vm.kernels import threads
+from tensorvm.ops.nn import nn_conv
 
 RNG = np.random.default_rng(7)
 
@@ -49,9 +49,9 @@ CASES = [((2, 6, 6, 3), (2, 2), (2, 2), "SAME"), ((1, 7, 5, 2), (3, 3), (2, 2), 
 
 @pytest.fixture
 def numpy_kernels():
-    """The NumPy kernels, not the optional PyTorch ones (tensorvm.cpu_accel), for a test of
+    """The NumPy kernels, not the optional PyTorch ones (tensorvm.vm.kernels.cpu_accel), for a test of
     their own bits."""
-    from tensorvm import cpu_accel
+    from tensorvm.vm.kernels import cpu_accel
     cpu_accel.set_backend("numpy")
     yield
     cpu_accel.set_backend(None)

@@ -5,7 +5,7 @@ import pytest
 
 import tensorvm as tv
 from tensorvm import passes
-from tensorvm.graph_def import Node, snapshot
+from tensorvm.framework.graph_def import Node, snapshot
 from tensorvm.passes.step import Step, pipeline, run_pipeline
 
 A = "/job:a/replica:0/task:0/device:CPU:0"

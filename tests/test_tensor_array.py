@@ -7,7 +7,7 @@ import pickle
 import numpy as np
 import pytest
 import tensorvm as tv
-from tensorvm.ops.tensor_array_value import TensorArrayValue
+from tensorvm.ops.control.tensor_array_value import TensorArrayValue
 
 from tests.opcheck import check_gradients, numeric_grad
 

@@ -77,8 +77,8 @@ def _values(sess, names):
 # ---- tf.contrib.rnn / tf.nn.rnn_cell (recurrent_network.py, bidirectional_rnn.py) --------------
 def test_contrib_rnn_static_basic_lstm_matches_numpy():
     """recurrent_network.py: ``from tensorflow.contrib import rnn``; BasicLSTMCell over an
-    unstacked sequence with rnn.static_rnn (was: no tensorvm.contrib)."""
-    from tensorvm.contrib import rnn
+    unstacked sequence with rnn.static_rnn (was: no tensorvm.tf_api.contrib)."""
+    from tensorvm.tf_api.contrib import rnn
     rng = np.random.default_rng(1)
     xv = rng.normal(size=(3, 4, 2))
     g = tv.Graph()
@@ -223,7 +223,7 @@ def test_multi_rnn_cell_names_and_dropout_wrapper():
 def test_static_bidirectional_rnn_reverses_within_lengths():
     """bidirectional_rnn.py: rnn.static_bidirectional_rnn; fw and bw cells under
     bidirectional_rnn/fw and /bw, each output [fw, bw] concatenated."""
-    from tensorvm.contrib import rnn
+    from tensorvm.tf_api.contrib import rnn
     rng = np.random.default_rng(5)
     xv, lengths = rng.normal(size=(2, 4, 3)), np.array([4, 2])
     g = tv.Graph()

@@ -3,7 +3,7 @@ checked against NumPy and closed forms; TF's errors by class and message."""
 import numpy as np
 import pytest
 import tensorvm as tf
-from tensorvm import errors
+from tensorvm.framework import errors
 
 
 def drain(sess, nxt, limit=10_000):
@@ -524,7 +524,7 @@ def ref_windows(items, size, shift, stride, drop):
     (3, 2, 1, False), (3, 1, 2, False), (3, 4, 1, True), (2, 3, 1, False), (1, 1, 1, False),
     (4, None, 1, False), (4, None, 1, True), (5, 2, 3, False), (2, 7, 2, True)])
 def test_window_flat_map_batch_matches_the_reference(size, shift, stride, drop, monkeypatch):
-    import tensorvm.ops.dataset_sources as sources
+    import tensorvm.ops.data.dataset_sources as sources
     monkeypatch.setattr(sources, "CHUNK", 4)  # windows that span the source's blocks
     n = 23
     ds = tf.data.Dataset.range(n).window(size, shift, stride, drop) \
@@ -1060,7 +1060,7 @@ def test_csv_dataset_and_make_csv_dataset_errors(tmp_path):
 
 
 def test_csv_type_inference_follows_tfs_rules():
-    from tensorvm.ops.dataset_csv import infer_type
+    from tensorvm.ops.data.dataset_csv import infer_type
     cases = [("1", None, tf.int32), ("3000000000", tf.int32, tf.int64), ("1.5", tf.int64,
              tf.float32), ("1e300", tf.float32, tf.float64), ("x", tf.float64, tf.string),
              ("", tf.int64, tf.int64), ("NA", tf.float32, tf.float32), ("2", tf.float32,

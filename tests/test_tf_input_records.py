@@ -266,7 +266,7 @@ def test_decode_csv_vectorised_kernel_agrees_with_the_record_by_record_one():
     """The Arrow kernel (split, casts over the whole block) gives what the record-by-record
     kernel gives, or hands the block to it (an error to report by record, a field Arrow is
     stricter about); random records mixing quotes, missing fields, na_value and odd numbers."""
-    from tensorvm.ops import parsing_ops as P
+    from tensorvm.ops.readers import parsing_ops as P
     rng = np.random.default_rng(0)
     ints = (["0", "-12", "7", "", "NA"], [" 3", "+4", "0x1", "1_0", "99999999999", "x"])
     floats = (["1.5", "-2e3", ".5", "nan", "inf", "", "NA"], [" 1.5", "nan(1)", "1e400", "y"])

@@ -488,7 +488,7 @@ def test_bad_inputs():
         with pytest.raises(ValueError, match="k must be a positive integer, got 0"):
             tv.metrics.recall_at_k(tv.constant([1], tv.int64), tv.constant([[0.1, 0.9]]), 0)
         with pytest.raises(ValueError, match="Invalid key: xx"):
-            from tensorvm.metrics import _confusion_at_thresholds
+            from tensorvm.tf_api.metrics import _confusion_at_thresholds
             _confusion_at_thresholds([1], [0.5], [0.5], includes=("xx",))
         _, up = tv.metrics.auc([0, 1], [0.3, 1.6])
         with tv.Session() as s:

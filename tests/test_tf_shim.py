@@ -1,5 +1,5 @@
-"""tensorvm.tf_shim: ``import tensorflow`` resolved to tensorvm (finder semantics, errors), the
-runners (``tensorvm tf``, ``python -m tensorvm.tf_shim``) and their exit codes,
+"""tensorvm.tf_api.tf_shim: ``import tensorflow`` resolved to tensorvm (finder semantics, errors), the
+runners (``tensorvm tf``, ``python -m tensorvm.tf_api.tf_shim``) and their exit codes,
 ``input_data`` (TF's MNIST reader and ``next_batch``), and the TF API gaps that TensorFlow's
 tutorial programs hit (``tf.gfile``/``tf.io.gfile``, ``tf.random``, ``placeholder(shape=n)``).
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorvm as tv
-from tensorvm import tf_shim
+from tensorvm.tf_api import tf_shim
 from tensorvm.tutorials.mnist import input_data
 
 TENSORVM = Path(sys.executable).parent / "tensorvm"
@@ -65,9 +65,9 @@ def test_tensorflow_names_resolve_to_tensorvm(shim):
     from tensorflow import nn
     assert nn.relu is nn1.relu is tv.nn.relu
     assert tf_shim.resolve("tensorflow.compat.v1.contrib.rnn") is tv.contrib.rnn
-    import tensorvm.timeline
+    import tensorvm.runtime.timeline
     from tensorflow.python.client import timeline  # mnist_softmax_xla.py's
-    assert timeline.Timeline is tensorvm.timeline.Timeline
+    assert timeline.Timeline is tensorvm.runtime.timeline.Timeline
     with pytest.raises(ModuleNotFoundError, match="tensorflow.python.framework"):
         from tensorflow.python.framework import ops  # noqa: F401
 
@@ -145,7 +145,7 @@ def prog(tmp_path):
     return p
 
 
-CLI, MODULE = [str(TENSORVM), "tf"], [sys.executable, "-m", "tensorvm.tf_shim"]
+CLI, MODULE = [str(TENSORVM), "tf"], [sys.executable, "-m", "tensorvm.tf_api.tf_shim"]
 
 
 @pytest.mark.parametrize("cmd", [CLI, MODULE], ids=["cli", "module"])
@@ -187,7 +187,7 @@ def test_range_knob_limits_the_programs_own_loops(tmp_path):
     p = tmp_path / "loop.py"
     p.write_text("import tensorflow as tf\nprint(len([i for i in range(20000)]), "
                  "len(range(3)))\n")
-    r = subprocess.run([sys.executable, "-m", "tensorvm.tf_shim", str(p)], capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "tensorvm.tf_api.tf_shim", str(p)], capture_output=True,
                        text=True, env={**os.environ, tf_shim.RANGE_LIMIT_ENV: "50"})
     assert r.returncode == 0 and r.stdout.split() == ["50", "3"], r.stderr
 

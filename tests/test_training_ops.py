@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorvm as tv
-from tensorvm.ops.training_ops import apply_gradient_descent, apply_momentum
+from tensorvm.ops.state.training_ops import apply_gradient_descent, apply_momentum
 
 RNG = np.random.default_rng(3)
 
@@ -125,7 +125,7 @@ def _unfused_adam(var, m, v, lr_t, b1, b2, eps, grad):
 @pytest.mark.parametrize("kind", ["adagrad", "adam"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_fused_adagrad_and_adam_are_the_unfused_graph_bit_for_bit(kind, dtype):
-    from tensorvm.ops.training_ops import apply_adagrad, apply_adam
+    from tensorvm.ops.state.training_ops import apply_adagrad, apply_adam
     w0 = RNG.standard_normal((6, 4)).astype(dtype)
     grads = [RNG.standard_normal((6, 4)).astype(dtype) for _ in range(4)]
     runs = []
@@ -182,7 +182,7 @@ def test_adagrad_and_adam_optimizers_use_one_fused_op_and_train(opt):
 
 
 def test_apply_adam_refuses_a_slot_of_another_shape():
-    from tensorvm.ops.training_ops import apply_adam
+    from tensorvm.ops.state.training_ops import apply_adam
     w = tv.Variable(np.zeros((2, 3), np.float32))
     m = tv.Variable(np.zeros((2, 3), np.float32))
     v = tv.Variable(np.zeros((3, 2), np.float32))
@@ -198,14 +198,14 @@ def test_apply_adam_refuses_a_slot_of_another_shape():
 # ---- in place when nothing else holds the value (sole_holder), a snapshot when held ------------
 
 def _states(s, *names):
-    from tensorvm.ops.state_ops import VariableState
+    from tensorvm.ops.state.state_ops import VariableState
     found = {r.name: r for m in s._backend.resources._mgrs.values() for r in m._res.values()
              if isinstance(r, VariableState)}
     return [found[n] for n in names]
 
 
 def _fused_step(kind, w, s1, s2, g, dtype):
-    from tensorvm.ops.training_ops import apply_adagrad, apply_adam
+    from tensorvm.ops.state.training_ops import apply_adagrad, apply_adam
     if kind == "momentum":
         return apply_momentum(w, s1, dtype(0.01), g, dtype(0.9))
     if kind == "nesterov":
@@ -235,7 +235,7 @@ def test_momentum_adagrad_adam_update_in_place_when_nothing_holds_the_value(kind
     buffers (no fresh variable-sized array per step); a value someone holds (here: taken
     from the variable's state, as a fetch or a step in flight holds it) is left untouched and
     the update goes to a new buffer. Either way the bits are the unfused graph's."""
-    from tensorvm.ops.training_ops import _CHUNK
+    from tensorvm.ops.state.training_ops import _CHUNK
     dtype = np.float32
     shape = (_CHUNK // 100 + 7, 300)  # more than one block, a ragged last one
     w0 = RNG.standard_normal(shape).astype(dtype)

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import math
 
-from .. import layers
+from ..tf_api import layers
 from .. import train as _train
-from ..init_ops import glorot_uniform_initializer
+from ..ops.state.init_ops import glorot_uniform_initializer
 from ..ops import nn
-from ..variable_scope import variable_scope
+from ..ops.state.variable_scope import variable_scope
 from .estimator import Estimator
 from .heads import BinaryClassHead, MultiClassHead, RegressionHead, spec_of
 from .model_fn import ModeKeys

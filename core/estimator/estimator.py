@@ -34,7 +34,7 @@ import inspect
 import logging
 import tempfile
 
-from ..graph import Graph
+from ..framework.graph import Graph
 from ..train.hooks import SessionRunHook
 from .model_fn import EstimatorSpec
 from .run_config import RunConfig
@@ -85,7 +85,7 @@ def _check_hooks(hooks) -> list:
 
 
 def _config_with_model_dir(config, model_dir) -> RunConfig:
-    from ..compat import path_to_str
+    from ..tf_api.compat import path_to_str
     if config is None:
         config = RunConfig()
     if not isinstance(config, RunConfig):
@@ -221,14 +221,14 @@ class Estimator:
         return spec
 
     def _new_graph(self, graph: Graph):
-        from ..graph import set_random_seed
+        from ..framework.graph import set_random_seed
         from ..train.optimizers import create_global_step
         if self._config.tf_random_seed is not None:
             set_random_seed(self._config.tf_random_seed)
         return create_global_step(graph)
 
     def _session(self, graph):
-        from ..session import Session
+        from ..runtime.session import Session
         return Session(self._config.master or None, graph=graph, config=self._session_config,
                        cluster=self._config.cluster_spec, verbose=False)
 
@@ -249,7 +249,7 @@ class Estimator:
         """The spec's scaffold with a Saver keeping ``keep_checkpoint_max`` checkpoints and,
         with nothing to restore, the warm start."""
         from ..train.saver import Saver
-        from ..variables import global_variables
+        from ..ops.state.variables import global_variables
         from .warm_start import warm_start_init_fn
         scaffold = spec.scaffold
         if scaffold.saver is None and global_variables(graph):

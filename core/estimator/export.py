@@ -21,7 +21,7 @@ from __future__ import annotations
 import collections
 import json
 
-from ..graph import Tensor
+from ..framework.graph import Tensor
 
 __all__ = ["ClassificationOutput", "ExportOutput", "PredictOutput", "RegressionOutput",
            "ServingInputReceiver", "TensorServingInputReceiver",
@@ -90,7 +90,7 @@ def build_parsing_serving_input_receiver_fn(feature_spec, default_batch_size=Non
     """A serving input function taking serialized ``tf.Example`` protos (``examples``) and
     parsing them with ``feature_spec`` (``tv.parse_example``)."""
     def serving_input_receiver_fn():
-        from .. import dtypes as _dt
+        from ..framework import dtypes as _dt
         from ..ops import parse_example, placeholder
         serialized = placeholder(_dt.string, [default_batch_size], name="input_example_tensor")
         features = parse_example(serialized, feature_spec)

@@ -46,10 +46,10 @@ def _timestamped_dir(base: str) -> str:
 def export_saved_model(est, export_dir_base, serving_input_receiver_fn, checkpoint_path=None):
     """Build the PREDICT graph on the serving inputs, restore the checkpoint and write the
     export folder; returns its path as bytes (as TF)."""
-    from ..graph import Graph
+    from ..framework.graph import Graph
     from ..storage.fsio import to_fs
     from ..train.saver import Saver
-    from ..variables import global_variables
+    from ..ops.state.variables import global_variables
     if serving_input_receiver_fn is None:
         raise ValueError("An input_receiver_fn must be defined.")
     checkpoint_path = checkpoint_path or est.latest_checkpoint()

@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import dtypes as _dt
-from ..init_ops import truncated_normal_initializer, zeros_initializer
+from ..framework import dtypes as _dt
+from ..ops.state.init_ops import truncated_normal_initializer, zeros_initializer
 from ..ops import (
     add_n,
     argmax,
@@ -60,8 +60,8 @@ from ..ops import (
     where,
     zeros_like,
 )
-from ..tensor_conversion import convert_to_tensor
-from ..variable_scope import get_variable, variable_scope
+from ..framework.tensor_conversion import convert_to_tensor
+from ..ops.state.variable_scope import get_variable, variable_scope
 
 __all__ = ["bucketized_column", "categorical_column_with_identity",
            "categorical_column_with_vocabulary_list", "embedding_column", "indicator_column",

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import dtypes as _dt
-from .. import metrics as _metrics
+from ..framework import dtypes as _dt
+from ..tf_api import metrics as _metrics
 from ..ops import (
     argmax,
     as_string,
@@ -27,7 +27,7 @@ from ..ops import (
     sigmoid,
     square,
 )
-from ..tensor_conversion import convert_to_tensor
+from ..framework.tensor_conversion import convert_to_tensor
 from .model_fn import EstimatorSpec, ModeKeys
 
 __all__ = ["BinaryClassHead", "MultiClassHead", "RegressionHead", "spec_of"]

@@ -59,8 +59,8 @@ def numpy_input_fn(x, y=None, batch_size=128, num_epochs=1, shuffle=None,
 
     def input_fn():
         """The NumPy input function."""
-        from ..data import Dataset
-        from ..graph import get_default_graph
+        from ..tf_api.data import Dataset
+        from ..framework.graph import get_default_graph
         from ..train.monitored_session import LOCAL_RESOURCES
         data = _features_dict(x)
         feature_keys = list(data)

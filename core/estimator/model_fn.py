@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import collections
 
-from ..graph import Operation, Tensor, get_default_graph
+from ..framework.graph import Operation, Tensor, get_default_graph
 from ..train.hooks import SessionRunHook
 from ..train.monitored_session import Scaffold
 
@@ -37,12 +37,12 @@ class ModeKeys:
 
 
 def _is_tensor(x) -> bool:
-    from ..variables import Variable
+    from ..ops.state.variables import Variable
     return isinstance(x, (Tensor, Variable))
 
 
 def _as_tensor(x):
-    from ..variables import Variable
+    from ..ops.state.variables import Variable
     return x.value() if isinstance(x, Variable) else x
 
 
@@ -83,7 +83,7 @@ def _loss(loss, mode):
         raise ValueError(f"Loss must be scalar, given: {loss}")
     _check_graph(loss, "loss", loss.name)
     if shape.dims is None or len(shape.dims) != 0:
-        from ..ops.array_ops import reshape
+        from ..ops.array.array_ops import reshape
         loss = reshape(loss, [])
     return loss
 

@@ -64,7 +64,7 @@ class RunConfig:
             raise ValueError(_SAVE_CKPT_ERR)
         if model_dir == "":
             raise ValueError("model_dir should be non-empty.")
-        from ..compat import path_to_str
+        from ..tf_api.compat import path_to_str
         self._set(model_dir=path_to_str(model_dir), tf_random_seed=tf_random_seed,
                   save_summary_steps=save_summary_steps,
                   save_checkpoints_steps=save_checkpoints_steps,
@@ -77,7 +77,7 @@ class RunConfig:
                   experimental_distribute=experimental_distribute,
                   experimental_max_worker_delay_secs=experimental_max_worker_delay_secs,
                   session_creation_timeout_secs=session_creation_timeout_secs)
-        from ..cluster import ClusterSpec
+        from ..runtime.cluster.spec import ClusterSpec
         self._master = master or ""
         self._cluster_spec = None if cluster_spec is None else ClusterSpec(cluster_spec)
 

@@ -40,7 +40,7 @@ class EventFileWriter:
 
     def __init__(self, logdir: str):
         from ..storage.tfrecord import TFRecordWriter
-        from ..summary import Event
+        from ..tf_api.summary import Event
         self._logdir = logdir.rstrip("/")
         name = (f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}."
                 f"{os.getpid()}.{next(_SERIAL):06d}")  # two writers in one second: 2 files
@@ -57,7 +57,7 @@ class EventFileWriter:
 
     def add_summary(self, summary, global_step=None) -> None:
         """Append a ``Summary`` (or its serialized bytes) at ``global_step``."""
-        from ..summary import Event, Summary
+        from ..tf_api.summary import Event, Summary
         if isinstance(summary, np.ndarray):  # a string scalar fetched as an object array
             summary = summary.item()
         if isinstance(summary, bytes):  # never through a NumPy 'S' array: it drops \0 bytes
@@ -80,7 +80,7 @@ def summary_writer(logdir: str):
     :class:`EventFileWriter` for any other URL."""
     local = _local_path(logdir)
     if local is not None:
-        from ..summary import FileWriter
+        from ..tf_api.summary import FileWriter
         return FileWriter(local)
     return EventFileWriter(logdir)
 
@@ -89,7 +89,7 @@ def write_dict_to_summary(output_dir: str, dictionary: dict, current_global_step
     """Write the numbers of ``dictionary`` (not ``global_step``) as scalar summaries at
     ``current_global_step`` (TF's ``_write_dict_to_summary``); other values are skipped with
     a log line."""
-    from ..summary import Summary
+    from ..tf_api.summary import Summary
     _log.info("Saving dict for global step %d: %s", current_global_step,
               ", ".join(f"{k} = {v}" for k, v in sorted(dictionary.items())
                         if not isinstance(v, bytes)))
@@ -124,7 +124,7 @@ def read_scalars(logdir: str) -> list[tuple[int, str, float]]:
     in file and record order (for tests and tools)."""
     from ..storage.fsio import to_fs
     from ..storage.tfrecord import iter_records
-    from ..summary import Event
+    from ..tf_api.summary import Event
     fs, path = to_fs(logdir)
     out = []
     for f in sorted(fs.glob(f"{path.rstrip('/')}/events.out.tfevents.*")):

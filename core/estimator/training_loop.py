@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from ..graph import Graph
+from ..framework.graph import Graph
 from .model_fn import LOSS_METRIC_KEY, ModeKeys
 
 _log = logging.getLogger("tensorvm")
@@ -14,7 +14,7 @@ __all__ = ["evaluate_model", "predict_model", "train_model"]
 
 def _parse_input_fn_result(result):
     """``(features, labels, hooks)`` from what an ``input_fn`` returned."""
-    from ..ops.dataset_ops import Dataset
+    from ..ops.data.dataset_ops import Dataset
     from .run_hooks import DatasetInitializerHook
     hooks = []
     if isinstance(result, Dataset):
@@ -33,8 +33,8 @@ def _inputs(est, input_fn, mode):
 
 
 def _summary_op(loss):
-    from ..graph_keys import GraphKeys, get_collection
-    from ..summary import merge_all, scalar
+    from ..framework.graph_keys import GraphKeys, get_collection
+    from ..tf_api.summary import merge_all, scalar
     if not any(getattr(s.op, "name", None) == "loss"
                for s in get_collection(GraphKeys.SUMMARIES)):
         scalar("loss", loss)
@@ -77,7 +77,7 @@ def _train_hooks(est, spec, gs, listeners):
 def train_model(est, input_fn, hooks, listeners):
     """Build the training graph and run ``[train_op, loss]`` until a hook stops or the
     input ends; returns the last loss (``None`` when no step ran)."""
-    from ..graph_keys import GraphKeys
+    from ..framework.graph_keys import GraphKeys
     from ..train.hooks import CheckpointSaverListener
     for x in listeners:
         if not isinstance(x, CheckpointSaverListener):
@@ -108,9 +108,9 @@ def train_model(est, input_fn, hooks, listeners):
 def _eval_graph(est, input_fn, hooks):
     """The metrics' update op and values (with ``loss`` and ``global_step``) and the
     hooks of one evaluation, built in the default graph."""
-    from ..graph import get_default_graph
-    from ..metrics import mean
-    from ..ops.array_ops import group
+    from ..framework.graph import get_default_graph
+    from ..tf_api.metrics import mean
+    from ..ops.array.array_ops import group
     gs = est._new_graph(get_default_graph())
     features, labels, input_hooks = _inputs(est, input_fn, ModeKeys.EVAL)
     spec = est._call_model_fn(features, labels, ModeKeys.EVAL, est.config)

@@ -34,7 +34,7 @@ def settings_of(warm_start_from) -> WarmStartSettings | None:
     """``warm_start_from`` as settings: ``None``, a path, or ``WarmStartSettings``."""
     if warm_start_from is None:
         return None
-    from ..compat import path_to_str
+    from ..tf_api.compat import path_to_str
     warm_start_from = path_to_str(warm_start_from)
     if isinstance(warm_start_from, str):
         return WarmStartSettings(warm_start_from)

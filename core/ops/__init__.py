@@ -16,12 +16,14 @@ special_ops (inverse trig, erf, lgamma, digamma, zeta, Bessel, complex numbers, 
 import importlib as _importlib
 
 __all__: list[str] = []
-_FAMILIES = ["array_ops", "math_ops", "manip_ops", "slice_ops", "fill_ops", "index_ops",
-             "partition_ops", "sort_ops", "math_ext", "linalg_ops", "nn_ops", "random_ops",
-             "string_ops", "script_ops", "state_ops", "data_flow_ops", "mapreduce_ops",
-             "deprecated_ops", "nn_norm", "nn_sampled", "io_ops", "parsing_ops",
-             "control_flow_ops", "rnn_ops", "clip_ops", "functional_ops", "file_ops",
-             "debug_ops", "special_ops", "string_ext_ops"]
+_FAMILIES = ["array.array_ops", "math.math_ops", "array.manip_ops", "array.slice_ops",
+             "array.fill_ops", "array.index_ops", "array.partition_ops", "array.sort_ops",
+             "math.math_ext", "math.linalg_ops", "nn.nn_ops", "math.random_ops",
+             "strings.string_ops", "control.script_ops", "state.state_ops",
+             "state.data_flow_ops", "mapreduce.mapreduce_ops", "deprecated_ops", "nn.nn_norm",
+             "nn.nn_sampled", "readers.io_ops", "readers.parsing_ops", "control.control_flow_ops",
+             "nn.rnn_ops", "math.clip_ops", "control.functional_ops", "readers.file_ops",
+             "control.debug_ops", "math.special_ops", "strings.string_ext_ops"]
 
 for _name in _FAMILIES:
     _mod = _importlib.import_module(f"{__name__}.{_name}")
@@ -30,3 +32,12 @@ for _name in _FAMILIES:
         __all__.append(_sym)
 
 from . import nn  # noqa: E402,F401
+
+
+def __getattr__(name: str):
+    # ``tv.ops.math_ops`` … (an op family module that moved into a family folder)
+    from .. import _aliases
+    module = _aliases.moved_module(f"ops.{name}")
+    if module is None:
+        raise AttributeError(f"module 'tensorvm.ops' has no attribute {name!r}")
+    return module

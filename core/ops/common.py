@@ -12,13 +12,13 @@ from typing import Callable
 
 import numpy as np
 
-from .. import dtypes as _dt
-from ..errors import InvalidArgumentError
-from ..graph import Tensor
-from ..op_def_library import apply_op
-from ..kernels_gpu import array_namespace
-from ..registry import register_op
-from ..tensor_conversion import convert_to_tensor
+from ..framework import dtypes as _dt
+from ..framework.errors import InvalidArgumentError
+from ..framework.graph import Tensor
+from ..framework.op_def_library import apply_op
+from ..vm.kernels.array_api import array_namespace
+from ..framework.op_registry import register_op
+from ..framework.tensor_conversion import convert_to_tensor
 
 
 def broadcast_shapes(a, b):
@@ -90,7 +90,7 @@ def def_binary(op_type: str, kernel: Callable, grad: Callable | None = None, *,
                out_dtype: _dt.DType | None = None, allowed: Callable | None = None,
                differentiable: bool = True, forwards: tuple = ()):
     """Register an element-wise binary op with NumPy broadcasting; returns ``fn(x, y, name)``.
-    ``forwards``: see :class:`tensorvm.registry.OpDef` (the kernel takes ``out=``)."""
+    ``forwards``: see :class:`tensorvm.framework.op_registry.OpDef` (the kernel takes ``out=``)."""
     def shape_fn(inputs, attrs):
         dt = check_same_dtype(inputs, op_type)
         if allowed is not None and not allowed(dt):
@@ -113,7 +113,7 @@ def def_binary(op_type: str, kernel: Callable, grad: Callable | None = None, *,
 def asarray(value, dtype=None, like=None):
     """``np.asarray(value, dtype)`` in the array namespace of ``like`` (default ``value``):
     a NumPy array for host values, a device (CuPy) array for device ones, so a kernel's
-    result stays where its inputs are (``tensorvm.kernels_gpu``).
+    result stays where its inputs are (``tensorvm.vm.kernels.array_api``).
 
     >>> asarray(3, np.float32, like=np.ones(2))
     array(3., dtype=float32)
@@ -149,7 +149,7 @@ def _sum_to_shape_of(g, x):
 
 
 def _sum_to_grad(op, grad):
-    from .array_ops import broadcast_like
+    from .array.array_ops import broadcast_like
     return [broadcast_like(grad, op.inputs[0]), None]
 
 

@@ -10,9 +10,9 @@ array([1.], dtype=float32)
 """
 from __future__ import annotations
 
-from .. import dtypes as _dt
-from .math_ext import argmax, argmin
-from .math_ops import cast, multiply, negative, subtract
+from ..framework import dtypes as _dt
+from .math.math_ext import argmax, argmin
+from .math.math_ops import cast, multiply, negative, subtract
 
 __all__ = ["mul", "sub", "neg", "arg_max", "arg_min", "to_float", "to_double", "to_int32",
            "to_int64"]

@@ -1,5 +1,5 @@
 """Compile: turn a staged partition into a :class:`Plan` — one :class:`TaskSpec` per
-(device, stage) holding a :class:`~tensorvm.runtime.StageProgram`, one :class:`SendSpec` per
+(device, stage) holding a :class:`~tensorvm.vm.interpreter.StageProgram`, one :class:`SendSpec` per
 Send/Recv pair, and where each fetch comes from.
 
 A Send is a small task on the source device that picks one tensor out of its stage's results,
@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..graph_def import Node
-from ..registry import registry
-from ..runtime import Instr, StageProgram
+from ..framework.graph_def import Node
+from ..framework.op_registry import registry
+from ..vm.interpreter import Instr, StageProgram
 from .partition import Partition, SendRecv
 
 
@@ -56,7 +56,7 @@ class Plan:
     graph_ops: int = 0  # ops in the pruned graph before optimisation
     fallbacks: tuple = ()  # place.Fallback: GPU ops soft placement put on a CPU, and why
     # A name for this compiled plan, unique across processes: the handle its partitions are
-    # registered under on the workers (tensorvm.registered_plans).
+    # registered under on the workers (tensorvm.runtime.direct.registered_plans).
     uid: str = field(default_factory=lambda: uuid.uuid4().hex[:12], init=False, repr=False,
                      compare=False)
 

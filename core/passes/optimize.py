@@ -3,7 +3,7 @@ dead nodes dropped. A Variable read, a queue op, a random op (anything ``statefu
 folded or merged, nor is anything with control inputs or a fed input.
 
 >>> import numpy as np
->>> from tensorvm.graph_def import Node
+>>> from tensorvm.framework.graph_def import Node
 >>> import tensorvm as tv
 >>> c = {"value": np.float32(2), "dtype": tv.float32}
 >>> nodes = {"a": Node("a", "Const", attrs=c), "b": Node("b", "Neg", (("a", 0),)),
@@ -19,8 +19,8 @@ import math
 
 import numpy as np
 
-from ..graph_def import Node
-from ..registry import registry
+from ..framework.graph_def import Node
+from ..framework.op_registry import registry
 
 FOLD_LIMIT_BYTES = 10 * 2 ** 20
 

@@ -11,11 +11,11 @@ GPU device in front of every host value a GPU op reads (a feed, a CPU device's o
 one copy per (tensor, device), however many consumers. Between two GPU devices the device
 array itself moves (Dask serialises CuPy arrays). String tensors stay on the host: no copy.
 Small integer tensors a GPU op reads as shapes, offsets or counts stay on the host too (TF's
-HostMemory, :data:`tensorvm.kernels_gpu.HOST_MEMORY_INPUTS`), as do the shapes and sizes GPU
+HostMemory, :data:`tensorvm.vm.kernels.array_api.HOST_MEMORY_INPUTS`), as do the shapes and sizes GPU
 ops make, and int32 arithmetic on such host values runs on the host (TF's int32 rule): reading
 a shape never makes the host wait for the GPU.
 
->>> from tensorvm.graph_def import Node
+>>> from tensorvm.framework.graph_def import Node
 >>> nodes = {"a": Node("a", "Const"), "b": Node("b", "Neg", (("a", 0),)),
 ...          "c": Node("c", "Neg", (("a", 0),))}
 >>> p = partition(nodes, {"a": "/A", "b": "/B", "c": "/B"}, set())
@@ -29,10 +29,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from .. import dtypes as _dt
-from ..graph_def import Node
-from ..kernels_gpu import COPY_TO_DEVICE, COPY_TO_HOST, host_memory_input, host_memory_output
-from ..registry import registry
+from ..framework import dtypes as _dt
+from ..framework.graph_def import Node
+from ..vm.kernels.array_api import (COPY_TO_DEVICE, COPY_TO_HOST, host_memory_input,
+                                    host_memory_output)
+from ..framework.op_registry import registry
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ def insert_copies(nodes: dict[str, Node], devices: dict[str, str], feeds, fetche
     iteration on that device); its feeds may then be device arrays, except ``host_feeds``
     (a loop's int32 variables, which its kernel keeps on the host).
 
-    >>> from tensorvm.graph_def import Node
+    >>> from tensorvm.framework.graph_def import Node
     >>> nodes = {"a": Node("a", "Const"), "b": Node("b", "Neg", (("a", 0),))}
     >>> n, d, f, c = insert_copies(nodes, {"a": "/cpu", "b": "/device:GPU:0"}, set(), [("b", 0)])
     >>> [(x.name, x.type, d[x.name]) for x in n.values() if x.name in c]
@@ -183,7 +184,7 @@ def split_frames(nodes: dict[str, Node], devices: dict[str, str]) -> tuple[dict,
     the frame): a loop op (``cond`` and ``body`` functions) whose functions span devices keeps
     its place (its *home*, where it outputs) and gains ``frame_devices``; each other device of
     the frame gets a ``WhileShard`` node reading the loop's inputs, which runs that device's
-    part of every iteration (:mod:`tensorvm.ops.while_frames`); a loop gradient (``grad``
+    part of every iteration (:mod:`tensorvm.ops.control.while_frames`); a loop gradient (``grad``
     function) whose function spans devices likewise gets ``WhileGradShard`` nodes. Other
     nodes are unchanged.
 

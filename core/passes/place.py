@@ -17,7 +17,7 @@ graph version, each group's CPU-only member anywhere in the graph, and ``place``
 whose function attributes (a ``While``'s cond and body) update or read a resource joins that
 resource's group: the body runs on the loop op's device, so the loop goes where its state is.
 
->>> from tensorvm.graph_def import Node
+>>> from tensorvm.framework.graph_def import Node
 >>> nodes = {"v": Node("v", "VariableV2", device="/job:ps/task:0", colocation="v"),
 ...          "u": Node("u", "AssignAdd", (("g", 0),), device="/job:worker", colocation="v"),
 ...          "g": Node("g", "Neg", device="")}
@@ -29,11 +29,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..device_spec import DeviceSpec
-from ..errors import InvalidArgumentError
-from ..graph_def import Node
-from ..kernels_gpu import string_tensor_reason
-from ..registry import registry
+from ..framework.device_spec import DeviceSpec
+from ..framework.errors import InvalidArgumentError
+from ..framework.graph_def import Node
+from ..vm.kernels.array_api import string_tensor_reason
+from ..framework.op_registry import registry
 from .prune import prune
 
 
@@ -139,7 +139,7 @@ def colocation_constraints(all_nodes: Mapping[str, Node]) -> Constraints:
     :class:`Constraints`); pure, one pass over the graph. An op in no group is left out (it is
     a group of its own in every step, checked there).
 
-    >>> from tensorvm.graph_def import Node
+    >>> from tensorvm.framework.graph_def import Node
     >>> c = colocation_constraints({
     ...     "v": Node("v", "VariableV2", colocation="v"),
     ...     "s": Node("s", "AsString", (("v", 0),), colocation="v"),
@@ -209,7 +209,7 @@ def place_explained(nodes: dict[str, Node], default_device: str = "", *, all_nod
                     ) -> tuple[dict[str, str], tuple[Fallback, ...]]:
     """:func:`place`, and the :class:`Fallback` of every group soft placement moved to CPU.
 
-    >>> from tensorvm.graph_def import Node
+    >>> from tensorvm.framework.graph_def import Node
     >>> nodes = {"a": Node("a", "Const", device="/gpu:0")}
     >>> devs, why = place_explained(nodes, "/job:w/task:0", gpus={("w", 0): 0})
     >>> devs["a"], why[0].reason

@@ -1,6 +1,6 @@
 """Prune: keep only the nodes the fetches and targets need; a fed tensor cuts the graph there.
 
->>> from tensorvm.graph_def import Node
+>>> from tensorvm.framework.graph_def import Node
 >>> nodes = {"a": Node("a", "Const"), "b": Node("b", "Neg", (("a", 0),)),
 ...          "c": Node("c", "Neg", (("a", 0),))}
 >>> sorted(prune(nodes, [("b", 0)], [], set()))
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..errors import InvalidArgumentError
-from ..graph_def import Node
+from ..framework.errors import InvalidArgumentError
+from ..framework.graph_def import Node
 
 
 def prune(nodes: dict[str, Node], fetches: list[tuple[str, int]], targets: list[str],

@@ -11,7 +11,7 @@ TF sends the variable's value when its op runs: cluster sessions leave their fet
 are (``pipeline(live_ref_fetches=False)``, the default).
 
 >>> import tensorvm as tv
->>> from tensorvm.graph_def import Node
+>>> from tensorvm.framework.graph_def import Node
 >>> var = {"var_name": "v", "container": "", "dtype": tv.float32, "shape": ()}
 >>> nodes = {"v": Node("v", "VariableV2", attrs=var, stateful=True),
 ...          "one": Node("one", "Const"),
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from ..graph_def import Node
+from ..framework.graph_def import Node
 
 # Ops that name a variable but do not change it.
 _READS = frozenset({"VariableV2", "VariableRead", "IsVariableInitialized", "VariableRefFetch",

@@ -7,7 +7,7 @@ equal-or-higher stage on the same device or a strictly higher stage on another, 
 graph has no cycle (a ping-pong A → B → A needs three tasks, not two).
 
 >>> from tensorvm.passes.partition import partition
->>> from tensorvm.graph_def import Node
+>>> from tensorvm.framework.graph_def import Node
 >>> nodes = {"a": Node("a", "Const"), "b": Node("b", "Neg", (("a", 0),)),
 ...          "c": Node("c", "Neg", (("b", 0),))}
 >>> p = partition(nodes, {"a": "/A", "b": "/B", "c": "/A"}, set())

@@ -6,7 +6,7 @@ list (:func:`pipeline`) and a test or a benchmark can stop after any pass
 (``run_pipeline(step, passes, stop_after="place")``). No pass sees the live graph: the first
 ``Step`` holds a snapshot of it (``all_nodes``) and everything after is derived from that.
 
->>> from tensorvm.graph_def import Node
+>>> from tensorvm.framework.graph_def import Node
 >>> nodes = {"a": Node("a", "Const", attrs={}), "b": Node("b", "Neg", (("a", 0),)),
 ...          "dead": Node("dead", "Neg", (("a", 0),))}
 >>> s = Step.start(nodes, fetches=[("b", 0)])
@@ -26,8 +26,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
-from ..errors import InvalidArgumentError
-from ..graph_def import Node
+from ..framework.errors import InvalidArgumentError
+from ..framework.graph_def import Node
 from .compile import Plan, compile_plan
 from .optimize import optimize
 from .partition import Partition, partition

@@ -7,7 +7,7 @@ device waits for it. Staging then puts step r+1's first stateful ops (a paramete
 variable reads) in the same task as step r's last ones (its updates), so a PS/worker step costs
 two Dask hops instead of three. Feeds are shared by all steps; targets of every step run.
 
->>> from tensorvm.graph_def import Node
+>>> from tensorvm.framework.graph_def import Node
 >>> nodes = {"v": Node("v", "VariableV2", stateful=True),
 ...          "g": Node("g", "Neg", (("v", 0),)),
 ...          "u": Node("u", "AssignSub", (("g", 0),), stateful=True)}
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..graph_def import Node
+from ..framework.graph_def import Node
 
 
 def unroll(nodes: dict[str, Node], devices: dict[str, str], fetches: list, targets: list,

@@ -1,5 +1,5 @@
 """``tv.train``: optimizers, device setters, the cluster spec (and, with storage, the Saver)."""
-from ..cluster import ClusterSpec
+from ..runtime.cluster.spec import ClusterSpec
 from .device_setter import replica_device_setter
 from .optimizers import (AdagradOptimizer, AdamOptimizer, GradientDescentOptimizer,
                          MomentumOptimizer, Optimizer, create_global_step,
@@ -26,8 +26,8 @@ __all__ += ["Saver", "latest_checkpoint", "list_checkpoints", "checkpoint_exists
             "split_input_producer", "string_input_producer", "read_split", "SplitQueue",
             "SplitRead", "batch", "shuffle_batch", "QueueRunner", "Coordinator",
             "start_queue_runners", "add_queue_runner", "QUEUE_RUNNERS"]
-from .device_setter import GreedyLoadBalancingStrategy, RoundRobinStrategy, byte_size_load_fn  # noqa
-from .partitioners import (PartitionedVariable, fixed_size_partitioner,  # noqa: E402
+from .device_setter import (GreedyLoadBalancingStrategy, RoundRobinStrategy, byte_size_load_fn)  # noqa
+from ..ops.state.partitioners import (PartitionedVariable, fixed_size_partitioner,  # noqa: E402
                            min_max_variable_partitioner, partitioned_variable)
 from .sync_replicas import SyncReplicasOptimizer  # noqa: E402
 

@@ -38,8 +38,8 @@ import time
 
 import numpy as np
 
-from .. import dtypes as _dt
-from .. import errors
+from ..framework import dtypes as _dt
+from ..framework import errors
 
 __all__ = ["CheckpointReader", "CheckpointState", "NewCheckpointReader", "checkpoints_iterator",
            "generate_checkpoint_state_proto", "get_checkpoint_mtimes", "get_checkpoint_state",
@@ -405,8 +405,8 @@ def _parts(v):
 def _candidates(graph) -> dict:
     """``{name: variable or list of parts}``: the ``get_variable`` store (TF's), then the
     other global variables by name (parts of a partitioned variable under its name)."""
-    from ..variable_scope import _store
-    from ..variables import global_variables
+    from ..ops.state.variable_scope import _store
+    from ..ops.state.variables import global_variables
     out = {name: _parts(v) for name, v in _store(graph).vars.items()}
     for v in global_variables(graph):
         name = v.op.name
@@ -419,8 +419,8 @@ def _candidates(graph) -> dict:
 def _set_checkpoint_initializer(var, ckpt_file: str, tensor_name: str) -> None:
     """Make ``var``'s initializer (and initial value) a restore of ``tensor_name``: a
     ``RestoreShard`` on the host of its task, then an ``Assign`` colocated with it."""
-    from ..op_def_library import apply_op
-    from ..tensor_conversion import convert_to_tensor
+    from ..framework.op_def_library import apply_op
+    from ..framework.tensor_conversion import convert_to_tensor
     from .saver import _host_of, _partition_specs
     parts = var if isinstance(var, list) else [var]
     specs = [s for s, _ in _partition_specs(tensor_name, parts)] if isinstance(var, list) \
@@ -454,8 +454,8 @@ def init_from_checkpoint(ckpt_dir_or_file, assignment_map) -> None:
     scope to a scope of the graph (``'old/': 'new/'``, ``'/': 'scope/'``): every variable
     under ``scope/`` takes the tensor of the same relative name. A missing tensor, a shape
     mismatch or a scope mapped to a non-scope is ``ValueError`` (TF's messages)."""
-    from ..graph import get_default_graph
-    from ..variables import Variable
+    from ..framework.graph import get_default_graph
+    from ..ops.state.variables import Variable
     ckpt_file = latest_checkpoint_path(str(ckpt_dir_or_file))
     variable_map = dict(list_variables(ckpt_file))
     items = assignment_map.items() if isinstance(assignment_map, dict) else assignment_map
@@ -506,8 +506,8 @@ def warm_start_variables(graph, which) -> list:
     every global variable, or a list of variables."""
     import re
 
-    from ..graph_keys import GraphKeys
-    from ..variables import Variable
+    from ..framework.graph_keys import GraphKeys
+    from ..ops.state.variables import Variable
     if which is None:
         return []
     if isinstance(which, str):
@@ -532,7 +532,7 @@ def warm_start(ckpt_to_initialize_from, vars_to_warm_start=".*", var_name_to_voc
     global variable, or a list of variables; ``var_name_to_prev_var_name`` gives a
     variable's name in the checkpoint. Vocabulary remapping (``var_name_to_vocab_info``) is
     not supported (``ValueError``)."""
-    from ..graph import get_default_graph
+    from ..framework.graph import get_default_graph
     if var_name_to_vocab_info:
         raise ValueError("warm_start: var_name_to_vocab_info (vocabulary remapping) is not "
                          "supported by tensorvm")
@@ -604,7 +604,7 @@ def summary_iterator(path):
     corrupt record is ``DataLossError`` (raised by storage, naming the file)."""
     from ..storage.fsio import to_fs
     from ..storage.tfrecord import iter_records
-    from ..summary import Event
+    from ..tf_api.summary import Event
     fs, local = to_fs(str(path))
     try:
         f = fs.open(local, "rb")
@@ -621,19 +621,19 @@ def write_graph(graph_or_graph_def, logdir, name, as_text=True) -> str:
     GraphDef (what ``tv.Graph.as_graph_def`` gives, read back by tensorvm), else a binary
     ``GraphDef`` protobuf of names, ops, inputs and devices (what TensorBoard draws). A
     protobuf message is written in protobuf text or binary format."""
-    from ..graph import Graph
-    from ..graph_def import graph_to_dict
+    from ..framework.graph import Graph
+    from ..framework.graph_def import graph_to_dict
     from ..storage.fsio import atomic_write_bytes, join, to_fs
     g = graph_or_graph_def
     if isinstance(g, Graph):
         data = json.dumps(graph_to_dict(g), indent=1).encode() if as_text else None
         if data is None:
-            from ..summary import graph_def_bytes
+            from ..tf_api.summary import graph_def_bytes
             data = graph_def_bytes(g)
     elif isinstance(g, dict):
         if not as_text:
-            from ..graph_def import graph_from_dict
-            from ..summary import graph_def_bytes
+            from ..framework.graph_def import graph_from_dict
+            from ..tf_api.summary import graph_def_bytes
             data = graph_def_bytes(graph_from_dict(g))
         else:
             data = json.dumps(g, indent=1).encode()

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cluster import ClusterSpec
-from ..errors import InvalidArgumentError
+from ..runtime.cluster.spec import ClusterSpec
+from ..framework.errors import InvalidArgumentError
 
 STANDARD_PS_OPS = ("VariableV2", "Variable", "VarHandleOp", "MutableHashTable",
                    "MutableHashTableV2", "MutableDenseHashTable")

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidArgumentError
+from ..framework.errors import InvalidArgumentError
 
 _log = logging.getLogger("tensorvm")
 
@@ -99,7 +99,7 @@ def _global_step_tensor():
         return cached[0]
     if g._finalized:
         return gs
-    from ..ops.array_ops import identity
+    from ..ops.array.array_ops import identity
     with g.as_default(), g.name_scope(None), g.control_dependencies(None), g.device(None):
         read = identity(gs.value(), name=f"{gs.op.name}/read_for_hooks")
     g.add_to_collection(_GLOBAL_STEP_READ, read)
@@ -314,7 +314,7 @@ class SummarySaverHook(SessionRunHook):
         self._gs = _global_step_tensor()
         if self._writer is None:
             if self._op is not None:
-                from ..summary import FileWriter
+                from ..tf_api.summary import FileWriter
                 self._writer = FileWriter(self._dir)
             else:
                 from tensorboardX import SummaryWriter
@@ -395,7 +395,7 @@ class StepCounterHook(SessionRunHook):
         if self._total:
             m["total_steps"] = self._total
         self.metrics.append(m)
-        from ..job_api import report
+        from ..runtime.job_api import report
         report(**m)  # the CLI's progress display and dashboard, inside a tensorvm job
         _log.info("global step %d: %.1f steps/s%s", step, m["steps_per_s"],
                   f", loss {m['loss']:.5g}" if "loss" in m else "")
@@ -414,7 +414,7 @@ class StepCounterHook(SessionRunHook):
         except ImportError:  # the dashboard extension is optional
             return
         try:
-            from ..direct_steps import flush_step_reports
+            from ..runtime.direct.client import flush_step_reports
             flush_step_reports(self._client)  # the job's steps reach the registry first
             self._client.log_event(TOPIC_JOBS, job_message(op, self._job, **fields))
         except Exception:  # noqa: BLE001 - metrics never stop training

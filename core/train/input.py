@@ -52,14 +52,15 @@ import time
 
 import numpy as np
 
-from .. import dtypes as _dt
-from .. import errors, storage
-from ..graph import Tensor
-from ..op_def_library import apply_op
-from ..ops.data_flow_ops import (FIFOQueue, PaddingFIFOQueue, QueueBase, QueueState,
+from ..framework import dtypes as _dt
+from .. import storage
+from ..framework import errors
+from ..framework.graph import Tensor
+from ..framework.op_def_library import apply_op
+from ..ops.state.data_flow_ops import (FIFOQueue, PaddingFIFOQueue, QueueBase, QueueState,
                                  RandomShuffleQueue, _blocking, _handle_kernel, lookup_queue,
                                  register_queue_kind)
-from ..registry import register_op
+from ..framework.op_registry import register_op
 from .queue_runner import QueueRunner, add_queue_runner
 from .split_leases import CHECK, EMPTY, END, TAKE, SplitLeases
 
@@ -220,7 +221,7 @@ class SplitQueue(QueueBase):
 
     def __init__(self, source: dict, num_epochs=None, shuffle=True, seed=None,
                  shared_name=None, name="input_producer"):
-        from ..ops.random_ops import get_seed
+        from ..ops.math.random_ops import get_seed
         if num_epochs is not None and num_epochs < 1:
             raise errors.InvalidArgumentError(f"num_epochs must be >= 1 or None, got "
                                               f"{num_epochs}")
@@ -388,7 +389,7 @@ def read_split(queue: SplitQueue, dtype=None, columns: dict | None = None, shape
 
 def _batch(queue_fn, tensors, batch_size, num_threads, enqueue_many, shapes, dynamic_pad,
            allow_smaller_final_batch, name):
-    from ..tensor_conversion import convert_to_tensor
+    from ..framework.tensor_conversion import convert_to_tensor
     single = not isinstance(tensors, (list, tuple, dict))
     keys = list(tensors) if isinstance(tensors, dict) else None
     flat = [tensors] if single else (list(tensors.values()) if keys else list(tensors))

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 
-from .. import dtypes as _dt
-from ..errors import InvalidArgumentError
-from ..tensor_conversion import convert_to_tensor
+from ..framework import dtypes as _dt
+from ..framework.errors import InvalidArgumentError
+from ..framework.tensor_conversion import convert_to_tensor
 
 __all__ = [
     "cosine_decay",
@@ -30,7 +30,7 @@ __all__ = [
 
 
 def _prep(learning_rate, global_step, name):
-    from ..ops.math_ops import cast
+    from ..ops.math.math_ops import cast
     if global_step is None:
         raise InvalidArgumentError(f"global_step is required for {name}.")
     lr = convert_to_tensor(learning_rate)
@@ -40,7 +40,7 @@ def _prep(learning_rate, global_step, name):
 
 
 def _progress(step, decay_steps, staircase, dtype):
-    from ..ops.math_ext import floor
+    from ..ops.math.math_ext import floor
     p = step / convert_to_tensor(decay_steps, dtype=dtype)
     return floor(p) if staircase else p
 
@@ -49,7 +49,7 @@ def exponential_decay(learning_rate, global_step, decay_steps, decay_rate, stair
                       name=None):
     """``learning_rate * decay_rate ** (global_step / decay_steps)`` (the exponent floored
     when ``staircase``)."""
-    from ..ops.math_ops import pow as pow_
+    from ..ops.math.math_ops import pow as pow_
     lr, step = _prep(learning_rate, global_step, "exponential_decay")
     rate = convert_to_tensor(decay_rate, dtype=lr.dtype)
     return lr * pow_(rate, _progress(step, decay_steps, staircase, lr.dtype))
@@ -58,7 +58,7 @@ def exponential_decay(learning_rate, global_step, decay_steps, decay_rate, stair
 def natural_exp_decay(learning_rate, global_step, decay_steps, decay_rate, staircase=False,
                       name=None):
     """``learning_rate * exp(-decay_rate * global_step / decay_steps)``."""
-    from ..ops.math_ops import exp
+    from ..ops.math.math_ops import exp
     lr, step = _prep(learning_rate, global_step, "natural_exp_decay")
     rate = convert_to_tensor(decay_rate, dtype=lr.dtype)
     return lr * exp(-rate * _progress(step, decay_steps, staircase, lr.dtype))
@@ -77,8 +77,8 @@ def polynomial_decay(learning_rate, global_step, decay_steps, end_learning_rate=
     """``(lr - end) * (1 - step / decay_steps) ** power + end`` with ``step`` capped at
     ``decay_steps``; with ``cycle``, ``decay_steps`` grows to the next multiple past the
     step instead."""
-    from ..ops.math_ext import ceil, maximum, minimum
-    from ..ops.math_ops import pow as pow_
+    from ..ops.math.math_ext import ceil, maximum, minimum
+    from ..ops.math.math_ops import pow as pow_
     lr, step = _prep(learning_rate, global_step, "polynomial_decay")
     ds = convert_to_tensor(decay_steps, dtype=lr.dtype)
     if cycle:
@@ -92,7 +92,7 @@ def polynomial_decay(learning_rate, global_step, decay_steps, end_learning_rate=
 def cosine_decay(learning_rate, global_step, decay_steps, alpha=0.0, name=None):
     """``lr * ((1 - alpha) * 0.5 * (1 + cos(pi * min(step, decay_steps) / decay_steps)) +
     alpha)``."""
-    from ..ops.math_ext import cos, minimum
+    from ..ops.math.math_ext import cos, minimum
     lr, step = _prep(learning_rate, global_step, "cosine_decay")
     ds = convert_to_tensor(decay_steps, dtype=lr.dtype)
     cosine = 0.5 * (1.0 + cos(math.pi * minimum(step, ds) / ds))
@@ -102,8 +102,8 @@ def cosine_decay(learning_rate, global_step, decay_steps, alpha=0.0, name=None):
 def piecewise_constant(x, boundaries, values, name=None):
     """``values[0]`` while ``x <= boundaries[0]``, ``values[i]`` while ``boundaries[i-1] < x <=
     boundaries[i]``, ``values[-1]`` after the last boundary."""
-    from ..ops.math_ext import greater, where_
-    from ..ops.math_ops import cast
+    from ..ops.math.math_ext import greater, where_
+    from ..ops.math.math_ops import cast
     if len(values) != len(boundaries) + 1:
         raise InvalidArgumentError(f"piecewise_constant: the length of values "
                                    f"({len(values)}) must be one more than the length of "
@@ -133,10 +133,10 @@ def cosine_decay_restarts(learning_rate, global_step, first_decay_steps, t_mul=2
     ``first_decay_steps * t_mul ** i`` steps and starts from ``learning_rate * m_mul ** i``;
     within a period the rate follows ``(1 - alpha) * 0.5 * (1 + cos(pi * fraction)) + alpha``
     of its start."""
-    from ..ops.control_flow_ops import cond
-    from ..ops.math_ext import cos, equal, floor
-    from ..ops.math_ops import log
-    from ..ops.math_ops import pow as pow_
+    from ..ops.control.control_flow_ops import cond
+    from ..ops.math.math_ext import cos, equal, floor
+    from ..ops.math.math_ops import log
+    from ..ops.math.math_ops import pow as pow_
     lr, step = _prep(learning_rate, global_step, "cosine_decay_restarts")
     dt = lr.dtype
     fraction = step / convert_to_tensor(first_decay_steps, dtype=dt)
@@ -161,7 +161,7 @@ def cosine_decay_restarts(learning_rate, global_step, first_decay_steps, t_mul=2
 
 def _linear_cosine(learning_rate, global_step, decay_steps, num_periods, alpha, beta, what,
                    noise=None):
-    from ..ops.math_ext import cos, minimum
+    from ..ops.math.math_ext import cos, minimum
     lr, step = _prep(learning_rate, global_step, what)
     dt = lr.dtype
     ds = convert_to_tensor(decay_steps, dtype=dt)
@@ -188,9 +188,9 @@ def noisy_linear_cosine_decay(learning_rate, global_step, decay_steps, initial_v
                               name=None):
     """:func:`linear_cosine_decay` whose linear term gets Gaussian noise of variance
     ``initial_variance / (1 + step) ** variance_decay`` (a fresh draw each step)."""
-    from ..ops.math_ops import pow as pow_
-    from ..ops.math_ops import sqrt
-    from ..ops.random_ops import random_normal
+    from ..ops.math.math_ops import pow as pow_
+    from ..ops.math.math_ops import sqrt
+    from ..ops.math.random_ops import random_normal
 
     def noise(step):
         var = convert_to_tensor(initial_variance, dtype=step.dtype) / pow_(

@@ -1,7 +1,7 @@
 """``tv.train.export_meta_graph`` / ``import_meta_graph``: a graph, its collections and its
 Saver as one JSON file (TF 1.x's MetaGraphDef), to rebuild the graph in another process.
 
-The file is plain data: the GraphDef of :mod:`tensorvm.graph_def` (functions such as a
+The file is plain data: the GraphDef of :mod:`tensorvm.framework.graph_def` (functions such as a
 ``while_loop``'s cond and body, or a dataset's ``map`` function, as nested graph definitions;
 NumPy constants as dtype/shape/base64), the collections by name (variables, tensors and
 operations by their names; strings and numbers as they are) and the ``saver_def`` naming the
@@ -24,10 +24,10 @@ from __future__ import annotations
 import json
 import logging
 
-from .. import errors
-from ..graph import Operation, Tensor, get_default_graph
-from ..graph_def import graph_from_dict, graph_to_dict
-from ..variables import Variable
+from ..framework import errors
+from ..framework.graph import Operation, Tensor, get_default_graph
+from ..framework.graph_def import graph_from_dict, graph_to_dict
+from ..ops.state.variables import Variable
 
 __all__ = ["export_meta_graph", "load_meta_graph"]
 
@@ -62,7 +62,7 @@ def _item_to_plain(item):
 
 def _queue_from_op(graph, name: str):
     """The queue object whose ``*QueueV2`` op is ``name`` (no op is added)."""
-    from ..ops import data_flow_ops as dfo
+    from ..ops.state import data_flow_ops as dfo
     op = graph.get_operation_by_name(name)
     kinds = {c._op_type: c for c in (dfo.FIFOQueue, dfo.PaddingFIFOQueue,
                                       dfo.RandomShuffleQueue, dfo.PriorityQueue)}

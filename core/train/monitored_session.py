@@ -36,7 +36,8 @@ from __future__ import annotations
 import logging
 import time
 
-from ..errors import CancelledError, InvalidArgumentError, OutOfRangeError, UnavailableError
+from ..framework.errors import (CancelledError, InvalidArgumentError, OutOfRangeError,
+                                UnavailableError)
 from . import hooks as _hooks
 
 _log = logging.getLogger("tensorvm")
@@ -84,9 +85,9 @@ class Scaffold:
     def default_local_init_op(graph=None):
         """The local variables' initializers and those of the ``local_resources``
         collection, grouped (``None`` when there are none)."""
-        from ..graph import get_default_graph
-        from ..ops.array_ops import group
-        from ..variables import variables_initializer
+        from ..framework.graph import get_default_graph
+        from ..ops.array.array_ops import group
+        from ..ops.state.variables import variables_initializer
         g = graph or get_default_graph()
         with g.as_default():
             ops = []
@@ -100,14 +101,14 @@ class Scaffold:
     def finalize(self, graph) -> Scaffold:
         # Fills in the defaults once the graph is complete; returns self. (Its docstring waits
         # for tests/test_public_api_docs.py's allow-list to drop "Scaffold.finalize".)
-        from ..variables import global_variables, global_variables_initializer
+        from ..ops.state.variables import global_variables, global_variables_initializer
         with graph.as_default():
             if self.init_op is None:
                 self.init_op = global_variables_initializer()
             if self.local_init_op is None:
                 self.local_init_op = Scaffold.default_local_init_op(graph)
             if self.summary_op is None:
-                from ..summary import merge_all
+                from ..tf_api.summary import merge_all
                 self.summary_op = merge_all()
             if self.saver is None and global_variables(graph):
                 from .saver import Saver
@@ -142,7 +143,7 @@ class SessionCreator:
 
     def make_session(self):
         """A :class:`tensorvm.Session` on ``master`` (in process when empty)."""
-        from ..session import Session
+        from ..runtime.session import Session
         return Session(self.master or None, config=self.config, verbose=False)
 
     def create_session(self):
@@ -236,7 +237,7 @@ class MonitoredSession:
         client = self._sess.client
         if client is None:
             return 0
-        from ..cluster import scheduler_identity
+        from ..runtime.cluster.spec import scheduler_identity
         return len(scheduler_identity(client)["workers"])
 
     def _create(self) -> None:
@@ -284,8 +285,8 @@ class MonitoredSession:
 
     def _wait_until_ready(self) -> None:
         """A non-chief waits for the chief to initialise or restore every global variable."""
-        from ..ops.array_ops import stack
-        from ..variables import global_variables
+        from ..ops.array.array_ops import stack
+        from ..ops.state.variables import global_variables
         vs = global_variables(self.graph)
         if not vs:
             return
@@ -420,7 +421,7 @@ def MonitoredTrainingSession(master: str | None = None, is_chief: bool = True,
     for the chief or for a lost device's replacement with ``CancelledError``, and ends its
     loop (``should_stop``): :func:`tensorvm.train.run_replicas` sets it when a replica fails.
     """
-    from ..session import Session
+    from ..runtime.session import Session
     own = session is None
     sess = session if session is not None else Session(master, config=config, cluster=cluster,
                                                        verbose=False)

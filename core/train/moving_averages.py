@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import contextlib
 
-from .. import dtypes as _dt
-from ..graph import Tensor, get_default_graph
-from ..graph_keys import GraphKeys
-from ..tensor_conversion import convert_to_tensor
-from ..variables import Variable, global_variables, trainable_variables
+from ..framework import dtypes as _dt
+from ..framework.graph import Tensor, get_default_graph
+from ..framework.graph_keys import GraphKeys
+from ..framework.tensor_conversion import convert_to_tensor
+from ..ops.state.variables import Variable, global_variables, trainable_variables
 
 __all__ = ["ExponentialMovingAverage", "assign_moving_average"]
 
@@ -49,7 +49,7 @@ def _op_name(v) -> str:
 def _shadow_scope_name(g, base: str) -> str:
     """TF's ``variable_scope(None, default_name=base)`` inside the current variable scope:
     ``base``, else ``base_1``, ``base_2`` … (the first not taken by a scope or an op)."""
-    from ..variable_scope import _join, _store, get_variable_scope
+    from ..ops.state.variable_scope import _join, _store, get_variable_scope
     store = _store(g)
     parent = get_variable_scope(g).name
     rel, i = base, 0
@@ -73,9 +73,9 @@ def _make_shadow(g, primary, initial_value, name: str, trainable=False) -> Varia
 
 def _initial_value_of(var: Variable):
     """TF's rule: the variable's value once initialised, else its initial value."""
-    from ..op_def_library import apply_op
-    from ..ops.array_ops import identity
-    from ..ops.control_flow_ops import cond
+    from ..framework.op_def_library import apply_op
+    from ..ops.array.array_ops import identity
+    from ..ops.control.control_flow_ops import cond
     g = var.graph
 
     def read():  # a read of the variable inside the branch: it runs only when taken
@@ -92,8 +92,8 @@ def assign_moving_average(variable, value, decay, zero_debias=True, name=None):
     """``variable -= (1 - decay) * (variable - value)``; with ``zero_debias``, ``variable``
     is set to the debiased average of a zero-started biased one (two variables
     ``<variable>/biased`` and ``<variable>/local_step`` made here). Returns the new value."""
-    from ..ops.math_ops import cast
-    from ..ops.math_ops import pow as pow_
+    from ..ops.math.math_ops import cast
+    from ..ops.math.math_ops import pow as pow_
     g = variable.graph
     with g.as_default(), g.name_scope(name or "AssignMovingAvg") as scope:
         one_minus = convert_to_tensor(1.0, dtype=_dt.float32) - _as_decay(decay)
@@ -104,7 +104,7 @@ def assign_moving_average(variable, value, decay, zero_debias=True, name=None):
         if not zero_debias:
             return variable.assign_sub((variable.value() - value) * one_minus,
                                        name=scope.rstrip("/").rsplit("/", 1)[-1])
-        from ..ops.fill_ops import zeros
+        from ..ops.array.fill_ops import zeros
         base = variable.op.name
         biased = _make_shadow(g, variable, zeros(variable.shape.dims, variable.dtype),
                               _unique_var_name(g, f"{base}/biased"))
@@ -128,7 +128,7 @@ def _unique_var_name(g, full: str) -> str:
 
 
 def _as_decay(decay):
-    from ..ops.math_ops import cast
+    from ..ops.math.math_ops import cast
     if isinstance(decay, Variable):
         decay = decay.value()
     t = convert_to_tensor(decay) if isinstance(decay, Tensor) else \
@@ -165,10 +165,10 @@ class ExponentialMovingAverage:
 
         Raises ``TypeError`` (TF's message) for a variable or tensor that is not of a
         floating-point dtype."""
-        from ..ops.array_ops import group
-        from ..ops.fill_ops import zeros
-        from ..ops.math_ext import minimum
-        from ..ops.math_ops import cast
+        from ..ops.array.array_ops import group
+        from ..ops.array.fill_ops import zeros
+        from ..ops.math.math_ext import minimum
+        from ..ops.math.math_ops import cast
         if var_list is None:
             var_list = trainable_variables()
         var_list = list(var_list)

@@ -17,15 +17,15 @@ non-lazy versions do. RMSProp, Adadelta, FTRL and the proximal optimizers live i
 """
 from __future__ import annotations
 
-from .. import dtypes as _dt
-from ..errors import InvalidArgumentError
-from ..gradients import gradients
-from ..graph import get_default_graph
-from ..indexed_slices import IndexedSlices
-from ..ops import training_ops as _training_ops  # the fused updates, registered at import
-from ..ops.index_ops import densify
-from ..tensor_conversion import convert_to_tensor
-from ..variables import Variable, trainable_variables
+from ..framework import dtypes as _dt
+from ..framework.errors import InvalidArgumentError
+from ..ops.gradients import gradients
+from ..framework.graph import get_default_graph
+from ..framework.indexed_slices import IndexedSlices
+from ..ops.state import training_ops as _training_ops  # the fused updates, registered at import
+from ..ops.array.index_ops import densify
+from ..framework.tensor_conversion import convert_to_tensor
+from ..ops.state.variables import Variable, trainable_variables
 
 GLOBAL_STEP = "global_step"
 
@@ -135,7 +135,7 @@ class Optimizer:
         if not hasattr(value, "op"):
             return convert_to_tensor(value, dtype=var.dtype)
         if value.dtype != var.dtype:
-            from ..ops.math_ops import cast
+            from ..ops.math.math_ops import cast
             value = cast(value, var.dtype)
         return value
 
@@ -208,7 +208,7 @@ class Optimizer:
                     else:
                         updates.append(self._apply_dense(convert_to_tensor(grad), var))
             updates = self._finish(updates, global_step)
-            from ..ops.array_ops import group
+            from ..ops.array.array_ops import group
             if global_step is not None:
                 # the increment and its constant on the global step's device: a constant
                 # placed on the worker would add two cross-device hops to every step
@@ -222,15 +222,15 @@ class Optimizer:
 
 
 def _is_partitioned(v) -> bool:
-    from .partitioners import PartitionedVariable
+    from ..ops.state.partitioners import PartitionedVariable
     return isinstance(v, PartitionedVariable)
 
 
 def _dedupe(grad: IndexedSlices):
     """Sum values of repeated indices: (unique indices, summed values)."""
-    from ..ops.fill_ops import size as _size
-    from ..ops.index_ops import unsorted_segment_sum
-    from ..ops.sort_ops import unique
+    from ..ops.array.fill_ops import size as _size
+    from ..ops.array.index_ops import unsorted_segment_sum
+    from ..ops.array.sort_ops import unique
     uniq, idx = unique(grad.indices)[:2]
     summed = unsorted_segment_sum(grad.values, idx, _size(uniq))
     return uniq, summed
@@ -264,7 +264,7 @@ class GradientDescentOptimizer(Optimizer):
         return _training_ops.apply_gradient_descent(var, self._lr_tensor(var), grad).op
 
     def _apply_sparse(self, grad, var):
-        from ..variables import scatter_sub
+        from ..ops.state.variables import scatter_sub
         idx, vals = _dedupe_where_computed(grad)
         return scatter_sub(var, idx, vals * self._lr_tensor(var)).op
 
@@ -301,9 +301,9 @@ class AdagradOptimizer(Optimizer):
         return _training_ops.apply_adagrad(var, acc, self._lr_tensor(var), grad).op
 
     def _apply_sparse(self, grad, var):
-        from ..ops.index_ops import gather
-        from ..ops.math_ops import sqrt
-        from ..variables import scatter_add, scatter_sub
+        from ..ops.array.index_ops import gather
+        from ..ops.math.math_ops import sqrt
+        from ..ops.state.variables import scatter_add, scatter_sub
         acc = self._slot(var, "Adagrad", self._init_acc)
         idx, vals = _dedupe_where_computed(grad)
         new_acc = scatter_add(acc, idx, vals * vals)
@@ -336,7 +336,7 @@ class AdamOptimizer(Optimizer):
         self._current = self._powers[key]
 
     def _apply_dense(self, grad, var):
-        from ..ops.math_ops import cast, sqrt
+        from ..ops.math.math_ops import cast, sqrt
         b1p, b2p = self._current
         dt = var.dtype
         b1 = convert_to_tensor(self._b1, dtype=dt)

@@ -13,7 +13,7 @@ ops, colocated with its variable; sparse gradients are densified first.
 """
 from __future__ import annotations
 
-from ..errors import InvalidArgumentError
+from ..framework.errors import InvalidArgumentError
 from .optimizers import Optimizer
 
 __all__ = ["RMSPropOptimizer", "AdadeltaOptimizer", "FtrlOptimizer",
@@ -22,8 +22,8 @@ __all__ = ["RMSPropOptimizer", "AdadeltaOptimizer", "FtrlOptimizer",
 
 def _shrink(prox, l1_times_lr, l2_times_lr):
     """``sign(prox) * max(|prox| - l1_lr, 0) / (1 + l2_lr)`` (the proximal step)."""
-    from ..ops.math_ext import abs as abs_
-    from ..ops.math_ext import maximum, sign
+    from ..ops.math.math_ext import abs as abs_
+    from ..ops.math.math_ext import maximum, sign
     return sign(prox) * maximum(abs_(prox) - l1_times_lr, 0.0) / (1.0 + l2_times_lr)
 
 
@@ -39,7 +39,7 @@ class RMSPropOptimizer(Optimizer):
             centered
 
     def _apply_dense(self, grad, var):
-        from ..ops.math_ops import sqrt
+        from ..ops.math.math_ops import sqrt
         rho, mom_c = self._hyper(self._decay, var), self._hyper(self._momentum, var)
         eps = self._hyper(self._eps, var)
         ms, mom = self._slot(var, "rms", 1.0), self._slot(var, "momentum")
@@ -65,13 +65,13 @@ class AdadeltaOptimizer(Optimizer):
         self._rho, self._eps = rho, epsilon
 
     def _apply_dense(self, grad, var):
-        from ..ops.math_ops import sqrt
+        from ..ops.math.math_ops import sqrt
         rho, eps = self._hyper(self._rho, var), self._hyper(self._eps, var)
         accum, accum_up = self._slot(var, "accum"), self._slot(var, "accum_update")
         accum_new = accum.assign(rho * accum.value() + (1.0 - rho) * grad * grad)
         update = sqrt(accum_up.value() + eps) / sqrt(accum_new + eps) * grad
         up_new = accum_up.assign(rho * accum_up.value() + (1.0 - rho) * update * update)
-        from ..ops.array_ops import group
+        from ..ops.array.array_ops import group
         return group(var.assign_sub(self._lr_tensor(var) * update).op, up_new.op)
 
 
@@ -102,10 +102,10 @@ class FtrlOptimizer(Optimizer):
         self._accum_name, self._linear_name = accum_name or "Ftrl", linear_name or "Ftrl_1"
 
     def _apply_dense(self, grad, var):
-        from ..ops.array_ops import group, zeros_like
-        from ..ops.math_ext import abs as abs_
-        from ..ops.math_ext import greater, sign, where_
-        from ..ops.math_ops import pow as pow_
+        from ..ops.array.array_ops import group, zeros_like
+        from ..ops.math.math_ext import abs as abs_
+        from ..ops.math.math_ext import greater, sign, where_
+        from ..ops.math.math_ops import pow as pow_
         lr = self._lr_tensor(var)
         p = self._hyper(-self._power, var)
         l1, l2 = self._hyper(self._l1, var), self._hyper(self._l2, var)
@@ -150,7 +150,7 @@ class ProximalAdagradOptimizer(Optimizer):
         self._l1, self._l2 = l1_regularization_strength, l2_regularization_strength
 
     def _apply_dense(self, grad, var):
-        from ..ops.math_ext import rsqrt
+        from ..ops.math.math_ext import rsqrt
         acc = self._slot(var, "ProximalAdagrad", self._init_acc)
         acc_new = acc.assign_add(grad * grad)
         lr = self._lr_tensor(var) * rsqrt(acc_new)

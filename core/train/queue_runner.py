@@ -20,9 +20,9 @@ from __future__ import annotations
 import threading
 import time
 
-from .. import errors
-from ..graph import get_default_graph, get_default_session
-from ..ops.data_flow_ops import QueueBase
+from ..framework import errors
+from ..framework.graph import get_default_graph, get_default_session
+from ..ops.state.data_flow_ops import QueueBase
 
 __all__ = ["QUEUE_RUNNERS", "Coordinator", "QueueRunner", "add_queue_runner",
            "start_queue_runners"]

@@ -29,7 +29,7 @@ Failures (each exercised with killed worker processes in ``tests/test_ps_cluster
 * a lost PS worker: every replica's step fails with ``UnavailableError``; the chief restores
   the latest checkpoint in ``checkpoint_dir`` once the PS task has a worker again — its own,
   restarted by its Nanny, or a new worker that holds no task; never another task's worker
-  (:mod:`tensorvm.device_map`) — the others wait until it has, and all go on
+  (:mod:`tensorvm.runtime.cluster.device_map`) — the others wait until it has, and all go on
   (:mod:`tensorvm.train.monitored_session`);
 * a lost worker (not the chief): its replica recovers (its local state, e.g. its input
   position, starts again) while the others go on; in sync mode with backup workers the steps
@@ -50,13 +50,14 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from .. import dtypes, ops
-from ..cluster import ClusterSpec
-from ..errors import CancelledError, InvalidArgumentError, OutOfRangeError
-from ..graph import Graph, Tensor, control_dependencies, device, get_default_graph
-from ..job_api import TOPIC_JOBS, program_name
-from ..session import RunOptions, Session
-from ..variables import Variable, assign
+from .. import ops
+from ..framework import dtypes
+from ..runtime.cluster.spec import ClusterSpec
+from ..framework.errors import CancelledError, InvalidArgumentError, OutOfRangeError
+from ..framework.graph import Graph, Tensor, control_dependencies, device, get_default_graph
+from ..runtime.job_api import TOPIC_JOBS, program_name
+from ..runtime.session import RunOptions, Session
+from ..ops.state.variables import Variable, assign
 from .device_setter import replica_device_setter
 from .hooks import StopAtStepHook
 from .monitored_session import MonitoredTrainingSession
@@ -155,7 +156,7 @@ def split_batches(queue, width: int, batch_size: int, device: str | None = None,
 
 def may_block(*fetches) -> bool:
     """Whether an op that ``fetches`` need may block on a queue, reader or barrier (the op
-    table's ``waits`` fact, read as :func:`tensorvm.registered_plans.waits` reads it). Those
+    table's ``waits`` fact, read as :func:`tensorvm.runtime.direct.registered_plans.waits` reads it). Those
     that do not may run on the direct data plane from their first step.
 
     >>> import tensorvm as tv
@@ -163,8 +164,8 @@ def may_block(*fetches) -> bool:
     >>> may_block(q.dequeue()), may_block(tv.constant(1.0) + 1.0)
     (True, False)
     """
-    from ..registered_plans import op_waits
-    from ..registry import registry
+    from ..runtime.direct.registered_plans import op_waits
+    from ..framework.op_registry import registry
     seen: set = set()
     todo = [getattr(f, "op", f) for f in fetches]
     while todo:
@@ -194,7 +195,7 @@ class _Announced:
     a cluster without the registry ignores the messages."""
 
     def __init__(self, session, last_step: int, job_name: str | None):
-        from ..job_api import current_name
+        from ..runtime.job_api import current_name
         self.client = getattr(session, "client", None)
         self.id = None
         if self.client is None or current_name() is not None:
@@ -214,7 +215,7 @@ class _Announced:
             _log.debug("could not report to the job registry", exc_info=True)
 
     def end(self, step: int | None, error: BaseException | None) -> None:
-        from ..direct_steps import flush_step_reports
+        from ..runtime.direct.client import flush_step_reports
         if self.id is None:
             return
         try:

@@ -57,15 +57,15 @@ import logging
 
 import numpy as np
 
-from .. import dtypes as _dt
-from .. import errors
+from ..framework import dtypes as _dt
+from ..framework import errors
 from .. import storage
-from ..device_spec import DeviceSpec
-from ..ops.array_ops import group as group_ops
-from ..ops.array_ops import placeholder
-from ..op_def_library import apply_op
-from ..registry import register_op
-from ..variables import Variable, global_variables
+from ..framework.device_spec import DeviceSpec
+from ..ops.array.array_ops import group as group_ops
+from ..ops.array.array_ops import placeholder
+from ..framework.op_def_library import apply_op
+from ..framework.op_registry import register_op
+from ..ops.state.variables import Variable, global_variables
 
 __all__ = ["Saver", "latest_checkpoint", "list_checkpoints", "checkpoint_exists"]
 _log = logging.getLogger("tensorvm")

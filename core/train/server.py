@@ -40,8 +40,9 @@ import os
 import threading
 import time
 
-from ..cluster import SCHEDULER_ENV, ClusterSpec, is_tf_address, register_server, unregister_server
-from ..errors import InvalidArgumentError, UnavailableError
+from ..runtime.cluster.spec import (SCHEDULER_ENV, ClusterSpec, is_tf_address, register_server,
+                                    unregister_server)
+from ..framework.errors import InvalidArgumentError, UnavailableError
 
 _log = logging.getLogger("tensorvm")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 
-from ..errors import InvalidArgumentError, OutOfRangeError
+from ..framework.errors import InvalidArgumentError, OutOfRangeError
 from .monitored_session import (ChiefSessionCreator, MonitoredSession, SessionCreator,
                                 WorkerSessionCreator)
 
@@ -40,14 +40,14 @@ class SessionManager:
     def __init__(self, local_init_op=None, ready_op=None, ready_for_local_init_op=None,
                  graph=None, recovery_wait_secs=30, local_init_run_options=None,
                  local_init_feed_dict=None):
-        from ..graph import get_default_graph
+        from ..framework.graph import get_default_graph
         self._graph = graph or get_default_graph()
         self._local_init_op = local_init_op
         self._local_init_feed_dict = local_init_feed_dict
         self._recovery_wait_secs = recovery_wait_secs
 
     def _session(self, master, config):
-        from ..session import Session
+        from ..runtime.session import Session
         return Session(master or None, graph=self._graph, config=config, verbose=False)
 
     def _local_init(self, sess):
@@ -102,14 +102,14 @@ class SessionManager:
         """A session once every global variable is initialised (by another process)."""
         import time
 
-        from ..variables import global_variables, report_uninitialized_variables
+        from ..ops.state.variables import global_variables, report_uninitialized_variables
         sess = self._session(master, config)
         deadline = time.monotonic() + max_wait_secs
         check = report_uninitialized_variables(global_variables()) \
             if global_variables() else None
         while check is not None and len(sess.run(check)):
             if time.monotonic() > deadline:
-                from ..errors import DeadlineExceededError
+                from ..framework.errors import DeadlineExceededError
                 raise DeadlineExceededError(f"Session was not ready after waiting "
                                             f"{max_wait_secs} secs.")
             time.sleep(min(self._recovery_wait_secs, 0.5))
@@ -143,15 +143,15 @@ def basic_train_loop(supervisor, train_step_fn, args=None, kwargs=None, master="
 def limit_epochs(tensor, num_epochs=None, name=None):
     """``tensor`` that raises ``OutOfRangeError`` after it has been evaluated ``num_epochs``
     times (a local counter variable: initialise local variables first)."""
-    from ..graph import control_dependencies, name_scope
-    from ..ops.array_ops import identity
-    from ..tensor_conversion import convert_to_tensor
+    from ..framework.graph import control_dependencies, name_scope
+    from ..ops.array.array_ops import identity
+    from ..framework.tensor_conversion import convert_to_tensor
     if num_epochs is None:
         return tensor
     if num_epochs <= 0:
         raise ValueError(f"num_epochs must be > 0 not {num_epochs}.")
     with name_scope(name or "limit_epochs"):
-        from ..variables import Variable
+        from ..ops.state.variables import Variable
         import numpy as np
         counter = Variable(np.int64(0), trainable=False, name="epochs",
                            collections=["local_variables"])

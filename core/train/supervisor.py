@@ -28,7 +28,7 @@ import logging
 import threading
 import time
 
-from ..errors import UnavailableError
+from ..framework.errors import UnavailableError
 
 _log = logging.getLogger("tensorvm")
 
@@ -49,7 +49,7 @@ class Supervisor:
                  recovery_wait_secs: float = 30, stop_grace_secs: float = 120,
                  checkpoint_basename: str = "model.ckpt", session_manager=None,
                  summary_writer=USE_DEFAULT, init_fn=None, local_init_run_options=None):
-        from ..graph import get_default_graph
+        from ..framework.graph import get_default_graph
         from .queue_runner import Coordinator
         self._graph = graph if graph is not None else get_default_graph()
         self._is_chief = bool(is_chief)
@@ -72,10 +72,10 @@ class Supervisor:
 
     def _init_defaults(self, ready_op, init_op, local_init_op, summary_op, saver, global_step,
                        summary_writer) -> None:
-        from .. import summary as _summary
-        from ..graph_keys import local_variables_initializer
-        from ..ops.array_ops import stack
-        from ..variables import global_variables, global_variables_initializer
+        from ..tf_api import summary as _summary
+        from ..framework.graph_keys import local_variables_initializer
+        from ..ops.array.array_ops import stack
+        from ..ops.state.variables import global_variables, global_variables_initializer
         from .optimizers import get_global_step
         from .saver import Saver
         use = Supervisor.USE_DEFAULT
@@ -115,7 +115,7 @@ class Supervisor:
                                     start_standard_services: bool = True):
         """A session on ``master`` ("" or None: in process) whose model is ready: initialised
         or restored by the chief, waited for by the others; standard services started."""
-        from ..session import Session
+        from ..runtime.session import Session
         self._coord.clear_stop()
         sess = Session(master or None, graph=self._graph, config=config, verbose=False)
         try:

@@ -23,7 +23,7 @@ dropped, so a straggler does not hold the step.
 Sparse gradients (embedding lookups) stay ``IndexedSlices``: indices and values travel to the
 PS, are deduplicated (summed per row) there and applied with a scatter update.
 
-Waiting ops release their Dask worker slot (``tensorvm.queues.Waiter``) and give up when the
+Waiting ops release their Dask worker slot (``tensorvm.vm.queues.Waiter``) and give up when the
 step is cancelled (on the direct data plane, where the op table's ``waits="steps"`` lets sync
 steps run, the client's ``tvm_cancel`` after a timeout or a lost device marks the step). After a restore (a lost PS) the chief's ``chief_init_op`` sets every
 accumulator and the gate to the restored global step, and each worker's
@@ -66,12 +66,12 @@ import time
 
 import numpy as np
 
-from .. import dtypes as _dt
-from ..errors import AbortedError, InvalidArgumentError
-from ..indexed_slices import IndexedSlices
-from ..op_def_library import apply_op
-from ..registry import register_op
-from ..tensor_conversion import convert_to_tensor
+from ..framework import dtypes as _dt
+from ..framework.errors import AbortedError, InvalidArgumentError
+from ..framework.indexed_slices import IndexedSlices
+from ..framework.op_def_library import apply_op
+from ..framework.op_registry import register_op
+from ..framework.tensor_conversion import convert_to_tensor
 from . import sync_state
 from .optimizers import Optimizer
 
@@ -101,7 +101,7 @@ def _gate(ctx, name) -> _Held:
 
 def _wait_for(ctx, held: _Held, attempt):
     """``attempt()`` under the lock until it returns non-None, waiting on the condition."""
-    from ..queues import Waiter
+    from ..vm.queues import Waiter
     w = Waiter(ctx)
     try:
         with held.cond:
@@ -299,12 +299,12 @@ class SyncReplicasOptimizer(Optimizer):
         gv = [(g, v) for g, v in grads_and_vars if g is not None]
         if not gv:
             raise InvalidArgumentError("apply_gradients: no gradients to apply")
-        from ..ops.array_ops import group
-        from ..variables import Variable
+        from ..ops.array.array_ops import group
+        from ..ops.state.variables import Variable
         graph = global_step.graph
         self._global_step = global_step
         with graph.as_default():  # this replica's device: where the device scope puts an op
-            from ..ops.array_ops import no_op
+            from ..ops.array.array_ops import no_op
             worker_device = no_op(name="sync_replica_here").device
         base = f"{self._name}/{'/'.join(sorted(v.op.name for _, v in gv))[:80]}"
         with graph.as_default(), graph.name_scope(name or self._name):

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import AbortedError, InvalidArgumentError, OutOfRangeError
+from ..framework.errors import AbortedError, InvalidArgumentError, OutOfRangeError
 
 ACCEPTED, STALE, SURPLUS, AHEAD, DUPLICATE = "accepted", "stale", "surplus", "ahead", \
     "duplicate"

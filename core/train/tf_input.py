@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes as _dt
-from .. import errors
-from ..graph import Tensor, get_default_graph
-from ..graph_keys import GraphKeys
-from ..op_def_library import apply_op
+from ..framework import dtypes as _dt
+from ..framework import errors
+from ..framework.graph import Tensor, get_default_graph
+from ..framework.graph_keys import GraphKeys
+from ..framework.op_def_library import apply_op
 from ..ops.common import static_value
-from ..ops.data_flow_ops import (
+from ..ops.state.data_flow_ops import (
     FIFOQueue,
     PaddingFIFOQueue,
     QueueBase,
@@ -44,7 +44,7 @@ from ..ops.data_flow_ops import (
     _handle_kernel,
     register_queue_kind,
 )
-from ..registry import register_op
+from ..framework.op_registry import register_op
 from .input import SplitQueue, SplitQueueState
 from .queue_runner import QueueRunner, add_queue_runner
 
@@ -102,7 +102,7 @@ class EpochQueue(QueueBase):
 
     def __init__(self, dtype, element_shape, source: dict, num_epochs=None, shuffle=True,
                  seed=None, shared_name=None, name=None):
-        from ..ops.random_ops import get_seed
+        from ..ops.math.random_ops import get_seed
         if num_epochs is not None and num_epochs < 1:
             raise errors.InvalidArgumentError(f"num_epochs must be >= 1 or None, got "
                                               f"{num_epochs}")
@@ -160,8 +160,8 @@ def slice_input_producer(tensor_list, num_epochs=None, shuffle=True, seed=None, 
                          shared_name=None, name=None) -> list:
     """One row of every tensor of ``tensor_list`` (all with the same first dimension) at a
     time: ``[t[i] for t in tensor_list]`` with ``i`` from a :func:`range_input_producer`."""
-    from ..ops.index_ops import gather
-    from ..tensor_conversion import convert_to_tensor
+    from ..ops.array.index_ops import gather
+    from ..framework.tensor_conversion import convert_to_tensor
     g = get_default_graph()
     with g.name_scope(name or "input_producer"):
         tensors = [convert_to_tensor(t) for t in tensor_list]
@@ -190,7 +190,7 @@ def match_filenames_once(pattern, name=None):
     """TF's local variable holding the files that ``pattern`` (a glob or a list of globs)
     matches, listed when the variable is initialised (``tv.local_variables_initializer()``).
     Passed to ``string_input_producer``, it makes an :class:`EpochQueue` over the same glob."""
-    from ..variables import Variable
+    from ..ops.state.variables import Variable
     patterns = static_value(pattern)
     if patterns is None:
         raise errors.InvalidArgumentError("match_filenames_once: the pattern must be known "
@@ -214,7 +214,7 @@ def match_filenames_once(pattern, name=None):
 # ---- joined batches --------------------------------------------------------------------------
 
 def _flatten(tensors, keys):
-    from ..tensor_conversion import convert_to_tensor
+    from ..framework.tensor_conversion import convert_to_tensor
     if keys is not None:
         if not isinstance(tensors, dict) or set(tensors) != set(keys):
             raise errors.InvalidArgumentError(f"batch_join: every member of tensors_list must "

@@ -122,7 +122,7 @@ class DataSet:
 
     def __init__(self, images, labels, fake_data: bool = False, one_hot: bool = False,
                  dtype=None, reshape: bool = True, seed=None):
-        from ... import dtypes as _dtypes
+        from ...framework import dtypes as _dtypes
         dtype = _dtypes.as_dtype(dtype if dtype is not None else _dtypes.float32)
         if dtype not in (_dtypes.uint8, _dtypes.float32):
             raise TypeError(f"Invalid image dtype {dtype!r}, expected uint8 or float32")

@@ -1,0 +1,1 @@
+"""Array op families: constants and placeholders, shapes, slicing, gather/scatter, sort."""

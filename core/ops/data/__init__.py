@@ -1,0 +1,1 @@
+"""tf.data: Dataset (graph side), its pipeline stages and the iterator resource."""

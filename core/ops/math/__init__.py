@@ -1,0 +1,2 @@
+"""Math op families: element-wise math, matmul, reductions, linear algebra, special
+functions, random ops, clipping."""

@@ -1,0 +1,2 @@
+"""State: variables and their ops, initializers, variable scopes and partitioners, fused
+optimizer updates, queues."""

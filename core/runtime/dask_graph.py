@@ -1,0 +1,96 @@
+"""One submission of a compiled plan as a Dask graph, and reading its results back.
+
+A leaf shared by both backends (:mod:`tensorvm.runtime.backends`, :mod:`tensorvm.runtime.dask_plane`):
+it imports only the stage runtime.
+
+``step_graph`` turns a :class:`~tensorvm.passes.Plan` into a Dask graph for one submission:
+each (device, stage) task is ``(run_stage, program, rt, step_id, steps, *inputs)`` in process,
+or — once the plan is registered on the workers (:mod:`tensorvm.runtime.direct.registered_plans`) —
+``(run_registered, plan_id, device, task, step_id, steps, trace, *inputs)``, which carries
+no program; each non-elided Send is ``(pick, stage key, index)``; feeds are inlined as
+arguments. Keys are ``(task name, step id)`` (step ids are ``token.N``, one per submission).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .direct.registered_plans import run_registered
+from ..vm.interpreter import pick, run_stage, run_stage_traced
+
+
+def step_graph(plan, feed_values, step_id: str, steps: int, rt, trace: bool = False,
+               plan_id: str | None = None):
+    """Return ``(dsk, output_keys, keys_by_device)`` for one submission of ``plan``.
+
+    ``steps`` > 1 loops inside the one task of a single-task plan; a plan of several tasks
+    runs K steps as an unrolled plan (:func:`tensorvm.passes.unroll`) instead. With
+    ``plan_id`` the tasks name the registered partition instead of carrying its program.
+
+    >>> import tensorvm as tv
+    >>> g = tv.Graph()
+    >>> with g.as_default():
+    ...     c = tv.constant(2.0) * 3.0
+    >>> with tv.Session(graph=g) as s:
+    ...     plan = s.plan(c)
+    >>> dsk, outs, by_dev = step_graph(plan, [], "t.0", 1, None)
+    >>> [k[1] for k in outs]
+    ['t.0']
+    """
+    if steps > 1 and len(plan.tasks) != 1:
+        raise ValueError("steps > 1 needs a single-task plan; unroll the plan instead")
+    dsk: dict = {}
+    by_device: dict = defaultdict(list)
+    fn = run_stage_traced if trace else run_stage
+    task_keys = {t.name: (t.name, step_id) for t in plan.tasks}
+    send_keys = {}
+    for s in plan.sends:
+        if s.elided:
+            continue
+        key = (f"{s.task}-send", step_id, s.index)
+        dsk[key] = (pick, task_keys[s.task], s.index)
+        send_keys[s.name] = key
+        by_device[s.device].append(key)
+    for t in plan.tasks:
+        deps = []
+        for a in t.args:
+            if a[0] == "task":
+                deps.append(task_keys[a[1]])
+            elif a[0] == "send":
+                deps.append(send_keys[a[1]])
+            else:  # feeds travel inline with the task that reads them
+                deps.append(feed_values[a[1]])
+        if plan_id is None:
+            dsk[task_keys[t.name]] = (fn, t.program, rt, step_id, steps, *deps)
+        else:
+            dsk[task_keys[t.name]] = (run_registered, plan_id, t.device, t.name, step_id,
+                                      steps, trace, *deps)
+        by_device[t.device].append(task_keys[t.name])
+    return dsk, [task_keys[n] for n in plan.outputs], by_device
+
+
+def fill_metadata(md, plan, infos) -> None:
+    """Fill a ``RunMetadata`` from a step's trace records (one per task): the records, and
+    the bytes each Send moved."""
+    if md is None:
+        return
+    md.plan = plan
+    md.step_stats.extend(infos)
+    sizes = {i["task"]: i.get("export_bytes", []) for i in infos}
+    for s in plan.sends:
+        b = sizes.get(s.task)
+        md.sends.append({"tensor": f"{s.pair.tensor[0]}:{s.pair.tensor[1]}", "src": s.pair.src,
+                         "dst": s.pair.dst,
+                         "bytes": b[s.index] if b and s.index < len(b) else None})
+
+
+def fetch_values(plan, outputs, results, feed_values) -> list:
+    """The plan's fetches, in order, from the results of its output tasks (``outputs`` are
+    their keys, whose first part is the task name) and the fed values."""
+    by_task = {k[0]: r for k, r in zip(outputs, results)}
+    out = []
+    for f in plan.fetches:
+        if f[0] == "feed":
+            out.append(feed_values[f[1]])
+        else:
+            out.append(by_task[f[1]][f[2] + 1])  # [0] is runtime.ALIGN_GUARD
+    return out

@@ -1,0 +1,581 @@
+"""The direct data plane, client side: register a plan's partitions once, then run each step
+with one message per device straight to its worker (TF's master calling ``RunGraph``).
+
+:class:`DirectSteps` belongs to one :class:`~tensorvm.runtime.dask_plane.DistributedBackend`.
+``register`` installs a plan's :class:`~tensorvm.runtime.direct.registered_plans.DevicePartition` s on their
+workers (again whenever a device moved to another worker); ``run`` sends every device its
+``tvm_run`` message at once and waits, on the client's event loop, for
+
+* every device's reply — its fetches (the workers hand tensors to each other through their
+  rendezvous, see :mod:`tensorvm.runtime.direct.rendezvous`);
+* or the first failure: a device's connection closed (its worker died), a worker that could
+  not reach a peer, a kernel error — the step's other devices are told to cancel it
+  (``tvm_cancel``) and the error names the device;
+* or a worker of the step leaving the cluster (the scheduler's event, :data:`TOPIC_LOST`,
+  not a poll; received through :mod:`tensorvm.runtime.cluster.events`, so every session sharing the
+  client gets it — ``Client.subscribe_topic`` alone keeps one handler per topic);
+* or the deadline: the error names the devices still running.
+
+If the client itself goes (its process dies, or a step is given up mid-message), the workers
+see the step's ``tvm_run`` connections close and cancel the step on their own
+(:mod:`tensorvm.runtime.direct.rendezvous`): a sync replica's token wait left behind takes no token.
+
+The scheduler sees none of this, so each finished step is reported to the job registry
+(:mod:`tensorvm.scheduler_ext`) as plain data: :class:`StepReports` keeps one record per step
+(its task names, their workers, the Send edges, how it ended) and sends them in batches on the
+topic :data:`TOPIC_STEPS`, in the background (never on a step's critical path; at most one
+message in flight per client, and one every :data:`REPORT_EVERY` seconds).
+:func:`flush_step_reports` waits until every step run so far has reached the scheduler:
+senders of job messages call it first, so a job that ends right after its last step is
+counted exactly.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from ..cluster import events as cluster_events
+from ...framework.errors import CancelledError, DeadlineExceededError, OpError, UnavailableError
+from .registered_plans import partitions
+from .rendezvous import pack, unpack
+
+logger = logging.getLogger("tensorvm")
+TOPIC_LOST = "tensorvm-device-workers"  # scheduler event: a worker holding devices left
+TOPIC_STEPS = "tensorvm-direct-steps"
+"""Topic of direct-step reports: ``{"client": id, "steps": [record, ...]}``, each record
+``{"step": id, "n": iterations, "ok": bool, "tasks": [[task name, worker address], ...],
+"edges": [[src task, dst task], ...], "erred": [task names], "error": "Class: message"}``
+(``erred`` and ``error`` only when not ok);
+the same string as ``tensorvm.scheduler_ext.registry.TOPIC_STEPS`` (core does not import it)."""
+REPORT_EVERY = 0.1  # seconds between two step-report messages of a client (flush: at once)
+ERROR_CHARS = 2000  # of a failed step's error in its report (the page shows it)
+WHY_CLOSED_S = 1.0  # how long a step whose worker's connection closed waits to learn why
+LIVE_CLIENT = ("running", "newly-created")  # a Client's statuses while it has its scheduler
+
+
+def scheduler_gone(client, address: str | None = None,
+                   cause: BaseException | None = None) -> UnavailableError | None:
+    """The UnavailableError naming the scheduler if ``client`` has lost it, else None; no round
+    trip: the client's status, or its scheduler connection already closed (the client notices
+    a moment later and spends its connect timeout, 20 s, trying to reconnect, while its calls
+    block and then fail with Dask's raw ``KeyError``/``AttributeError``).
+
+    Every worker closes itself when its scheduler goes, so on the direct plane a killed
+    scheduler first shows as workers closing their step connections: the step names the
+    scheduler, not a worker (issue 24)."""
+    status = str(getattr(client, "status", "running"))
+    if status in LIVE_CLIENT:
+        comm = getattr(getattr(client, "scheduler_comm", None), "comm", None)
+        if comm is None or not comm.closed():
+            return None
+        status = "connecting"  # its connection closed: it is about to say so itself
+    if address is None:
+        try:
+            address = client.scheduler.address
+        except Exception:  # noqa: BLE001 - the client dropped its scheduler (closed)
+            address = getattr(client, "_tensorvm_scheduler_address", None) or "?"
+    err = UnavailableError(
+        f"the Dask scheduler at {address} is gone (the client is {status!r}): every device's "
+        "state (variables, queues) may be lost; start or reach a scheduler and restore from "
+        "the last checkpoint")
+    err.__cause__ = cause
+    return err
+
+
+class DirectSteps:
+    def __init__(self, client, prefix: str):
+        self.client = client
+        self.prefix = prefix  # plan ids of this backend start with it
+        self._registered: dict[str, dict] = {}  # plan id -> {device: address}
+        self._feeds: dict[str, dict] = {}  # plan id -> {device: feed indices}
+        self._active: dict[str, tuple] = {}  # step id -> (pinned devices, future of a loss)
+        self._subscribed = False
+        self._subscription = None  # of the lost-worker events (tensorvm.runtime.cluster.events)
+        self.message_bytes = 0  # of the last traced step's tvm_run messages
+        self._gone: dict[str, str] = {}  # address -> name of workers that left the cluster
+        self._shapes: dict[str, tuple] = {}  # plan id -> (task names, edges) for reports
+        self.reports = step_reports(client)
+        self._idle: dict[str, list] = {}  # address -> connections for tvm_run not in use
+        self._order: dict[str, list] = {}  # plan id -> its devices in the order to message
+        self.closed_reason: str | None = None  # set by cancel_all: every step ends at once
+        try:  # for messages once the client has lost its scheduler (kept on the client)
+            self.scheduler_address = client._tensorvm_scheduler_address = \
+                str(client.scheduler.address)
+        except Exception:  # noqa: BLE001
+            self.scheduler_address = None
+
+    def plan_id(self, plan) -> str:
+        return f"{self.prefix}-{plan.uid}"
+
+    # ---- registration ---------------------------------------------------------------------
+    def register(self, plan, pinned: dict) -> str:
+        """Install ``plan`` on the workers of ``pinned`` (device -> (address, name)) unless
+        it is there already; return its id."""
+        pid = self.plan_id(plan)
+        addrs = {d: a for d, (a, _) in pinned.items()}
+        if self._registered.get(pid) != addrs:
+            parts = partitions(plan, pid, addrs)
+            by_addr: dict = {}
+            for dev, part in parts.items():
+                by_addr.setdefault(addrs[dev], []).append(part)
+            self.client.sync(self._register, by_addr)
+            self._registered[pid] = addrs
+            self._shapes[pid] = _shape(plan)
+            self._feeds[pid] = {d: p.feeds for d, p in parts.items()}
+            # The step's messages go to the devices that wait for another's tensors first and
+            # to those that start at once last: a device that starts may take the CPU from
+            # the client (this machine's cores are few), and the waiting ones must know the
+            # step before their inputs arrive, or they hold up the chain.
+            self._order[pid] = sorted(parts, key=lambda d: not _receives(parts[d]))
+        return pid
+
+    async def _register(self, by_addr: dict) -> None:
+        from distributed.comm.core import CommClosedError
+        from distributed.protocol import to_serialize
+        addrs = list(by_addr)
+        got = await asyncio.gather(*(self.client.rpc(a).tvm_register(parts=to_serialize(ps))
+                                     for a, ps in by_addr.items()), return_exceptions=True)
+        for addr, r in zip(addrs, got):
+            if isinstance(r, (OSError, CommClosedError)):
+                # a worker that died since it was mapped (the scheduler has not said so yet)
+                devices = sorted(p.device for p in by_addr[addr])
+                err = UnavailableError(
+                    f"device {', '.join(devices)} is unavailable: its worker at {addr} could "
+                    f"not be reached to register the step's partition ({type(r).__name__}: "
+                    f"{r}); state on it (variables, queues) may be lost — restore from the "
+                    "last checkpoint")
+                err.device = devices[0]
+                raise err from r
+        for r in got:
+            if isinstance(r, BaseException):
+                raise r
+
+    def check_gone(self, pinned: dict) -> None:
+        """UnavailableError (its ``device`` set) if a worker of ``pinned`` (device ->
+        (address, name)) is known to have left the cluster: no step, and no registration,
+        tries to reach it (a connection to a dead address waits Dask's connect timeout)."""
+        for dev, (addr, name) in pinned.items():
+            if addr in self._gone:
+                err = UnavailableError(
+                    f"device {dev} is unavailable: its worker {name!r} ({addr}) left the "
+                    "cluster; state on it (variables, queues) is lost — restore from the last "
+                    "checkpoint")
+                err.device = dev
+                raise err
+
+    def drop(self, plan_ids=None, everything: bool = False, wait: bool = True) -> None:
+        """Forget plans on their workers (best effort: a gone worker forgot them already);
+        ``wait=False`` sends the message in the background."""
+        ids = set(plan_ids or ()) if not everything else set(self._registered)
+        # a worker known to have left forgot its plans: asking it would wait out the
+        # connect timeout (5 s at every close of a session that lost a worker)
+        addrs = {a for p in ids for a in self._registered.get(p, {}).values()
+                 if a not in self._gone}
+        for p in ids:
+            self._registered.pop(p, None)
+            self._feeds.pop(p, None)
+            self._order.pop(p, None)
+            self._shapes.pop(p, None)
+        if addrs and self.client.status == "running":
+            kw = {"prefix": self.prefix + "-"} if everything else {"plan_ids": sorted(ids)}
+            if not wait:
+                self.client.loop.add_callback(self._drop, sorted(addrs), kw)
+                return
+            try:
+                self.client.sync(self._drop, sorted(addrs), kw, callback_timeout=5)
+            except Exception:  # noqa: BLE001 - workers that are gone hold nothing
+                logger.debug("dropping plans from %s failed", addrs, exc_info=True)
+
+    async def _drop(self, addrs, kw) -> None:
+        await asyncio.gather(*(self.client.rpc(a).tvm_drop(**kw) for a in addrs),
+                             return_exceptions=True)
+
+    # ---- a step ---------------------------------------------------------------------------
+    def run(self, plan, pid: str, pinned: dict, feed_values: list, step_id: str, steps: int,
+            timeout: float | None, trace: bool):
+        """Run one step (``steps`` iterations); return ``(fetched values, replies)``."""
+        if not self._subscribed:
+            self.subscribe()
+        self.check_gone(pinned)  # no connection attempt to a worker known to be gone
+        return self._sync(self._run, plan, pid, pinned, feed_values, step_id, steps, timeout,
+                          trace)
+
+    def _sync(self, fn, *args):
+        """``fn(*args)`` on the client's event loop, waited for here: the step's one trip to
+        that thread and back (``Client.sync`` costs an extra loop iteration and a tornado
+        coroutine around it)."""
+        import concurrent.futures
+        loop = self.client.loop.asyncio_loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if self.client.asynchronous or running is loop or loop.is_closed():
+            return self.client.sync(fn, *args)  # its errors for these cases
+        fut = asyncio.run_coroutine_threadsafe(fn(*args), loop)
+        try:
+            return fut.result()
+        except concurrent.futures.CancelledError:
+            raise asyncio.CancelledError() from None
+        except BaseException:
+            fut.cancel()  # a KeyboardInterrupt: the step is given up on the loop too
+            raise
+
+    async def _run(self, plan, pid, pinned, feed_values, step_id, steps, timeout, trace):
+        feeds_of = self._feeds[pid]
+        calls = {}
+        self.message_bytes = 0
+        for dev in self._order.get(pid, plan.devices):
+            msg = {"plan": pid, "device": dev, "step": step_id, "steps": steps, "trace": trace,
+                   "feeds": [[i, pack(feed_values[i])] for i in feeds_of[dev]]}
+            if trace:  # what goes on the wire: the message's frames
+                from distributed.protocol import dumps
+                self.message_bytes += sum(len(f) for f in dumps({"op": "tvm_run", **msg}))
+            calls[asyncio.ensure_future(self._call(pinned[dev][0], {"op": "tvm_run", **msg}))] = dev
+        lost = self.watch(step_id, pinned)
+        waiting = set(calls) | {lost}
+        deadline = time.monotonic() + timeout if timeout else None
+        replies = {}
+        bad = None  # the device whose reply failed the step
+        try:
+            while len(waiting) > 1:
+                left = None if deadline is None else max(deadline - time.monotonic(), 0)
+                done, waiting = await asyncio.wait(waiting, timeout=left,
+                                                   return_when=asyncio.FIRST_COMPLETED)
+                if lost in done:
+                    raise lost.result()
+                for f in done:
+                    exc = f.exception()
+                    if exc is None and "error" in f.result():
+                        exc = f.result()["error"]
+                    if exc is not None:
+                        bad = calls[f]
+                        if _connection_lost(exc):  # a worker died, or all did with the scheduler
+                            why = await self._why_closed(lost)
+                            if why is not None:
+                                bad = getattr(why, "device", None)
+                                raise why
+                        raise self._failure(bad, exc, pinned)
+                    replies[calls[f]] = f.result()
+                if not done:
+                    pending = sorted(calls[f] for f in waiting if f is not lost)
+                    raise DeadlineExceededError(
+                        f"step {step_id} did not finish within {timeout * 1000:.0f} ms and was "
+                        f"cancelled (its ops not yet started will not run); devices still "
+                        f"pending: {', '.join(pending)}; stateful ops that may already have "
+                        f"run: {_stateful(plan, pending) or 'none'}")
+        except BaseException as exc:
+            self._report(pid, pinned, step_id, steps, bad or getattr(exc, "device", None),
+                         error=f"{type(exc).__name__}: {exc}"[:ERROR_CHARS])
+            for f in calls:
+                if not f.done():
+                    f.cancel()
+                else:
+                    _retrieve(f)
+            addrs = sorted({pinned[d][0] for d in plan.devices})
+            asyncio.ensure_future(self._cancel(addrs, step_id))
+            raise
+        finally:
+            self.unwatch(step_id)
+        self._report(pid, pinned, step_id, steps)
+        values = [None] * len(plan.fetches)
+        for reply in replies.values():
+            for pos, v in reply["fetches"]:
+                values[pos] = unpack(v)
+        for pos, f in enumerate(plan.fetches):
+            if f[0] == "feed":
+                values[pos] = feed_values[f[1]]
+        return values, replies
+
+    async def _why_closed(self, lost) -> BaseException | None:
+        """A worker of the step closed its connection (or could not reach a peer): wait up to
+        :data:`WHY_CLOSED_S` to learn why — the scheduler's event that the worker left (the
+        step's ``lost`` future: that error), or the client losing its scheduler (every worker
+        closes itself then: UnavailableError naming the scheduler); None if neither came."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WHY_CLOSED_S
+        while True:
+            if lost.done():
+                return None if lost.cancelled() else lost.result()
+            gone = scheduler_gone(self.client, self.scheduler_address)
+            if gone is not None or loop.time() >= deadline:
+                return gone
+            await asyncio.wait([lost], timeout=0.02)
+
+    async def _call(self, addr: str, msg: dict):
+        """``msg`` to the worker at ``addr`` and its reply, on one of the connections this
+        object keeps for its steps (taken from the client's pool once; the pool closes them
+        with the client). Unlike the pool's calls, no size walk of every message to decide on
+        offloading its serialisation: large arrays come serialised already (``pack``)."""
+        from distributed.core import clean_exception
+        idle = self._idle.setdefault(addr, [])
+        comm = None
+        while idle and comm is None:
+            comm = idle.pop()
+            if comm.closed():
+                comm = None
+        if comm is None:
+            comm = await self.client.rpc.connect(addr)
+            comm.allow_offload = False
+        try:
+            await comm.write(msg)
+            reply = await comm.read()
+        except BaseException:  # a cancelled or failed call leaves the connection mid-message
+            comm.abort()
+            raise
+        idle.append(comm)
+        if isinstance(reply, dict) and reply.get("status") == "uncaught-error":
+            _, exc, tb = clean_exception(**reply)
+            raise exc.with_traceback(tb)
+        return reply
+
+    def _failure(self, device: str, exc: BaseException, pinned: dict) -> BaseException:
+        from distributed.comm.core import CommClosedError
+        if isinstance(exc, (OSError, CommClosedError)):
+            addr, name = pinned[device]
+            err = UnavailableError(
+                f"device {device} is unavailable: its worker {name!r} ({addr}) closed the "
+                f"connection mid-step ({type(exc).__name__}); state on it (variables, queues) "
+                "is lost — restore from the last checkpoint")
+            err.device = device
+            err.__cause__ = exc
+            return err
+        if isinstance(exc, UnavailableError) and getattr(exc, "device", None) in pinned:
+            addr, name = pinned[exc.device]
+            exc.device_worker = (addr, name)
+        if isinstance(exc, OpError):
+            return exc.with_traceback(None)
+        return exc
+
+    def _report(self, pid, pinned, step_id, steps, failed: str | None | bool = False,
+                error: str | None = None) -> None:
+        """Queue the step's record for the job registry; ``failed``: the device that failed
+        it (its tasks count as erred, the others not at all, as on Dask), or None; ``error``:
+        what failed it, for the dashboard (the Dask plane's erred tasks carry theirs)."""
+        names, edges = self._shapes.get(pid, ((), ()))
+        rec = {"step": step_id, "n": steps, "ok": failed is False,
+               "tasks": [[n, pinned[d][0]] for n, d in names if d in pinned], "edges": edges}
+        if failed is not False:
+            rec["erred"] = [n for n, d in names if d == failed]
+            if error:
+                rec["error"] = error
+        self.reports.add(rec)
+
+    async def _cancel(self, addrs, step_id) -> None:
+        await asyncio.gather(*(self.client.rpc(a).tvm_cancel(step=step_id) for a in addrs),
+                             return_exceptions=True)
+
+    # ---- the scheduler's events -----------------------------------------------------------
+    def subscribe(self) -> None:
+        """Receive the scheduler's lost-worker events (:data:`TOPIC_LOST`) through the
+        client's shared dispatcher (:mod:`tensorvm.runtime.cluster.events`: other sessions of the
+        client keep theirs); idempotent. The backend calls it before mapping any device."""
+        if self._subscribed:
+            return
+        self._subscribed = True
+        try:
+            self._subscription = cluster_events.subscribe(self.client, TOPIC_LOST,
+                                                          self._on_lost)
+        except Exception:  # noqa: BLE001 - connection failures still fail the step
+            logger.debug("could not subscribe to %s", TOPIC_LOST, exc_info=True)
+
+    def unsubscribe(self) -> None:
+        """Stop receiving the events (the session closes)."""
+        sub, self._subscription = self._subscription, None
+        if sub is not None:
+            sub.close()
+
+    def watch(self, step_id: str, pinned: dict):
+        """On the client's event loop: a future that receives the UnavailableError of the first
+        worker of ``pinned`` (device -> (address, name)) that left the cluster, or already
+        had; :meth:`unwatch` when the step ends. Used by both data planes."""
+        lost = asyncio.get_running_loop().create_future()
+        self._active[step_id] = (pinned, lost)
+        if self.closed_reason is not None:  # a step that started as its session closed
+            lost.set_result(_cancelled(step_id, self.closed_reason))
+            return lost
+        for addr in {a for a, _ in pinned.values()}:
+            if addr in self._gone:
+                self._fail_on(addr, self._gone[addr], step_id, pinned, lost)
+                break
+        return lost
+
+    async def cancel_all(self, reason: str) -> int:
+        """On the client's event loop: end every step being watched now, and every later one
+        at once, with CancelledError saying ``reason`` (the session closes, as TF's
+        ``Session.close`` cancels its pending runs); each step then cancels itself on its
+        workers as a timed-out one does. Returns how many steps were running."""
+        self.closed_reason = reason
+        n = 0
+        for step_id, (_, fut) in list(self._active.items()):
+            if not fut.done():
+                fut.set_result(_cancelled(step_id, reason))
+                n += 1
+        return n
+
+    def unwatch(self, step_id: str) -> None:
+        """On the client's event loop: the step ended; forget its future."""
+        _, lost = self._active.pop(step_id, (None, None))
+        if lost is not None and not lost.done():
+            lost.cancel()
+
+    def gone(self, address: str) -> str | None:
+        """The name of the worker at ``address`` if it left the cluster (as reported)."""
+        return self._gone.get(address)
+
+    def _on_lost(self, event) -> None:
+        _, msg = event
+        addr = msg.get("worker")
+        self._gone[addr] = msg.get("name")
+        while len(self._gone) > 1024:
+            del self._gone[next(iter(self._gone))]
+        for step_id, (pinned, fut) in list(self._active.items()):
+            self._fail_on(addr, msg.get("name"), step_id, pinned, fut)
+
+    @staticmethod
+    def _fail_on(addr, name, step_id, pinned, fut) -> None:
+        devices = sorted(d for d, (a, _) in pinned.items() if a == addr)
+        if devices and not fut.done():
+            err = UnavailableError(
+                f"device {', '.join(devices)} is unavailable: its worker {name!r} ({addr}) "
+                f"left the cluster during step {step_id}; state on it (variables, queues) is "
+                "lost — restore from the last checkpoint")
+            err.device = devices[0]
+            fut.set_result(err)
+
+
+class StepReports:
+    """The direct steps a client ran, on their way to the scheduler's job registry (see the
+    module docstring); one per client, shared by its sessions. ``add`` runs on the client's
+    event loop. At most one report message every :data:`REPORT_EVERY` seconds (one per step
+    cost the client, and the scheduler beside it, ~0.4 ms of CPU a step); :meth:`flush` sends
+    what is pending at once."""
+
+    def __init__(self, client):
+        self.client = client
+        self._pending: list[dict] = []
+        self._sending = None  # the task sending a batch
+        self._timer = None  # the call that starts the next batch
+        self._last = float("-inf")  # loop time the last batch started
+
+    def add(self, record: dict) -> None:
+        self._pending.append(record)
+        if self._timer is None and not self._in_flight():
+            self._schedule()
+
+    def _in_flight(self) -> bool:
+        return self._sending is not None and not self._sending.done()
+
+    def _schedule(self) -> None:
+        loop = asyncio.get_running_loop()
+        delay = self._last + REPORT_EVERY - loop.time()
+        if delay <= 0:
+            self._start()
+        else:
+            self._timer = loop.call_later(delay, self._start)
+
+    def _start(self) -> None:
+        self._timer = None
+        if self._pending and not self._in_flight():
+            self._last = asyncio.get_running_loop().time()
+            self._sending = asyncio.ensure_future(self._send())
+
+    async def _send(self) -> None:
+        batch, self._pending = self._pending, []
+        try:
+            await self.client.scheduler.log_event(
+                topic=TOPIC_STEPS, msg={"client": self.client.id, "steps": batch})
+        except Exception:  # noqa: BLE001 - progress reports never fail a step
+            logger.debug("could not report %d direct steps", len(batch), exc_info=True)
+        finally:
+            if self._pending and self._timer is None:
+                self._schedule()
+
+    @property
+    def busy(self) -> bool:
+        """Reports not yet at the scheduler."""
+        return bool(self._pending) or self._in_flight()
+
+    async def _flush(self) -> None:
+        while True:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if self._in_flight():
+                await self._sending
+            elif self._pending:
+                self._last = asyncio.get_running_loop().time()
+                self._sending = asyncio.ensure_future(self._send())
+            else:
+                return
+
+    def flush(self, timeout: float = 10) -> None:
+        if self.client.status != "running":
+            return
+        try:
+            self.client.sync(self._flush, callback_timeout=timeout)
+        except Exception:  # noqa: BLE001 - best effort, like the reports themselves
+            logger.debug("could not flush direct-step reports", exc_info=True)
+
+
+def step_reports(client) -> StepReports:
+    """The :class:`StepReports` of ``client`` (made on first use, kept on the client as the
+    worker keeps its data plane)."""
+    reports = getattr(client, "_tensorvm_step_reports", None)
+    if reports is None:
+        reports = client._tensorvm_step_reports = StepReports(client)
+    return reports
+
+
+def flush_step_reports(client) -> None:
+    """Wait until every direct step ``client`` ran has reached the scheduler (call before a
+    job message, so the registry sees the steps before the job's end)."""
+    reports = getattr(client, "_tensorvm_step_reports", None)
+    if reports is not None and reports.busy:
+        reports.flush()
+
+
+def _receives(part) -> bool:
+    """Whether a device's partition reads a tensor another device makes."""
+    names = {t.name for t in part.tasks}
+    return any(a[0] == "send" or (a[0] == "task" and a[1] not in names)
+               for t in part.tasks for a in t.args)
+
+
+def _shape(plan) -> tuple:
+    """``([(task name, device)], [[src task, dst task]])`` of a plan, for its step reports."""
+    senders = {s.name: s.task for s in plan.sends}
+    edges = set()
+    for t in plan.tasks:
+        for a in t.args:
+            src = a[1] if a[0] == "task" else senders.get(a[1]) if a[0] == "send" else None
+            if src is not None and src != t.name:
+                edges.add((src, t.name))
+    return [(t.name, t.device) for t in plan.tasks], [list(e) for e in sorted(edges)]
+
+
+def _stateful(plan, devices) -> str:
+    from ...framework.op_registry import registry
+    ops = [i.name for t in plan.tasks if t.device in devices for i in t.program.instrs
+           if registry[i.type].stateful
+           and i.type not in ("VariableV2", "VariableRead", "IsVariableInitialized")]
+    return ", ".join(ops)
+
+
+def _cancelled(step_id: str, reason: str) -> CancelledError:
+    return CancelledError(f"step {step_id} was cancelled: {reason} while it ran (its ops not "
+                          "yet started will not run)")
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """A step's failure that a closing worker or scheduler may explain: the connection to its
+    worker closed, or a worker could not reach a peer (UnavailableError from the worker)."""
+    from distributed.comm.core import CommClosedError
+    return isinstance(exc, (OSError, CommClosedError)) or (
+        isinstance(exc, UnavailableError) and getattr(exc, "device", None) is not None)
+
+
+def _retrieve(fut) -> None:
+    if not fut.cancelled():
+        fut.exception()
