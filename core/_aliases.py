@@ -177,5 +177,8 @@ def moved_module(name: str):
 
 
 def install() -> None:
+    """Put the finder first on ``sys.meta_path``: an old path is always the moved module, even
+    where a stale copy of the old file sits in the install (a wheel built in a checkout whose
+    ``build/`` predates the move carries one); it answers only the names in :data:`MOVED`."""
     if not any(isinstance(f, AliasFinder) for f in sys.meta_path):
-        sys.meta_path.append(AliasFinder())
+        sys.meta_path.insert(0, AliasFinder())
