@@ -150,7 +150,7 @@ def map_phases(path: str) -> dict:
     out = {}
     t = time.perf_counter()
     (s,) = storage.splits(f"file://{path}", split_size=1 << 40)
-    lines, _ = mro.read_split_group((mro.json.dumps(s.to_dict()),), (), _text_dtype(), 0)
+    lines, _ = mro.read_split_group((s,), (), _text_dtype(), 0)
     out["read+lines"] = time.perf_counter() - t
     t = time.perf_counter()
     words, _ = _strings_split_kernel(lines, None, -1)

@@ -163,8 +163,7 @@ class Job:
 
     def _read(self, group, name):
         inp = self.inputs[group[0][0] if group else 0]
-        attrs = {"splits": tuple(mro.json.dumps(s.to_dict(), sort_keys=True)
-                                 for _, s in group),
+        attrs = {"splits": tuple(s for _, s in group),
                  "columns": inp.columns, "dtype": inp.dtype, "shape": inp.shape,
                  "skip": self.skip_bad_records}
         outs = apply_op("MRReadSplits", [], attrs, name=name).outputs

@@ -2,8 +2,8 @@
 
 A split ``[start, end)`` owns exactly the lines that *start* inside it. A line starts at byte 0
 and after every ``\\n``; a line across ``end`` is read whole by the split where it starts, and
-skipped by the next one. The bytes come from ``fsspec.utils.read_block`` (see
-:func:`owned_blocks`). A line ends at ``\\n`` (one ``\\r`` just before it is dropped too, so
+skipped by the next one. :func:`first_line_start` is that rule, the one copy of it (the
+map-reduce reader asks it where a split's lines begin). A line ends at ``\\n`` (one ``\\r`` just before it is dropped too, so
 ``\\r\\n`` files work) or at the end of the file; ``\\n`` is never inside a multi-byte UTF-8
 character, so boundaries never cut one.
 
@@ -27,34 +27,45 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from fsspec.utils import read_block
+from fsspec.utils import seek_delimiter
 
 from .errors import DataLossError
 
-__all__ = ["owned_blocks", "lines_array", "DEFAULT_BLOCK_SIZE"]
+__all__ = ["first_line_start", "owned_blocks", "lines_array", "DEFAULT_BLOCK_SIZE"]
 
 DEFAULT_BLOCK_SIZE = 8 * 1024 * 1024
 
 
-def _range_block(f: BinaryIO, lo: int, hi: int) -> tuple[bytes, int]:
-    """The lines that start in ``[lo, hi)`` and the file position where they end.
+def first_line_start(f: BinaryIO, start: int) -> int:
+    """Where the first line owned by a split starting at byte ``start`` begins: ``start`` if a
+    line starts there (byte 0, or just after a ``\n``), else just after the next ``\n`` (the
+    line across ``start`` belongs to the split before), else the end of the file. This is the
+    one place the rule is written; ``f`` must be seekable.
 
-    ``fsspec.utils.read_block(f, o, n, b"\n")`` returns the lines from the first line start
-    after ``o`` (or 0) to the end of the line holding byte ``o + n``. With ``o = lo - 1`` and
-    ``o + n = hi - 1`` that is exactly Hadoop's rule: the lines starting in ``[lo, hi)``.
+    >>> import io
+    >>> [first_line_start(io.BytesIO(b"ab\\ncd\\n"), s) for s in (0, 1, 2, 3, 4, 7)]
+    [0, 3, 3, 3, 6, 6]
     """
-    if lo == 1:  # read_block starts at 0 for offset 0: take [0, hi), drop the line at 0
-        block, stop = _range_block(f, 0, hi)
-        return block[block.find(b"\n") + 1 :] if b"\n" in block else b"", stop
-    if lo == 0 and hi == 1:  # nor can it search from byte 0 for an end: peek
-        f.seek(0)
-        if f.read(1) == b"\n":
-            return b"\n", 1
-        block = read_block(f, 0, 1, delimiter=b"\n")
-    else:
-        offset = max(lo - 1, 0)
-        block = read_block(f, offset, hi - 1 - offset, delimiter=b"\n")
-    return block, f.tell()
+    if start <= 0:
+        return 0
+    f.seek(start - 1)
+    if start == 1 and f.read(1) == b"\n":  # (seek_delimiter never searches from byte 0)
+        return 1
+    if not seek_delimiter(f, b"\n", 1 << 16):
+        f.seek(0, 2)  # no line starts after ``start``: the end of the file
+    return f.tell()
+
+
+def _range_block(f: BinaryIO, lo: int, hi: int) -> tuple[bytes, int]:
+    """The lines that start in ``[lo, hi)`` and the file position where they end: from the
+    first line start at or after ``lo`` to the first at or after ``hi`` (the last line runs
+    past ``hi``)."""
+    first = first_line_start(f, lo)
+    if first >= hi:
+        return b"", first
+    stop = first_line_start(f, hi)
+    f.seek(first)
+    return f.read(stop - first), stop
 
 
 def _stream_blocks(f: BinaryIO, skip_first: bool, block_size: int) -> Iterator[bytes]:
@@ -88,10 +99,9 @@ def owned_blocks(f: BinaryIO, start: int, end: int | None,
     of whole lines of about ``block_size`` bytes; each block ends with ``\n`` except a last
     line at EOF.
 
-    With an ``end``, ``f`` must be seekable: each block is one
-    ``fsspec.utils.read_block(..., delimiter=b"\n")`` (what ``dask.bytes`` uses), over
-    consecutive sub-ranges of the split. Without one (a compressed file, read whole), ``f`` is
-    read sequentially in chunks, never seeking back.
+    With an ``end``, ``f`` must be seekable: each block runs from one line start
+    (:func:`first_line_start`) to another, over consecutive sub-ranges of the split. Without
+    one (a compressed file, read whole), ``f`` is read sequentially in chunks, never seeking back.
     """
     block_size = max(1, int(block_size))
     if end is None:

@@ -28,7 +28,7 @@ import json
 import lzma
 import zlib
 import types
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Iterator
 
 import fsspec
@@ -77,6 +77,14 @@ class Split:
     def options(self) -> dict[str, Any]:
         """The format options (``record_bytes``, ``column_names``, ...) as a fresh dict."""
         return json.loads(self.options_json)
+
+    def with_options(self, **changes: Any) -> "Split":
+        """This split read with some format options changed (JSON values only).
+
+        >>> Split("file:///d/a.csv", "csv").with_options(header=True).options
+        {'header': True}
+        """
+        return replace(self, options_json=make_options({**self.options, **changes}))
 
     @property
     def id(self) -> str:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import csv as _csv
 import json
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ... import storage
+from ...storage.lines import first_line_start
 from ...framework import errors
 from .mr_values import as_arrow, concat, is_arrow, length
 
@@ -29,28 +31,18 @@ def _bad_record(split, offset, what, skip_left):
 
 
 def _first_line_start(split) -> int:
+    """Where ``split``'s first owned line starts in its file (storage's line rule)."""
     if split.start == 0:
         return 0
     fs, path = storage.fsio.to_fs(split.url)
     with fs.open(path, "rb") as f:
-        f.seek(split.start - 1)
-        pos = split.start - 1
-        while True:
-            chunk = f.read(1 << 16)
-            if not chunk:
-                return pos
-            i = chunk.find(b"\n")
-            if i >= 0:
-                return pos + i + 1
-            pos += len(chunk)
+        return first_line_start(f, split.start)
 
 
 def _raw_lines(split):
     """The owned lines of ``split`` as bytes (a binary Arrow array) and each one's byte offset
     in its file (the failure paths: finding which records are bad)."""
-    raw_split = storage.Split.from_dict({**split.to_dict(), "format": "text", "options_json":
-                                         json.dumps({**split.options, "encoding": None},
-                                                    sort_keys=True, separators=(",", ":"))})
+    raw_split = replace(split, format="text").with_options(encoding=None)
     raw = pa.concat_arrays([pa.array(b) if not is_arrow(b) else b
                             for b in storage.read(raw_split)] or [pa.array([], pa.binary())])
     lens = pc.binary_length(raw).to_numpy()
@@ -122,9 +114,7 @@ def _with_declared_types(split, columns):
     a string column of digits stays text, and an empty number field is a null, not a guess."""
     if split.format != "csv" or split.options.get("column_types"):
         return split
-    types = {c: dt.name for c, dt in columns}
-    return storage.Split.from_dict({**split.to_dict(), "options_json": json.dumps(
-        {**split.options, "column_types": types}, sort_keys=True, separators=(",", ":"))})
+    return split.with_options(column_types={c: dt.name for c, dt in columns})
 
 
 def _an(name: str) -> str:
@@ -269,14 +259,14 @@ def _check_cast(split, batch, dtype) -> None:
 
 
 def read_split_group(splits: tuple, columns: tuple, dtype, skip: int):
-    """The records of several splits and ``counters = [records, bytes, bad records]``."""
+    """The records of several splits (:class:`tensorvm.storage.Split` values) and
+    ``counters = [records, bytes, bad records]``."""
     if not columns:
-        recs = _read_fixed_group([storage.Split.from_dict(json.loads(t)) for t in splits], dtype)
+        recs = _read_fixed_group(list(splits), dtype)
         if recs is not None:
             return recs, np.array([len(recs), recs.nbytes, 0], np.int64)
     parts, cols, nbad, nbytes_in = [], [[] for _ in columns], 0, 0
-    for text in splits:
-        s = storage.Split.from_dict(json.loads(text))
+    for s in splits:
         if columns:
             s = _with_declared_types(s, columns)
         nbytes_in += (s.end - s.start) if s.end is not None else 0
