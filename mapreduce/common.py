@@ -86,7 +86,7 @@ def run_options() -> tv.RunOptions:
 
 def call_user(fn, args: list, what: str, sink: CounterSink) -> Emit:
     """``fn(*args)`` as an Emit. String inputs carry Arrow values; if they reach an op that
-    does not take Arrow (see ``mapreduce_ops.ARROW_OPS``), the function is built again on
+    does not take Arrow (see ``OpDef.arrow``), the function is built again on
     NumPy copies (``MRToNumpy``), and the first build's ops stay unused (pruned)."""
     g = tv.get_default_graph()
     flat = [a for x in args for a in (x.values() if isinstance(x, dict) else [x])]

@@ -13,7 +13,6 @@ for an S3-compatible server). Nothing else is configured globally.
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import fsspec
 from fsspec.core import url_to_fs
@@ -148,8 +147,3 @@ def _quiet_rm(fs: fsspec.AbstractFileSystem, path: str, recursive: bool = False)
         fs.rm(path, recursive=recursive)
     except FileNotFoundError:
         pass
-
-
-def fs_kwargs(storage_options: dict | None) -> dict[str, Any]:
-    """A copy of ``storage_options`` (never ``None``)."""
-    return dict(storage_options or {})

@@ -16,10 +16,13 @@ when the op has several outputs. A kernel registered with ``needs_ctx=True`` get
 >>> get_op_def("Add").kernels["CPU"](np.ones(2), np.ones(2))
 array([2., 2.])
 
-GPU kernels come from the same source: :mod:`tensorvm.vm.kernels.array_api` gives every op whose CPU
-kernel is written against the array namespace of its inputs that kernel as its ``"GPU"``
-kernel (it then runs on CuPy arrays), and marks the exceptions (string ops, ``py_func``,
-queues, readers, savers …) :attr:`OpDef.cpu_only`, with the reason placement reports.
+How an op runs on a GPU is a fact of its OpDef too: :attr:`OpDef.gpu` ``"same"`` (its CPU
+kernel is written against the array namespace of its inputs, so it runs on CuPy arrays as it
+is), ``"host"`` (its CPU kernel runs on host copies, its outputs uploaded), or
+:attr:`OpDef.cpu_only` with the reason placement reports (string ops, ``py_func``, queues,
+readers, savers …). An op says so where it is registered, or a family declares it for the
+ops it names (:func:`declare_gpu`); :func:`tensorvm.vm.kernels.array_api.install` turns the
+facts into ``"GPU"`` kernels.
 
 Registration refuses to overwrite an op, a kernel or a gradient silently (like fsspec's
 ``clobber=False``); every registration bumps :func:`generation`, which caches of the table
@@ -61,6 +64,21 @@ class OpDef:
     device), so its plans may run on the direct data plane
     (:func:`tensorvm.runtime.direct.registered_plans.waits`).
 
+    ``gpu``: how the op runs on a GPU device when it has no GPU kernel registered: ``"same"``
+    — its CPU kernel serves (one source: it computes with the array namespace of its inputs,
+    so on CuPy arrays it runs on the GPU); ``"host"`` — its CPU kernel runs on host copies of
+    its inputs and its outputs are uploaded (the host's random generator: a seed draws the same
+    numbers on both device types); ``""`` — not declared. ``cpu_only`` instead says why it has
+    no GPU kernel at all.
+
+    ``arrow``: the kernel takes Arrow string values as well as NumPy ones (and gives Arrow
+    string outputs, NumPy for the rest), so a map-reduce function's records may stay Arrow
+    through it (:func:`tensorvm.ops.mapreduce.mapreduce_ops.arrow_safe`).
+
+    ``reads_only``: a stateful op that changes no state (it reads a variable): a step that ran
+    it has changed nothing, so a timed-out step does not name it among the stateful ops that
+    may already have run.
+
     ``forwards`` (TF's ``forward_input``): indices of inputs whose buffer the kernel may write
     its output into, given as ``out=`` (an element-wise op whose output has that input's shape
     and dtype). The interpreter offers one only when nothing else can see it: the input's slot
@@ -87,9 +105,13 @@ class OpDef:
     cpu_only: str = ""
     waits: str = ""  # "" (undeclared), "never" or "steps": see the class docstring
     forwards: tuple = ()  # inputs whose buffer the kernel may write into (out=): see above
+    gpu: str = ""  # "" (undeclared), "same" or "host": see the class docstring
+    arrow: bool = False  # the kernel takes and gives Arrow string values: see above
+    reads_only: bool = False  # stateful, but changes no state: see above
 
 
 WAITS = ("", "never", "steps")  # the values of OpDef.waits
+GPU_CLASSES = ("", "same", "host")  # the values of OpDef.gpu
 _REGISTRY: dict[str, OpDef] = {}
 registry = MappingProxyType(_REGISTRY)
 _generation = itertools.count(1)
@@ -111,18 +133,25 @@ def register_op(op_type: str, shape_fn: Callable, kernel: Callable | None = None
                 differentiable: bool = True, foldable: bool = True, shape_only: tuple = (),
                 pass_through: bool = False, gpu_fallback: bool = False,
                 control_flow: bool = False, forwards_dead: bool = False,
-                cpu_only: str = "", waits: str = "", forwards: tuple = (),
+                cpu_only: str = "", waits: str = "", forwards: tuple = (), gpu: str = "",
+                arrow: bool = False, reads_only: bool = False,
                 clobber: bool = False) -> OpDef:
     """Add an op type to the table (``clobber=True`` to replace one); ``cpu_only`` says why
-    the op can have no GPU kernel."""
+    the op can have no GPU kernel, ``gpu`` how its CPU kernel serves on a GPU (see
+    :class:`OpDef`). A family's :func:`declare_gpu` naming the op applies here too."""
     if op_type in _REGISTRY and not clobber:
         raise ValueError(f"op type {op_type!r} is already registered")
     if waits not in WAITS:
         raise ValueError(f"waits must be one of {WAITS}, got {waits!r}")
+    declared = _DECLARED_GPU.get(op_type)
+    if declared and (gpu or cpu_only) and (gpu, cpu_only) != declared:
+        raise ValueError(f"{op_type}: registered with gpu={gpu!r}, cpu_only={cpu_only!r}, but "
+                         f"its family declared gpu={declared[0]!r}, cpu_only={declared[1]!r}")
+    gpu, cpu_only = _gpu_facts(op_type, *(declared or (gpu, cpu_only)))
     d = OpDef(op_type, shape_fn, {"CPU": kernel} if kernel else {}, grad, stateful, needs_ctx,
               differentiable, foldable and not stateful and not control_flow,
               tuple(shape_only), pass_through, gpu_fallback, control_flow, forwards_dead,
-              cpu_only, waits, tuple(forwards))
+              cpu_only, waits, tuple(forwards), gpu, arrow, reads_only)
     _REGISTRY[op_type] = d
     _bump()
     return d
@@ -146,6 +175,41 @@ def set_cpu_only(op_type: str, reason: str) -> None:
     if "GPU" in d.kernels:
         raise ValueError(f"{op_type} has a GPU kernel; it cannot be CPU-only")
     d.cpu_only = reason
+    _bump()
+
+
+def _gpu_facts(op_type: str, gpu: str, cpu_only: str) -> tuple[str, str]:
+    if gpu not in GPU_CLASSES:
+        raise ValueError(f"{op_type}: gpu must be one of {GPU_CLASSES}, got {gpu!r}")
+    if gpu and cpu_only:
+        raise ValueError(f"{op_type}: an op with a GPU class ({gpu!r}) cannot be CPU-only")
+    return gpu, cpu_only
+
+
+# GPU facts a family declared by op name (declare_gpu), applied when the op is registered.
+_DECLARED_GPU: dict[str, tuple[str, str]] = {}
+
+
+def declare_gpu(op_types, gpu: str = "", cpu_only: str = "") -> None:
+    """A family's declaration of how the ops it names run on a GPU: ``gpu`` (``"same"`` or
+    ``"host"``, see :class:`OpDef`) or ``cpu_only`` (the reason there is no GPU kernel).
+    ``op_types`` is a list of names, or one string of names separated by spaces. An op already
+    registered gets the facts now, any other when it is registered.
+
+    >>> get_op_def("RandomUniform").gpu, get_op_def("MatMul").gpu  # declared by array_api
+    ('host', 'same')
+    """
+    names = op_types.split() if isinstance(op_types, str) else list(op_types)
+    for op_type in names:
+        facts = _gpu_facts(op_type, gpu, cpu_only)
+        if not (gpu or cpu_only):
+            raise ValueError(f"declare_gpu({op_type!r}) needs a GPU class or a CPU-only reason")
+        _DECLARED_GPU[op_type] = facts
+        d = _REGISTRY.get(op_type)
+        if d is not None:
+            if cpu_only and "GPU" in d.kernels:
+                raise ValueError(f"{op_type} has a GPU kernel; it cannot be CPU-only")
+            d.gpu, d.cpu_only = facts
     _bump()
 
 

@@ -101,11 +101,6 @@ class SparseTensor:
                 f"dense_shape={self._dense_shape!r})")
 
 
-def is_sparse(x) -> bool:
-    """Whether ``x`` is a SparseTensor or a SparseTensorValue."""
-    return isinstance(x, (SparseTensor, SparseTensorValue))
-
-
 def sparse_feeds(key: SparseTensor, value) -> list[tuple[Tensor, object]]:
     """The (component tensor, value) feeds of feeding ``value`` (a SparseTensorValue or an
     ``(indices, values, dense_shape)`` triple) to the SparseTensor ``key``."""

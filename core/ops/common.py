@@ -50,10 +50,6 @@ def check_same_dtype(tensors, op_type: str):
     return tensors[0].dtype
 
 
-def same_as_input(i=0):
-    return lambda inputs, attrs: [(inputs[i].dtype, inputs[i]._shape)]
-
-
 def _convert_pair(x, y):
     """Convert Python/NumPy operands to the dtype of the tensor operand (TF's rule). Variables
     count as tensors, so a dtype mismatch is the op's error (naming it and the user's line)."""

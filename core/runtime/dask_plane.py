@@ -519,7 +519,7 @@ class DistributedBackend(Backend):
             st = states.get((t.name, step_id), "unknown") if states else "unknown"
             if st in ("memory", "processing", "erred", "unknown"):
                 ran += [i.name for i in t.program.instrs if registry[i.type].stateful
-                        and i.type not in _READ_ONLY]
+                        and not registry[i.type].reads_only]
         return DeadlineExceededError(
             f"step {step_id} did not finish within {timeout * 1000:.0f} ms and was cancelled "
             f"(its ops not yet started will not run); devices still pending: "
@@ -646,7 +646,8 @@ def _count_bytes(md, plan, feed_values, values, replies, message_bytes) -> None:
 
 
 _NOT_DONE = ("waiting", "processing", "no-worker", "queued", "released", None)
-_READ_ONLY = ("VariableV2", "VariableRead", "IsVariableInitialized")
+
+
 def connect(target: str, security=None):
     """A Dask client of the scheduler at ``target``; a malformed address is
     InvalidArgumentError, a scheduler not reached within :data:`CONNECT_TIMEOUT_S` is

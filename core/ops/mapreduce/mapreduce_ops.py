@@ -8,7 +8,8 @@ holds the shuffle through storage (spill/unspill), the merge and the writers.
 Values inside a map-reduce graph. String columns travel as Arrow arrays (the map's lines, the
 words of a split, the keys of a bucket) so that no step turns millions of strings into Python
 objects; the string ops of :mod:`tensorvm.ops.strings.string_ops` accept Arrow input and keep it Arrow,
-and ``Session.run`` hands Arrow results back as NumPy object arrays.
+and ``Session.run`` hands Arrow results back as NumPy object arrays. An op that takes Arrow
+says so where it is registered (:attr:`~tensorvm.framework.op_registry.OpDef.arrow`).
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import pyarrow.compute as pc
 
 from ...framework import dtypes as _dt
 from ... import storage
-from ...framework.op_registry import register_op
+from ...framework.op_registry import get_op_def, register_op
 from .mr_read import read_split_group
 from .mr_values import (
     REDUCTIONS,
@@ -50,24 +51,21 @@ _REEXPORTS = (REDUCTIONS, as_arrow, broadcast, concat, group_ids, group_reduce, 
 
 
 
-register_op("MRToNumpy", lambda inputs, attrs: [(inputs[0].dtype, inputs[0]._shape)],
-            to_numpy, differentiable=False)
+_BATCHES = "map-reduce record batches live in host memory (pyarrow)"  # why no GPU kernel
 
-#: ops that take Arrow string values (and give Arrow string outputs, NumPy for the rest)
-ARROW_OPS = frozenset({"StringSplit", "StringSplitV2", "StringLower", "StringUpper",
-                       "StringStrip", "StringLength", "RegexFullMatch", "RegexReplace",
-                       "StringToHashBucketFast", "MRGroupReduce", "MRPartition", "MRMerge",
-                       "MRWrite", "MRToNumpy", "MRFilter"})
+register_op("MRToNumpy", lambda inputs, attrs: [(inputs[0].dtype, inputs[0]._shape)],
+            to_numpy, differentiable=False, cpu_only=_BATCHES, arrow=True)
 
 
 def arrow_safe(ops: list, sources: list) -> bool:
-    """Whether the Arrow values of ``sources`` (string tensors) only reach ops of
-    :data:`ARROW_OPS` through ``ops`` (new ops, in creation order)."""
+    """Whether the Arrow values of ``sources`` (string tensors) only reach ops that take
+    Arrow (:attr:`~tensorvm.framework.op_registry.OpDef.arrow`) through ``ops`` (new ops, in
+    creation order)."""
     arrow = {t.name for t in sources if t.dtype.is_string}
     for op in ops:
         if not any(t.name in arrow for t in op.inputs):
             continue
-        if op.type not in ARROW_OPS:
+        if not get_op_def(op.type).arrow:
             return False
         arrow.update(t.name for t in op.outputs if t.dtype.is_string)
     return True
@@ -82,7 +80,8 @@ def filter_values(x, mask):
 
 
 register_op("MRFilter", lambda inputs, attrs: [(inputs[0].dtype, (None,) + tuple(
-    (inputs[0]._shape or (None,))[1:]))], filter_values, differentiable=False)
+    (inputs[0]._shape or (None,))[1:]))], filter_values, differentiable=False,
+    cpu_only=_BATCHES, arrow=True)
 
 
 def _write_records(f, data) -> None:
@@ -110,7 +109,7 @@ def _read_group_kernel(*, splits, columns, dtype, shape, skip):
 
 
 register_op("MRReadSplits", _read_group_shape, _read_group_kernel, differentiable=False,
-            foldable=False)
+            foldable=False, cpu_only=_BATCHES)
 
 
 # ---- group, partition, merge, write ----------------------------------------------------------
@@ -125,7 +124,8 @@ def _pair_shape(inputs, attrs):
 
 
 register_op("MRGroupReduce", _pair_shape,
-            lambda keys, values, how: group_reduce(keys, values, how), differentiable=False)
+            lambda keys, values, how: group_reduce(keys, values, how), differentiable=False,
+            cpu_only=_BATCHES, arrow=True)
 
 
 def _partition_shape(inputs, attrs):
@@ -211,7 +211,8 @@ def _partition_kernel(keys, values, num, how, boundaries, spill_url=None, thresh
     return (*flat, np.array([length(keys), size], np.int64))
 
 
-register_op("MRPartition", _partition_shape, _partition_kernel, differentiable=False)
+register_op("MRPartition", _partition_shape, _partition_kernel, differentiable=False,
+            cpu_only=_BATCHES, arrow=True)
 
 
 _PARTIAL = {"sum": "sum", "count": "sum", "min": "min", "max": "max", "first": "first"}
@@ -295,7 +296,8 @@ def _merge_kernel(*flat, how, sort, urls=(), types=()):
     return merge(pairs + [(Spilled(u, -1), None) for u in urls], how, sort)
 
 
-register_op("MRMerge", _merge_shape, _merge_kernel, differentiable=False)
+register_op("MRMerge", _merge_shape, _merge_kernel, differentiable=False,
+            cpu_only=_BATCHES, arrow=True)
 
 
 def _as_text(x) -> pa.Array:
@@ -349,9 +351,9 @@ def _merge_write_kernel(*flat, how, sort, urls, types, url, task, attempt, fmt, 
 
 
 register_op("MRMergeWrite", lambda inputs, attrs: [(_dt.int64, (2,))], _merge_write_kernel,
-            stateful=True, differentiable=False)
+            stateful=True, differentiable=False, cpu_only=_BATCHES)
 
 register_op("MRWrite", lambda inputs, attrs: [(_dt.int64, (2,))],
             lambda keys, values, url, task, attempt, fmt, sep:
             write_pairs(keys, values, url, task, attempt, fmt, sep),
-            stateful=True, differentiable=False)
+            stateful=True, differentiable=False, cpu_only=_BATCHES, arrow=True)

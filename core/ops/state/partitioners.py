@@ -18,8 +18,6 @@ saves them as slices of one tensor.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ...framework import dtypes as _dt
@@ -117,8 +115,3 @@ def _call_init(fn, shape, dt):
         return fn(list(shape), dtype=dt, partition_info=None)
     except TypeError:
         return fn(list(shape), dt)
-
-
-def num_parts(total: int, per: int) -> int:
-    """How many parts of at most ``per`` rows hold ``total`` rows."""
-    return max(1, math.ceil(total / per))

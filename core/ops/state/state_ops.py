@@ -218,7 +218,7 @@ def _scatter_shape(inputs, attrs):
 
 
 register_op("VariableV2", _var_shape, _read_kernel, stateful=True, needs_ctx=True,
-            differentiable=False, gpu_fallback=True)
+            differentiable=False, gpu_fallback=True, reads_only=True)
 
 
 def _read_after_kernel(ctx, ref, *, var_name, container, dtype, shape):
@@ -231,7 +231,7 @@ def _read_after_kernel(ctx, ref, *, var_name, container, dtype, shape):
 # pass through to it); its value is read by name.
 register_op("VariableRead", lambda inputs, attrs: [(attrs["dtype"], attrs["shape"])],
             _read_after_kernel, stateful=True, needs_ctx=True, grad=lambda op, g: [g],
-            gpu_fallback=True)
+            gpu_fallback=True, reads_only=True)
 def _count_up_to_kernel(ctx, *, var_name, container, dtype, shape, limit):
     from ...framework.errors import OutOfRangeError
     v = _var(ctx, var_name, container, dtype, shape)
@@ -308,7 +308,7 @@ def _is_init_kernel(ctx, *, var_name, container, dtype, shape):
 
 register_op("IsVariableInitialized", lambda inputs, attrs: [(__import__(
     "tensorvm.framework.dtypes", fromlist=["x"]).bool_, ())], _is_init_kernel, stateful=True,
-    needs_ctx=True, differentiable=False)
+    needs_ctx=True, differentiable=False, reads_only=True)
 
 
 def _ref_fetch_kernel(ctx, ref, *, var_name, container, dtype, shape):

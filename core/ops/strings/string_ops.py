@@ -92,7 +92,7 @@ def _def_string_unary(op_type, fn, out_dtype=_dt.string):
     def kernel(x, **attrs):
         return _out(fn(_arrow(x), **attrs), x, out_dtype)
 
-    register_op(op_type, shape_fn, kernel, differentiable=False)
+    register_op(op_type, shape_fn, kernel, differentiable=False, arrow=True)
 
 
 def _check_regex(op_type, pattern):
@@ -159,9 +159,9 @@ def _strings_split_kernel(source, sep, maxsplit):
 
 
 register_op("StringSplit", _split_shape("StringSplit"), _string_split_kernel,
-            differentiable=False)
+            differentiable=False, arrow=True)
 register_op("StringSplitV2", _split_shape("StringSplitV2"), _strings_split_kernel,
-            differentiable=False)
+            differentiable=False, arrow=True)
 
 
 def string_split(source, sep=None, skip_empty=True, delimiter=None, name=None):
@@ -235,7 +235,7 @@ def _hash_bucket_shape(inputs, attrs):
 
 register_op("StringToHashBucketFast", _hash_bucket_shape,
             lambda input, num_buckets: (_hash64(input) % np.uint64(num_buckets)).astype(np.int64),
-            differentiable=False)
+            differentiable=False, arrow=True)
 
 
 def string_to_hash_bucket_fast(input, num_buckets, name=None):

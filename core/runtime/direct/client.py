@@ -558,8 +558,7 @@ def _shape(plan) -> tuple:
 def _stateful(plan, devices) -> str:
     from ...framework.op_registry import registry
     ops = [i.name for t in plan.tasks if t.device in devices for i in t.program.instrs
-           if registry[i.type].stateful
-           and i.type not in ("VariableV2", "VariableRead", "IsVariableInitialized")]
+           if registry[i.type].stateful and not registry[i.type].reads_only]
     return ", ".join(ops)
 
 

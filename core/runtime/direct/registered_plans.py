@@ -91,7 +91,7 @@ def partitions(plan, plan_id: str, addresses: dict) -> dict:
             {d: addresses[d] for n in names for _, d, _ in pushes[n]},
             tuple(sorted({a[1] for t in tasks for a in t.args if a[0] == "feed"})),
             tuple(i.name for t in tasks for i in t.program.instrs
-                  if registry[i.type].stateful and i.type not in _READ_ONLY),
+                  if registry[i.type].stateful and not registry[i.type].reads_only),
             frozenset(t.name for t in tasks if _never_blocks(t.program)),
             frozenset(t.name for t in tasks if task_may_wait(t.program)),
             _drops(tasks, {f[1] for f in plan.fetches if f[0] == "task"}))
@@ -160,7 +160,6 @@ def _never_blocks(program) -> bool:
                for i in program.instrs)
 
 
-_READ_ONLY = ("VariableV2", "VariableRead", "IsVariableInitialized")
 
 
 class PlanStore:

@@ -1,7 +1,10 @@
-"""GPU kernels from one source: the NumPy kernels, run on CuPy arrays.
+"""The array namespace every kernel computes with (NumPy on a CPU, CuPy on a GPU), and the
+GPU kernels it gives tensorvm's ops from their CPU kernels.
 
-Most of tensorvm's kernels are array code that calls ``np.*`` on their inputs. CuPy
-implements NumPy's dispatch protocols (NEP 13 ``__array_ufunc__`` and NEP 18
+Every op module imports this layer: :func:`array_namespace` (which module the inputs belong
+to), :func:`to_host` / :func:`to_device` (copies), :func:`device_backend` (CuPy, imported on
+first use). Most of tensorvm's kernels are array code that calls ``np.*`` on their inputs.
+CuPy implements NumPy's dispatch protocols (NEP 13 ``__array_ufunc__`` and NEP 18
 ``__array_function__``), so ``np.matmul(a, b)`` on two CuPy arrays runs ``cupy.matmul`` on the
 GPU and returns a CuPy array. The only calls that do not dispatch are those with no array
 argument — creation (``np.zeros(shape)``, ``np.arange(n)``), conversion (``np.asarray(x)``,
@@ -9,19 +12,21 @@ which CuPy refuses) and the host random generators. A kernel that needs one asks
 namespace of its inputs, ``xp = array_namespace(x)`` (NumPy for host values, CuPy for device
 values, as ``cupy.get_array_module``), and creates with ``xp.zeros``. Such a kernel serves
 both device types, so the GPU kernel table starts from the CPU one (tinygrad's
-``{**base_fxn_for_op, ...}``) and differs only where the two must:
+``{**base_fxn_for_op, ...}``) and differs only where the two must. How an op runs on a GPU is
+a fact of its :class:`~tensorvm.framework.op_registry.OpDef`, given where the op is registered
+or declared here per family by op name (:func:`~tensorvm.framework.op_registry.declare_gpu`);
+:func:`install` reads the facts:
 
-* :data:`CPU_ONLY_FAMILIES` / :data:`CPU_ONLY_OPS` — ops that cannot run on a GPU (string
-  tensors, ``py_func``, queues, readers, savers, summaries, map-reduce records) are marked
-  :attr:`~tensorvm.framework.op_registry.OpDef.cpu_only` with the reason placement reports;
-* :data:`HOST_OPS` — ops whose GPU kernel is their CPU kernel on the host, its outputs
+* ``OpDef.gpu == "same"`` — the CPU kernel is the GPU kernel (one source);
+* ``OpDef.gpu == "host"`` — the GPU kernel is the CPU kernel on the host, its outputs
   uploaded (random ops: the host's generator, so a seed draws the same numbers on both
   device types);
+* ``OpDef.cpu_only`` — no GPU kernel (string tensors, ``py_func``, queues, readers, savers,
+  summaries, map-reduce records), with the reason placement reports;
 * :data:`OVERRIDES` — GPU kernels of their own (``Const`` uploads its value, ``Shape`` keeps
   its value on the host);
 * :data:`HOST_MEMORY_INPUTS` / :data:`HOST_MEMORY_OUTPUTS` — inputs a GPU op reads in host
-  memory and outputs it makes there (TF's ``HostMemory``: shapes, offsets, counts);
-* every other op of a :data:`ONE_SOURCE_FAMILIES` module gets its CPU kernel as its GPU kernel.
+  memory and outputs it makes there (TF's ``HostMemory``: shapes, offsets, counts).
 
 Waiting for the device. A GPU queues kernels; the host waits only where it reads a device
 value (a copy to the host). The tables above keep such reads off a step's path as TF's
@@ -37,7 +42,7 @@ GPU kernels read indices in host memory and check them there, resolve DynamicSti
 duplicates there, and otherwise give TF's GPU behaviour: ``tests/test_gpu_semantics.py``
 has the table, checked on the fake device (which models each difference) and on CuPy.
 
-An op of a family in neither table (a user's op, a new module) gets no GPU kernel: placement
+An op that declares none of these (a user's op, a new one) gets no GPU kernel: placement
 falls back to CPU, or names it. ``tests/test_gpu.py`` asserts every op tensorvm registers has
 a GPU kernel or a CPU-only mark.
 
@@ -51,8 +56,8 @@ True
 >>> from tensorvm.framework.op_registry import get_op_def
 >>> get_op_def("MatMul").kernels["GPU"] is get_op_def("MatMul").kernels["CPU"]
 True
->>> bool(get_op_def("StringJoin").cpu_only)
-True
+>>> bool(get_op_def("StringJoin").cpu_only), get_op_def("RandomUniform").gpu
+(True, 'host')
 """
 from __future__ import annotations
 
@@ -64,7 +69,7 @@ import numpy as np
 
 from ...framework import dtypes as _dt
 from ...framework.errors import UnavailableError
-from ...framework.op_registry import register_kernel, register_op, registry, set_cpu_only
+from ...framework.op_registry import declare_gpu, register_kernel, register_op, registry
 
 _log = logging.getLogger("tensorvm")
 
@@ -170,11 +175,6 @@ def to_host(x):
     return x
 
 
-def host_values(values):
-    """``to_host`` of each value (for a kernel that reads small tensors such as shapes)."""
-    return [to_host(v) for v in values]
-
-
 def _map_outputs(fn, out):
     if isinstance(out, tuple):
         return tuple(fn(o) for o in out)
@@ -210,57 +210,102 @@ register_kernel(COPY_TO_DEVICE, "GPU", to_device)
 register_kernel(COPY_TO_HOST, "GPU", to_host)
 
 
-# ---- the GPU kernel table --------------------------------------------------------------------
-# Families (the module of an op's CPU kernel) whose kernels are written against the array
-# namespace of their inputs: their CPU kernel is their GPU kernel.
-ONE_SOURCE_FAMILIES = frozenset({
-    "numpy",  # ufuncs registered directly (np.add, np.exp …) dispatch by themselves
-    "tensorvm.ops.common", "tensorvm.ops.array.array_ops", "tensorvm.ops.math.math_ops",
-    "tensorvm.ops.math.math_ext", "tensorvm.ops.array.manip_ops", "tensorvm.ops.array.slice_ops",
-    "tensorvm.ops.array.fill_ops", "tensorvm.ops.array.index_ops", "tensorvm.ops.array.partition_ops",
-    "tensorvm.ops.array.sort_ops", "tensorvm.ops.math.linalg_ops", "tensorvm.ops.nn.nn_ops",
-    "tensorvm.ops.nn.nn_conv", "tensorvm.ops.nn.nn_norm", "tensorvm.ops.nn.nn_softmax",
-    "tensorvm.ops.state.state_ops", "tensorvm.ops.control.control_flow_ops", "tensorvm.ops.control.debug_ops",
-    "tensorvm.ops.state.training_ops", "tensorvm.ops.nn.rnn_ops",
+# ---- how each family's ops run on a GPU: facts of their OpDefs, declared by op name ----------
+# An op's GPU facts are OpDef fields (op_registry: ``gpu``, ``cpu_only``), given where the op
+# is registered or declared here, per family, for the ops each family names; install() reads
+# them. A name here that no module registers is an error (tests/test_gpu.py checks).
+
+# Ops whose CPU kernel is written against the array namespace of its inputs (NumPy's ufuncs
+# dispatch by themselves): their CPU kernel is their GPU kernel.
+_SAME = {
+    "array": """BroadcastLike DynamicReshape Identity NoOp OnesLike Pack Placeholder
+        PlaceholderWithDefault Reshape ReshapeLike StopGradient ZerosLike Fill
+        BroadcastTo ConcatV2 ExpandDims MirrorPad MirrorPadGrad Pad PadDynamic ReverseV2 Split
+        SplitLike SplitV Squeeze Tile TileGrad Transpose Unpack
+        Slice SliceGrad StridedSlice StridedSliceGrad
+        Argsort PutAlongAxis TakeAlongAxis TopKV2 Unique UniqueWithCounts
+        BooleanMask BooleanMaskGrad DynamicPartition DynamicPartitionGrad DynamicStitch OneHot
+        BatchToSpaceND Bincount DepthToSpace FlattenLeading GatherDropNegatives GatherGrad
+        GatherNd GatherV2 InvertPermutation ListDiff Repeat RepeatGrad Roll ScatterNd
+        ScatterRowsInto SearchSorted SegmentMax SegmentMean SegmentMin SegmentSum SpaceToBatchND
+        SpaceToDepth TensorScatterMax TensorScatterMin TensorScatterUpdate UnravelIndex
+        UnsortedSegmentMax UnsortedSegmentMin UnsortedSegmentSum""",
+    "math": """Abs Add Ceil Cos Exp Expm1 Floor IsFinite IsInf IsNan Log Log1p LogicalNot Maximum
+        Minimum Mul Neg Pow Reciprocal Round Sign Sin Sqrt Square Sub Tan Tanh SumToShapeOf
+        AddN Cast ExpandReduced FloorDiv FloorMod MatMul Mean RealDiv ReducedSize Sum TruncateDiv
+        TruncateMod All Any ArgMax ArgMin ComplexAbs Cumprod Cumsum DivNoNan Equal Greater
+        GreaterEqual HistogramFixedWidth HistogramFixedWidthBins Less LessEqual LogicalAnd
+        LogicalOr LogicalXor Max Min NotEqual Prod ProdOthers ReduceLogSumExp Rsqrt Select
+        SelectV2 Sigmoid SigmoidGrad SquaredDifference TanhGrad Where
+        Cholesky Cross Diag DiagPart Einsum ExpmFrechet LogMatrixDeterminant Lu MatrixBandPart
+        MatrixDeterminant MatrixDiag MatrixDiagPart MatrixExponential MatrixInverse
+        MatrixSetDiag MatrixSolve MatrixSquareRoot MatrixSquareRootGrad MatrixTranspose
+        MatrixTriangularSolve Qr SelfAdjointEigV2 Svd""",
+    "nn": """AvgPool AvgPoolGrad Conv2D Conv2DBackpropFilter Conv2DBackpropInput MaxPool
+        MaxPoolGrad MaxPoolGradGrad LRN LRNGrad BiasAdd BiasAddGrad Elu EluGrad InTopK L2Loss
+        LeakyRelu LeakyReluGrad Relu Relu6 Relu6Grad ReluGrad Softplus Softsign LogSoftmax
+        SigmoidCrossEntropyWithLogits Softmax SoftmaxCrossEntropyWithLogits
+        SparseSoftmaxCrossEntropyWithLogits ReverseSequence""",
+    "state": """Assign AssignAdd AssignSub IsVariableInitialized ScatterAdd ScatterSub
+        ScatterUpdate VariableRead VariableRefFetch VariableV2
+        ApplyAdagrad ApplyAdam ApplyGradientDescent ApplyMomentum""",
     # a loop runs its cond and body programs on its own device (a body op with no GPU kernel
-    # keeps the loop on the CPU: placement looks into the body, passes.place)
-    "tensorvm.ops.control.while_loop",
-    "tensorvm.ops.control.tensor_array_ops",  # elements stay the arrays written (device arrays too)
-})
-
-_HOST_IO = "host-only I/O (files and storage are read and written by the host)"
-# Families that only the host can run, with the reason placement gives.
-CPU_ONLY_FAMILIES = {
-    "tensorvm.ops.strings.string_ops": "string tensors live in host memory (pyarrow compute)",
-    "tensorvm.ops.readers.parsing_ops": "parses string records in host memory",
-    "tensorvm.ops.control.script_ops": "py_func runs a Python function on host values",
-    "tensorvm.ops.state.data_flow_ops": "queues hold host values (a resource of the host)",
-    "tensorvm.ops.readers.io_ops": "readers: " + _HOST_IO,
-    "tensorvm.ops.data.iterator_ops": "tf.data iterators hold host values (a resource of the host)",
-    "tensorvm.ops.mapreduce.mapreduce_ops": "map-reduce record batches live in host memory (pyarrow)",
-    "tensorvm.ops.mapreduce.mr_values": "map-reduce record batches live in host memory (pyarrow)",
-    "tensorvm.tf_api.summary": "summaries are host protocol buffers",
-    "tensorvm.train.saver": "savers: " + _HOST_IO,
-    "tensorvm.train.input": "input pipelines: " + _HOST_IO,
-    "tensorvm.train.tf_input": "input pipelines: " + _HOST_IO,
-    "tensorvm.train.sync_replicas": "gradient accumulators are host resources (TF's "
-                                    "ConditionalAccumulator is CPU-only too)",
-}
-
-# Single ops of one-source families that stay on the host.
-CPU_ONLY_OPS = {
-    "Assert": "checks and logs on the host (TF's Assert is CPU-only too)",
-    "Print": "logs on the host (TF's Print is CPU-only too)",
-    "CandidateSampler": "samples with the host's random generator",
+    # keeps the loop on the CPU: placement looks into the body, passes.place); a TensorArray's
+    # elements stay the arrays written (device arrays too)
+    "control": """Merge Switch CheckNumerics EnsureShape LoopVariableRead StatelessWhile While
+        WhileGrad WhileGradShard WhileShard TensorArrayCloseV3 TensorArrayConcatV3
+        TensorArrayGatherV3 TensorArrayGradGather TensorArrayGradScatter TensorArrayReadV3
+        TensorArrayScatterV3 TensorArraySizeV3 TensorArraySplitV3 TensorArrayStack
+        TensorArrayUnstack TensorArrayV3 TensorArrayWriteV3""",
 }
 
 # Ops whose GPU kernel is their CPU kernel on the host (inputs downloaded, outputs uploaded).
-HOST_OPS = frozenset({
-    "RandomStandardNormal", "RandomUniform", "TruncatedNormal", "RandomUniformInt",
-    "RandomShuffle", "Multinomial",  # the host's generator: same numbers on both devices
-    "Eye",  # no input to take a namespace from: made on the host, uploaded (as a Const)
-    "Range",  # its inputs are host memory: made on the host, uploaded
-})
+_HOST = {
+    "random": "RandomStandardNormal RandomUniform TruncatedNormal RandomUniformInt "
+              "RandomShuffle Multinomial",  # the host's generator: same numbers on both devices
+    # no input to take a namespace from (Eye), or inputs in host memory (Range): made on the
+    # host, uploaded (as a Const)
+    "array": "Eye Range",
+}
+
+_HOST_IO = "host-only I/O (files and storage are read and written by the host)"
+# Ops only the host can run, by the reason placement gives (map-reduce's ops, and newer
+# families, say so where they register their ops).
+_CPU_ONLY = {
+    "string tensors live in host memory (pyarrow compute)":
+        "AsString RegexFullMatch RegexReplace StringJoin StringLength StringLower StringSplit "
+        "StringSplitV2 StringStrip StringToHashBucketFast StringToNumber StringUpper",
+    "parses string records in host memory": "DecodeCSV DecodeRaw ParseExampleV1",
+    "py_func runs a Python function on host values": "PyFunc PyFuncStateless",
+    "queues hold host values (a resource of the host)":
+        "EpochQueueV2 FIFOQueueV2 PaddingFIFOQueueV2 PriorityQueueV2 QueueCloseV2 "
+        "QueueDequeueV2 QueueEnqueueV2 QueueIsClosedV2 QueueSizeV2 RandomShuffleQueueV2 "
+        "SplitQueueV2",
+    "readers: " + _HOST_IO: "ReaderCounterV2 ReaderReadUpToV2 ReaderReadV2 ReaderResetV2",
+    "tf.data iterators hold host values (a resource of the host)":
+        "DatasetToSingleElement DatasetToTFRecord IteratorGetNext IteratorGetNextAsOptional "
+        "IteratorGetNextFromStringHandle IteratorV2 MakeIterator OptionalGetValue ReduceDataset",
+    "summaries are host protocol buffers": "AudioSummaryV2 HistogramSummary ImageSummary "
+                                           "MergeSummary ScalarSummary TensorSummaryV2 TextSummary",
+    "savers: " + _HOST_IO: "CommitCheckpoint RestoreShard SaveShard",
+    "input pipelines: " + _HOST_IO: "ReadSplit ReaderIdentity SplitQueueAck SplitQueueLease "
+                                    "MatchingFilesV1",
+    "gradient accumulators are host resources (TF's ConditionalAccumulator is CPU-only too)":
+        "SyncAccApply SyncAccSetStep SyncAccTake SyncClose SyncTokenRelease SyncTokenWait",
+    "checks and logs on the host (TF's Assert is CPU-only too)": "Assert",
+    "logs on the host (TF's Print is CPU-only too)": "Print",
+    "samples with the host's random generator": "CandidateSampler",
+}
+
+for _names in _SAME.values():
+    declare_gpu(_names, gpu="same")
+for _names in _HOST.values():
+    declare_gpu(_names, gpu="host")
+for _reason, _names in _CPU_ONLY.items():
+    declare_gpu(_names, cpu_only=_reason)
+#: every op type declared above (tests check that each is registered)
+DECLARED = frozenset(n for t in (*_SAME.values(), *_HOST.values(), *_CPU_ONLY.values())
+                     for n in t.split())
 
 
 def _host_const(value) -> bool:
@@ -387,30 +432,26 @@ def host_memory_output(op_type: str, i: int, attrs=None, out_dtypes=()) -> bool:
     return i in HOST_MEMORY_OUTPUTS.get(op_type, ())
 
 
-def _family(d) -> str | None:
-    k = d.kernels.get("CPU")
-    return getattr(k, "__module__", None) if k is not None else None
+def _kernel_module(d) -> str:
+    return getattr(d.kernels.get("CPU"), "__module__", None) or ""
 
 
 def install() -> int:
-    """Give every registered op its GPU kernel or its CPU-only mark, by the tables above; ops
-    already decided are left alone. Returns how many ops it decided. Idempotent; runs when
-    tensorvm is imported, and again after a module registers more ops."""
+    """Give every registered op whose :class:`~tensorvm.framework.op_registry.OpDef` says how
+    it runs on a GPU (``gpu``) its GPU kernel: its CPU kernel (``"same"``), that kernel on the
+    host (``"host"``), or its own (:data:`OVERRIDES`); CPU-only ops (``cpu_only``) and ops
+    with a GPU kernel are left alone. Returns how many kernels it registered. Idempotent;
+    runs when tensorvm is imported, and again after a module registers more ops."""
     n = 0
     for op_type, d in list(registry.items()):
         if "GPU" in d.kernels or d.cpu_only:
             continue
-        fam = _family(d)
-        if op_type in CPU_ONLY_OPS:
-            set_cpu_only(op_type, CPU_ONLY_OPS[op_type])
-        elif op_type in OVERRIDES:
+        if op_type in OVERRIDES:
             register_kernel(op_type, "GPU", OVERRIDES[op_type])
-        elif op_type in HOST_OPS:
-            register_kernel(op_type, "GPU", on_host(d.kernels["CPU"], d.needs_ctx))
-        elif fam in CPU_ONLY_FAMILIES:
-            set_cpu_only(op_type, CPU_ONLY_FAMILIES[fam])
-        elif fam in ONE_SOURCE_FAMILIES:
+        elif d.gpu == "same":
             register_kernel(op_type, "GPU", d.kernels["CPU"])
+        elif d.gpu == "host":
+            register_kernel(op_type, "GPU", on_host(d.kernels["CPU"], d.needs_ctx))
         else:
             continue
         n += 1
@@ -422,7 +463,7 @@ def undecided() -> list[str]:
     kernel nor a CPU-only mark. A user's op is left out: without a GPU kernel registered for
     it, placement treats it as CPU-only (soft placement moves it, else an error names it)."""
     return sorted(t for t, d in registry.items() if "GPU" not in d.kernels and not d.cpu_only
-                  and (_family(d) or "").startswith("tensorvm."))
+                  and _kernel_module(d).startswith("tensorvm."))
 
 
 # Ops that hold a string tensor on a GPU device without computing on it (TF's HostMemory
@@ -455,8 +496,3 @@ def string_tensor_reason(op_type: str, in_dtypes, out_dtypes) -> str | None:
         if d == _dt.string:  # not a loop's tape (a Python object too, on any device)
             return f"no GPU kernel for {op_type} on string tensors: strings live in host memory"
     return None
-
-
-def dtype_on_device(dtype: _dt.DType) -> bool:
-    """Whether values of ``dtype`` live on the device on a GPU (strings stay on the host)."""
-    return not dtype.is_string
