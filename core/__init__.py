@@ -55,8 +55,10 @@ from .ops import nn, strings  # noqa: F401
 from .ops.gradients import gradients  # noqa: F401
 from .framework.indexed_slices import IndexedSlices, IndexedSlicesValue  # noqa: F401
 from .ops.array.index_ops import densify  # noqa: F401
-from .ops.state.variables import (Variable, assign, assign_add, assign_sub, global_variables,
-                                  global_variables_initializer, initialize_variables, scatter_add,
+from .ops.state.variables import (Variable, all_variables, assign, assign_add, assign_sub,
+                                  global_variables, global_variables_initializer,
+                                  initialize_all_variables, initialize_local_variables,
+                                  initialize_variables, local_variables_initializer, scatter_add,
                                   scatter_sub, scatter_update, trainable_variables,
                                   variables_initializer)  # noqa
 from .runtime.session import (ConfigProto, InteractiveSession, RunMetadata, RunOptions, Session,
@@ -68,7 +70,7 @@ from .ops.control import debug_ops as debugging  # noqa: E402  (tv.debugging.che
 from .ops.control.debug_ops import add_check_numerics_ops, check_numerics  # noqa: E402
 
 newaxis = None
-__version__ = "0.1.0"
+from .framework.versions import __version__  # noqa: E402,F401
 
 # TF 1.x API surface (issue 14): collections, initializers, variable scopes, compat.
 from .framework.graph_keys import *  # noqa: E402,F403

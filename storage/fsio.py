@@ -15,7 +15,7 @@ from __future__ import annotations
 import uuid
 
 import fsspec
-from fsspec.core import url_to_fs
+from fsspec.core import split_protocol, url_to_fs
 
 from .errors import DataLossError
 
@@ -62,6 +62,18 @@ def join(url: str, *parts: str) -> str:
 def basename(url: str) -> str:
     """The last component of a URL or path."""
     return url.rstrip("/").rsplit("/", 1)[-1]
+
+
+def match_files(patterns) -> list[str]:
+    """The files matching the globs ``patterns`` (one or a list), sorted per pattern, in the
+    patterns' own form: a URL pattern gives URLs, a path pattern paths; directories left out."""
+    out = []
+    for pattern in [patterns] if isinstance(patterns, str) else list(patterns):
+        fs, path = url_to_fs(pattern)
+        found = sorted(p for p in fs.glob(path) if not fs.isdir(p))
+        keep_protocol = split_protocol(pattern)[0] is not None
+        out += [fs.unstrip_protocol(p) if keep_protocol else p for p in found]
+    return out
 
 
 def exists(fs: fsspec.AbstractFileSystem, path: str) -> bool:

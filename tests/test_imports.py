@@ -1,5 +1,6 @@
 """The package's import graph flows one way (issue 7): no circle at import time, and counting
-lazy imports too, circles only among op families that call their siblings lazily."""
+lazy imports too, circles only among op families that call their siblings lazily; and no import
+runs up the layers (issue 22: `python -m tensorvm.tools.imports --layers`)."""
 from tensorvm.tools.imports import import_components, strongly_connected
 
 
@@ -33,3 +34,80 @@ def test_the_graph_core_is_below_the_session():
 def test_strongly_connected_finds_circles():
     edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert strongly_connected(edges) == [["a", "b", "c"]]
+
+
+def test_no_import_runs_up_the_layers():
+    """framework <- vm <- {ops, passes} <- runtime <- tf_api <- train <- estimator <- the façade
+    <- {mapreduce, scheduler_ext} <- jobs, storage a leaf (issue 22): lazy imports count too."""
+    from tensorvm.tools.imports import import_sites
+    from tensorvm.tools.layers import upward_imports
+    up = upward_imports(import_sites())
+    assert not up, "\n".join(f"{s.importer} -> {s.imported} ({s.path}:{s.line})" for s in up)
+
+
+def test_every_module_is_in_a_layer():
+    from tensorvm.tools.imports import _package_modules
+    from tensorvm.tools.layers import layer
+    for module in _package_modules():
+        layer(module)  # KeyError names one outside every layer
+
+
+def test_siblings_and_leaves():
+    from tensorvm.tools.layers import runs_up
+    assert runs_up("tensorvm.passes.place", "tensorvm.ops.math.math_ops")
+    assert runs_up("tensorvm.ops.control.while_loop", "tensorvm.passes")
+    assert runs_up("tensorvm.storage.fsio", "tensorvm.framework.errors")
+    assert runs_up("tensorvm.train.hooks", "tensorvm.scheduler_ext")
+    assert runs_up("tensorvm.mapreduce.job", "tensorvm.scheduler_ext.registry")
+    assert not runs_up("tensorvm.jobs.cli", "tensorvm.scheduler_ext")
+    assert not runs_up("tensorvm.runtime.session", "tensorvm.passes.step")
+    assert not runs_up("tensorvm.ops", "tensorvm._aliases")
+
+
+def _fake_package(tmp_path, sources: dict[str, str]) -> dict[str, str]:
+    modules = {}
+    for name, text in sources.items():
+        path = tmp_path / (name.replace(".", "_") + ".py")
+        path.write_text(text)
+        modules[name] = str(path)
+    return modules
+
+
+def test_lazy_aliased_and_relative_imports_are_found(tmp_path):
+    from tensorvm.tools.imports import import_sites
+    from tensorvm.tools.layers import upward_imports
+    modules = _fake_package(tmp_path, {
+        "tensorvm.framework.graph": (
+            "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n"
+            "    from tensorvm.train import saver\n"  # never runs: not an import
+            "def f():\n"
+            "    from tensorvm.session import Session\n"  # an old path (core/_aliases.py)
+            "    from ..ops import math_ops\n"),  # relative, and an old path too
+        "tensorvm.runtime.session": "",
+        "tensorvm.ops.math.math_ops": "from ...framework import graph\n",
+        "tensorvm.train.saver": "",
+    })
+    sites = import_sites(modules)
+    assert {(s.importer, s.imported, s.line, s.lazy) for s in sites} == {
+        ("tensorvm.framework.graph", "tensorvm.runtime.session", 5, True),
+        ("tensorvm.framework.graph", "tensorvm.ops.math.math_ops", 6, True),
+        ("tensorvm.ops.math.math_ops", "tensorvm.framework.graph", 1, False)}
+    assert {s.imported for s in upward_imports(sites)} == {"tensorvm.runtime.session",
+                                                            "tensorvm.ops.math.math_ops"}
+
+
+def test_the_layers_command_fails_on_an_upward_import(monkeypatch, capsys):
+    from tensorvm.tools import imports
+    assert imports.main(["--layers"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("layers, bottom first: {storage, aliases} <- framework <- vm <- "
+                             "{ops, passes} <- runtime <- tf_api <- train <- estimator")
+    assert out[-1] == "0 upward imports"
+    site = imports.ImportSite("tensorvm.vm.interpreter", "tensorvm.runtime.session",
+                              "core/vm/interpreter.py", 7, True)
+    monkeypatch.setattr(imports, "import_sites", lambda: [site])
+    assert imports.main(["--layers"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2:] == ["tensorvm.vm.interpreter -> tensorvm.runtime.session "
+                        "(core/vm/interpreter.py:7, lazy)", "1 upward imports"]

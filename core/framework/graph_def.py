@@ -209,8 +209,7 @@ class _Dec:
         if "__func__" in v:
             return _module("while_loop").func_from_plain(v["__func__"], self.graph, _build_nodes)
         if "__ref__" in v:
-            from ..ops.data.dataset_pipeline import Ref
-            return Ref(int(v["__ref__"]), self(v.get("const")))
+            return _module("dataset_pipeline").Ref(int(v["__ref__"]), self(v.get("const")))
         if "__stage__" in v:
             cls = _stage_classes().get(v["__stage__"])
             if cls is None:

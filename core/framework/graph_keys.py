@@ -1,5 +1,6 @@
 """``tv.GraphKeys`` and the collection functions of TF 1.x (``tv.add_to_collection``,
-``tv.get_collection``, ``tv.local_variables``, ``tv.local_variables_initializer`` …).
+``tv.get_collection``, ``tv.local_variables`` …); the initializers that read them are ops, in
+``ops/state/variables.py``.
 
 A variable made with ``collections=[tv.GraphKeys.LOCAL_VARIABLES]`` is a local variable: not in
 ``global_variables()`` (so a Saver skips it), initialised by ``local_variables_initializer()``.
@@ -16,9 +17,7 @@ from __future__ import annotations
 from .graph import get_default_graph
 
 __all__ = ["GraphKeys", "add_to_collection", "add_to_collections", "get_collection",
-           "get_collection_ref", "local_variables", "model_variables",
-           "local_variables_initializer", "initialize_local_variables",
-           "initialize_all_variables", "all_variables", "moving_average_variables"]
+           "get_collection_ref", "local_variables", "model_variables", "moving_average_variables"]
 
 
 class GraphKeys:
@@ -90,24 +89,3 @@ def moving_average_variables(scope: str | None = None) -> list:
     """The variables of ``GraphKeys.MOVING_AVERAGE_VARIABLES`` (those a program adds there);
     with ``scope``, filtered by name prefix."""
     return get_collection(GraphKeys.MOVING_AVERAGE_VARIABLES, scope)
-
-
-def local_variables_initializer():
-    """One op that runs the initializer of every local variable."""
-    from ..ops.state.variables import variables_initializer
-    return variables_initializer(local_variables(), name="init_1")
-
-
-initialize_local_variables = local_variables_initializer
-
-
-def initialize_all_variables():
-    """Deprecated name of ``global_variables_initializer``."""
-    from ..ops.state.variables import global_variables_initializer
-    return global_variables_initializer()
-
-
-def all_variables():
-    """Deprecated name of ``global_variables``."""
-    from ..ops.state.variables import global_variables
-    return global_variables()

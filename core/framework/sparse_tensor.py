@@ -30,9 +30,9 @@ SparseTensorValue.__doc__ = ("The value of a :class:`SparseTensor`: ``indices`` 
                              "``values`` ``[N]`` and ``dense_shape`` ``[rank]`` arrays.")
 
 
-def _static(t):
-    from ..ops.common import static_value
-    return static_value(t)
+def _static(t: Tensor):
+    """The value of ``t`` where it is a constant, else None."""
+    return t.op.attrs["value"] if t.op.type == "Const" else None
 
 
 class SparseTensor:

@@ -5,7 +5,10 @@ circle at all, and every import including the lazy ones inside functions (a lazy
 ties two modules together). The package is meant to flow one way, as TensorFlow's framework
 does: the only circle allowed among all imports is op families (``tensorvm.ops.*``) whose
 gradient and helper functions call sibling families lazily. ``python -m tensorvm.tools.imports``
-prints every component with more than one module; ``tests/test_imports.py`` checks the same.
+prints every component with more than one module; with ``--layers`` it prints the layer order
+(:mod:`tensorvm.tools.layers`), every import that runs up it as ``importer -> imported
+(file:line)``, and ``N upward imports``, exiting 1 when N > 0. An old module path
+(``core/_aliases.py``) counts as the module it moved to. ``tests/test_imports.py`` checks both.
 
 >>> comps = import_components()
 >>> all(len(c) > 1 for c in comps)
@@ -17,6 +20,9 @@ import ast
 import os
 import sys
 from collections.abc import Iterable
+from typing import NamedTuple
+
+from . import layers
 
 _PKG = "tensorvm"
 _MAPPED_SUBPACKAGES = ("storage", "mapreduce", "scheduler_ext", "jobs")
@@ -60,15 +66,71 @@ def _resolve(module: str, is_pkg: bool, level: int, target: str | None) -> str:
     return ".".join(base + ([target] if target else []))
 
 
-def _module_level(tree: ast.Module):
-    """The import statements that run when the module is imported (not inside functions)."""
-    todo = list(tree.body)
+def _package_module(name: str, modules: dict[str, str]) -> str | None:
+    """The package module that importing ``name`` loads: its longest prefix that is a module,
+    an old path (``core/_aliases.py``'s ``MOVED``) read as the module it moved to."""
+    from .._aliases import MOVED
+
+    while name:
+        if name in modules:
+            return name
+        moved = MOVED.get(name[len(_PKG) + 1:]) if name.startswith(_PKG + ".") else None
+        if moved and f"{_PKG}.{moved}" in modules:
+            return f"{_PKG}.{moved}"
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _type_checking(node: ast.AST) -> bool:
+    """``if TYPE_CHECKING:`` (its body is read by type checkers and never runs)."""
+    test = getattr(node, "test", None) if isinstance(node, ast.If) else None
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
+            or isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _statements(tree: ast.Module):
+    """(import statement, whether it runs only when a function is called), for every import that
+    can run."""
+    todo = [(node, False) for node in tree.body]
     while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            continue
-        yield node
-        todo.extend(ast.iter_child_nodes(node))
+        node, lazy = todo.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node, lazy
+        inner = lazy or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        children = node.orelse if _type_checking(node) else ast.iter_child_nodes(node)
+        todo.extend((child, inner) for child in children)
+
+
+class ImportSite(NamedTuple):
+    """One import of a package module by another: where it is, and whether it is lazy."""
+
+    importer: str
+    imported: str
+    path: str
+    line: int
+    lazy: bool
+
+
+def import_sites(modules: dict[str, str] | None = None) -> list[ImportSite]:
+    """Every import of a package module by another, module-level and lazy ones, sorted by file
+    and line; ``from . import x`` counts as an import of the module ``x`` where ``x`` is one."""
+    modules = modules or _package_modules()
+    sites: list[ImportSite] = []
+    for mod, path in modules.items():
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        is_pkg = path.endswith("__init__.py")
+        for node, lazy in _statements(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                base = _resolve(mod, is_pkg, node.level, node.module)
+                names = [f"{base}.{a.name}" for a in node.names]
+            for n in names:
+                target = _package_module(n, modules)
+                if target and target != mod:
+                    sites.append(ImportSite(mod, target, path, node.lineno, lazy))
+    return sorted(set(sites), key=lambda s: (s.path, s.line, s.imported))
 
 
 def import_edges(modules: dict[str, str] | None = None,
@@ -77,24 +139,9 @@ def import_edges(modules: dict[str, str] | None = None,
     with ``module_level_only``)."""
     modules = modules or _package_modules()
     edges: dict[str, set[str]] = {m: set() for m in modules}
-    for mod, path in modules.items():
-        with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read(), path)
-        is_pkg = path.endswith("__init__.py")
-        for node in (_module_level(tree) if module_level_only else ast.walk(tree)):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = _resolve(mod, is_pkg, node.level, node.module)
-                names = [f"{base}.{a.name}" for a in node.names]
-            else:
-                continue
-            for n in names:
-                # the longest prefix that is a module of the package
-                while n and n not in modules:
-                    n = n.rpartition(".")[0]
-                if n and n != mod and n.startswith(_PKG):
-                    edges[mod].add(n)
+    for site in import_sites(modules):
+        if not (module_level_only and site.lazy):
+            edges[site.importer].add(site.imported)
     return edges
 
 
@@ -148,7 +195,24 @@ def import_components(module_level_only: bool = False) -> list[list[str]]:
     return strongly_connected(import_edges(module_level_only=module_level_only))
 
 
+def _print_layers() -> int:
+    """The layer order, every import that runs up it, and their count; 1 when there is any."""
+    out = sys.stdout
+    out.write(f"layers, bottom first: {layers.layer_order()}\n")
+    up = layers.upward_imports(import_sites())
+    for s in up:
+        where = f"{os.path.relpath(s.path)}:{s.line}"
+        out.write(f"{s.importer} -> {s.imported} ({where}{', lazy' if s.lazy else ''})\n")
+    out.write(f"{len(up)} upward imports\n")
+    return 1 if up else 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    """``python -m tensorvm.tools.imports [--layers]``: the import circles, or with ``--layers``
+    the layer check (exit status 1 when an import runs up the layers)."""
+    args = sys.argv[1:] if argv is None else argv
+    if "--layers" in args:
+        return _print_layers()
     for title, only in (("at import time", True), ("counting lazy imports", False)):
         comps = import_components(module_level_only=only)
         sys.stdout.write(f"import circles {title}: {len(comps) or 'none'}\n")

@@ -410,13 +410,11 @@ class StepCounterHook(SessionRunHook):
         if self._client is None or not self._job:
             return
         try:
-            from ..scheduler_ext import TOPIC_JOBS, job_message
-        except ImportError:  # the dashboard extension is optional
-            return
-        try:
             from ..runtime.direct.client import flush_step_reports
+            from ..runtime.job_api import TOPIC_JOBS
             flush_step_reports(self._client)  # the job's steps reach the registry first
-            self._client.log_event(TOPIC_JOBS, job_message(op, self._job, **fields))
+            # scheduler_ext.registry.job_message's form (core never imports scheduler_ext)
+            self._client.log_event(TOPIC_JOBS, {"op": op, "job": self._job, **fields})
         except Exception:  # noqa: BLE001 - metrics never stop training
             _log.debug("could not send training metrics", exc_info=True)
 

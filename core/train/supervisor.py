@@ -73,9 +73,9 @@ class Supervisor:
     def _init_defaults(self, ready_op, init_op, local_init_op, summary_op, saver, global_step,
                        summary_writer) -> None:
         from ..tf_api import summary as _summary
-        from ..framework.graph_keys import local_variables_initializer
         from ..ops.array.array_ops import stack
-        from ..ops.state.variables import global_variables, global_variables_initializer
+        from ..ops.state.variables import (global_variables, global_variables_initializer,
+                                           local_variables_initializer)
         from .optimizers import get_global_step
         from .saver import Saver
         use = Supervisor.USE_DEFAULT

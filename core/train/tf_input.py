@@ -45,6 +45,7 @@ from ..ops.state.data_flow_ops import (
     register_queue_kind,
 )
 from ..framework.op_registry import register_op
+from ..storage.fsio import match_files
 from .input import SplitQueue, SplitQueueState
 from .queue_runner import QueueRunner, add_queue_runner
 
@@ -60,18 +61,6 @@ __all__ = [
 
 
 # ---- the queue -------------------------------------------------------------------------------
-
-def match_files(patterns) -> list[str]:
-    """The files matching the globs ``patterns``, sorted, in the patterns' own URL form."""
-    from fsspec.core import split_protocol, url_to_fs
-    out = []
-    for pattern in [patterns] if isinstance(patterns, str) else list(patterns):
-        fs, path = url_to_fs(pattern)
-        found = sorted(p for p in fs.glob(path) if not fs.isdir(p))
-        keep_protocol = split_protocol(pattern)[0] is not None
-        out += [fs.unstrip_protocol(p) if keep_protocol else p for p in found]
-    return out
-
 
 class EpochQueueState(SplitQueueState):
     """A split queue over a static list of values (or a glob's files) instead of splits."""

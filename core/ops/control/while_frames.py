@@ -43,6 +43,7 @@ import numpy as np
 
 from ...framework.errors import CancelledError, InvalidArgumentError, UnavailableError
 from ...vm.queues import _task_cancelled
+from ...vm.services import service
 
 
 SHARDED_TAPE = "tape of a loop run across worker processes"
@@ -183,10 +184,9 @@ class _Exchange:
 
     def __init__(self, ctx, device: str, devices):
         from distributed import get_worker
-        from ...runtime.direct.rendezvous import install
         self.ctx, self.step = ctx, str(ctx.step_id)
         self.worker = get_worker()
-        self.plane = install(self.worker)
+        self.plane = service("data_plane")(self.worker)
         self.loop = self.worker.loop.asyncio_loop
         self.part = types.SimpleNamespace(device=device, peers=_peers(self.worker, devices))
         self.out: dict = {}  # destination -> [(key, value)] not written yet
@@ -278,8 +278,8 @@ def _pushed(fut) -> None:
 def _peers(worker, devices) -> dict:
     """device -> address of the worker that holds its Dask resource (``tvm-dev-<job>-<task>``),
     asked of the scheduler when one is not known yet."""
-    from ...runtime.cluster.device_map import resource_name
     from ...framework.device_spec import DeviceSpec
+    resource_name = service("device_resource")
     want = {}
     for d in devices:
         spec = DeviceSpec.parse(d)

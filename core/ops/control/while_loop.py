@@ -46,6 +46,7 @@ from ...vm.kernels.array_api import array_namespace, is_device_array, to_device,
 from ...framework.op_def_library import apply_op
 from ...framework.op_registry import generation, register_op, registry
 from ...vm.interpreter import execute, execute_local, local_caller
+from ...vm.services import service
 from ...framework.tensor_conversion import convert_to_tensor
 from .while_frames import (SHARDED_TAPE, Frame, frame_devices, home_tape, in_dask_worker,
                            run_sharded, run_sharded_grad)
@@ -228,14 +229,11 @@ class Func:
         key = (device, len(self.taped))
         got = self._programs.get(key)
         if got is None:
-            from ... import passes
-            step = passes.Step({**self.owners, **self.nodes}, self.nodes,
-                               tuple(self.fetches) + tuple(self.taped), (), tuple(self.feeds))
             host_feeds = [self.feeds[i] for i in self.int_feeds()] if self.host_ints else ()
             # on a GPU the outputs stay device arrays: the loop's next iteration reads them
-            plan = passes.run_pipeline(step, passes.pipeline(
-                device, gpu_available="GPU" in device, fetch_to_host=False,
-                host_feeds=host_feeds)).plan
+            plan = service("plan_body")(self.nodes, self.owners,
+                                        tuple(self.fetches) + tuple(self.taped),
+                                        tuple(self.feeds), device, host_feeds)
             if len(plan.devices) > 1:  # a frame across devices: each device's part
                 got = (Frame(plan, self.frame, self.location), plan.fetches)
             else:

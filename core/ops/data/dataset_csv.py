@@ -193,7 +193,7 @@ def make_csv_dataset(file_pattern, batch_size, column_names=None, column_default
                      ignore_errors=False):
     """Batches of ``(features, label)`` (``features`` a dict by column name; no label
     without ``label_name``) read from CSV files (see the module docstring)."""
-    from ...train.tf_input import match_files
+    from ...storage.fsio import match_files
     from .dataset_ops import Dataset
     files = match_files([file_pattern] if isinstance(file_pattern, str) else
                         list(file_pattern))

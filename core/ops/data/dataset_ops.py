@@ -251,7 +251,7 @@ class Dataset:
     def list_files(file_pattern, shuffle=None, seed=None) -> Dataset:
         """The files matching ``file_pattern`` (a glob, fsspec URL, or a list of them),
         listed now, shuffled unless ``shuffle=False``."""
-        from ...train.tf_input import match_files
+        from ...storage.fsio import match_files
         pats = static_value(file_pattern)
         if pats is None:
             raise InvalidArgumentError("list_files: the pattern must be known when the graph "

@@ -332,6 +332,26 @@ def global_variables_initializer():
 initialize_variables = variables_initializer
 
 
+def local_variables_initializer():
+    """One op that runs the initializer of every local variable
+    (``GraphKeys.LOCAL_VARIABLES``); ``initialize_local_variables`` is its deprecated name."""
+    from ...framework.graph_keys import local_variables
+    return variables_initializer(local_variables(), name="init_1")
+
+
+initialize_local_variables = local_variables_initializer
+
+
+def initialize_all_variables():
+    """Deprecated name of ``global_variables_initializer``."""
+    return global_variables_initializer()
+
+
+def all_variables():
+    """Deprecated name of ``global_variables``."""
+    return global_variables()
+
+
 def count_up_to(ref, limit, name=None):
     """``ref.count_up_to(limit)`` (TF 1.x's ``tf.count_up_to``)."""
     return ref.count_up_to(limit)
