@@ -198,9 +198,9 @@ def test_straight_line_program_runs_the_same_kernels_and_frees_its_slots():
     rt = runtime.DeviceResources()
     a, b = np.arange(4.0).reshape(2, 2), np.eye(2)
     for k in range(runtime.STRAIGHT_LINE_AFTER):
-        assert prog.__dict__.get("_bound", (None,) * 5)[4] is None  # not yet generated
+        assert runtime.straight_code(prog) is None  # not yet generated
         vals = runtime.execute(prog, rt, "t.1", [a, b])
-    assert prog._bound[4] is not None  # generated on the 3rd run, not at compile
+    assert runtime.straight_code(prog) is not None  # generated on the 3rd run, not at compile
     np.testing.assert_array_equal(vals[3], (a + b) @ b)
     assert vals[:3] == [None, None, None]  # arguments and intermediates dropped
 
@@ -266,7 +266,7 @@ def test_straight_line_program_hands_out_a_constant_as_its_kernel_does():
                                                                 "dtype": tv.float64},
                                            (0,), False, "here.py:3", out_bytes=24),), (0,))
     vals = runtime.execute(prog, runtime.DeviceResources(), "t.5", [])
-    assert prog._bound[4] is not None and vals[0] is value
+    assert runtime.straight_code(prog) is not None and vals[0] is value
 
 
 def test_nested_loop_gradient_tapes_the_inner_loops_tape():

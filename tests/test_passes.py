@@ -260,14 +260,15 @@ def test_partition_counts_match_on_a_built_graph(g):
 # ---- stage and compile ----------------------------------------------------------------------
 
 def _task_edges(plan):
+    from tensorvm.vm.program import Recv, Result
     sends = {s.name: s for s in plan.sends}
     edges = set()
     for t in plan.tasks:
         for a in t.args:
-            if a[0] == "task":
-                edges.add((a[1], t.name))
-            elif a[0] == "send":
-                edges.add((sends[a[1]].task, t.name))
+            if isinstance(a, Result):
+                edges.add((a.task, t.name))
+            elif isinstance(a, Recv):
+                edges.add((sends[a.send].task, t.name))
     return edges
 
 

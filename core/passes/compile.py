@@ -1,6 +1,8 @@
-"""Compile: turn a staged partition into a :class:`Plan` — one :class:`TaskSpec` per
-(device, stage) holding a :class:`~tensorvm.vm.interpreter.StageProgram`, one :class:`SendSpec` per
-Send/Recv pair, and where each fetch comes from.
+"""Compile: turn a staged partition into a :class:`~tensorvm.vm.program.Plan` — one
+:class:`~tensorvm.vm.program.Task` per (device, stage) holding a
+:class:`~tensorvm.vm.program.StageProgram`, one :class:`~tensorvm.vm.program.Send` per
+Send/Recv pair, and where each fetch comes from (the plan format is :mod:`tensorvm.vm.program`;
+``Plan`` is re-exported here).
 
 A Send is a small task on the source device that picks one tensor out of its stage's results,
 so only that tensor moves. Where a stage's results all go to one other device and nowhere
@@ -9,107 +11,14 @@ one Dask hop fewer). The plan is a template: the session gives its keys a step i
 """
 from __future__ import annotations
 
-import uuid
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from ..framework.graph_def import Node
 from ..framework.op_registry import registry
-from ..vm.interpreter import Instr, StageProgram
-from .partition import Partition, SendRecv
+from ..vm.program import Feed, Instr, Plan, Recv, Result, Send, StageProgram, Task
+from .partition import Partition
 
-
-@dataclass(frozen=True)
-class TaskSpec:
-    name: str  # Dask key prefix: tvm_<graph or job>_<job>_<task>_<device>_s<stage>
-    device: str
-    stage: int
-    program: StageProgram
-    args: tuple  # ("task", name) | ("send", name) | ("feed", i) per program arg
-    stateful: bool
-
-    @property
-    def ops(self) -> tuple[str, ...]:
-        return self.program.op_names
-
-
-@dataclass(frozen=True)
-class SendSpec:
-    name: str
-    device: str  # source device
-    task: str  # the stage task holding the tensor
-    index: int  # export index in that task's result
-    pair: SendRecv
-    elided: bool = False  # consumers read the stage's result directly
-
-
-@dataclass
-class Plan:
-    """A compiled step. ``print(plan)`` shows devices, stages, tasks and Send/Recv pairs."""
-    tasks: tuple
-    sends: tuple  # SendSpec, one per (tensor, destination device)
-    fetches: tuple  # per fetch: ("task", name, index) | ("feed", i)
-    feeds: tuple  # fed refs, in feed order
-    outputs: tuple  # task names the client must ask for (sinks and fetch sources)
-    devices: tuple
-    graph_ops: int = 0  # ops in the pruned graph before optimisation
-    fallbacks: tuple = ()  # place.Fallback: GPU ops soft placement put on a CPU, and why
-    # A name for this compiled plan, unique across processes: the handle its partitions are
-    # registered under on the workers (tensorvm.runtime.direct.registered_plans).
-    uid: str = field(default_factory=lambda: uuid.uuid4().hex[:12], init=False, repr=False,
-                     compare=False)
-
-    @property
-    def kernels(self) -> int:
-        return sum(len(t.program.instrs) for t in self.tasks)
-
-    @property
-    def pairs(self) -> tuple:
-        return tuple(s.pair for s in self.sends)
-
-    def task(self, name: str) -> TaskSpec:
-        return next(t for t in self.tasks if t.name == name)
-
-    def __repr__(self):
-        return (f"<tv.Plan {len(self.devices)} devices, {len(self.tasks)} tasks, "
-                f"{self.kernels} kernels, {len(self.sends)} sends>")
-
-    def __str__(self):
-        lines = [repr(self)]
-        for dev in self.devices:
-            lines.append(f"device {dev}")
-            for t in self.tasks:
-                if t.device == dev:
-                    lines.append(f"  stage {t.stage}: {t.name}  [{', '.join(t.ops)}]")
-        for s in self.sends:
-            lines.append(f"  {s.pair!r}{'  (elided pick)' if s.elided else ''}")
-        lines.extend(str(f) for f in self.fallbacks)
-        return "\n".join(lines)
-
-    def to_dot(self) -> str:
-        """Graphviz source: one cluster per device, tasks as boxes, Send/Recv as edges."""
-        out = ["digraph plan {", "  rankdir=LR;", "  node [shape=box];"]
-        for i, dev in enumerate(self.devices):
-            out.append(f'  subgraph cluster_{i} {{ label="{dev}";')
-            for t in self.tasks:
-                if t.device == dev:
-                    label = "\\n".join((f"s{t.stage}",) + t.ops[:8] +
-                                       (("…",) if len(t.ops) > 8 else ()))
-                    out.append(f'    "{t.name}" [label="{label}"];')
-            out.append("  }")
-        sends = {s.name: s for s in self.sends}
-        for t in self.tasks:
-            for a in t.args:
-                if a[0] == "task":
-                    out.append(f'  "{a[1]}" -> "{t.name}";')
-                elif a[0] == "send":
-                    s = sends[a[1]]
-                    lbl = f"{s.pair.tensor[0]}:{s.pair.tensor[1]}" if s.pair.tensor[1] >= 0 \
-                        else f"^{s.pair.tensor[0]}"
-                    out.append(f'  "{s.task}" -> "{t.name}" [label="{lbl}", style=dashed];')
-        out.append("}")
-        return "\n".join(out)
+__all__ = ["Plan", "Task", "Send", "compile_plan"]
 
 
 def _dev_tag(device: str) -> str:
@@ -160,10 +69,9 @@ def compile_plan(part: Partition, stages: dict[str, int], fetches: list, feeds: 
     fetch_src = []
     for ref in fetches:
         if ref in feed_index:
-            fetch_src.append(("feed", feed_index[ref]))
+            fetch_src.append(Feed(feed_index[ref]))
         else:
-            t, i = export(ref)
-            fetch_src.append(("task", t, i))
+            fetch_src.append(Result(*export(ref)))
 
     # Cross-stage, same-device reads need exports too; collect per task its args.
     task_args: dict[str, list] = {}
@@ -172,16 +80,16 @@ def compile_plan(part: Partition, stages: dict[str, int], fetches: list, feeds: 
         tname = names[k]
         args: list = []
         reads: list = []
-        seen_task_args: dict[tuple, int] = {}
+        seen_task_args: dict = {}
         for n in groups[k]:
             for ref in n.inputs + tuple((c, -1) for c in n.control_inputs):
                 src_name = ref[0]
                 if ref in feed_index:
-                    key = ("feed", feed_index[ref])
+                    key = Feed(feed_index[ref])
                 elif src_name in pair_by_recv:
-                    key = ("send", pair_by_recv[src_name].send)
+                    key = Recv(pair_by_recv[src_name].send)
                 elif task_of.get(src_name) != tname:
-                    key = ("task", task_of[src_name])
+                    key = Result(task_of[src_name])
                     export(ref)
                 else:
                     continue
@@ -196,17 +104,18 @@ def compile_plan(part: Partition, stages: dict[str, int], fetches: list, feeds: 
     consumers_of: dict[str, set] = {t: set() for t in exports}
     for p in part.sends:
         consumers_of[send_src[p.send][0]].add(("dev", p.dst))
-    for _, t, *_ in [f for f in fetch_src if f[0] == "task"]:
-        consumers_of[t].add(("client",))
+    for f in fetch_src:
+        if f.__class__ is Result:
+            consumers_of[f.task].add(("client",))
     for tname, args in task_args.items():
         for a in args:
-            if a[0] == "task":
-                consumers_of[a[1]].add(("task", tname))
+            if a.__class__ is Result:
+                consumers_of[a.task].add(("task", tname))
     send_specs = []
     for p in part.sends:
         t, i = send_src[p.send]
         elided = len(consumers_of[t]) == 1
-        send_specs.append(SendSpec(p.send, p.src, t, i, p, elided))
+        send_specs.append(Send(p.send, p.src, t, i, p, elided))
     send_by_name = {s.name: s for s in send_specs}
 
     # Build the programs.
@@ -219,21 +128,20 @@ def compile_plan(part: Partition, stages: dict[str, int], fetches: list, feeds: 
         arg_picks = []
         args_out = []
         for a in task_args[tname]:
-            if a[0] == "feed":
-                ref = feeds[a[1]]
+            if a.__class__ is Feed:
                 slot_of[("arg", a)] = nslots
                 arg_picks.append((nslots, -1))
                 nslots += 1
                 args_out.append(a)
-            elif a[0] == "send":
-                s = send_by_name[a[1]]
+            elif a.__class__ is Recv:
+                s = send_by_name[a.send]
                 slot_of[("arg", a)] = nslots
-                # elided: pick from the stage's tuple; else the Send task's (guard, value)
+                # elided: pick from the stage's result; else the Send task's 1-tuple
                 arg_picks.append((nslots, s.index if s.elided else 0))
-                args_out.append(("task", s.task) if s.elided else a)
+                args_out.append(Result(s.task) if s.elided else a)
                 nslots += 1
             else:  # earlier stage on this device: one arg, several picks
-                src = a[1]
+                src = a.task
                 for ref, key in local_reads[tname]:
                     if key == a and ("local", ref) not in slot_of:
                         slot_of[("local", ref)] = nslots
@@ -246,9 +154,9 @@ def compile_plan(part: Partition, stages: dict[str, int], fetches: list, feeds: 
             in_slots = []
             for ref in n.inputs:
                 if ref in feed_index:
-                    in_slots.append(slot_of[("arg", ("feed", feed_index[ref]))])
+                    in_slots.append(slot_of[("arg", Feed(feed_index[ref]))])
                 elif ref[0] in pair_by_recv:
-                    in_slots.append(slot_of[("arg", ("send", pair_by_recv[ref[0]].send))])
+                    in_slots.append(slot_of[("arg", Recv(pair_by_recv[ref[0]].send))])
                 elif task_of.get(ref[0]) == tname:
                     in_slots.append(slot_of[("out", ref)])
                 else:
@@ -256,7 +164,7 @@ def compile_plan(part: Partition, stages: dict[str, int], fetches: list, feeds: 
             ctl = []
             for c in n.control_inputs:  # token slots: a dead control input makes n dead
                 if c in pair_by_recv:
-                    ctl.append(slot_of[("arg", ("send", pair_by_recv[c].send))])
+                    ctl.append(slot_of[("arg", Recv(pair_by_recv[c].send))])
                 elif task_of.get(c) == tname:
                     ctl.append(slot_of[("out", (c, -1))])
                 elif ("local", (c, -1)) in slot_of:
@@ -282,11 +190,11 @@ def compile_plan(part: Partition, stages: dict[str, int], fetches: list, feeds: 
                                tuple(instrs), export_slots, tname,
                                tuple(n.name for n in groups[k]))
         stateful = any(n.stateful for n in groups[k])
-        tasks.append(TaskSpec(tname, device, st, program, tuple(args_out), stateful))
+        tasks.append(Task(tname, device, st, program, tuple(args_out), stateful))
 
-    consumed = {a[1] for t in tasks for a in t.args if a[0] == "task"}
+    consumed = {a.task for t in tasks for a in t.args if a.__class__ is Result}
     consumed |= {s.task for s in send_specs}
-    fetch_tasks = [f[1] for f in fetch_src if f[0] == "task"]
+    fetch_tasks = [f.task for f in fetch_src if f.__class__ is Result]
     outputs = tuple(dict.fromkeys(fetch_tasks + [t.name for t in tasks
                                                  if t.name not in consumed]))
     return Plan(tuple(tasks), tuple(send_specs), tuple(fetch_src), tuple(feeds), outputs,

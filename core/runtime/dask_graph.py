@@ -9,6 +9,7 @@ or — once the plan is registered on the workers (:mod:`tensorvm.runtime.direct
 ``(run_registered, plan_id, device, task, step_id, steps, trace, *inputs)``, which carries
 no program; each non-elided Send is ``(pick, stage key, index)``; feeds are inlined as
 arguments. Keys are ``(task name, step id)`` (step ids are ``token.N``, one per submission).
+A task's result is a :class:`~tensorvm.vm.results.StageResult`, indexed by export.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from collections import defaultdict
 
 from .direct.registered_plans import run_registered
 from ..vm.interpreter import pick, run_stage, run_stage_traced
+from ..vm.program import Feed, Recv, Result
 
 
 def step_graph(plan, feed_values, step_id: str, steps: int, rt, trace: bool = False,
@@ -53,12 +55,12 @@ def step_graph(plan, feed_values, step_id: str, steps: int, rt, trace: bool = Fa
     for t in plan.tasks:
         deps = []
         for a in t.args:
-            if a[0] == "task":
-                deps.append(task_keys[a[1]])
-            elif a[0] == "send":
-                deps.append(send_keys[a[1]])
-            else:  # feeds travel inline with the task that reads them
-                deps.append(feed_values[a[1]])
+            if a.__class__ is Result:
+                deps.append(task_keys[a.task])
+            elif a.__class__ is Recv:
+                deps.append(send_keys[a.send])
+            else:  # a Feed: fed values travel inline with the task that reads them
+                deps.append(feed_values[a.index])
         if plan_id is None:
             dsk[task_keys[t.name]] = (fn, t.program, rt, step_id, steps, *deps)
         else:
@@ -89,8 +91,8 @@ def fetch_values(plan, outputs, results, feed_values) -> list:
     by_task = {k[0]: r for k, r in zip(outputs, results)}
     out = []
     for f in plan.fetches:
-        if f[0] == "feed":
-            out.append(feed_values[f[1]])
+        if f.__class__ is Feed:
+            out.append(feed_values[f.index])
         else:
-            out.append(by_task[f[1]][f[2] + 1])  # [0] is runtime.ALIGN_GUARD
+            out.append(by_task[f.task][f.index])
     return out
