@@ -19,6 +19,10 @@ TV_CLUSTER = {"ps": 1, "worker": 1}
 TOPIC = "tensorvm-test-events"
 
 
+def _refused(client, topic, handler):
+    raise OSError(f"no subscription to {topic} (a test without lost-worker events)")
+
+
 def _wait_after(marker, release, seconds):
     """A py_func that says it started (``marker``), then waits for ``release`` to exist (at
     most ``seconds``): the step ends by the test's word, not by a race with the event."""
@@ -142,13 +146,17 @@ def test_a_bound_method_is_held_weakly(cluster):
     assert seen == [] and got == [{"n": 4}]
 
 
-def test_without_events_the_dask_plane_still_polls_for_a_lost_worker(cluster, tmp_path):
+def test_without_events_the_dask_plane_still_polls_for_a_lost_worker(cluster, tmp_path,
+                                                                     monkeypatch):
     """A scheduler without tensorvm's DeviceHomes plugin sends no lost-worker events: the
     step falls back to polling the scheduler every POLL_S and still names device and worker."""
+    from tensorvm.runtime.cluster import device_map
+    # as when the scheduler cannot load DeviceHomes: a device's home is claimed nowhere (the
+    # claim's answer without the plugin) and no lost-worker event reaches the session
+    monkeypatch.setattr(device_map, "_claim_home", lambda *args: None)
+    monkeypatch.setattr(cluster_events, "subscribe", _refused)
     g, y = _slow_graph(tmp_path / "m", 60.0)
     s = cluster.session(g, own_client=True, config=tv.ConfigProto(data_plane="dask"))
-    s._backend._events = False  # as when the scheduler cannot load DeviceHomes
-    s._backend._direct.unsubscribe()
     box = {}
 
     def step():

@@ -28,6 +28,7 @@ from tensorvm.vm.kernels import array_api as kernels_gpu
 from tensorvm.framework.graph_def import Node
 from tensorvm.passes.partition import insert_copies, partition
 from tensorvm.passes.place import place, place_explained
+from tensorvm.runtime.session import local_resources
 from tensorvm.framework.op_registry import get_op_def, registry
 
 W0 = "/job:worker/replica:0/task:0/device:CPU:0"
@@ -205,7 +206,7 @@ def _variable_on_gpu_1():
         with tv.Session() as s:
             s.run(v.initializer)
             got = s.run(y)
-            mgr = s._backend.resources.for_device("/job:localhost/replica:0/task:0/device:GPU:1")
+            mgr = local_resources(s).for_device("/job:localhost/replica:0/task:0/device:GPU:1")
             (key,) = [k for k in mgr.names() if k[1] == "v1"]
             return mgr.lookup(*key).value, got
 
@@ -229,7 +230,7 @@ def test_a_gpu_n_program_runs_inside_cuda_device_n():
                 y = tv.negative(x, name="y")
             z = tv.square(y, name="z")  # CPU: downloads y
             with tv.Session() as s:
-                assert s._backend.gpus == 2
+                assert [d.device_type for d in s.list_devices()] == ["CPU", "GPU", "GPU"]
                 plan = s.plan(z, {x: [1.0, 2.0]})
                 fake_device.xp.cuda.entered.clear()
                 got = s.run(z, {x: [1.0, 2.0]})
@@ -592,7 +593,7 @@ def test_soft_placement_reason_is_in_the_plan():
         with tv.device("/gpu:0"):
             y = tv.negative(x, name="y")
         with tv.Session() as s:  # no CuPy / no GPU in this process
-            if s._backend.gpus:  # pragma: no cover - a machine with a GPU
+            if any(d.device_type == "GPU" for d in s.list_devices()):  # pragma: no cover
                 pytest.skip("this process has a GPU")
             text = str(s.plan(y, {x: [1.0, 2.0]}))
             np.testing.assert_array_equal(s.run(y, {x: [1.0, 2.0]}), [-1.0, -2.0])
@@ -825,7 +826,7 @@ def test_a_saver_round_trip_keeps_a_gpu_variable_on_its_gpu(fake_gpu, tmp_path):
             s.run(w.assign(np.zeros((3, 2), np.float32)))
             saver.restore(s, path)
             got = s.run(w)
-            mgr = s._backend.resources.for_device("/job:localhost/replica:0/task:0/device:GPU:0")
+            mgr = local_resources(s).for_device("/job:localhost/replica:0/task:0/device:GPU:0")
             (key,) = [k for k in mgr.names() if k[1] == "w"]
             stored = mgr.lookup(*key).value
             save_plan = s.plan(saver._commit, {saver._ckpt: path, saver._dir: str(tmp_path),

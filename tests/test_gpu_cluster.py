@@ -93,6 +93,15 @@ def _gpu_and_cpu_cluster():
         "host": "127.0.0.1", "dashboard_address": ":0"}}, silence_logs=40)
 
 
+def _gpus(sess) -> dict:
+    """``{task: GPUs of its worker}`` of the tasks the session has mapped so far."""
+    found = {}
+    for d in sess.list_devices():
+        task = d.name.rsplit("/device:", 1)[0]
+        found[task] = found.get(task, 0) + (d.device_type == "GPU")
+    return found
+
+
 def _two_task_graph():
     g = tv.Graph()
     with g.as_default():
@@ -109,7 +118,7 @@ def test_placement_reads_each_tasks_worker(gpu_and_cpu_workers):
     feed = {x: [1.0, 2.0]}
     with tv.Session(gpu_and_cpu_workers, graph=g, cluster={"worker": 2}, verbose=False,
                     allow_soft_placement=False) as s:
-        assert dict(s._backend.gpus) == {("worker", 0): 1, ("worker", 1): 0}
+        assert _gpus(s) == {"/job:worker/replica:0/task:0": 1, "/job:worker/replica:0/task:1": 0}
         plan = s.plan(on_gpu, feed)
         assert plan.devices == ("/job:worker/replica:0/task:0/device:GPU:0",)
         assert not plan.fallbacks
@@ -131,12 +140,12 @@ def test_placement_reads_each_tasks_worker(gpu_and_cpu_workers):
 def test_a_session_without_a_spec_maps_the_task_placement_asks_about(gpu_and_cpu_workers):
     g, x, on_gpu, _ = _two_task_graph()
     with tv.Session(gpu_and_cpu_workers, graph=g, verbose=False) as s:
-        assert dict(s._backend.gpus) == {}  # nothing mapped yet
+        assert _gpus(s) == {}  # nothing mapped yet
         devs = s.plan(on_gpu, {x: [1.0, 2.0]}).devices
         # worker:0 went to the worker named after it, which has the GPU
         assert devs == ("/job:worker/replica:0/task:0/device:GPU:0",)
-        assert list(s._backend.describe_devices()) == ["worker-0"]
-        assert dict(s._backend.gpus) == {("worker", 0): 1}
+        assert list(s.devices) == ["worker-0"]
+        assert _gpus(s) == {"/job:worker/replica:0/task:0": 1}
 
 
 def test_steps_on_the_gpu_worker_with_the_fake_device(gpu_and_cpu_workers):
@@ -186,7 +195,7 @@ def test_a_task_remapped_to_a_worker_without_its_gpu_is_placed_anew():
             assert plan.devices == ("/job:worker/replica:0/task:0/device:CPU:0",)
             assert [f.reason for f in plan.fallbacks] == [
                 "no GPU device: /job:worker/replica:0/task:0 has none"]
-            assert dict(s._backend.gpus)[("worker", 0)] == 0
+            assert _gpus(s)["/job:worker/replica:0/task:0"] == 0
     finally:
         fake_device.restore(prev)
         cluster.close()
@@ -229,8 +238,8 @@ def gpu_cluster():
 def test_local_cluster_gives_one_gpu_per_worker_process(gpu_cluster):
     got = sorted(gpu_cluster.client.run(_worker_env).values())
     assert got == [("ps-0", None, 0), ("worker-0", "0,1", 1), ("worker-1", "1,0", 1)]
-    assert dict(gpu_cluster._backend.gpus) == {("ps", 0): 0, ("worker", 0): 1,
-                                               ("worker", 1): 1}
+    assert _gpus(gpu_cluster) == {"/job:ps/replica:0/task:0": 0, "/job:worker/replica:0/task:0": 1,
+                                  "/job:worker/replica:0/task:1": 1}
 
 
 def test_gpu_programs_in_worker_processes(gpu_cluster):
@@ -265,7 +274,7 @@ def test_gpu_programs_in_worker_processes(gpu_cluster):
             np.testing.assert_allclose(got_c, np.exp(-X * X).sum(), rtol=1e-6)
             assert type(got_b) is np.ndarray
         by_worker = s.client.run(_fake_entered)
-        names = {a: n for n, a in s._backend.describe_devices().items()}
+        names = {a: n for n, a in s.devices.items()}
         entered = {names[a]: e for a, e in by_worker.items()}
         assert entered == {"ps-0": [], "worker-0": [0, 0, 0], "worker-1": [0, 0, 0]}
     finally:

@@ -251,7 +251,7 @@ def test_a_ps_not_back_in_time_stays_unavailable_until_it_returns(clean, monkeyp
     sess = clean.session(graph=g)
     sess.run(v.initializer)
     assert sess.run(y) == 2.0
-    lc = clean._root._backend._cluster
+    lc = clean.client.cluster  # the LocalCluster the root session started
     addr = clean.worker("ps-0")
     pid = clean.client.run(os.getpid, workers=[addr])[addr]
     lc.workers["ps-0"].status = Status.closing_gracefully  # its Nanny will not restart it

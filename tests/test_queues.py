@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import tensorvm as tv
+from tensorvm.runtime.session import local_resources
 
 TV_CLUSTER = {"ps": 1, "worker": 1}
 
@@ -31,8 +32,8 @@ def queue_state(sess, q):
     """White box: the in-process session's state of queue ``q`` (None until first used)."""
     dev = sess.plan(q.size()).devices[0]
     try:
-        return sess._backend.resources.for_device(dev).lookup(q._spec["container"],
-                                                              "queue:" + q._spec["name"])
+        return local_resources(sess).for_device(dev).lookup(q._spec["container"],
+                                                            "queue:" + q._spec["name"])
     except tv.errors.NotFoundError:
         return None
 
@@ -323,8 +324,8 @@ def wait_blocked_on_worker(cluster, name, n, task="ps-0"):
     addr = cluster.worker(task)
 
     def waiting(dask_worker):
-        res = getattr(dask_worker, "_tensorvm_resources", None)
-        mgrs = list(res._mgrs.values()) if res is not None else []
+        ext = dask_worker.extensions.get("tensorvm")
+        mgrs = list(ext.resources._mgrs.values()) if ext is not None else []
         return sum(getattr(r, "waiting", 0) for m in mgrs for (_, key), r in list(m._res.items())
                    if key == "queue:" + name)
     deadline = time.monotonic() + 30
@@ -420,7 +421,7 @@ def test_a_timed_out_dequeue_in_process_does_not_take_later_elements():
         with pytest.raises(tv.errors.DeadlineExceededError, match="within 300 ms"):
             s.run(deq, options=tv.RunOptions(timeout_in_ms=300))
         deadline = time.monotonic() + 10
-        while s._backend.resources.for_device(
+        while local_resources(s).for_device(
                 "/job:localhost/replica:0/task:0/device:CPU:0").lookup(
                     "", "queue:late_local").waiting:  # the abandoned dequeue gives up
             assert time.monotonic() < deadline

@@ -276,10 +276,19 @@ def test_step_values_are_released_after_their_last_reader():
     np.testing.assert_array_equal(vals[4], 10 * x)
 
 
+def _variable_state(sess, name):
+    """White box: the stored state of the in-process session's variable ``name``."""
+    from tensorvm.ops.state.state_ops import VariableState
+    from tensorvm.runtime.session import local_resources
+    mgr = local_resources(sess).for_device("/job:localhost/replica:0/task:0/device:CPU:0")
+    (state,) = [mgr.lookup(*key) for key in mgr.names() if key[1] == name]
+    assert isinstance(state, VariableState)
+    return state
+
+
 def test_a_scatter_update_writes_in_place_only_when_no_reader_holds_the_value():
     """A sparse update costs the rows it touches: with no reader holding the table it writes
     into it; a value someone holds (a fetched read, a step in flight) stays a snapshot."""
-    from tensorvm.ops.state.state_ops import VariableState
     g = tv.Graph()
     with g.as_default():
         t = tv.Variable(np.zeros((1000, 4), np.float32), name="table")
@@ -290,8 +299,7 @@ def test_a_scatter_update_writes_in_place_only_when_no_reader_holds_the_value():
     with tv.Session(graph=g) as s:
         s.run(t.initializer)
         s.run(train, feed)
-        state = next(r for m in s._backend.resources._mgrs.values() for r in m._res.values()
-                     if isinstance(r, VariableState) and r.name == "table")
+        state = _variable_state(s, "table")
         held = state.value  # a reader holds the value: the next update copies
         s.run(train, feed)
         assert held[3, 0] == 2.0 and state.value[3, 0] == 4.0 and state.value is not held
@@ -309,7 +317,6 @@ def test_gradient_descent_updates_in_place_with_the_copys_bits():
     """ApplyGradientDescent writes into the variable's buffer when nothing else holds it
     (block by block, the same float operations: the same bits as the copy it replaced), and
     copies when a reader holds the value."""
-    from tensorvm.ops.state.state_ops import VariableState
     from tensorvm.ops.state.training_ops import _CHUNK, apply_gradient_descent
     rng = np.random.default_rng(0)
     w0 = rng.normal(size=(_CHUNK // 100 + 7, 300)).astype(np.float32)  # > 1 block, ragged end
@@ -320,8 +327,7 @@ def test_gradient_descent_updates_in_place_with_the_copys_bits():
         step = tv.group(apply_gradient_descent(w, np.float32(0.1), tv.constant(d)))
     with tv.Session(graph=g) as s:
         s.run(w.initializer)
-        state = next(r for m in s._backend.resources._mgrs.values() for r in m._res.values()
-                     if isinstance(r, VariableState) and r.name == "w")
+        state = _variable_state(s, "w")
         held = state.value
         s.run(step)  # held: a copy
         assert state.value is not held

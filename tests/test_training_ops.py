@@ -198,9 +198,9 @@ def test_apply_adam_refuses_a_slot_of_another_shape():
 # ---- in place when nothing else holds the value (sole_holder), a snapshot when held ------------
 
 def _states(s, *names):
-    from tensorvm.ops.state.state_ops import VariableState
-    found = {r.name: r for m in s._backend.resources._mgrs.values() for r in m._res.values()
-             if isinstance(r, VariableState)}
+    from tensorvm.runtime.session import local_resources
+    mgr = local_resources(s).for_device("/job:localhost/replica:0/task:0/device:CPU:0")
+    found = {key[1]: mgr.lookup(*key) for key in mgr.names()}
     return [found[n] for n in names]
 
 

@@ -381,6 +381,23 @@ class Session:
         """Logical task -> worker (distributed), or the in-process device."""
         return self._backend.describe_devices()
 
+    def list_devices(self) -> list[DeviceAttributes]:
+        """The devices steps can run on, as TF's ``Session.list_devices()``: each task's CPU
+        and GPUs — in process this process's, distributed those of each mapped task's worker
+        (with a ClusterSpec every task is mapped when the session starts).
+
+        >>> [d.name for d in Session().list_devices()][:1]
+        ['/job:localhost/replica:0/task:0/device:CPU:0']
+        """
+        gpus = self._backend.gpus
+        tasks = {("localhost", 0): gpus} if isinstance(gpus, int) else dict(gpus)
+        found = []
+        for (job, task), n in sorted(tasks.items()):
+            prefix = f"/job:{job}/replica:0/task:{task}/device:"
+            found.append(DeviceAttributes(prefix + "CPU:0", "CPU"))
+            found += [DeviceAttributes(f"{prefix}GPU:{i}", "GPU") for i in range(n)]
+        return found
+
     # ---- planning -------------------------------------------------------------------------
     def _resolve_feeds(self, feed_dict) -> dict:
         from ..framework.sparse_tensor import SparseTensor, sparse_feeds
@@ -533,6 +550,27 @@ class Session:
 
     def __repr__(self):
         return f"<tv.Session {self._backend!r}>"
+
+
+@dataclass(frozen=True)
+class DeviceAttributes:
+    """One device of :meth:`Session.list_devices` (TF's ``_DeviceAttributes``); memory is not
+    tracked (0)."""
+    name: str
+    device_type: str
+    memory_limit_bytes: int = 0
+    incarnation: int = 0
+
+
+def local_resources(sess: Session):
+    """White box, for tests and debugging: the state the kernels of an in-process session keep
+    (variables, queues, readers), by device — ``local_resources(s).for_device(device)`` is
+    that device's resource manager (``names()``, ``lookup(container, name)``). A distributed
+    session keeps them on its workers (:func:`tensorvm.vm.interpreter.resources_of` there)."""
+    resources = getattr(sess._backend, "resources", None)
+    if resources is None:
+        raise ValueError(f"{sess!r} keeps its resources on its workers, not in this process")
+    return resources
 
 
 def _make_backend(target=None, *, cluster=None, client=None, verbose=True, security=None,
