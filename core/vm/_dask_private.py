@@ -1,0 +1,158 @@
+"""Every place where tensorvm's core reaches into dask.distributed beyond its public API,
+kept in one module so they are easy to find when Dask changes (CONVENTIONS: "public Dask APIs
+only; if a private one is unavoidable, one wrapper module says why"). The scheduler plugins'
+own touches are in ``tensorvm.scheduler_ext._dask_internals`` (the core does not import it).
+
+Each function says why it is needed and which public alternative it waits for. The module
+sits in the lowest layer that needs one of them (the VM: a queue op leaves the worker's
+thread pool while it waits), so every layer above uses it without importing upwards.
+Nothing here imports ``distributed`` at import time: an in-process session never pays for it.
+"""
+from __future__ import annotations
+
+import contextlib
+
+
+# ---- inside a worker's task thread (vm.queues, ops.control.while_frames) ----------------------
+
+def secede_from_task() -> bool:
+    """Leave the Dask worker's thread pool if this thread runs a dask.distributed task (a
+    queue op about to wait); False elsewhere (in process, a data-plane thread, a thread of
+    the worker that is not one of its task threads).
+
+    Private: ``distributed.utils.thread_state.key`` and the executor's
+    ``threadpoolexecutor.thread_state`` tell a task thread that may secede; the public
+    ``secede()`` assumes one and fails or misbehaves elsewhere. Waits for a public
+    "am I in a task that may secede" query."""
+    from distributed import get_worker, secede
+    from distributed.threadpoolexecutor import thread_state as tpe_state
+    from distributed.utils import thread_state
+    try:
+        get_worker()
+    except ValueError:
+        return False
+    if getattr(thread_state, "key", None) is None or \
+            getattr(tpe_state, "executor", None) is None or not getattr(tpe_state, "proceed", 0):
+        return False
+    secede()
+    return True
+
+
+def current_task_key():
+    """The key of the dask.distributed task this thread runs (None outside one).
+
+    Private: ``distributed.utils.thread_state.key``; waits for a public
+    ``get_task_key()`` on worker threads (``distributed.worker.get_worker`` has no key)."""
+    from distributed.utils import thread_state
+    return getattr(thread_state, "key", None)
+
+
+def task_still_wanted(worker, key) -> bool:
+    """Whether ``worker`` still runs the task ``key`` (False once the client released it:
+    a waiting op then gives up instead of taking elements nobody will receive).
+
+    Private: ``Worker.state.tasks`` (the worker state machine's table); waits for a public
+    cancellation signal to running tasks."""
+    ts = worker.state.tasks.get(key)
+    return ts is not None and ts.state in ("executing", "long-running")
+
+
+@contextlib.contextmanager
+def as_worker_thread(worker):
+    """Make ``distributed.get_worker()`` answer ``worker`` in a thread of tensorvm's own pool
+    (the direct plane's kernels), as it does in a Dask task: kernels that name their worker
+    (readers, savers) call it.
+
+    Private: ``get_worker`` reads the context variable ``distributed.worker._worker_cvar``,
+    which Dask sets only around its own tasks; waits for a public way to run code "as" a
+    worker outside its task threads."""
+    from distributed.worker import _worker_cvar
+    token = _worker_cvar.set(worker)
+    try:
+        yield
+    finally:
+        _worker_cvar.reset(token)
+
+
+# ---- comms (the direct plane) -------------------------------------------------------------------
+
+def unsplit_tcp_frames(nbytes: int) -> None:
+    """Let every TCP comm of this process send frames up to ``nbytes`` unsplit.
+
+    Dask's TCP comm cuts a frame over ``distributed.comm.shard`` into shards, and the receiver
+    copies a sharded array back together — unless it was the message's first buffer. A frame
+    kept whole arrives in an aligned buffer of its own, with no copy. Private and process-wide:
+    the class attribute ``distributed.comm.tcp.TCP.max_shard_size`` (the config is read once,
+    at import); waits for a per-comm shard size in Dask's public comm API."""
+    from distributed.comm.tcp import TCP
+    TCP.max_shard_size = max(TCP.max_shard_size, nbytes)
+
+
+async def open_comm(rpc, addr: str):
+    """A connection to ``addr`` taken from ``rpc`` (a worker's or client's connection pool)
+    for tensorvm to keep, with no offloading of its messages' serialisation (large arrays come
+    serialised already: the size walk that decides on offloading is pure cost).
+
+    Private: ``ConnectionPool.connect`` (the public calls, ``rpc(addr).op(...)``, take a
+    connection per call and cannot keep one) and the comm's ``allow_offload`` flag; waits for
+    a public "keep this connection" API."""
+    comm = await rpc.connect(addr)
+    comm.allow_offload = False
+    return comm
+
+
+def raise_error_reply(reply) -> None:
+    """Raise the exception of a handler's ``{"status": "uncaught-error", ...}`` reply read
+    from a comm tensorvm keeps (:func:`open_comm`), as Dask's own calls do.
+
+    Private: ``distributed.core.clean_exception`` rebuilds the remote exception and its
+    traceback; waits for the same public API as :func:`open_comm`."""
+    if isinstance(reply, dict) and reply.get("status") == "uncaught-error":
+        from distributed.core import clean_exception
+        _, exc, tb = clean_exception(**reply)
+        raise exc.with_traceback(tb)
+
+
+# ---- on the scheduler (run there by Client.run_on_scheduler) -------------------------------------
+
+def scheduler_task_states(scheduler, keys) -> dict:
+    """``{key: state or None}`` of tasks on ``scheduler`` (a step's deadline message names the
+    devices still pending).
+
+    Private: ``Scheduler.tasks``; waits for a public task-state query from the client
+    (``Client.futures`` knows only its own futures' status)."""
+    tasks = scheduler.tasks
+    return {k: (tasks[k].state if k in tasks else None) for k in keys}
+
+
+def scheduler_plugin(scheduler, name: str):
+    """The scheduler plugin registered as ``name`` on ``scheduler``, or None.
+
+    Private: ``Scheduler.plugins``; waits for a public plugin lookup on the scheduler."""
+    return scheduler.plugins.get(name)
+
+
+def scheduler_has_worker(scheduler, address: str) -> bool:
+    """Whether the worker at ``address`` is registered with ``scheduler`` now.
+
+    Private: ``Scheduler.workers`` (the scheduler state's table); waits for a public
+    membership query run on the scheduler."""
+    return address in scheduler.workers
+
+
+def scheduler_worker_names(scheduler) -> dict[str, str]:
+    """``{address: name}`` of the workers registered with ``scheduler`` now.
+
+    Private: ``Scheduler.workers`` (the scheduler state's table); waits for a public
+    membership query run on the scheduler (a plugin's ``add_worker`` hook gets no name)."""
+    return {addr: str(ws.name) for addr, ws in scheduler.workers.items()}
+
+
+def subscribe_on_scheduler(scheduler, topic: str, client_id: str) -> None:
+    """Subscribe the client ``client_id`` to the event ``topic`` on ``scheduler`` itself, so
+    that the subscription is in place when the caller's round trip returns (the client's
+    ``subscribe_topic`` travels on its batched stream, unordered with its other requests).
+
+    Private: ``Scheduler.subscribe_topic``, the stream handler; waits for a public
+    acknowledged subscription (``Client.subscribe_topic`` returning once it holds)."""
+    scheduler.subscribe_topic(topic, client_id)
