@@ -334,12 +334,7 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     A single loop variable comes back bare unless ``return_same_structure``.
     """
     from .control_flow_ops import flatten, pack_as, structure
-    if not callable(cond):
-        raise TypeError("cond must be callable.")
-    if not callable(body):
-        raise TypeError("body must be callable.")
-    if isinstance(loop_vars, (list, tuple)) and not loop_vars:
-        raise ValueError("No loop variables provided")
+    _check_loop_args(cond, body, loop_vars)
     where = _user_location()
     flat = [convert_to_tensor(_flow_of(v)) for v in flatten(loop_vars)]
     g = get_default_graph()
@@ -348,88 +343,131 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     with g.as_default(), g.name_scope(name or "while") as scope:
         frame = scope.rstrip("/")
         flat = [g.capture(t) if hasattr(g, "capture") else t for t in flat]
-        if shape_invariants is None:
-            invariants = [t._shape for t in flat]
-        else:
-            invariants = [None if s is None or getattr(s, "dims", ()) is None else  # unknown
-                          tuple(s.dims if hasattr(s, "dims") else s)
-                          for s in flatten(_shapes_as_leaves(shape_invariants))]
-            if len(invariants) != len(flat):
-                raise InvalidArgumentError(f"while_loop {frame!r}: {len(invariants)} shape "
-                                           f"invariants for {len(flat)} loop variables")
-            for t, inv in zip(flat, invariants):
-                if not _compatible(t._shape, inv):
-                    raise InvalidArgumentError(
-                        f"while_loop {frame!r}: loop variable {t.name!r} enters the loop with "
-                        f"shape {_shape_str(t._shape)}, which is not compatible with its shape"
-                        f" invariant {_shape_str(inv)} (while_loop at {where})")
+        invariants = _invariants(flat, shape_invariants, frame, where, flatten)
         # Trace with the invariant shapes, so the body sees what may vary as unknown.
         entry = [_with_shape(t, inv) for t, inv in zip(flat, invariants)]
-        cfg, c_phs, c_out = _trace(g, frame + "/cond", cond, entry, loop_vars, pack_as,
-                                   flatten)
-        with cfg.as_default():
-            c_out = convert_to_tensor(c_out)
-        if c_out.dtype != _dt.bool_ or c_out._shape not in (None, ()):
-            raise InvalidArgumentError(
-                f"while_loop {frame!r}: cond must return a scalar bool tensor, got "
-                f"{c_out.dtype.name} of shape {_shape_str(c_out._shape)} (while_loop at "
-                f"{where})")
-        bfg, b_phs, b_res = _trace(g, frame + "/body", body, entry, loop_vars, pack_as,
-                                   flatten)
-        if len(flat) == 1 and not isinstance(b_res, (list, tuple)) and \
-                isinstance(loop_vars, (list, tuple)):
-            b_res = [b_res]
-        if structure(b_res) != structure(loop_vars) and \
-                len(flatten(b_res)) != len(flat):
-            raise InvalidArgumentError(
-                f"while_loop {frame!r}: body must return the structure of loop_vars "
-                f"({len(flat)} values), got {len(flatten(b_res))} (while_loop at {where})")
-        with bfg.as_default():
-            b_out = [_body_output(x) for x in flatten(b_res)]
-        for t, o, inv in zip(flat, b_out, invariants):
-            if o.dtype != t.dtype:
-                raise InvalidArgumentError(
-                    f"while_loop {frame!r}: loop variable {t.name!r} enters the loop as "
-                    f"{t.dtype.name} but the body returns {o.dtype.name} for it (while_loop "
-                    f"at {where})")
-            if not _compatible(o._shape, inv):
-                raise InvalidArgumentError(
-                    f"while_loop {frame!r}: input tensor {t.name!r} enters the loop with "
-                    f"shape {_shape_str(inv)}, but has shape {_shape_str(o._shape)} after one "
-                    "iteration. To allow the shape to vary across iterations, use the "
-                    f"`shape_invariants` argument of tv.while_loop (while_loop at {where})")
-        devices = _loop_devices([cfg, bfg], _root(g))
-        c_caps, b_caps = list(cfg.captures), list(bfg.captures)
+        cfg, c_phs, c_out = _trace_cond(g, frame, cond, entry, loop_vars, where, pack_as,
+                                        flatten)
+        bfg, b_phs, b_out = _trace_body(g, frame, body, entry, loop_vars, where, pack_as,
+                                        flatten, structure)
+        _check_body_outputs(flat, b_out, invariants, frame, where)
         cfunc = Func(cfg, c_phs + list(cfg.captures.values()), [c_out], frame, where,
                      host_ints=True)
         bfunc = Func(bfg, b_phs + list(bfg.captures.values()), b_out, frame, where,
                      host_ints=True)
-        inputs = flat + c_caps + b_caps
-        if maximum_iterations is not None:
-            inputs.append(convert_to_tensor(maximum_iterations, dtype=_dt.int64)
-                          if not isinstance(maximum_iterations, Tensor) else
-                          maximum_iterations)
-        op_type = "While" if cfg.stateful() or bfg.stateful() else "StatelessWhile"
-        attrs = {"cond": cfunc, "body": bfunc, "n": len(flat), "ncc": len(c_caps),
-                 "nbc": len(b_caps), "has_max": maximum_iterations is not None,
-                 "back_prop": bool(back_prop), "parallel_iterations": int(parallel_iterations),
-                 "shapes": tuple(invariants), "frame": frame}
-        # Outside ops the cond or body waited for: the loop op waits for them (in a nested
-        # loop, ops from further out are passed on to the enclosing loop's op).
-        with g.control_dependencies(cfg.outer_controls + bfg.outer_controls):
-            op = apply_op(op_type, inputs, attrs, name="While")
-        if devices and not op.device:
-            # The loop op (its iteration driver, TF's pivot) goes where its cond computes the
-            # predicate; else where its body's state is. A frame over several devices runs
-            # each device's part of every iteration there (:class:`Frame`).
-            pred_dev = _loop_devices([cfg], _root(g))
-            op._set_device(sorted(pred_dev or devices)[0])
+        op = _loop_op(g, flat, cfunc, bfunc, invariants, frame, maximum_iterations,
+                      back_prop, parallel_iterations)
     outs = list(op.outputs[:len(flat)])
     result = _as_arrays(loop_vars, pack_as(loop_vars, outs))
     if not return_same_structure and isinstance(result, (list, tuple)) and len(flat) == 1 \
             and len(result) == 1:
         return result[0]
     return result
+
+
+def _check_loop_args(cond, body, loop_vars) -> None:
+    if not callable(cond):
+        raise TypeError("cond must be callable.")
+    if not callable(body):
+        raise TypeError("body must be callable.")
+    if isinstance(loop_vars, (list, tuple)) and not loop_vars:
+        raise ValueError("No loop variables provided")
+
+
+def _invariants(flat, shape_invariants, frame, where, flatten) -> list:
+    """The static shape each loop variable keeps across iterations (its entry shape unless
+    ``shape_invariants`` relaxes it); refuses an entry shape outside its invariant."""
+    if shape_invariants is None:
+        return [t._shape for t in flat]
+    invariants = [None if s is None or getattr(s, "dims", ()) is None else  # unknown
+                  tuple(s.dims if hasattr(s, "dims") else s)
+                  for s in flatten(_shapes_as_leaves(shape_invariants))]
+    if len(invariants) != len(flat):
+        raise InvalidArgumentError(f"while_loop {frame!r}: {len(invariants)} shape "
+                                   f"invariants for {len(flat)} loop variables")
+    for t, inv in zip(flat, invariants):
+        if not _compatible(t._shape, inv):
+            raise InvalidArgumentError(
+                f"while_loop {frame!r}: loop variable {t.name!r} enters the loop with "
+                f"shape {_shape_str(t._shape)}, which is not compatible with its shape"
+                f" invariant {_shape_str(inv)} (while_loop at {where})")
+    return invariants
+
+
+def _trace_cond(g, frame, cond, entry, loop_vars, where, pack_as, flatten):
+    """``cond`` traced into a graph of its own: ``(graph, placeholders, predicate)``."""
+    cfg, c_phs, c_out = _trace(g, frame + "/cond", cond, entry, loop_vars, pack_as, flatten)
+    with cfg.as_default():
+        c_out = convert_to_tensor(c_out)
+    if c_out.dtype != _dt.bool_ or c_out._shape not in (None, ()):
+        raise InvalidArgumentError(
+            f"while_loop {frame!r}: cond must return a scalar bool tensor, got "
+            f"{c_out.dtype.name} of shape {_shape_str(c_out._shape)} (while_loop at "
+            f"{where})")
+    return cfg, c_phs, c_out
+
+
+def _trace_body(g, frame, body, entry, loop_vars, where, pack_as, flatten, structure):
+    """``body`` traced into a graph of its own: ``(graph, placeholders, flat outputs)``."""
+    bfg, b_phs, b_res = _trace(g, frame + "/body", body, entry, loop_vars, pack_as, flatten)
+    if len(entry) == 1 and not isinstance(b_res, (list, tuple)) and \
+            isinstance(loop_vars, (list, tuple)):
+        b_res = [b_res]
+    if structure(b_res) != structure(loop_vars) and \
+            len(flatten(b_res)) != len(entry):
+        raise InvalidArgumentError(
+            f"while_loop {frame!r}: body must return the structure of loop_vars "
+            f"({len(entry)} values), got {len(flatten(b_res))} (while_loop at {where})")
+    with bfg.as_default():
+        b_out = [_body_output(x) for x in flatten(b_res)]
+    return bfg, b_phs, b_out
+
+
+def _check_body_outputs(flat, b_out, invariants, frame, where) -> None:
+    """Refuse a body that changes a loop variable's dtype, or its shape beyond the
+    invariant."""
+    for t, o, inv in zip(flat, b_out, invariants):
+        if o.dtype != t.dtype:
+            raise InvalidArgumentError(
+                f"while_loop {frame!r}: loop variable {t.name!r} enters the loop as "
+                f"{t.dtype.name} but the body returns {o.dtype.name} for it (while_loop "
+                f"at {where})")
+        if not _compatible(o._shape, inv):
+            raise InvalidArgumentError(
+                f"while_loop {frame!r}: input tensor {t.name!r} enters the loop with "
+                f"shape {_shape_str(inv)}, but has shape {_shape_str(o._shape)} after one "
+                "iteration. To allow the shape to vary across iterations, use the "
+                f"`shape_invariants` argument of tv.while_loop (while_loop at {where})")
+
+
+def _loop_op(g, flat, cfunc, bfunc, invariants, frame, maximum_iterations, back_prop,
+             parallel_iterations) -> Operation:
+    """The While (or StatelessWhile) op over the traced ``cfunc`` and ``bfunc``, its inputs
+    the loop variables, then the captures of cond and body, then the iteration bound."""
+    cfg, bfg = cfunc.graph, bfunc.graph
+    devices = _loop_devices([cfg, bfg], _root(g))
+    c_caps, b_caps = list(cfg.captures), list(bfg.captures)
+    inputs = flat + c_caps + b_caps
+    if maximum_iterations is not None:
+        inputs.append(convert_to_tensor(maximum_iterations, dtype=_dt.int64)
+                      if not isinstance(maximum_iterations, Tensor) else
+                      maximum_iterations)
+    op_type = "While" if cfg.stateful() or bfg.stateful() else "StatelessWhile"
+    attrs = {"cond": cfunc, "body": bfunc, "n": len(flat), "ncc": len(c_caps),
+             "nbc": len(b_caps), "has_max": maximum_iterations is not None,
+             "back_prop": bool(back_prop), "parallel_iterations": int(parallel_iterations),
+             "shapes": tuple(invariants), "frame": frame}
+    # Outside ops the cond or body waited for: the loop op waits for them (in a nested
+    # loop, ops from further out are passed on to the enclosing loop's op).
+    with g.control_dependencies(cfg.outer_controls + bfg.outer_controls):
+        op = apply_op(op_type, inputs, attrs, name="While")
+    if devices and not op.device:
+        # The loop op (its iteration driver, TF's pivot) goes where its cond computes the
+        # predicate; else where its body's state is. A frame over several devices runs
+        # each device's part of every iteration there (:class:`Frame`).
+        pred_dev = _loop_devices([cfg], _root(g))
+        op._set_device(sorted(pred_dev or devices)[0])
+    return op
 
 
 def _root(g):
