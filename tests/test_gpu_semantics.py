@@ -22,7 +22,7 @@ range                           (NumPy: INT_MIN)     CUDA conversion (not bit-eq
 float16 sum/mean                float32 accumulator  the same: NumPy's pairwise sum of half
                                                      accumulates in float32 too
 sort/argsort stability          always stable        kernels ask for ``kind="stable"``
-random numbers                  cuRAND streams       random ops draw on the host (HOST_OPS):
+random numbers                  cuRAND streams       random ops draw on the host (gpu=host):
                                                      a seed gives the CPU's numbers
 ==============================  ===================  ======================================
 """

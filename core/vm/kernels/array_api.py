@@ -347,7 +347,7 @@ HOST_MEMORY_INPUTS = {
     "TensorScatterUpdate": (1,), "TensorScatterMax": (1,), "TensorScatterMin": (1,),
     "ScatterAdd": (0,), "ScatterSub": (0,), "ScatterUpdate": (0,),
     "Dropout": (1,),  # keep_prob (its mask is drawn on the host and uploaded: nn_ops)
-    # the host's generators (HOST_OPS) read their shape and bounds where they run
+    # the host's generators (gpu="host") read their shape and bounds where they run
     "RandomStandardNormal": (0,), "RandomUniform": (0,), "TruncatedNormal": (0,),
     "RandomUniformInt": (0, 1, 2),
     # a TensorArray's size, indices and lengths; a sequence reversal's lengths
