@@ -5,9 +5,11 @@
 * ``log_event`` on :data:`TOPIC_JOBS` -> job start, metrics, counters, end (clients send them
   with ``Client.log_event``); on :data:`TOPIC_STEPS` -> the steps clients ran on the direct
   data plane (which the scheduler's task hooks never see);
-* ``add_worker`` / ``remove_worker`` -> the registry, and an event on :data:`TOPIC_WORKERS`
-  (``{"action": "removed", "worker": address, "name": name}``) that sessions receive with
-  ``Client.subscribe_topic`` instead of polling the scheduler;
+* worker arrivals and departures -> the registry, from the events on :data:`TOPIC_WORKERS`
+  (``{"action": "added" | "removed", "worker": address, "name": name, ...}``) that core's
+  :class:`~tensorvm.runtime.cluster.device_map.DeviceHomes` logs — the one plugin that
+  handles Dask's ``add_worker``/``remove_worker`` (this one puts it on the scheduler if no
+  session has yet); sessions receive the same events with ``Client.subscribe_topic``;
 * the ``tensorvm_jobs`` scheduler handler (``await client.scheduler.tensorvm_jobs(job=...)``)
   and the dashboard pages (:mod:`tensorvm.scheduler_ext.http`).
 
@@ -23,6 +25,8 @@ import re
 import time
 
 from distributed.diagnostics.plugin import SchedulerPlugin
+
+from tensorvm.runtime.cluster.device_map import DeviceHomes
 
 from . import _dask_internals
 from .history import JobHistory
@@ -50,6 +54,10 @@ class TensorvmPlugin(SchedulerPlugin):
         scheduler.handlers["tensorvm_jobs"] = self.get_jobs
         for ws in scheduler.workers.values():
             self.registry.worker_added(ws.address, ws.name)
+        if DeviceHomes.name not in scheduler.plugins:  # the worker events come from it
+            homes = DeviceHomes()
+            await homes.start(scheduler)
+            scheduler.add_plugin(homes, idempotent=True)
         if _dask_internals.add_routes(scheduler):
             _dask_internals.add_nav_tab(scheduler)
         logger.info("tensorvm: job registry on the scheduler at %s", scheduler.address)
@@ -106,19 +114,11 @@ class TensorvmPlugin(SchedulerPlugin):
                 self.registry.steps_reported(str(msg.get("client")), msg.get("steps") or [])
             except (TypeError, ValueError, AttributeError) as exc:
                 logger.warning("tensorvm: ignored a direct-step report: %s", exc)
-
-    def add_worker(self, scheduler, worker: str) -> None:
-        ws = scheduler.workers.get(worker)
-        name = ws.name if ws is not None else worker
-        self.registry.worker_added(worker, name)
-        scheduler.log_event(TOPIC_WORKERS, {"action": "added", "worker": worker,
-                                            "name": str(name)})
-
-    def remove_worker(self, scheduler, worker: str, **kwargs) -> None:
-        name = self.registry.workers.get(worker, worker)
-        self.registry.worker_removed(worker)
-        scheduler.log_event(TOPIC_WORKERS, {"action": "removed", "worker": worker,
-                                            "name": str(name)})
+        elif topic == TOPIC_WORKERS and isinstance(msg, dict) and "worker" in msg:
+            if msg.get("action") == "added":
+                self.registry.worker_added(msg["worker"], msg.get("name"))
+            elif msg.get("action") == "removed":
+                self.registry.worker_removed(msg["worker"])
 
     def remove_client(self, scheduler, client: str) -> None:
         self.registry.client_removed(client)

@@ -48,17 +48,9 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-TOPIC_JOBS = "tensorvm-jobs"
-"""Event topic on which clients announce jobs, metrics, counters and job ends."""
-TOPIC_WORKERS = "tensorvm-workers"
-"""Event topic on which the plugin publishes worker arrivals and departures (sessions
-subscribe with ``Client.subscribe_topic``)."""
-
-TOPIC_STEPS = "tensorvm-direct-steps"
-"""Event topic of the steps a client ran on the direct data plane: ``{"client": id, "steps":
-[{"step", "n", "ok", "tasks": [[task name, worker], ...], "edges": [[src, dst], ...],
-"erred": [task names], "error": text}, ...]}`` (``tensorvm.runtime.direct.client.TOPIC_STEPS``, the
-same string; ``error``, the failing op's message, is optional)."""
+# the event topics (jobs, worker arrivals and departures, the direct plane's step reports):
+# defined once, with the other names that cross the wire, in core (which logs them)
+from tensorvm.runtime.wire_names import TOPIC_JOBS, TOPIC_STEPS, TOPIC_WORKERS  # noqa: F401
 
 STATES = ("running", "done", "failed", "closed")
 MAX_ERRORS = 10  # errors kept per job (the latest)

@@ -11,7 +11,7 @@ import time
 import pytest
 import tensorvm as tv
 from tensorvm.runtime.cluster import events as cluster_events
-from tensorvm.runtime.direct.client import TOPIC_LOST
+from tensorvm.runtime.wire_names import TOPIC_WORKERS
 
 pytestmark = pytest.mark.cluster
 
@@ -80,7 +80,8 @@ def test_two_sessions_on_one_client_both_see_a_lost_worker(cluster, tmp_path, pl
         _wait_for(lambda: (tmp_path / "m1").exists() and (tmp_path / "m2").exists())
         addr = cluster.worker("worker-0")
         t0 = time.monotonic()
-        s1.client.log_event(TOPIC_LOST, {"worker": addr, "name": "worker-0"})
+        s1.client.log_event(TOPIC_WORKERS, {"action": "removed", "worker": addr,
+                                            "name": "worker-0"})
         for t in threads:
             t.join(120)  # without the event both steps would wait 300 s for their release
         for name in ("s1", "s2"):

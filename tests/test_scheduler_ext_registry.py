@@ -188,11 +188,52 @@ def test_direct_steps_count_like_dask_steps(reg):
     assert reg.job("session-C2")["progress"]["runs"] == {"submitted": 1, "done": 1}
 
 
-def test_direct_step_topic_is_shared_with_core():
-    """Core sends on the topic by its own constant (it does not import scheduler_ext)."""
+def test_event_topics_are_defined_once_in_core():
+    """Core logs on the topics by the names in tensorvm.runtime.wire_names (it does not import
+    scheduler_ext); the registry reads those very names."""
+    from tensorvm import scheduler_ext
+    from tensorvm.runtime import job_api, wire_names
     from tensorvm.runtime.direct import client as direct_steps
-    from tensorvm.scheduler_ext import TOPIC_STEPS
-    assert direct_steps.TOPIC_STEPS == TOPIC_STEPS
+    assert scheduler_ext.TOPIC_STEPS is wire_names.TOPIC_STEPS is direct_steps.TOPIC_STEPS
+    assert scheduler_ext.TOPIC_JOBS is wire_names.TOPIC_JOBS is job_api.TOPIC_JOBS
+    assert scheduler_ext.TOPIC_WORKERS is wire_names.TOPIC_WORKERS
+
+
+def test_one_plugin_handles_workers_and_the_registry_learns_from_its_events():
+    """Dask's add_worker/remove_worker hooks are handled by one scheduler plugin, core's
+    DeviceHomes, which logs one event per arrival and departure on TOPIC_WORKERS (a departure
+    names the devices that lived on the worker); the job registry's plugin keeps its list of
+    workers from those events."""
+    from types import SimpleNamespace
+
+    from distributed.diagnostics.plugin import SchedulerPlugin
+    from tensorvm.runtime.cluster.device_map import DeviceHomes
+    from tensorvm.scheduler_ext import TOPIC_WORKERS, TensorvmPlugin
+
+    hooked = [cls for cls in (DeviceHomes, TensorvmPlugin) for hook in ("add_worker",
+              "remove_worker") if getattr(cls, hook) is not getattr(SchedulerPlugin, hook)]
+    assert hooked == [DeviceHomes, DeviceHomes]
+    homes, jobs, events = DeviceHomes(), TensorvmPlugin(), []
+
+    class Scheduler:  # what the hooks use of Dask's: its workers and its log_event
+        workers = {"tcp://w0": SimpleNamespace(name="worker-0")}
+
+        def log_event(self, topic, msg):
+            events.append((topic, msg))
+            for plugin in (homes, jobs):
+                plugin.log_event(topic, msg)
+
+    sched = Scheduler()
+    homes.add_worker(sched, "tcp://w0")
+    assert jobs.registry.workers == {"tcp://w0": "worker-0"}
+    homes.homes["tvm-dev-ps-0"] = ("tcp://w0", "worker-0")
+    del sched.workers["tcp://w0"]  # Dask drops the worker before the hook
+    homes.remove_worker(sched, "tcp://w0")
+    assert jobs.registry.workers == {}
+    assert events == [
+        (TOPIC_WORKERS, {"action": "added", "worker": "tcp://w0", "name": "worker-0"}),
+        (TOPIC_WORKERS, {"action": "removed", "worker": "tcp://w0", "name": "worker-0",
+                         "devices": ["tvm-dev-ps-0"]})]
 
 
 def test_a_failed_task_keeps_its_error_for_the_page(reg):

@@ -33,6 +33,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from .wire_names import TOPIC_JOBS  # the names that cross the wire, in one place
+
 _REPORTER: contextvars.ContextVar = contextvars.ContextVar("tensorvm_job_reporter",
                                                            default=None)
 _NAME: contextvars.ContextVar = contextvars.ContextVar("tensorvm_job_name", default=None)
@@ -123,9 +125,6 @@ job.report = report
 job.reporting = reporting
 job.current_name = current_name
 job.JobFunction = JobFunction
-
-
-TOPIC_JOBS = "tensorvm-jobs"  # tensorvm.scheduler_ext.registry.TOPIC_JOBS (core does not import it)
 
 
 def program_name() -> str:
