@@ -357,7 +357,8 @@ def test_partitions_let_go_of_results_after_their_last_reader(cluster):
     s = cluster.session(graph=g)
     plan = s.plan([train, w.value()])
     parts = partitions(plan, "p", {d: f"tcp://{i}" for i, d in enumerate(plan.devices)})
-    fetched = {f[1] for f in plan.fetches if f[0] == "task"}
+    from tensorvm.vm.program import Result
+    fetched = {f.task for f in plan.fetches if isinstance(f, Result)}
     dropped_somewhere = 0
     for part in parts.values():
         order = [t.name for t in part.tasks]
@@ -368,7 +369,7 @@ def test_partitions_let_go_of_results_after_their_last_reader(cluster):
         for at, names in part.drops.items():
             for n in names:
                 readers = [t.name for t in part.tasks
-                           if any(a[0] == "task" and a[1] == n for a in t.args)]
+                           if any(isinstance(a, Result) and a.task == n for a in t.args)]
                 assert order.index(at) == max([order.index(n)] +
                                               [order.index(r) for r in readers])
         dropped_somewhere += len(dropped)

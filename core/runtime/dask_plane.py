@@ -368,7 +368,7 @@ class DistributedBackend(Backend):
             # steps, and K > 1 steps from the first run (unrolled K times on Dask the first
             # run of a training loop costs seconds), go direct.
             return "direct" if (self._runs.get(plan.uid) or steps > 1) and \
-                not _waits(plan) else "dask"
+                not waits(plan) else "dask"
         return want
 
     def runs_steps(self, plan, options) -> bool:
@@ -615,14 +615,6 @@ class DistributedBackend(Backend):
 
     def __repr__(self):
         return f"dask.distributed at {self.client.scheduler.address}"
-
-
-def _waits(plan) -> bool:
-    w = getattr(plan, "_tvm_waits", None)
-    if w is None:
-        w = waits(plan)
-        object.__setattr__(plan, "_tvm_waits", w)
-    return w
 
 
 def _check_plane(plane: str) -> str:

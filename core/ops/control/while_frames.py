@@ -42,6 +42,7 @@ import types
 import numpy as np
 
 from ...framework.errors import CancelledError, InvalidArgumentError, UnavailableError
+from ...vm.program import Feed, Result
 from ...vm.queues import _task_cancelled
 from ...vm.services import service
 
@@ -69,13 +70,13 @@ class Frame:
         for t in plan.tasks:
             args = []
             for a in t.args:
-                if a[0] == "feed":
-                    args.append(("feed", a[1], 0))
+                if a.__class__ is Feed:
+                    args.append(("feed", a.index, 0))
                     continue
-                if a[0] == "task":
-                    p, index = pos[a[1]], -1
-                else:
-                    s = sends[a[1]]
+                if a.__class__ is Result:
+                    p, index = pos[a.task], -1
+                else:  # a Recv
+                    s = sends[a.send]
                     p, index = pos[s.task], s.index
                 args.append(("task", p, index))
                 if plan.tasks[p].device != t.device:
@@ -87,8 +88,8 @@ class Frame:
         # this loop's buffered pushes go before them
         self.nested = {q for q, t in enumerate(plan.tasks)
                        if any(i.type in _LOOP_OPS for i in t.program.instrs)}
-        self.fetches = tuple((True, f[1], 0) if f[0] == "feed" else (False, pos[f[1]], f[2])
-                             for f in plan.fetches)
+        self.fetches = tuple((True, f.index, 0) if f.__class__ is Feed else
+                             (False, pos[f.task], f.index) for f in plan.fetches)
 
     def __repr__(self):
         return f"<Frame {self.frame} on {list(self.devices)}, {len(self.tasks)} tasks>"
@@ -116,7 +117,7 @@ class Frame:
             vals = [feeds[a[1]] if a[0] == "feed" else results[a[1]] if a[2] < 0 else
                     pick(results[a[1]], a[2]) for a in args]
             results.append(run_stage(program, ctx.rt, ctx.step_id, 1, *vals))
-        return [feeds[i] if from_feed else results[i][k + 1] for from_feed, i, k in
+        return [feeds[i] if from_feed else results[i][k] for from_feed, i, k in
                 self.fetches]
 
     def run_part(self, ctx, device: str, feeds, ex, tag: str) -> dict:
@@ -149,7 +150,7 @@ class Frame:
                     (f"{tag}|{key}", out if index < 0 else pick(out, index)))
             for dst, items in by_dst.items():
                 ex.send(dst, items)
-        return {k: results[q][i + 1] for k, (from_feed, q, i) in enumerate(self.fetches)
+        return {k: results[q][i] for k, (from_feed, q, i) in enumerate(self.fetches)
                 if not from_feed and q in results}
 
 

@@ -46,6 +46,7 @@ from ...vm.kernels.array_api import array_namespace, is_device_array, to_device,
 from ...framework.op_def_library import apply_op
 from ...framework.op_registry import generation, register_op, registry
 from ...vm.interpreter import execute, execute_local, local_caller
+from ...vm.program import Feed
 from ...vm.services import service
 from ...framework.tensor_conversion import convert_to_tensor
 from .while_frames import (SHARDED_TAPE, Frame, frame_devices, home_tape, in_dask_worker,
@@ -275,11 +276,11 @@ class Func:
         if task.__class__ is Frame:
             got = (task, (), (), None)
         elif task is None:
-            got = (None, (), tuple((True, f[1]) for f in fetches), None)
+            got = (None, (), tuple((True, f.index) for f in fetches), None)
         else:
             exports = task.program.exports
-            arg_idx = tuple(a[1] for a in task.args)
-            picks = tuple((True, f[1]) if f[0] == "feed" else (False, exports[f[2]])
+            arg_idx = tuple(a.index for a in task.args)  # a one-device plan: Feeds only
+            picks = tuple((True, f.index) if f.__class__ is Feed else (False, exports[f.index])
                           for f in fetches)
             got = (task.program, arg_idx, picks, [None, 0])
         self._calls[(device, len(self.taped))] = got

@@ -39,6 +39,7 @@ from ..cluster import events as cluster_events
 from ...framework.errors import CancelledError, DeadlineExceededError, OpError, UnavailableError
 from .registered_plans import partitions
 from .rendezvous import pack, unpack
+from ...vm.program import Feed, Recv, Result
 
 logger = logging.getLogger("tensorvm")
 TOPIC_LOST = "tensorvm-device-workers"  # scheduler event: a worker holding devices left
@@ -284,8 +285,8 @@ class DirectSteps:
             for pos, v in reply["fetches"]:
                 values[pos] = unpack(v)
         for pos, f in enumerate(plan.fetches):
-            if f[0] == "feed":
-                values[pos] = feed_values[f[1]]
+            if f.__class__ is Feed:
+                values[pos] = feed_values[f.index]
         return values, replies
 
     async def _why_closed(self, lost) -> BaseException | None:
@@ -539,7 +540,7 @@ def flush_step_reports(client) -> None:
 def _receives(part) -> bool:
     """Whether a device's partition reads a tensor another device makes."""
     names = {t.name for t in part.tasks}
-    return any(a[0] == "send" or (a[0] == "task" and a[1] not in names)
+    return any(a.__class__ is Recv or (a.__class__ is Result and a.task not in names)
                for t in part.tasks for a in t.args)
 
 
@@ -549,7 +550,8 @@ def _shape(plan) -> tuple:
     edges = set()
     for t in plan.tasks:
         for a in t.args:
-            src = a[1] if a[0] == "task" else senders.get(a[1]) if a[0] == "send" else None
+            src = a.task if a.__class__ is Result else \
+                senders.get(a.send) if a.__class__ is Recv else None
             if src is not None and src != t.name:
                 edges.add((src, t.name))
     return [(t.name, t.device) for t in plan.tasks], [list(e) for e in sorted(edges)]

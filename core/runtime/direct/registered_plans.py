@@ -18,24 +18,26 @@ their session closes or its graph changes.
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import dataclass, field
 
 from ...framework import errors
 from ...framework.op_registry import registry
 from ...vm.interpreter import run_stage, run_stage_traced
+from ...vm.program import Feed, Recv, Result
 
 
-def edge_key(arg: tuple) -> str:
+def edge_key(arg) -> str:
     """The rendezvous name of a task argument read from another device:
-    ``("send", name)`` -> ``"s:name"``, ``("task", name)`` (an elided pick) -> ``"t:name"``."""
-    return f"{arg[0][0]}:{arg[1]}"
+    ``Recv(name)`` -> ``"s:name"``, ``Result(task)`` (an elided pick) -> ``"t:task"``."""
+    return f"s:{arg.send}" if arg.__class__ is Recv else f"t:{arg.task}"
 
 
 @dataclass(frozen=True)
 class DevicePartition:
     """One device's part of a registered plan.
 
-    ``tasks`` — the device's TaskSpecs in stage order; ``pushes[task]`` — after that task
+    ``tasks`` — the device's :class:`~tensorvm.vm.program.Task` s in stage order; ``pushes[task]`` — after that task
     runs, ``(edge, destination device, index)`` for each value to hand over (index -1: the
     task's whole result tuple, for an elided pick); ``fetches`` — ``(fetch position, task,
     export index)`` this device returns; ``peers`` — device -> worker address of the
@@ -72,13 +74,14 @@ def partitions(plan, plan_id: str, addresses: dict) -> dict:
     pushes: dict = {t.name: [] for t in plan.tasks}
     for s in plan.sends:
         if not s.elided:
-            pushes[s.task].append((edge_key(("send", s.name)), s.pair.dst, s.index))
+            pushes[s.task].append((edge_key(Recv(s.name)), s.pair.dst, s.index))
     for t in plan.tasks:
         for a in t.args:
-            if a[0] == "task" and device_of[a[1]] != t.device:
+            if a.__class__ is Result and device_of[a.task] != t.device:
                 item = (edge_key(a), t.device, -1)
-                if item not in pushes[a[1]]:
-                    pushes[a[1]].append(item)
+                if item not in pushes[a.task]:
+                    pushes[a.task].append(item)
+    fetched = [(i, f) for i, f in enumerate(plan.fetches) if f.__class__ is Result]
     out = {}
     for dev in plan.devices:
         tasks = tuple(sorted((t for t in plan.tasks if t.device == dev), key=lambda t: t.stage))
@@ -86,15 +89,14 @@ def partitions(plan, plan_id: str, addresses: dict) -> dict:
         out[dev] = DevicePartition(
             plan_id, dev, tasks,
             {n: tuple(pushes[n]) for n in names if pushes[n]},
-            tuple((i, f[1], f[2]) for i, f in enumerate(plan.fetches)
-                  if f[0] == "task" and f[1] in names),
+            tuple((i, f.task, f.index) for i, f in fetched if f.task in names),
             {d: addresses[d] for n in names for _, d, _ in pushes[n]},
-            tuple(sorted({a[1] for t in tasks for a in t.args if a[0] == "feed"})),
+            tuple(sorted({a.index for t in tasks for a in t.args if a.__class__ is Feed})),
             tuple(i.name for t in tasks for i in t.program.instrs
                   if registry[i.type].stateful and not registry[i.type].reads_only),
             frozenset(t.name for t in tasks if _never_blocks(t.program)),
             frozenset(t.name for t in tasks if task_may_wait(t.program)),
-            _drops(tasks, {f[1] for f in plan.fetches if f[0] == "task"}))
+            _drops(tasks, {f.task for _, f in fetched}))
     return out
 
 
@@ -107,8 +109,8 @@ def _drops(tasks: tuple, fetched: set) -> dict:
     last = {t.name: t.name for t in tasks}  # a result nobody here reads: dead after its push
     for t in tasks:
         for a in t.args:
-            if a[0] == "task" and a[1] in last:
-                last[a[1]] = t.name
+            if a.__class__ is Result and a.task in last:
+                last[a.task] = t.name
     out: dict = {}
     for name, at in last.items():
         if name not in fetched:
@@ -128,12 +130,19 @@ MAX_INLINE_OPS = 64
 
 def waits(plan) -> bool:
     """Whether any op of ``plan`` may block on another step or process (queues, readers,
-    barriers: :func:`op_waits`): such plans stay on the Dask data plane under ``"auto"``,
+    barriers: :func:`op_waits`; cached per plan object): such plans stay on the Dask data plane under ``"auto"``,
     where a blocked op leaves its worker slot and sees its task given up. Ops that wait only
     for other steps of their protocol (the op table's ``waits="steps"``: sync replicas'
     accumulators and token gate) run on the direct plane, where a wait gives up when the
     client cancels its step (a timeout, a lost device: ``tvm_cancel``)."""
-    return any(i.needs_ctx and op_waits(i.type) for t in plan.tasks for i in t.program.instrs)
+    w = _WAITS.get(plan)
+    if w is None:
+        w = _WAITS[plan] = any(i.needs_ctx and op_waits(i.type)
+                               for t in plan.tasks for i in t.program.instrs)
+    return w
+
+
+_WAITS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # plan -> waits(plan)
 
 
 def op_waits(op_type: str) -> bool:

@@ -36,8 +36,8 @@ handlers to the Dask worker, as Dask's own P2P shuffle extension does
 Values travel as :func:`pack` makes them: a small NumPy array (or scalar) as its raw bytes
 inside the message's msgpack header (Dask's general serialisation costs ~10x more per small
 value), anything else through Dask's serialisation, a large array as its own out-of-band frame
-behind :data:`~tensorvm.vm.interpreter.ALIGN_GUARD` (so it is received into a buffer of its own).
-Feeds and fetches of ``tvm_run`` travel the same way.
+(a :class:`~tensorvm.vm.results.StageResult` of one value, whose wire form gives it a buffer of
+its own). Feeds and fetches of ``tvm_run`` travel the same way.
 
 Kernels run in a thread pool of the worker process (never on its event loop, which must go
 on serving heartbeats and rendezvous messages while a kernel blocks) unless the stage is quick
@@ -68,7 +68,9 @@ import numpy as np
 
 from ...framework import errors
 from .registered_plans import edge_key, plans_of
-from ...vm.interpreter import ALIGN_GUARD, resources_of, run_stage
+from ...vm.interpreter import resources_of, run_stage
+from ...vm.program import Feed, Result
+from ...vm.results import StageResult
 
 logger = logging.getLogger("tensorvm")
 STEP_THREADS = 32  # threads running kernels of steps that never wait for other steps
@@ -154,11 +156,11 @@ def pack(value):
             # Serialised here, not by the comm: its frames go as they are, where the comm would
             # cut a large one into 64 MiB shards that the receiver then copies back together.
             from distributed.protocol.serialize import Serialized, serialize
-            return ("b", Serialized(*serialize((ALIGN_GUARD, value))))
+            return ("b", Serialized(*serialize(StageResult((value,)))))
     elif t is tuple:
-        if value and value[0] is ALIGN_GUARD:
-            return ("g", [pack(v) for v in value[1:]])
         return ("t", [pack(v) for v in value])
+    elif t is StageResult:
+        return ("r", [pack(v) for v in value])
     elif isinstance(value, np.generic) and value.dtype.kind in _PLAIN:
         return ("s", value.dtype.str, value.tobytes())
     from distributed.protocol import to_serialize
@@ -170,8 +172,8 @@ def unpack(data):
     tag = data[0]
     if tag == "a":
         return np.frombuffer(data[3], data[1]).reshape(data[2]).copy()
-    if tag == "g":
-        return (ALIGN_GUARD,) + tuple(unpack(v) for v in data[1])
+    if tag == "r":
+        return StageResult([unpack(v) for v in data[1]])
     if tag == "s":
         return np.frombuffer(data[2], data[1])[0]
     if tag == "t":
@@ -179,7 +181,7 @@ def unpack(data):
     if tag == "f":
         return np.frombuffer(data[3], data[1]).reshape(data[2], order="F").copy(order="K")
     if tag == "b":
-        return data[1][1]
+        return data[1][0]
     return data[1]
 
 
@@ -611,11 +613,11 @@ class DataPlane:
                 for t in part.tasks:
                     args = []
                     for a in t.args:
-                        if a[0] == "feed":
-                            args.append(feeds[a[1]])
-                        elif a[0] == "task" and a[1] in results:
-                            args.append(results[a[1]])
-                        else:  # a Recv (an argument may be read more than once)
+                        if a.__class__ is Feed:
+                            args.append(feeds[a.index])
+                        elif a.__class__ is Result and a.task in results:
+                            args.append(results[a.task])
+                        else:  # from another device (an argument may be read more than once)
                             if a not in received:
                                 received[a] = await self.rendezvous.get(
                                     step, f"{k}|{edge_key(a)}")
@@ -635,7 +637,7 @@ class DataPlane:
                         # wait for the peer), so the next task runs right after
                         by_dst: dict = {}
                         for edge, dst, index in dests:
-                            value = out if index < 0 else (ALIGN_GUARD, out[index + 1])
+                            value = out if index < 0 else StageResult((out[index],))
                             if sent is not None:
                                 sent.append([edge, dst, _nbytes(value)])
                             by_dst.setdefault(dst, []).append((f"{k}|{edge}", value))
@@ -654,7 +656,7 @@ class DataPlane:
         finally:
             del running[key]
             self.rendezvous.close_step(step)
-        fetched = [[pos, pack(results[task][index + 1])] for pos, task, index in part.fetches]
+        fetched = [[pos, pack(results[task][index])] for pos, task, index in part.fetches]
         return {"fetches": fetched, "trace": infos, "sent": sent}
 
     # ---- helpers --------------------------------------------------------------------------
@@ -697,7 +699,7 @@ class DataPlane:
             infos.append({"task": program.name, "device": program.device,
                           "worker": self.worker.address, "start": start, "end": time.time(),
                           "ops": list(program.op_names),
-                          "export_bytes": [_nbytes(v) for v in out[1:]]})
+                          "export_bytes": [_nbytes(v) for v in out]})
             return out
 
     async def _push(self, part, dst: str, step: str, items: list) -> None:
@@ -810,7 +812,7 @@ def _nbytes_args(args) -> int:
 
 def _nbytes(value) -> int:
     if isinstance(value, tuple):
-        return sum(_nbytes(v) for v in value[1:])  # [0] is the alignment guard
+        return sum(_nbytes(v) for v in value)
     return int(getattr(value, "nbytes", 0) or 0)
 
 
