@@ -9,9 +9,9 @@ worker ``a-0`` and of the same consumer (``np.sum``) pinned to ``b-0``, on the s
 A third row moves the array with plain Dask but realigns it before the sum: Dask reads a
 message's first out-of-band buffer together with its header, so a lone large array lands at an
 address that is not even 4-byte aligned, where NumPy's reductions and BLAS take other (slower,
-differently rounded) paths. tensorvm sends every value behind a tiny guard array
-(``runtime.ALIGN_GUARD``), so the tensor gets a buffer of its own; its runtime still realigns
-any array that arrives unaligned. On the Dask plane that buffer comes in 64 MiB shards (Dask's
+differently rounded) paths. tensorvm sends every value behind a tiny guard array (the wire
+form of ``tensorvm.vm.results.StageResult``), so the tensor gets a buffer of its own; its
+runtime still realigns any array that arrives unaligned. On the Dask plane that buffer comes in 64 MiB shards (Dask's
 ``distributed.comm.shard``) which the receiver copies into one array — the copy plain Dask
 skips, reading a lone array's shards into one (unaligned) buffer with the header. The direct
 plane serialises a large array itself and sends it as one frame (``rendezvous.pack``): one
