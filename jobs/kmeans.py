@@ -11,8 +11,6 @@ reads the centroids (Send/Recv), assigns its points to the nearest one and emits
 """
 from __future__ import annotations
 
-import itertools
-
 import click
 import numpy as np
 
@@ -21,8 +19,7 @@ import tensorvm.mapreduce as mr
 from tensorvm import storage
 
 from ._common import cluster_option
-
-_IDS = itertools.count()
+from .iterate import iterate, session_or_new, write_lines
 
 
 def first_rows(input: str, k: int) -> np.ndarray:
@@ -64,7 +61,6 @@ def kmeans(input: str, k: int, iterations: int = 10, num_reducers: int = 1,
     c = kmeans_from(input, first_rows(input, k), iterations, num_reducers, split_size,
                     session)
     if output:
-        from .pagerank import write_lines
         write_lines(output, (f"{i}\t" + " ".join(f"{x:.17g}" for x in row)
                              for i, row in enumerate(c)), overwrite)
     return c
@@ -90,36 +86,24 @@ def kmeans_from(input: str, init: np.ndarray, iterations: int = 10, num_reducers
     """:func:`kmeans` from the given initial centroids ``init`` (``[k, d]``)."""
     init = np.asarray(init, np.float64)
     d = init.shape[1]
-    own = session is None
-    session = session or tv.Session(graph=tv.Graph())
-    try:
-        with session.graph.as_default(), tv.device("/job:worker/task:0"):
-            cents = tv.Variable(init, name=f"kmeans_centroids_{next(_IDS)}")
-            new = tv.placeholder(tv.float64, init.shape)
-            assign = cents.assign(new)
 
+    def job(cents):
         def map_fn(points):
             c = cents.value()
             d2 = tv.reduce_sum(tv.square(tv.expand_dims(points, 1) - tv.expand_dims(c, 0)),
                                axis=2)
             ones = tv.ones_like(points[:, :1])
             return mr.emit(tv.argmin(d2, axis=1), tv.concat([points, ones], axis=1))
+        return mr.Job(mr.npy(input, tv.float64, split_size, shape=(None, d)), map_fn,
+                      combine="sum", reduce="sum", num_reducers=num_reducers, name="kmeans")
 
-        job = mr.Job(mr.npy(input, tv.float64, split_size, shape=(None, d)), map_fn,
-                     combine="sum", reduce="sum", num_reducers=num_reducers, name="kmeans")
-        step = job.compile(session)
-        session.run(cents.initializer)
-        c = init.copy()
-        for _ in range(iterations):
-            res = step()
-            ids = np.asarray(res.keys, np.int64)
-            c = c.copy()
-            c[ids] = res.values[:, :d] / res.values[:, d:]
-            session.run(assign, {new: c})
+    def update(c, res):  # each centroid the mean of its points (an empty cluster keeps it)
+        c = c.copy()
+        c[np.asarray(res.keys, np.int64)] = res.values[:, :d] / res.values[:, d:]
         return c
-    finally:
-        if own:
-            session.close()
+
+    with session_or_new(session) as session:
+        return iterate(session, init, "kmeans_centroids", job, update, iterations)
 
 
 @click.command()

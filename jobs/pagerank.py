@@ -15,8 +15,6 @@ combiner and reducers sum; the driver adds the teleport term and the dangling no
 """
 from __future__ import annotations
 
-import itertools
-
 import click
 import numpy as np
 
@@ -25,8 +23,7 @@ import tensorvm.mapreduce as mr
 from tensorvm import storage
 
 from ._common import cluster_option
-
-_IDS = itertools.count()
+from .iterate import iterate, session_or_new, write_lines
 
 
 def pagerank_reference(edges: np.ndarray, n: int, iterations: int,
@@ -64,59 +61,40 @@ def pagerank(input: str, iterations: int = 20, damping: float = 0.85,
     """
     if output:  # refuse an existing output before any work (as the other jobs do)
         storage.OutputCommitter(output)._refuse_existing(overwrite)
-    own = session is None
-    session = session or tv.Session(graph=tv.Graph())
-    try:
+    with session_or_new(session) as session:
         degree = _edges_job(input, split_size, lambda e: mr.emit(e[:, 0], 1), "sum",
                             "pagerank_degree").run(session)
-        if num_nodes is None:
-            top = _edges_job(input, split_size, lambda e: mr.emit(
-                tv.zeros([1], tv.int64), tv.reshape(tv.reduce_max(e), [1])), "max",
-                "pagerank_nodes").run(session)
-            num_nodes = int(top.values.max()) + 1 if len(top.values) else 0
-        n = num_nodes
+        n = _num_nodes(input, split_size, session) if num_nodes is None else num_nodes
         outdeg = np.zeros(n)
         outdeg[np.asarray(degree.keys, np.int64)] = degree.values
         inv = np.where(outdeg > 0, 1.0 / np.maximum(outdeg, 1), 0.0)
-        with session.graph.as_default(), tv.device("/job:worker/task:0"):
-            ranks = tv.Variable(np.full(n, 1.0 / n), name=f"pagerank_ranks_{next(_IDS)}")
-            new = tv.placeholder(tv.float64, [n])
-            assign = ranks.assign(new)
-            inv_t = tv.constant(inv)
 
-        def map_fn(e):
-            src, dst = e[:, 0], e[:, 1]
-            return mr.emit(dst, tv.gather(ranks.value(), src) * tv.gather(inv_t, src))
+        def job(ranks):
+            with session.graph.as_default(), tv.device("/job:worker/task:0"):
+                inv_t = tv.constant(inv)
 
-        step = _edges_job(input, split_size, map_fn, "sum", "pagerank",
-                          num_reducers).compile(session)
-        session.run(ranks.initializer)
-        r = np.full(n, 1.0 / n)
-        for _ in range(iterations):
-            res = step()
+            def map_fn(e):
+                src, dst = e[:, 0], e[:, 1]
+                return mr.emit(dst, tv.gather(ranks.value(), src) * tv.gather(inv_t, src))
+            return _edges_job(input, split_size, map_fn, "sum", "pagerank", num_reducers)
+
+        def update(r, res):  # the teleport term and the dangling nodes' mass, spread evenly
             s = np.zeros(n)
             s[np.asarray(res.keys, np.int64)] = res.values
-            r = (1 - damping) / n + damping * (s + r[outdeg == 0].sum() / n)
-            session.run(assign, {new: r})
+            return (1 - damping) / n + damping * (s + r[outdeg == 0].sum() / n)
+
+        r = iterate(session, np.full(n, 1.0 / n), "pagerank_ranks", job, update, iterations)
         if output:
             write_lines(output, (f"{i}\t{x:.17g}" for i, x in enumerate(r)), overwrite)
         return r
-    finally:
-        if own:
-            session.close()
 
 
-def write_lines(output: str, lines, overwrite: bool = False) -> list[str]:
-    """Commit ``lines`` as one text part file under ``output`` (``_SUCCESS`` listing it)."""
-    c = storage.OutputCommitter(output)
-    c.setup_job(overwrite=overwrite)
-    try:
-        storage.write_output(c, 0, 0, list(lines), format="text")
-        c.commit_task(0, 0)
-        return c.commit_job()
-    except BaseException:
-        c.abort_job()
-        raise
+def _num_nodes(input: str, split_size: int, session) -> int:
+    """The largest node id of the edge list + 1 (a map-reduce job of its own)."""
+    top = _edges_job(input, split_size, lambda e: mr.emit(
+        tv.zeros([1], tv.int64), tv.reshape(tv.reduce_max(e), [1])), "max",
+        "pagerank_nodes").run(session)
+    return int(top.values.max()) + 1 if len(top.values) else 0
 
 
 def summary_lines(r: np.ndarray, args: dict, top: int = 10) -> list[str]:

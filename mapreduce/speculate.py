@@ -165,14 +165,150 @@ class Scratch:
             f.add_done_callback(one)
 
 
-def run_phased(job, session, num_workers: int, t0: float, committer=None, recovered=None,
-               boundaries=None):
-    """Map tasks as separate steps through storage (backups if ``job.speculative``), then one
-    reduce step over the winners' files. ``committer``: the job's output, already claimed
-    (set up) by the caller; else it is claimed here. ``recovered``: ``{reducer: counters}``
-    of reducers a resumed job adopted (not run again); ``boundaries``: the range partition's
-    (default: sampled here)."""
-    recovered = recovered or {}
+class _MapPhase:
+    """The map phase of a phased job: each device runs one map task at a time and takes the
+    next pending one when free (Hadoop's free slots: no static assignment, so a slow device
+    just does fewer); a task that lost its worker runs again (up to ``MAX_RETRIES`` times), a
+    failing one is narrowed down in skipping mode (:func:`_bisect`), and with
+    ``job.speculative`` a slow one gets a backup (:class:`BackupPolicy`). The first attempt
+    of a task to finish commits in ``maps``; :meth:`run` returns when every task has a winner
+    or was skipped."""
+
+    def __init__(self, job, session, groups: list, devices: list, maps, closed: str):
+        self.job, self.session, self.groups, self.devices = job, session, groups, devices
+        self.maps, self.closed = maps, closed
+        self.policy = BackupPolicy(job.backup_after)
+        self.running: dict = {}  # task -> [(device, started), ...] in flight
+        self.futures: dict = {}  # future -> (task, device, attempt, started)
+        self.winners: dict = {}  # task -> its committed attempt
+        self.durations: list = []
+        self.map_vals: list = []  # the winners' fetched values
+        self.names: list = []  # user counter names
+        self.types = None  # the (key, value) dtypes and shapes, for the reducers
+        self.backups = self.backup_wins = 0
+        self.pool = ThreadPoolExecutor(max_workers=2 * len(groups) + 16)
+        self.abandoned: set = set()  # tasks bisected or skipped (skipping mode)
+        self.skipped: list = []  # "url@offset" of the records skipped
+        self.steps: dict = {}  # (task, device, attempt) -> (fetches, counter names, types)
+        self.attempts = ("a0", "b1") if job.speculative else ("a0",)
+        self.pending = collections.deque(range(len(groups)))
+        self.retries: collections.Counter = collections.Counter()
+        self.prebuild(range(len(groups)))
+
+    def prebuild(self, tasks) -> None:
+        """Build the steps of ``tasks`` on every device at once, before they run: a session
+        drops the plans of older graph versions, so adding ops while steps run can fail them
+        (those are run again, up to ``MAX_RETRIES`` times)."""
+        for m in tasks:
+            for d in self.devices:
+                for a in self.attempts:
+                    self.steps[m, d, a] = _map_step(self.job, self.session, m, self.groups[m],
+                                                    d, self.maps, a, self.closed)
+
+    def launch(self, m: int, device: str, attempt: str) -> None:
+        """Start attempt ``attempt`` of map task ``m`` on ``device``."""
+        if (m, device, attempt) not in self.steps:
+            self.prebuild([m])
+        fetches, self.names, self.types = self.steps[m, device, attempt]
+        started = time.perf_counter()
+        self.running.setdefault(m, []).append((device, started))
+        self.futures[self.pool.submit(self.session.run, fetches, options=run_options())] = (
+            m, device, attempt, started)
+
+    def busy(self) -> set:
+        """The devices with an attempt in flight."""
+        return {d for attempts in self.running.values() for d, _ in attempts}
+
+    def fill(self) -> None:
+        """Give each free device the next pending task."""
+        busy = self.busy()
+        for d in self.devices:
+            if d not in busy and self.pending:
+                self.launch(self.pending.popleft(), d, "a0")
+
+    def run(self) -> None:
+        """Run the map tasks until each has a winner or was skipped."""
+        job = self.job
+        while len(self.winners) + len(self.abandoned) < len(self.groups):
+            self.fill()
+            done, _ = wait(list(self.futures), timeout=POLL_S, return_when=FIRST_COMPLETED)
+            for fut in done:
+                self._finished(fut)
+            if not job.speculative or self.pending:
+                continue
+            for m, device in self.policy.decide(
+                    {k: v for k, v in self.running.items() if k not in self.winners},
+                    self.durations, self.devices, time.perf_counter()):
+                logger.info("mr job %s: backup of map task %d on %s", job.name, m, device)
+                self.backups += 1
+                self.launch(m, device, "b1")
+
+    def _finished(self, fut) -> None:
+        """An attempt ended: commit it if it is its task's first to succeed, else handle its
+        failure."""
+        m, device, attempt, started = self.futures.pop(fut)
+        self.running[m] = [a for a in self.running.get(m, []) if a[0] != device]
+        if not self.running[m]:
+            del self.running[m]
+        if m in self.winners or m in self.abandoned:
+            return  # a loser finished: the committer already dropped its files
+        exc = fut.exception()
+        if exc is not None:
+            if m not in self.running:  # (else its backup may still succeed)
+                self._failed(m, exc)
+            return
+        if self.maps.commit_task(m, attempt):
+            self.winners[m] = attempt
+            self.durations.append(time.perf_counter() - started)
+            self.map_vals.append(fut.result())
+            self.backup_wins += attempt != "a0"
+
+    def _failed(self, m: int, exc: BaseException) -> None:
+        """Map task ``m`` failed with no attempt left in flight: run it again (a lost worker),
+        narrow it down (skipping mode), or raise ``exc``."""
+        job = self.job
+        if isinstance(exc, tv.errors.UnavailableError) and \
+                self.retries[m] < MAX_RETRIES:  # a lost worker (or a dropped plan)
+            self.retries[m] += 1
+            logger.warning("mr job %s: map task %d lost (%s); running it again",
+                           job.name, m, str(exc).splitlines()[0])
+            self.pending.appendleft(m)
+            return
+        parts = _bisect(self.groups[m]) if _skippable(exc) and \
+            len(self.skipped) < job.skip_bad_records else False
+        if parts is False:
+            raise exc
+        self.abandoned.add(m)
+        if parts is None:  # one record's range: skip that record
+            (_, sp), = self.groups[m]
+            self.skipped.append(f"{sp.url}@{sp.start}")
+            logger.warning("mr job %s: skipped the record at byte %d of %s (%s)",
+                           job.name, sp.start, sp.url, str(exc).splitlines()[0])
+        new = []
+        for g in parts or ():
+            self.groups.append(g)
+            new.append(len(self.groups) - 1)
+        self.prebuild(new)
+        self.pending.extend(new)
+
+    def counters(self, reduce_vals: list, reduce_counters: list) -> dict:
+        """The job's counters from the winners' map values, the reducers' ``reduce_vals`` and
+        a reduce function's ``[(name, value), ...]``."""
+        names, vals = self.names, self.map_vals
+        built = _Built({}, len(self.groups), names)
+        counters = _sum_counters({"map": [v[0] for v in vals], "shuffle": [v[1] for v in vals],
+                                  "reduce": reduce_vals,
+                                  "user": [sum(v[2 + i] for v in vals)
+                                           for i in range(len(names))]}, built)
+        for name, v in reduce_counters:
+            counters[name] = counters.get(name, 0) + int(v)
+        counters.update(backup_tasks=self.backups, backup_wins=self.backup_wins)
+        return counters
+
+
+def _setup(job, session, num_workers: int, committer, boundaries):
+    """Size the job, claim its output (unless the caller did: ``committer``), cut its split
+    groups and set up the map outputs' folder. Returns ``(committer, groups, maps, scratch)``."""
     splits = job._splits()
     if job.num_reducers is None:
         job._size_reducers(session, splits, num_workers)
@@ -187,9 +323,7 @@ def run_phased(job, session, num_workers: int, t0: float, committer=None, recove
     job._bounds = job._boundaries(splits) if boundaries is None else tuple(boundaries)
     groups = job._groups(splits, job.map_tasks or len(splits))  # default: a task per split
     report_progress("start", job.name, len(splits), len(groups), job.num_reducers)
-    devices = [f"/job:worker/task:{i}" for i in range(num_workers)]
-    run_id = uuid.uuid4().hex[:12]
-    maps_url = f"{root}/maps-{run_id}"
+    maps_url = f"{root}/maps-{uuid.uuid4().hex[:12]}"
     scratch = Scratch(maps_url)
     maps = storage.OutputCommitter(maps_url)
     try:
@@ -199,146 +333,50 @@ def run_phased(job, session, num_workers: int, t0: float, committer=None, recove
         if committer is not None:
             committer.abort_job()
         raise
-    closed = f"{maps_url}/_CLOSED"
+    return committer, groups, maps, scratch
 
-    policy = BackupPolicy(job.backup_after)
-    running: dict = {}
-    futures: dict = {}
-    winners: dict = {}
-    durations: list = []
-    map_vals: list = []
-    names: list = []
-    types = None
-    backups = backup_wins = 0
-    pool = ThreadPoolExecutor(max_workers=2 * len(groups) + 16)
-    abandoned: set = set()  # tasks bisected or skipped (skipping mode)
-    skipped: list = []  # "url@offset" of the records skipped
 
-    steps: dict = {}  # (task, device, attempt) -> (fetches, counter names, types)
-    attempts = ("a0", "b1") if job.speculative else ("a0",)
+def _reduce_step(job, session, phase: _MapPhase, recovered: dict) -> tuple:
+    """One step of the reducers not ``recovered`` over the winners' files, on devices not busy
+    with losers. Returns ``(reducers, attempt, reduce values, reduce-function counters)``."""
+    free = [d for d in phase.devices if d not in phase.busy()] or phase.devices
+    attempt = uuid.uuid4().hex[:12]
+    reduce_fetches = []
+    rsink = job._sink = CounterSink()  # a reduce function's counters
+    reducers = [r for r in range(job.num_reducers) if r not in recovered]
+    for r in reducers:
+        urls = tuple(f"{phase.maps.attempt_url(m, phase.winners[m])}/m{m:05d}-r{r:05d}.arrow"
+                     for m in sorted(phase.winners))
+        reduce_fetches.append(job._build_reducer(r, free[r % len(free)], [], attempt,
+                                                 urls, phase.types))
+    vals, rcounts = session.run([reduce_fetches, [t for _, t in rsink.items]],
+                                options=run_options()) if reducers else ([], [])
+    return reducers, attempt, vals, list(zip([n for n, _ in rsink.items], rcounts))
 
-    def prebuild(tasks):
-        """Build the steps of ``tasks`` on every device at once, before they run: a session
-        drops the plans of older graph versions, so adding ops while steps run can fail them
-        (those are run again below, up to ``MAX_RETRIES`` times)."""
-        for m in tasks:
-            for d in devices:
-                for a in attempts:
-                    steps[m, d, a] = _map_step(job, session, m, groups[m], d, maps, a, closed)
 
-    def launch(m, device, attempt):
-        nonlocal types, names
-        if (m, device, attempt) not in steps:
-            prebuild([m])
-        fetches, names, types = steps[m, device, attempt]
-        started = time.perf_counter()
-        running.setdefault(m, []).append((device, started))
-        futures[pool.submit(session.run, fetches, options=run_options())] = (
-            m, device, attempt, started)
+def _abandon(e: BaseException, job, phase: _MapPhase, scratch, committer) -> None:
+    """A phased job failed (or was interrupted: ``e`` not an ``Exception``): close the map
+    outputs and remove them, and release the output (kept for ``--resume`` on Ctrl-C)."""
+    _close(phase.closed)
+    futures = list(phase.futures)
+    if isinstance(e, Exception):  # the map steps still in flight end first (they write)
+        wait(futures)
+        scratch.remove_debris()
+    else:  # Ctrl-C: now, and again once the workers are gone (sweep_interrupted)
+        scratch.remove_when_done(futures)
+        _INTERRUPTED.append(scratch)
+    phase.maps.abort_job()
+    if committer is not None and isinstance(e, Exception):
+        committer.abort_job()
+    elif committer is not None:  # Ctrl-C: finished reducers stay for --resume
+        interrupted(committer, job.name)
+    phase.pool.shutdown(wait=False)
 
-    pending = collections.deque(range(len(groups)))
-    retries: collections.Counter = collections.Counter()
-    prebuild(range(len(groups)))
 
-    def fill():
-        """Each device runs one map task at a time and takes the next pending one when free
-        (Hadoop's free slots: no static assignment, so a slow device just does fewer)."""
-        busy = {d for attempts in running.values() for d, _ in attempts}
-        for d in devices:
-            if d not in busy and pending:
-                launch(pending.popleft(), d, "a0")
-
-    try:
-        while len(winners) + len(abandoned) < len(groups):
-            fill()
-            done, _ = wait(list(futures), timeout=POLL_S, return_when=FIRST_COMPLETED)
-            for fut in done:
-                m, device, attempt, started = futures.pop(fut)
-                running[m] = [a for a in running.get(m, []) if a[0] != device]
-                if not running[m]:
-                    del running[m]
-                if m in winners or m in abandoned:
-                    continue  # a loser finished: the committer already dropped its files
-                exc = fut.exception()
-                if exc is not None:
-                    if m in running:
-                        continue  # its backup may still succeed
-                    if isinstance(exc, tv.errors.UnavailableError) and \
-                            retries[m] < MAX_RETRIES:  # a lost worker (or a dropped plan)
-                        retries[m] += 1
-                        logger.warning("mr job %s: map task %d lost (%s); running it again",
-                                       job.name, m, str(exc).splitlines()[0])
-                        pending.appendleft(m)
-                        continue
-                    parts = _bisect(groups[m]) if _skippable(exc) and \
-                        len(skipped) < job.skip_bad_records else False
-                    if parts is False:
-                        raise exc
-                    abandoned.add(m)
-                    if parts is None:  # one record's range: skip that record
-                        (_, sp), = groups[m]
-                        skipped.append(f"{sp.url}@{sp.start}")
-                        logger.warning("mr job %s: skipped the record at byte %d of %s (%s)",
-                                       job.name, sp.start, sp.url,
-                                       str(exc).splitlines()[0])
-                    new = []
-                    for g in parts or ():
-                        groups.append(g)
-                        new.append(len(groups) - 1)
-                    prebuild(new)
-                    pending.extend(new)
-                    continue
-                if maps.commit_task(m, attempt):
-                    winners[m] = attempt
-                    durations.append(time.perf_counter() - started)
-                    map_vals.append(fut.result())
-                    backup_wins += attempt != "a0"
-            if not job.speculative or pending:
-                continue
-            for m, device in policy.decide({k: v for k, v in running.items()
-                                            if k not in winners}, durations, devices,
-                                           time.perf_counter()):
-                logger.info("mr job %s: backup of map task %d on %s", job.name, m, device)
-                backups += 1
-                launch(m, device, "b1")
-        busy = {d for attempts in running.values() for d, _ in attempts}
-        free = [d for d in devices if d not in busy] or devices
-        attempt = uuid.uuid4().hex[:12]
-        reduce_fetches = []
-        rsink = job._sink = CounterSink()  # a reduce function's counters
-        reducers = [r for r in range(job.num_reducers) if r not in recovered]
-        for r in reducers:
-            urls = tuple(f"{maps.attempt_url(m, winners[m])}/m{m:05d}-r{r:05d}.arrow"
-                         for m in sorted(winners))
-            reduce_fetches.append(job._build_reducer(r, free[r % len(free)], [], attempt,
-                                                     urls, types))
-        vals, rcounts = session.run([reduce_fetches, [t for _, t in rsink.items]],
-                                    options=run_options()) if reducers else ([], [])
-    except BaseException as e:
-        _close(closed)
-        if isinstance(e, Exception):  # the map steps still in flight end first (they write)
-            wait(list(futures))
-            scratch.remove_debris()
-        else:  # Ctrl-C: now, and again once the workers are gone (sweep_interrupted)
-            scratch.remove_when_done(list(futures))
-            _INTERRUPTED.append(scratch)
-        maps.abort_job()
-        if committer is not None and isinstance(e, Exception):
-            committer.abort_job()
-        elif committer is not None:  # Ctrl-C: finished reducers stay for --resume
-            interrupted(committer, job.name)
-        pool.shutdown(wait=False)
-        raise
-    _close(closed)
-    pool.shutdown(wait=False)
-    built = _Built({}, len(groups), names)
-    counters = _sum_counters({"map": [v[0] for v in map_vals], "shuffle": [v[1] for v in map_vals],
-                              "reduce": vals, "user": [sum(v[2 + i] for v in map_vals)
-                                                       for i in range(len(names))]}, built)
-    for (name, _), v in zip(rsink.items, rcounts):
-        counters[name] = counters.get(name, 0) + int(v)
-    counters.update(backup_tasks=backups, backup_wins=backup_wins)
-    counters["bad_records"] = counters.get("bad_records", 0) + len(skipped)
+def _commit(job, phase: _MapPhase, scratch, committer, reducers, attempt, vals, counters,
+            recovered) -> tuple:
+    """Commit the reducers' files (or gather their keys and values: no output), then remove
+    the map outputs. Returns ``(urls, keys, values)``."""
     urls, keys, values = [], None, None
     try:
         if committer is not None:
@@ -360,13 +398,39 @@ def run_phased(job, session, num_workers: int, t0: float, committer=None, recove
             _INTERRUPTED.append(scratch)
         raise
     finally:  # the winners' map files; a loser still running: when it ends
-        maps.abort_job()
-        scratch.remove_when_done(list(futures))
+        phase.maps.abort_job()
+        scratch.remove_when_done(list(phase.futures))
+    return urls, keys, values
+
+
+def run_phased(job, session, num_workers: int, t0: float, committer=None, recovered=None,
+               boundaries=None):
+    """Map tasks as separate steps through storage (backups if ``job.speculative``), then one
+    reduce step over the winners' files. ``committer``: the job's output, already claimed
+    (set up) by the caller; else it is claimed here. ``recovered``: ``{reducer: counters}``
+    of reducers a resumed job adopted (not run again); ``boundaries``: the range partition's
+    (default: sampled here)."""
+    recovered = recovered or {}
+    committer, groups, maps, scratch = _setup(job, session, num_workers, committer, boundaries)
+    devices = [f"/job:worker/task:{i}" for i in range(num_workers)]
+    phase = _MapPhase(job, session, groups, devices, maps, f"{scratch.out_url}/_CLOSED")
+    try:
+        phase.run()
+        reducers, attempt, vals, rcounts = _reduce_step(job, session, phase, recovered)
+    except BaseException as e:
+        _abandon(e, job, phase, scratch, committer)
+        raise
+    _close(phase.closed)
+    phase.pool.shutdown(wait=False)
+    counters = phase.counters(vals, rcounts)
+    counters["bad_records"] = counters.get("bad_records", 0) + len(phase.skipped)
+    urls, keys, values = _commit(job, phase, scratch, committer, reducers, attempt, vals,
+                                 counters, recovered)
     counters["reducers"] = job.num_reducers
     report_progress("done", job.name, sum(len(g) for g in groups), len(groups),
                     job.num_reducers, counters)
     return Result(counters, urls, keys, values, time.perf_counter() - t0, len(groups),
-                  job.num_reducers, skipped=skipped)
+                  job.num_reducers, skipped=phase.skipped)
 
 
 def _close(closed: str) -> None:
