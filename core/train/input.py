@@ -30,10 +30,11 @@ is then the ack, on the queue's device, after the output is safe on the client::
     lines, token = sess.run([r.records, r.token])
     if sess.run(ack, {r.token: token}): use(lines)
 
-``batch``/``shuffle_batch`` follow TensorFlow: a queue on the current device, an enqueue op run
-in a loop by a :class:`QueueRunner` thread (start them with :func:`start_queue_runners`), and a
-``dequeue_many`` (``dequeue_up_to`` with ``allow_smaller_final_batch``). When the input is
-exhausted the runner closes the batch queue. Those readers ack implicitly.
+``batch``/``shuffle_batch`` (:mod:`tensorvm.train.batching`) follow TensorFlow: a queue on the
+current device, an enqueue op run in a loop by a :class:`QueueRunner` thread (start them with
+:func:`start_queue_runners`), and a ``dequeue_many`` (``dequeue_up_to`` with
+``allow_smaller_final_batch``). When the input is exhausted the runner closes the batch queue.
+Those readers ack implicitly.
 
 >>> import fsspec, tensorvm as tv
 >>> fsspec.filesystem("memory").pipe("/tvm-doc-input/a.txt", b"a b\\nc\\nd e f\\n")
@@ -57,11 +58,10 @@ from .. import storage
 from ..framework import errors
 from ..framework.graph import Tensor
 from ..framework.op_def_library import apply_op
-from ..ops.state.data_flow_ops import (FIFOQueue, PaddingFIFOQueue, QueueBase, QueueState,
-                                 RandomShuffleQueue, _blocking, _handle_kernel, lookup_queue,
-                                 register_queue_kind)
+from ..ops.state.data_flow_ops import (QueueBase, QueueState, _blocking, _handle_kernel,
+                                       lookup_queue, register_queue_kind)
 from ..framework.op_registry import register_op
-from .queue_runner import QueueRunner, add_queue_runner
+from .batching import batch, shuffle_batch
 from .split_leases import CHECK, EMPTY, END, TAKE, SplitLeases
 
 logger = logging.getLogger("tensorvm")
@@ -383,59 +383,3 @@ def read_split(queue: SplitQueue, dtype=None, columns: dict | None = None, shape
                                                      tuple(shape)), "columns": ()},
                       name="read")
         return SplitRead(op.outputs[0], split, token)
-
-
-# ---- batching --------------------------------------------------------------------------------
-
-def _batch(queue_fn, tensors, batch_size, num_threads, enqueue_many, shapes, dynamic_pad,
-           allow_smaller_final_batch, name):
-    from ..framework.tensor_conversion import convert_to_tensor
-    single = not isinstance(tensors, (list, tuple, dict))
-    keys = list(tensors) if isinstance(tensors, dict) else None
-    flat = [tensors] if single else (list(tensors.values()) if keys else list(tensors))
-    flat = [convert_to_tensor(t) for t in flat]
-    if shapes is None:
-        shapes = []
-        for t in flat:
-            s = t._shape
-            if s is not None and enqueue_many:
-                s = s[1:]
-            if s is None or (None in s and not dynamic_pad):
-                raise errors.InvalidArgumentError(
-                    f"batch: all shapes must be fully defined (got {t.name} with shape "
-                    f"{None if s is None else list(s)}); pass shapes= or dynamic_pad=True")
-            shapes.append(s)
-    q = queue_fn([t.dtype for t in flat], shapes, keys)
-    enq = q.enqueue_many(dict(zip(keys, flat)) if keys else flat) if enqueue_many else \
-        q.enqueue(dict(zip(keys, flat)) if keys else flat)
-    add_queue_runner(QueueRunner(q, [enq] * num_threads))
-    out = q.dequeue_up_to(batch_size, name=name) if allow_smaller_final_batch else \
-        q.dequeue_many(batch_size, name=name)
-    if not single and keys is None and not isinstance(out, list):
-        out = [out]
-    return out
-
-
-def batch(tensors, batch_size, num_threads=1, capacity=32, enqueue_many=False, shapes=None,
-          dynamic_pad=False, allow_smaller_final_batch=False, shared_name=None, name=None):
-    """Batches of ``tensors`` (a tensor, list or dict) through a FIFOQueue on the current
-    device, filled by a QueueRunner (:func:`start_queue_runners`)."""
-    def make(dtypes, shps, names):
-        cls = PaddingFIFOQueue if dynamic_pad else FIFOQueue
-        return cls(capacity, dtypes, shapes=shps, names=names, shared_name=shared_name,
-                   name=(name or "batch") + "/fifo_queue")
-    return _batch(make, tensors, batch_size, num_threads, enqueue_many, shapes, dynamic_pad,
-                  allow_smaller_final_batch, name)
-
-
-def shuffle_batch(tensors, batch_size, capacity, min_after_dequeue, num_threads=1, seed=None,
-                  enqueue_many=False, shapes=None, allow_smaller_final_batch=False,
-                  shared_name=None, name=None):
-    """Like :func:`batch` through a RandomShuffleQueue (seeded) that keeps at least
-    ``min_after_dequeue`` elements until its input is exhausted."""
-    def make(dtypes, shps, names):
-        return RandomShuffleQueue(capacity, min_after_dequeue, dtypes, shapes=shps,
-                                  names=names, seed=seed, shared_name=shared_name,
-                                  name=(name or "shuffle_batch") + "/random_shuffle_queue")
-    return _batch(make, tensors, batch_size, num_threads, enqueue_many, shapes, False,
-                  allow_smaller_final_batch, name)

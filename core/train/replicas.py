@@ -276,13 +276,49 @@ def run_replicas(model_fn, cluster=None, *, session=None, sync: bool = False,
     """
     if cluster is None and session is not None:
         cluster = getattr(getattr(session, "_backend", None), "spec", None)
+    spec, n, n_required = _check_args(cluster, sync, replicas_to_aggregate, backup_workers,
+                                      steps_per_run)
+    # checked before a LocalCluster is started for them
+    own = session is None
+    if own:
+        session = Session(cluster=spec, verbose=False, graph=Graph())
+    # the data plane the caller's session was made with ("auto" unless forced)
+    plane = getattr(getattr(session, "_backend", None), "data_plane", "auto")
+    announced = _Announced(session, last_step, job_name)
+    replicas = [_replica(model_fn, ReplicaContext(k, n, f"/job:worker/task:{k}", k == 0, spec),
+                         sync, n_required, n, steps_per_run, plane, last_step, hooks_fn)
+                for k in range(n)]
+    training = _Training(session, spec, n, _Settings(
+        sync, last_step, steps_per_run, checkpoint_dir, save_checkpoint_steps, final, job_name,
+        slow_workers, log_step_count_steps, max_recoveries, monitor, monitor_every, plane))
+    # each thread runs in a copy of this context: job_api.report reaches the caller's job
+    threads = [threading.Thread(target=contextvars.copy_context().run,
+                                args=(training.work, *r),
+                                name=f"tv-replica-{r[0].task}", daemon=True)
+               for r in replicas]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        announced.end(training.results.get("global_step"), next(
+            (e for _, e in training.errors if not isinstance(e, threading.BrokenBarrierError)),
+            training.errors[0][1] if training.errors else None))
+    finally:
+        if own:
+            session.close()
+    return training.result()
+
+
+def _check_args(cluster, sync, replicas_to_aggregate, backup_workers, steps_per_run):
+    """``(spec, number of workers, gradients a sync step needs)``; refuses a cluster without
+    workers, an impossible ``replicas_to_aggregate`` and ``steps_per_run < 1``."""
     if cluster is None:
         raise InvalidArgumentError("run_replicas needs cluster= (a ClusterSpec or dict)")
     spec = ClusterSpec(cluster)
     if "worker" not in spec.jobs:
         raise InvalidArgumentError("run_replicas needs a cluster with a 'worker' job")
     n = spec.num_tasks("worker")
-    total = n
     n_required = replicas_to_aggregate or max(n - backup_workers, 1)
     if sync and not 1 <= n_required <= n:
         raise InvalidArgumentError(
@@ -291,135 +327,172 @@ def run_replicas(model_fn, cluster=None, *, session=None, sync: bool = False,
             "for more than there are workers)")
     if steps_per_run < 1:
         raise InvalidArgumentError(f"steps_per_run must be >= 1, got {steps_per_run}")
-    # checked before a LocalCluster is started for them
-    own = session is None
-    if own:
-        session = Session(cluster=spec, verbose=False, graph=Graph())
-    # the data plane the caller's session was made with ("auto" unless forced)
-    plane = getattr(getattr(session, "_backend", None), "data_plane", "auto")
-    announced = _Announced(session, last_step, job_name)
-    replicas = []
-    for k in range(n):
-        ctx = ReplicaContext(k, n, f"/job:worker/task:{k}", k == 0, spec)
-        g, gs, train_op, model, hooks = _build(model_fn, ctx, sync, n_required, total,
-                                               steps_per_run, plane)
-        with g.as_default():  # hooks_fn builds in the replica's graph
-            hooks = [StopAtStepHook(last_step=last_step)] + hooks + \
-                list(hooks_fn(ctx) if hooks_fn else [])
-        replicas.append((ctx, g, gs, train_op, model, hooks))
-    results: dict = {}
-    errors: list = []
-    stop_all = threading.Event()
-    history: list = []
-    start = threading.Barrier(n)
-    t0 = [0.0]
+    return spec, n, n_required
 
-    def work(ctx, g, gs, train_op, model, hooks):
-        sess = Session(graph=g, client=session.client, cluster=spec, verbose=False)
-        runs = 0
+
+def _replica(model_fn, ctx, sync, n_required, total, steps_per_run, plane, last_step,
+             hooks_fn) -> tuple:
+    """One replica's ``(ctx, graph, global step, train op, model, hooks)``."""
+    g, gs, train_op, model, hooks = _build(model_fn, ctx, sync, n_required, total,
+                                           steps_per_run, plane)
+    with g.as_default():  # hooks_fn builds in the replica's graph
+        hooks = [StopAtStepHook(last_step=last_step)] + hooks + \
+            list(hooks_fn(ctx) if hooks_fn else [])
+    return ctx, g, gs, train_op, model, hooks
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """The arguments of :func:`run_replicas` that every replica's loop reads."""
+    sync: bool
+    last_step: int
+    steps_per_run: int
+    checkpoint_dir: str | None
+    save_checkpoint_steps: int | None
+    final: object
+    job_name: str | None
+    slow_workers: dict | None
+    log_step_count_steps: int
+    max_recoveries: int
+    monitor: object
+    monitor_every: int
+    plane: str
+
+
+class _Training:
+    """What the replica threads of one :func:`run_replicas` share: the start barrier, the
+    event that stops them all, and what each reports (its runs, the chief's global step and
+    final values, the monitor's history, the errors)."""
+
+    def __init__(self, session, spec, n: int, settings: _Settings):
+        self.session, self.spec, self.n, self.s = session, spec, n, settings
+        self.results: dict = {}
+        self.errors: list = []
+        self.history: list = []
+        self.stop_all = threading.Event()
+        self.start = threading.Barrier(n)
+        self.t0 = 0.0  # when the replicas started (set by the chief)
+
+    def work(self, ctx, g, gs, train_op, model, hooks) -> None:
+        """One replica's thread: its session, its training loop, its report."""
+        sess = Session(graph=g, client=self.session.client, cluster=self.spec, verbose=False)
         try:
-            with g.as_default():
-                ms = MonitoredTrainingSession(
-                    is_chief=ctx.is_chief, session=sess, hooks=hooks,
-                    checkpoint_dir=checkpoint_dir if ctx.is_chief else None,
-                    save_checkpoint_steps=save_checkpoint_steps,
-                    log_step_count_steps=log_step_count_steps if ctx.is_chief else 0,
-                    job_name=job_name, batch_size=model.get("batch_size"),
-                    loss=model["loss"], max_recoveries=max_recoveries,
-                    stop_event=stop_all)
-            start.wait()
+            ms = self._monitored(ctx, g, sess, model, hooks)
+            self.start.wait()
             if ctx.is_chief:
-                t0[0] = time.monotonic()
-            delay = (slow_workers or {}).get(ctx.task, 0.0)
-            watch = monitor is not None and ctx.is_chief and final is not None
-            if watch:
-                with g.as_default():
-                    watched = (gs, final(ctx, g))
-            next_check = monitor_every
-            reload, left = model.get("reload"), 0
-            # A training loop's steps go on the direct data plane from the first (the
-            # session's "auto" runs a plan's first step on Dask: unrolled K steps, seconds),
-            # unless an op of the step may block on a queue or reader.
-            opts = _run_options(plane, train_op)
-            # Sync K steps a run: each of the K waits for its token inside the one message
-            # (direct plane only: unrolled on Dask the waits would hold K tasks at once).
-            direct = getattr(opts, "data_plane", "") == "direct"
-            per_run = steps_per_run if not sync or direct else 1
-            fetch, seen = [train_op, gs], 0
-            per_split = max(int(model.get("batch_size") or 1), 1)
-            try:
-                while not ms.should_stop() and not stop_all.is_set():
-                    if reload is not None and left <= 0:  # the split is used up: lease one
-                        left = int(ms.run(reload)) // per_split
-                        continue
-                    if delay:
-                        time.sleep(delay)  # the straggler's slowness, by request
-                    k = per_run if reload is None else min(per_run, left)
-                    if sync:  # not past last_step: the step read lags the gate by <= 1
-                        k = max(min(k, last_step - seen - 1), 1)
-                    out = ms.run(fetch, options=opts, steps=k)
-                    seen = int(out[1])
-                    left -= k
-                    runs += 1
-                    if watch and seen + k >= next_check:  # the step read may lag by k
-                        step, values = sess.run(watched, options=opts)
-                        if step >= next_check:
-                            next_check = (int(step) // monitor_every + 1) * monitor_every
-                            done = monitor(int(step), values)
-                            history.append((int(step), time.monotonic() - t0[0], done))
-                            if done:
-                                stop_all.set()
-            except OutOfRangeError:
-                pass  # sync: the chief closed the token gate (training ended)
-            except CancelledError:
-                if not stop_all.is_set():
-                    raise  # (a replica stopped by the others' stop event ends quietly)
-            results[ctx.task] = {"runs": runs, "recoveries": ms.recoveries,
-                                 "end": time.monotonic()}
-            if ctx.is_chief:
-                results["global_step"] = int(sess.run(gs))
-                if final is not None:
-                    with g.as_default():
-                        results["final"] = sess.run(final(ctx, g))
+                self.t0 = time.monotonic()
+            runs = self._train(ctx, g, sess, ms, gs, train_op, model)
+            self._report(ctx, g, sess, ms, gs, runs)
             ms.close()
         except BaseException as exc:  # noqa: BLE001 - reported by the caller's thread
-            # a replica told to stop while it waited (CancelledError) is not the cause: the
-            # caller learns why from the replica that set the stop event
-            if not (isinstance(exc, CancelledError) and stop_all.is_set()):
-                errors.append((ctx.task, exc))
-                if not isinstance(exc, threading.BrokenBarrierError):
-                    _log.warning("replica %d failed: %r", ctx.task, exc)
-            start.abort()
-            stop_all.set()
-            if model.get("_close_op") is not None:  # sync: release replicas waiting on the PS
-                try:
-                    sess.run(model["_close_op"])
-                except Exception:  # noqa: BLE001 - the PS may be the thing that failed
-                    _log.debug("closing the sync state failed", exc_info=True)
+            self._failed(ctx, sess, model, exc)
         finally:
             sess.close()
 
-    # each thread runs in a copy of this context: job_api.report reaches the caller's job
-    threads = [threading.Thread(target=contextvars.copy_context().run, args=(work, *r),
-                                name=f"tv-replica-{r[0].task}", daemon=True)
-               for r in replicas]
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        announced.end(results.get("global_step"), next(
-            (e for _, e in errors if not isinstance(e, threading.BrokenBarrierError)),
-            errors[0][1] if errors else None))
-    finally:
-        if own:
-            session.close()
-    real = [(k, e) for k, e in errors if not isinstance(e, threading.BrokenBarrierError)]
-    if real or errors:
-        k, exc = (real or errors)[0]
-        raise exc
-    wall = results[0]["end"] - t0[0]
-    return TrainResult(results.get("global_step", 0), wall,
-                       [results[k]["runs"] for k in range(n)],
-                       sum(results[k]["recoveries"] for k in range(n)),
-                       results.get("final") or {}, history)
+    def _monitored(self, ctx, g, sess, model, hooks):
+        s = self.s
+        with g.as_default():
+            return MonitoredTrainingSession(
+                is_chief=ctx.is_chief, session=sess, hooks=hooks,
+                checkpoint_dir=s.checkpoint_dir if ctx.is_chief else None,
+                save_checkpoint_steps=s.save_checkpoint_steps,
+                log_step_count_steps=s.log_step_count_steps if ctx.is_chief else 0,
+                job_name=s.job_name, batch_size=model.get("batch_size"),
+                loss=model["loss"], max_recoveries=s.max_recoveries,
+                stop_event=self.stop_all)
+
+    def _train(self, ctx, g, sess, ms, gs, train_op, model) -> int:
+        """The replica's training loop until its session or another replica stops it;
+        returns how many runs it made."""
+        s = self.s
+        delay = (s.slow_workers or {}).get(ctx.task, 0.0)
+        watch = s.monitor is not None and ctx.is_chief and s.final is not None
+        if watch:
+            with g.as_default():
+                watched = (gs, s.final(ctx, g))
+        next_check = s.monitor_every
+        reload, left = model.get("reload"), 0
+        # A training loop's steps go on the direct data plane from the first (the
+        # session's "auto" runs a plan's first step on Dask: unrolled K steps, seconds),
+        # unless an op of the step may block on a queue or reader.
+        opts = _run_options(s.plane, train_op)
+        # Sync K steps a run: each of the K waits for its token inside the one message
+        # (direct plane only: unrolled on Dask the waits would hold K tasks at once).
+        direct = getattr(opts, "data_plane", "") == "direct"
+        per_run = s.steps_per_run if not s.sync or direct else 1
+        fetch, seen, runs = [train_op, gs], 0, 0
+        per_split = max(int(model.get("batch_size") or 1), 1)
+        try:
+            while not ms.should_stop() and not self.stop_all.is_set():
+                if reload is not None and left <= 0:  # the split is used up: lease one
+                    left = int(ms.run(reload)) // per_split
+                    continue
+                if delay:
+                    time.sleep(delay)  # the straggler's slowness, by request
+                k = per_run if reload is None else min(per_run, left)
+                if s.sync:  # not past last_step: the step read lags the gate by <= 1
+                    k = max(min(k, s.last_step - seen - 1), 1)
+                out = ms.run(fetch, options=opts, steps=k)
+                seen = int(out[1])
+                left -= k
+                runs += 1
+                if watch and seen + k >= next_check:  # the step read may lag by k
+                    next_check = self._watch(sess, watched, opts, next_check)
+        except OutOfRangeError:
+            pass  # sync: the chief closed the token gate (training ended)
+        except CancelledError:
+            if not self.stop_all.is_set():
+                raise  # (a replica stopped by the others' stop event ends quietly)
+        return runs
+
+    def _watch(self, sess, watched, opts, next_check: int) -> int:
+        """Call the monitor once the global step has reached ``next_check`` (True from it
+        stops every replica); returns the step of the next check."""
+        step, values = sess.run(watched, options=opts)
+        if step >= next_check:
+            next_check = (int(step) // self.s.monitor_every + 1) * self.s.monitor_every
+            done = self.s.monitor(int(step), values)
+            self.history.append((int(step), time.monotonic() - self.t0, done))
+            if done:
+                self.stop_all.set()
+        return next_check
+
+    def _report(self, ctx, g, sess, ms, gs, runs: int) -> None:
+        self.results[ctx.task] = {"runs": runs, "recoveries": ms.recoveries,
+                                  "end": time.monotonic()}
+        if ctx.is_chief:
+            self.results["global_step"] = int(sess.run(gs))
+            if self.s.final is not None:
+                with g.as_default():
+                    self.results["final"] = sess.run(self.s.final(ctx, g))
+
+    def _failed(self, ctx, sess, model, exc: BaseException) -> None:
+        """A replica failed: record why and stop the others."""
+        # a replica told to stop while it waited (CancelledError) is not the cause: the
+        # caller learns why from the replica that set the stop event
+        if not (isinstance(exc, CancelledError) and self.stop_all.is_set()):
+            self.errors.append((ctx.task, exc))
+            if not isinstance(exc, threading.BrokenBarrierError):
+                _log.warning("replica %d failed: %r", ctx.task, exc)
+        self.start.abort()
+        self.stop_all.set()
+        if model.get("_close_op") is not None:  # sync: release replicas waiting on the PS
+            try:
+                sess.run(model["_close_op"])
+            except Exception:  # noqa: BLE001 - the PS may be the thing that failed
+                _log.debug("closing the sync state failed", exc_info=True)
+
+    def result(self) -> TrainResult:
+        """The :class:`TrainResult`; raises the first replica's error (a real one before a
+        barrier broken by it)."""
+        errors = self.errors
+        real = [(k, e) for k, e in errors if not isinstance(e, threading.BrokenBarrierError)]
+        if real or errors:
+            k, exc = (real or errors)[0]
+            raise exc
+        n, results = self.n, self.results
+        wall = results[0]["end"] - self.t0
+        return TrainResult(results.get("global_step", 0), wall,
+                           [results[k]["runs"] for k in range(n)],
+                           sum(results[k]["recoveries"] for k in range(n)),
+                           results.get("final") or {}, history=self.history)

@@ -18,7 +18,8 @@ gathers that row of every tensor (TF builds it the same way). ``match_filenames_
 is TF's local variable holding the matching files (initialise it with
 ``tv.local_variables_initializer()``); ``string_input_producer`` given it makes an
 ``EpochQueue`` over the same glob. ``batch_join``/``shuffle_batch_join`` enqueue each member of
-``tensors_list`` from its own QueueRunner thread into one queue, as TF does.
+``tensors_list`` from its own QueueRunner thread into one queue, as TF does
+(:mod:`tensorvm.train.batching`).
 
 >>> import tensorvm as tv
 >>> i = tv.train.range_input_producer(3, num_epochs=2, shuffle=False).dequeue()
@@ -36,18 +37,11 @@ from ..framework.graph import Tensor, get_default_graph
 from ..framework.graph_keys import GraphKeys
 from ..framework.op_def_library import apply_op
 from ..ops.common import static_value
-from ..ops.state.data_flow_ops import (
-    FIFOQueue,
-    PaddingFIFOQueue,
-    QueueBase,
-    RandomShuffleQueue,
-    _handle_kernel,
-    register_queue_kind,
-)
+from ..ops.state.data_flow_ops import QueueBase, _handle_kernel, register_queue_kind
 from ..framework.op_registry import register_op
 from ..storage.fsio import match_files
 from .input import SplitQueue, SplitQueueState
-from .queue_runner import QueueRunner, add_queue_runner
+from .batching import batch_join, shuffle_batch_join
 
 __all__ = [
     "EpochQueue",
@@ -198,82 +192,3 @@ def match_filenames_once(pattern, name=None):
 
     var._input_producer = producer
     return var
-
-
-# ---- joined batches --------------------------------------------------------------------------
-
-def _flatten(tensors, keys):
-    from ..framework.tensor_conversion import convert_to_tensor
-    if keys is not None:
-        if not isinstance(tensors, dict) or set(tensors) != set(keys):
-            raise errors.InvalidArgumentError(f"batch_join: every member of tensors_list must "
-                                              f"be a dict with keys {sorted(keys)}")
-        tensors = [tensors[k] for k in keys]
-    elif not isinstance(tensors, (list, tuple)):
-        tensors = [tensors]
-    return [convert_to_tensor(t) for t in tensors]
-
-
-def _join(make_queue, tensors_list, batch_size, enqueue_many, shapes, dynamic_pad,
-          allow_smaller_final_batch, name):
-    tensors_list = list(tensors_list)
-    if not tensors_list:
-        raise errors.InvalidArgumentError("batch_join: tensors_list is empty")
-    first = tensors_list[0]
-    keys = sorted(first) if isinstance(first, dict) else None
-    flats = [_flatten(t, keys) for t in tensors_list]
-    if len({len(f) for f in flats}) != 1:
-        raise errors.InvalidArgumentError("batch_join: every member of tensors_list must have "
-                                          "the same number of tensors")
-    for f in flats[1:]:
-        for a, b in zip(flats[0], f):
-            if a.dtype != b.dtype:
-                raise errors.InvalidArgumentError(
-                    f"batch_join: dtypes differ between members: {a.dtype.name} ({a.name}) vs "
-                    f"{b.dtype.name} ({b.name})")
-    if shapes is None:
-        shapes = []
-        for t in flats[0]:
-            s = t._shape
-            s = None if s is None else (s[1:] if enqueue_many else s)
-            if s is None or (None in s and not dynamic_pad):
-                raise errors.InvalidArgumentError(
-                    f"batch_join: all shapes must be fully defined (got {t.name} with shape "
-                    f"{None if s is None else list(s)}); pass shapes= or dynamic_pad=True")
-            shapes.append(s)
-    q = make_queue([t.dtype for t in flats[0]], shapes, keys)
-    enqueues = []
-    for f in flats:
-        vals = dict(zip(keys, f)) if keys else f
-        enqueues.append(q.enqueue_many(vals) if enqueue_many else q.enqueue(vals))
-    add_queue_runner(QueueRunner(q, enqueues))
-    out = q.dequeue_up_to(batch_size, name=name) if allow_smaller_final_batch else \
-        q.dequeue_many(batch_size, name=name)
-    if keys is None and isinstance(first, (list, tuple)) and not isinstance(out, list):
-        out = [out]
-    return out
-
-
-def batch_join(tensors_list, batch_size, capacity=32, enqueue_many=False, shapes=None,
-               dynamic_pad=False, allow_smaller_final_batch=False, shared_name=None,
-               name=None):
-    """Batches from several lists (or dicts) of tensors, each enqueued by its own thread into
-    one FIFOQueue (``start_queue_runners`` starts them)."""
-    def make(dtypes, shps, names):
-        cls = PaddingFIFOQueue if dynamic_pad else FIFOQueue
-        return cls(capacity, dtypes, shapes=shps, names=names, shared_name=shared_name,
-                   name=(name or "batch_join") + "/fifo_queue")
-    return _join(make, tensors_list, batch_size, enqueue_many, shapes, dynamic_pad,
-                 allow_smaller_final_batch, name)
-
-
-def shuffle_batch_join(tensors_list, batch_size, capacity, min_after_dequeue, seed=None,
-                       enqueue_many=False, shapes=None, allow_smaller_final_batch=False,
-                       shared_name=None, name=None):
-    """Like :func:`batch_join` through one seeded RandomShuffleQueue."""
-    def make(dtypes, shps, names):
-        return RandomShuffleQueue(capacity, min_after_dequeue, dtypes, shapes=shps,
-                                  names=names, seed=seed, shared_name=shared_name,
-                                  name=(name or "shuffle_batch_join") + "/random_shuffle_queue")
-    return _join(make, tensors_list, batch_size, enqueue_many, shapes, False,
-                 allow_smaller_final_batch, name)
