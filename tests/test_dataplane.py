@@ -151,7 +151,7 @@ def test_pushes_open_a_lane_and_large_values_keep_to_dasks_comm_bit_exact(cluste
     w0, w1 = cluster.worker("worker-0"), cluster.worker("worker-1")
 
     def lanes(dask_worker):
-        plane = dask_worker._tensorvm_data_plane
+        plane = dask_worker.extensions["tensorvm"].data_plane
         return {a: lane is not None and not lane.closed for a, lane in plane._lanes.items()}
     assert cluster.client.run(lanes, workers=[w0])[w0].get(w1) is True
 

@@ -60,8 +60,8 @@ def _token_waits(dask_worker):
 
 
 def _running_steps(dask_worker):
-    plane = getattr(dask_worker, "_tensorvm_data_plane", None)
-    return sorted(str(k) for k in getattr(plane, "running", {})) if plane is not None else []
+    ext = dask_worker.extensions.get("tensorvm")
+    return sorted(str(k) for k in ext.data_plane.running) if ext is not None else []
 
 
 def _on_ps(cluster, fn):
@@ -157,7 +157,7 @@ def _set_step_threads(n):
         from concurrent.futures import ThreadPoolExecutor
 
         import tensorvm.runtime.direct.rendezvous as rz
-        plane = dask_worker._tensorvm_data_plane
+        plane = dask_worker.extensions["tensorvm"].data_plane
         old = rz.STEP_THREADS
         rz.STEP_THREADS = n
         plane.pool = ThreadPoolExecutor(n, thread_name_prefix="tensorvm-step")

@@ -105,7 +105,7 @@ def test_sparse_updates_send_each_touched_row_once(make_opt):
 def _ps_slot_buffers(names, dask_worker=None):
     """``{name: address of its value's buffer}`` of the variables ``names`` on this worker."""
     from tensorvm.ops.state.state_ops import VariableState
-    res = dask_worker._tensorvm_resources
+    res = dask_worker.extensions["tensorvm"].resources
     return {r.name: r.value.ctypes.data for m in res._mgrs.values() for r in m._res.values()
             if isinstance(r, VariableState) and r.name in names and r.value is not None}
 

@@ -43,7 +43,7 @@ def tv_cluster(cluster_handle):
 # ---- helpers run on a worker ----------------------------------------------------------------
 
 async def _lane(dask_worker):
-    return await rz.install(dask_worker).lane()
+    return await dask_worker.extensions["tensorvm"].data_plane.lane()
 
 
 def _rss():

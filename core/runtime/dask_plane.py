@@ -7,7 +7,7 @@ worker and keeps the mapping (:class:`~tensorvm.runtime.cluster.device_map.Devic
 Liveness: while a step runs, the backend waits on the client's event loop for its results
 with one gather that is never cancelled (cancelling would restart a large transfer), raced
 against the scheduler's event that a worker holding one of the step's devices left
-(:class:`~tensorvm.runtime.cluster.device_map.DeviceHomes` logs it on ``tensorvm-device-workers``; every
+(:class:`~tensorvm.runtime.cluster.device_map.DeviceHomes` logs it on ``tensorvm-workers``; every
 session of a client receives it through :mod:`tensorvm.runtime.cluster.events`, subscribed and
 confirmed before any device is mapped). The step then fails at once with UnavailableError
 naming the device and the worker, instead of waiting for tasks that can no longer be
@@ -47,35 +47,33 @@ whose addresses are then ``tls://``.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import threading
 import time
 import uuid
 
-from distributed.diagnostics.plugin import WorkerPlugin
-
-from .direct import rendezvous
 from .backends import Backend
 from .cluster.spec import ClusterSpec
-from .cluster.device_map import TOPIC_MADE, DeviceMap, resource_name
+from .cluster.device_map import DeviceMap, resource_name
 from ..framework.device_spec import DeviceSpec
 from .direct.client import DirectSteps
 from ..framework.errors import (
     CancelledError,
     DeadlineExceededError,
-    InternalError,
     InvalidArgumentError,
     OpError,
     UnavailableError,
-    UnknownError,
 )
 from .job_api import announce_program
+from .unavailable import device_unavailable, scheduler_unavailable
 from .cluster.local import start_local_cluster
 from ..passes.py_func_check import check_serialisable
 from .direct.registered_plans import waits
 from ..framework.op_registry import registry
+from ..vm import _dask_private
 from ..vm.interpreter import pop_traces, resources_of
+from ..vm.on_worker import EXTENSION
+from .worker_extension import TensorvmWorkerPlugin, check_versions
 from .dask_graph import fetch_values, fill_metadata, step_graph
 
 CLOSE_WAIT_S = 5.0  # how long close waits for the steps it cancelled to give up
@@ -83,61 +81,6 @@ CONNECT_TIMEOUT_S = 20.0  # how long a session or reset tries to reach a schedul
 POLL_S = 1.0  # the liveness poll, only on a scheduler without DeviceHomes (no events)
 LOST_GRACE_S = 1.0  # how long a failed step waits for a lost-worker event to name the cause
 logger = logging.getLogger("tensorvm")
-
-
-class ExpectedErrorFilter(logging.Filter):
-    """Drops the Dask worker's "Compute Failed" record for a tensorvm error: the error goes
-    back to the session that ran the step, which raises it; an expected outcome (the end of an
-    input, an uninitialised variable, a cancelled step) is not a worker error. Unknown and
-    internal errors are still logged."""
-
-    _QUIET = None
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not str(record.msg).startswith("Compute Failed") or len(record.args or ()) < 4:
-            return True
-        if ExpectedErrorFilter._QUIET is None:
-            from ..framework import errors
-            ExpectedErrorFilter._QUIET = tuple(
-                f"{c.__name__}(" for c in vars(errors).values()
-                if isinstance(c, type) and issubclass(c, OpError)
-                and c not in (OpError, UnknownError, InternalError))
-        return not str(record.args[3]).startswith(ExpectedErrorFilter._QUIET)
-
-
-_FILTER = ExpectedErrorFilter()
-
-
-class ResourcePlugin(WorkerPlugin):
-    """Holds the worker process's device resources (variables, queues) across sessions, and
-    keeps tensorvm's expected errors out of the worker's error log."""
-
-    name = "tensorvm-resources"
-    idempotent = True
-
-    def setup(self, worker):
-        rt = resources_of(worker)
-        # what would die with this worker, for the scheduler's DeviceHomes (issue 24: a queue
-        # new on a restarted PS was refused as lost, since every name counted as lost)
-        rt.on_created = functools.partial(_report_made, worker)
-        rt.on_cleared = functools.partial(_report_cleared, worker)
-        rendezvous.install(worker)  # registered plans and the direct data plane's handlers
-        wlog = logging.getLogger("distributed.worker")
-        if _FILTER not in wlog.filters:
-            wlog.addFilter(_FILTER)
-
-
-def _report_made(worker, device: str, container: str, name: str) -> None:
-    """On a worker: tell the scheduler (:data:`~tensorvm.runtime.cluster.device_map.TOPIC_MADE`, the worker's
-    batched stream) that a resource that dies with this worker was made on ``device``."""
-    spec = DeviceSpec.parse(device)
-    worker.log_event(TOPIC_MADE, {"res": resource_name(spec.job, spec.task),
-                                  "container": container, "name": name})
-
-
-def _report_cleared(worker, containers) -> None:
-    """On a worker: its resources were cleared on purpose (``tv.Session.reset``)."""
-    worker.log_event(TOPIC_MADE, {"cleared": None if containers is None else list(containers)})
 
 
 class _StepResults:
@@ -236,8 +179,12 @@ async def _cancel_step(step_id, dask_worker):
 
 
 def _clear_resources(containers, dask_worker):
-    res = getattr(dask_worker, "_tensorvm_resources", None)
-    return res.clear(containers) if res is not None else 0
+    ext = dask_worker.extensions.get(EXTENSION)  # none: no session ever used this worker
+    return ext.resources.clear(containers) if ext is not None else 0
+
+
+def _scheduler_task_states(keys, dask_scheduler):
+    return _dask_private.scheduler_task_states(dask_scheduler, keys)
 
 
 def _collect_traces(step_id, dask_worker):
@@ -298,7 +245,8 @@ class DistributedBackend(Backend):
             # Subscribed (and confirmed on the scheduler) before any device is mapped: a
             # mapped device's worker that leaves later is reported to this session.
             self._direct.subscribe()
-            self.client.register_plugin(ResourcePlugin())
+            check_versions(self.client)  # before any plugin: one clear error on a mismatch
+            self.client.register_plugin(TensorvmWorkerPlugin())
             self._devices.register()
             announce_program(self.client)  # the page names its sessions after the program
             info = self._devices.scheduler_info()
@@ -530,11 +478,8 @@ class DistributedBackend(Backend):
     def _task_states(self, by_device) -> dict:
         keys = [k for ks in by_device.values() for k in ks]
 
-        def states(keys, dask_scheduler):
-            return {k: (dask_scheduler.tasks[k].state if k in dask_scheduler.tasks else None)
-                    for k in keys}
         try:
-            return self.client.run_on_scheduler(states, keys)
+            return self.client.run_on_scheduler(_scheduler_task_states, keys)
         except Exception:  # noqa: BLE001 - best effort for the message
             return {}
 
@@ -544,10 +489,7 @@ class DistributedBackend(Backend):
         status = getattr(self.client, "status", "running")
         lost = "scheduler-connection-lost" in str(cause) if cause is not None else False
         if status not in ("running", "newly-created") or lost:
-            raise UnavailableError(
-                f"the Dask scheduler at {self._scheduler_address()} is gone (the client is "
-                f"{status!r}): every device's state (variables, queues) may be lost; start or "
-                "reach a scheduler and restore from the last checkpoint") from cause
+            raise scheduler_unavailable(self._scheduler_address(), status) from cause
 
     def _scheduler_address(self) -> str:
         try:
@@ -572,10 +514,8 @@ class DistributedBackend(Backend):
         for dev, (addr, name) in pinned.items():
             if addr not in workers:
                 self._devices.unmap(dev, addr, name)
-                raise UnavailableError(
-                    f"device {dev} is unavailable: its worker {name!r} ({addr}) left the "
-                    "cluster; state on it (variables, queues) is lost — restore from the last "
-                    "checkpoint") from cause
+                raise device_unavailable(
+                    dev, f"its worker {name!r} ({addr}) left the cluster") from cause
 
     def close(self) -> None:
         self._cancel_running()

@@ -156,3 +156,37 @@ def subscribe_on_scheduler(scheduler, topic: str, client_id: str) -> None:
     Private: ``Scheduler.subscribe_topic``, the stream handler; waits for a public
     acknowledged subscription (``Client.subscribe_topic`` returning once it holds)."""
     scheduler.subscribe_topic(topic, client_id)
+
+
+# ---- the session's own LocalCluster (runtime.cluster.local) -------------------------------------
+
+def spec_clusters() -> set:
+    """The SpecClusters alive in this process now (to find those a start cut short left).
+
+    Private: ``SpecCluster._instances``, the weak set Dask's exit hook closes; waits for a
+    public handle on a cluster whose constructor raised."""
+    from distributed.deploy.spec import SpecCluster
+    return set(SpecCluster._instances)
+
+
+def forget_cluster(cluster) -> None:
+    """Take a cluster whose start was cut short (and that is closed as far as it started) off
+    Dask's exit hook, and stop its event-loop thread.
+
+    Private: ``SpecCluster._instances`` and the cluster's ``_loop_runner``; waits for the same
+    public handle as :func:`spec_clusters`."""
+    from distributed.deploy.spec import SpecCluster
+    SpecCluster._instances.discard(cluster)
+    runner = getattr(cluster, "_loop_runner", None)
+    if runner is not None:
+        runner.stop()
+
+
+def update_worker_status(cluster, op, msg) -> None:
+    """A cluster's bookkeeping of a worker's arrival or departure, without SpecCluster's timer
+    that closes for good the Nanny of a worker not back within ``lost-worker-timeout``.
+
+    Private: ``Cluster._update_worker_status`` (a SpecCluster subclass overrides the hook of
+    the same name and calls this); waits for a public switch for that timer."""
+    from distributed.deploy.cluster import Cluster
+    Cluster._update_worker_status(cluster, op, msg)

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..framework import dtypes as _dt
 from ..framework.errors import CancelledError, InvalidArgumentError, OutOfRangeError
+from . import _dask_private
 
 UNBOUNDED = 2 ** 62
 
@@ -29,21 +30,7 @@ def _try_secede() -> bool:
         # No dask.distributed in this process, so no worker: an in-process session's wait
         # must not pay for importing it (0.4 s, measured inside a queue pipeline's loop).
         return False
-    try:
-        from distributed import get_worker, secede
-        from distributed.threadpoolexecutor import thread_state as tpe_state
-        from distributed.utils import thread_state
-    except ImportError:  # pragma: no cover - distributed is a dependency
-        return False
-    try:
-        get_worker()
-    except ValueError:
-        return False
-    if getattr(thread_state, "key", None) is None or \
-            getattr(tpe_state, "executor", None) is None or not getattr(tpe_state, "proceed", 0):
-        return False
-    secede()
-    return True
+    return _dask_private.secede_from_task()
 
 
 CANCEL_POLL_S = 0.2
@@ -52,14 +39,12 @@ CANCEL_POLL_S = 0.2
 def _current_task():
     """``(worker, task key)`` of the dask.distributed task this thread runs."""
     from distributed import get_worker
-    from distributed.utils import thread_state
-    return get_worker(), getattr(thread_state, "key", None)
+    return get_worker(), _dask_private.current_task_key()
 
 
 def _task_cancelled(task) -> bool:
     worker, key = task
-    ts = worker.state.tasks.get(key)
-    return ts is None or ts.state not in ("executing", "long-running")
+    return not _dask_private.task_still_wanted(worker, key)
 
 
 class Waiter:

@@ -12,7 +12,8 @@ and are never stolen.
 Homes across sessions: :class:`DeviceHomes`, a scheduler plugin (registered by reference to
 this module, so the scheduler must be able to import tensorvm), remembers every device's
 worker for as long as the scheduler lives. When a device's worker leaves the cluster it logs
-the event that fails the steps on it (``tensorvm-device-workers``, received through
+the event that fails the steps on it (:data:`~tensorvm.runtime.wire_names.TOPIC_WORKERS`,
+the one event of a worker's arrival or departure on the scheduler, received through
 :mod:`tensorvm.runtime.direct.client`) and remembers how the device's state was lost and which of its
 queues, readers and iterators died with it (each worker reports those it makes,
 :data:`TOPIC_MADE`), so whichever worker takes the device over is told: those fail until
@@ -48,9 +49,11 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 
 from .spec import ClusterSpec, scheduler_identity
 from ...framework.device_spec import DeviceSpec
-from ..direct.client import TOPIC_LOST, scheduler_gone
+from ..direct.client import scheduler_gone
 from ...framework.errors import DeadlineExceededError, InvalidArgumentError, UnavailableError
+from ...vm import _dask_private
 from ...vm.interpreter import resources_of
+from ..wire_names import DEVICE_HOMES, TOPIC_WORKERS
 
 REPLACEMENT_WAIT_S = 10.0  # how long remapping a lost device waits for its worker's restart
 TOPIC_MADE = "tensorvm-resources-made"  # worker event: a queue/reader/iterator made, or cleared
@@ -71,7 +74,7 @@ class DeviceHomes(SchedulerPlugin):
     worker left the cluster (how), so the worker that takes a device over learns that its
     state was lost, whichever session maps it."""
 
-    name = "tensorvm-device-homes"
+    name = DEVICE_HOMES  # carries the tensorvm version (tensorvm.runtime.wire_names)
     idempotent = True  # one registry per scheduler, kept across sessions
 
     def __init__(self):
@@ -86,6 +89,16 @@ class DeviceHomes(SchedulerPlugin):
         # them (TOPIC_MADE; its batched stream, so a Dask-plane step's result never
         # overtakes its report) or inherited them lost
         self.made: dict[str, dict[str, set]] = {}
+        self.workers: dict[str, str] = {}  # address -> name of the workers in the cluster
+
+    async def start(self, scheduler) -> None:
+        for addr, name in _dask_private.scheduler_worker_names(scheduler).items():
+            self.workers[addr] = name
+
+    def add_worker(self, scheduler, worker: str) -> None:
+        name = _dask_private.scheduler_worker_names(scheduler).get(worker, worker)
+        self.workers[worker] = name
+        scheduler.log_event(TOPIC_WORKERS, {"action": "added", "worker": worker, "name": name})
 
     def log_event(self, topic, msg):
         if topic != TOPIC_MADE or not isinstance(msg, dict) or "worker" not in msg:
@@ -110,18 +123,21 @@ class DeviceHomes(SchedulerPlugin):
                                   f"{time.strftime('%H:%M:%S')}",
                                   sorted(made.get(res, ()))]
                 self.left[res] = (name, time.monotonic(), len(held) > 1)
-        if names:  # sessions with a step on it fail it now (tensorvm.runtime.direct.client)
-            scheduler.log_event(TOPIC_LOST, {"worker": worker, "name": min(names)})
+        # sessions with a step on it fail it now (tensorvm.runtime.direct.client); the job
+        # registry (tensorvm.scheduler_ext) forgets the worker
+        name = self.workers.pop(worker, None) or (min(names) if names else worker)
+        scheduler.log_event(TOPIC_WORKERS, {"action": "removed", "worker": worker,
+                                            "name": name, "devices": sorted(held)})
 
 
 def _claim_home(res, addr, name, dask_scheduler):
     """On the scheduler: make ``addr`` the home of the device ``res``; ``{"how": how its
     state was lost or None}``, ``{"gone": True}`` if that worker already left (its removal
     event is past: the session must not wait on it), None without :class:`DeviceHomes`."""
-    plugin = dask_scheduler.plugins.get(DeviceHomes.name)
+    plugin = _dask_private.scheduler_plugin(dask_scheduler, DeviceHomes.name)
     if plugin is None:
         return None
-    if addr not in dask_scheduler.workers:
+    if not _dask_private.scheduler_has_worker(dask_scheduler, addr):
         return {"gone": True}
     prev = plugin.homes.get(res)
     how = plugin.lost.pop(res, None) if prev is None or prev[0] != addr else None
@@ -136,7 +152,7 @@ def _departed(res, dask_scheduler):
     """On the scheduler: ``(name, seconds ago, shared)`` of the worker the device ``res``
     lived on if it left the cluster and the device has no worker since (``shared``: that
     worker held other devices too), else None."""
-    plugin = dask_scheduler.plugins.get(DeviceHomes.name)
+    plugin = _dask_private.scheduler_plugin(dask_scheduler, DeviceHomes.name)
     left = plugin.left.get(res) if plugin is not None else None
     if left is None:
         return None

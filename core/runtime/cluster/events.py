@@ -24,6 +24,9 @@ import logging
 import threading
 import weakref
 
+from .. import client_state
+from ...vm import _dask_private
+
 logger = logging.getLogger("tensorvm")
 
 
@@ -122,20 +125,11 @@ class TopicDispatcher:
                 logger.exception("tensorvm: a handler of the %s event failed", self.topic)
 
 
-_LOCK = threading.Lock()
-
-
 def dispatcher(client, topic: str) -> TopicDispatcher:
-    """The :class:`TopicDispatcher` of ``client`` for ``topic`` (made on first use, kept on the
-    client as :func:`tensorvm.runtime.direct.client.step_reports` keeps its reports)."""
-    with _LOCK:
-        table = getattr(client, "_tensorvm_events", None)
-        if table is None:
-            table = client._tensorvm_events = {}
-        d = table.get(topic)
-        if d is None:
-            d = table[topic] = TopicDispatcher(client, topic)
-        return d
+    """The :class:`TopicDispatcher` of ``client`` for ``topic`` (made on first use, kept for
+    the client in :mod:`tensorvm.runtime.client_state`)."""
+    return client_state.of(client, f"events:{topic}",
+                           lambda weak_client: TopicDispatcher(weak_client, topic))
 
 
 def subscribe(client, topic: str, handler) -> Subscription:
@@ -148,7 +142,7 @@ def subscribe(client, topic: str, handler) -> Subscription:
 def _confirm(topic, client_id, dask_scheduler=None):
     """On the scheduler: subscribe the client (idempotent), so the subscription is in place
     when the caller's round trip returns."""
-    dask_scheduler.subscribe_topic(topic, client_id)
+    _dask_private.subscribe_on_scheduler(dask_scheduler, topic, client_id)
 
 
 def _on_loop(client) -> bool:

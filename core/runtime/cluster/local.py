@@ -25,6 +25,7 @@ import os
 import sys
 
 from .spec import ClusterSpec
+from ...vm import _dask_private
 
 _log = logging.getLogger("tensorvm")
 WORKER_PRELOAD = "tensorvm.runtime.cluster.worker_signals"  # run in every worker process it starts
@@ -39,7 +40,7 @@ def start_local_cluster(spec: ClusterSpec | None, host: str = "127.0.0.1", secur
     ``threads``: threads per worker (None: :func:`worker_threads`, which gives one thread
     each when the worker processes fill the cores)."""
     import dask
-    from distributed import Nanny, Scheduler, SpecCluster
+    from distributed import Nanny, Scheduler
     check_main_guard()
     _NannyCluster = _nanny_cluster()
     tls = security is not None and bool(getattr(security, "require_encryption", False))
@@ -59,13 +60,13 @@ def start_local_cluster(spec: ClusterSpec | None, host: str = "127.0.0.1", secur
     scheduler = {"cls": Scheduler, "options": {
         "dashboard_address": f"{_bracket(host)}:0", "dashboard": True,
         "preload": ["tensorvm.scheduler_ext"], **common}}  # the job registry and /tensorvm
-    before = set(SpecCluster._instances)
+    before = _dask_private.spec_clusters()
     try:
         with dask.config.set({"distributed.worker.daemon": False}):
             return _NannyCluster(workers=workers, scheduler=scheduler, silence_logs=40,
                                  security=security)
     except BaseException:  # Ctrl-C or a failure mid-start: close what had started
-        for cluster in set(SpecCluster._instances) - before:
+        for cluster in _dask_private.spec_clusters() - before:
             _abandon(cluster)
         raise
 
@@ -75,7 +76,6 @@ def _nanny_cluster() -> type:
     """The SpecCluster subclass a session starts (made once, on first use: distributed is
     imported only when a cluster is started)."""
     from distributed import SpecCluster
-    from distributed.deploy.cluster import Cluster
 
     class NannyCluster(SpecCluster):
         """A SpecCluster that leaves its Nannies to restart their workers.
@@ -90,8 +90,8 @@ def _nanny_cluster() -> type:
         Nanny that closed itself is closed anyway; one that is running always restarts its
         worker."""
 
-        def _update_worker_status(self, op, msg):
-            Cluster._update_worker_status(self, op, msg)  # the bookkeeping, not the timer
+        def _update_worker_status(self, op, msg):  # Dask's private hook (see _dask_private)
+            _dask_private.update_worker_status(self, op, msg)  # the bookkeeping, not the timer
 
     return NannyCluster
 
@@ -101,7 +101,6 @@ def _abandon(cluster) -> None:
     hook would otherwise close it again and fail on its workers that never started
     ('AssertionError: Status.init' printed at exit)."""
     from distributed.core import Status
-    from distributed.deploy.spec import SpecCluster
     for w in list(getattr(cluster, "workers", {}).values()):
         if w.status == Status.init:  # never started: nothing to stop
             w.status = Status.closed
@@ -110,10 +109,7 @@ def _abandon(cluster) -> None:
     except BaseException as e:  # noqa: BLE001 - best effort: the interruption is the error
         _log.debug("tensorvm: closing a cluster whose start was interrupted: %r", e)
     finally:
-        SpecCluster._instances.discard(cluster)
-        runner = getattr(cluster, "_loop_runner", None)
-        if runner is not None:
-            runner.stop()
+        _dask_private.forget_cluster(cluster)
 
 
 THREADS_CONFIG = "tensorvm.worker-threads"  # Dask config key: threads per local worker

@@ -11,7 +11,7 @@ workers (again whenever a device moved to another worker); ``run`` sends every d
 * or the first failure: a device's connection closed (its worker died), a worker that could
   not reach a peer, a kernel error — the step's other devices are told to cancel it
   (``tvm_cancel``) and the error names the device;
-* or a worker of the step leaving the cluster (the scheduler's event, :data:`TOPIC_LOST`,
+* or a worker of the step leaving the cluster (the scheduler's event on :data:`TOPIC_WORKERS`,
   not a poll; received through :mod:`tensorvm.runtime.cluster.events`, so every session sharing the
   client gets it — ``Client.subscribe_topic`` alone keeps one handler per topic);
 * or the deadline: the error names the devices still running.
@@ -35,24 +35,22 @@ import asyncio
 import logging
 import time
 
+from .. import client_state
 from ..cluster import events as cluster_events
+from ..wire_names import TOPIC_STEPS, TOPIC_WORKERS, handler
+from ...vm import _dask_private
 from ...framework.errors import CancelledError, DeadlineExceededError, OpError, UnavailableError
+from ..unavailable import device_unavailable, scheduler_unavailable
 from .registered_plans import partitions
 from .rendezvous import pack, unpack
 from ...vm.program import Feed, Recv, Result
 
 logger = logging.getLogger("tensorvm")
-TOPIC_LOST = "tensorvm-device-workers"  # scheduler event: a worker holding devices left
-TOPIC_STEPS = "tensorvm-direct-steps"
-"""Topic of direct-step reports: ``{"client": id, "steps": [record, ...]}``, each record
-``{"step": id, "n": iterations, "ok": bool, "tasks": [[task name, worker address], ...],
-"edges": [[src task, dst task], ...], "erred": [task names], "error": "Class: message"}``
-(``erred`` and ``error`` only when not ok);
-the same string as ``tensorvm.scheduler_ext.registry.TOPIC_STEPS`` (core does not import it)."""
 REPORT_EVERY = 0.1  # seconds between two step-report messages of a client (flush: at once)
 ERROR_CHARS = 2000  # of a failed step's error in its report (the page shows it)
 WHY_CLOSED_S = 1.0  # how long a step whose worker's connection closed waits to learn why
 LIVE_CLIENT = ("running", "newly-created")  # a Client's statuses while it has its scheduler
+REGISTER, DROP, RUN, CANCEL = (handler(v) for v in ("register", "drop", "run", "cancel"))
 
 
 def scheduler_gone(client, address: str | None = None,
@@ -75,11 +73,8 @@ def scheduler_gone(client, address: str | None = None,
         try:
             address = client.scheduler.address
         except Exception:  # noqa: BLE001 - the client dropped its scheduler (closed)
-            address = getattr(client, "_tensorvm_scheduler_address", None) or "?"
-    err = UnavailableError(
-        f"the Dask scheduler at {address} is gone (the client is {status!r}): every device's "
-        "state (variables, queues) may be lost; start or reach a scheduler and restore from "
-        "the last checkpoint")
+            address = client_state.get(client, "scheduler_address") or "?"
+    err = scheduler_unavailable(address, status)
     err.__cause__ = cause
     return err
 
@@ -100,9 +95,9 @@ class DirectSteps:
         self._idle: dict[str, list] = {}  # address -> connections for tvm_run not in use
         self._order: dict[str, list] = {}  # plan id -> its devices in the order to message
         self.closed_reason: str | None = None  # set by cancel_all: every step ends at once
-        try:  # for messages once the client has lost its scheduler (kept on the client)
-            self.scheduler_address = client._tensorvm_scheduler_address = \
-                str(client.scheduler.address)
+        try:  # for messages once the client has lost its scheduler (kept for the client)
+            self.scheduler_address = str(client.scheduler.address)
+            client_state.put(client, "scheduler_address", self.scheduler_address)
         except Exception:  # noqa: BLE001
             self.scheduler_address = None
 
@@ -135,19 +130,15 @@ class DirectSteps:
         from distributed.comm.core import CommClosedError
         from distributed.protocol import to_serialize
         addrs = list(by_addr)
-        got = await asyncio.gather(*(self.client.rpc(a).tvm_register(parts=to_serialize(ps))
+        got = await asyncio.gather(*(getattr(self.client.rpc(a), REGISTER)(parts=to_serialize(ps))
                                      for a, ps in by_addr.items()), return_exceptions=True)
         for addr, r in zip(addrs, got):
             if isinstance(r, (OSError, CommClosedError)):
                 # a worker that died since it was mapped (the scheduler has not said so yet)
-                devices = sorted(p.device for p in by_addr[addr])
-                err = UnavailableError(
-                    f"device {', '.join(devices)} is unavailable: its worker at {addr} could "
-                    f"not be reached to register the step's partition ({type(r).__name__}: "
-                    f"{r}); state on it (variables, queues) may be lost — restore from the "
-                    "last checkpoint")
-                err.device = devices[0]
-                raise err from r
+                raise device_unavailable(
+                    [p.device for p in by_addr[addr]],
+                    f"its worker at {addr} could not be reached to register the step's "
+                    f"partition ({type(r).__name__}: {r})", certain=False) from r
         for r in got:
             if isinstance(r, BaseException):
                 raise r
@@ -158,12 +149,7 @@ class DirectSteps:
         tries to reach it (a connection to a dead address waits Dask's connect timeout)."""
         for dev, (addr, name) in pinned.items():
             if addr in self._gone:
-                err = UnavailableError(
-                    f"device {dev} is unavailable: its worker {name!r} ({addr}) left the "
-                    "cluster; state on it (variables, queues) is lost — restore from the last "
-                    "checkpoint")
-                err.device = dev
-                raise err
+                raise device_unavailable(dev, f"its worker {name!r} ({addr}) left the cluster")
 
     def drop(self, plan_ids=None, everything: bool = False, wait: bool = True) -> None:
         """Forget plans on their workers (best effort: a gone worker forgot them already);
@@ -189,7 +175,7 @@ class DirectSteps:
                 logger.debug("dropping plans from %s failed", addrs, exc_info=True)
 
     async def _drop(self, addrs, kw) -> None:
-        await asyncio.gather(*(self.client.rpc(a).tvm_drop(**kw) for a in addrs),
+        await asyncio.gather(*(getattr(self.client.rpc(a), DROP)(**kw) for a in addrs),
                              return_exceptions=True)
 
     # ---- a step ---------------------------------------------------------------------------
@@ -232,8 +218,8 @@ class DirectSteps:
                    "feeds": [[i, pack(feed_values[i])] for i in feeds_of[dev]]}
             if trace:  # what goes on the wire: the message's frames
                 from distributed.protocol import dumps
-                self.message_bytes += sum(len(f) for f in dumps({"op": "tvm_run", **msg}))
-            calls[asyncio.ensure_future(self._call(pinned[dev][0], {"op": "tvm_run", **msg}))] = dev
+                self.message_bytes += sum(len(f) for f in dumps({"op": RUN, **msg}))
+            calls[asyncio.ensure_future(self._call(pinned[dev][0], {"op": RUN, **msg}))] = dev
         lost = self.watch(step_id, pinned)
         waiting = set(calls) | {lost}
         deadline = time.monotonic() + timeout if timeout else None
@@ -309,7 +295,6 @@ class DirectSteps:
         object keeps for its steps (taken from the client's pool once; the pool closes them
         with the client). Unlike the pool's calls, no size walk of every message to decide on
         offloading its serialisation: large arrays come serialised already (``pack``)."""
-        from distributed.core import clean_exception
         idle = self._idle.setdefault(addr, [])
         comm = None
         while idle and comm is None:
@@ -317,8 +302,7 @@ class DirectSteps:
             if comm.closed():
                 comm = None
         if comm is None:
-            comm = await self.client.rpc.connect(addr)
-            comm.allow_offload = False
+            comm = await _dask_private.open_comm(self.client.rpc, addr)
         try:
             await comm.write(msg)
             reply = await comm.read()
@@ -326,20 +310,15 @@ class DirectSteps:
             comm.abort()
             raise
         idle.append(comm)
-        if isinstance(reply, dict) and reply.get("status") == "uncaught-error":
-            _, exc, tb = clean_exception(**reply)
-            raise exc.with_traceback(tb)
+        _dask_private.raise_error_reply(reply)
         return reply
 
     def _failure(self, device: str, exc: BaseException, pinned: dict) -> BaseException:
         from distributed.comm.core import CommClosedError
         if isinstance(exc, (OSError, CommClosedError)):
             addr, name = pinned[device]
-            err = UnavailableError(
-                f"device {device} is unavailable: its worker {name!r} ({addr}) closed the "
-                f"connection mid-step ({type(exc).__name__}); state on it (variables, queues) "
-                "is lost — restore from the last checkpoint")
-            err.device = device
+            err = device_unavailable(device, f"its worker {name!r} ({addr}) closed the "
+                                             f"connection mid-step ({type(exc).__name__})")
             err.__cause__ = exc
             return err
         if isinstance(exc, UnavailableError) and getattr(exc, "device", None) in pinned:
@@ -364,22 +343,22 @@ class DirectSteps:
         self.reports.add(rec)
 
     async def _cancel(self, addrs, step_id) -> None:
-        await asyncio.gather(*(self.client.rpc(a).tvm_cancel(step=step_id) for a in addrs),
+        await asyncio.gather(*(getattr(self.client.rpc(a), CANCEL)(step=step_id) for a in addrs),
                              return_exceptions=True)
 
     # ---- the scheduler's events -----------------------------------------------------------
     def subscribe(self) -> None:
-        """Receive the scheduler's lost-worker events (:data:`TOPIC_LOST`) through the
+        """Receive the scheduler's worker events (:data:`TOPIC_WORKERS`) through the
         client's shared dispatcher (:mod:`tensorvm.runtime.cluster.events`: other sessions of the
         client keep theirs); idempotent. The backend calls it before mapping any device."""
         if self._subscribed:
             return
         self._subscribed = True
         try:
-            self._subscription = cluster_events.subscribe(self.client, TOPIC_LOST,
+            self._subscription = cluster_events.subscribe(self.client, TOPIC_WORKERS,
                                                           self._on_lost)
         except Exception:  # noqa: BLE001 - connection failures still fail the step
-            logger.debug("could not subscribe to %s", TOPIC_LOST, exc_info=True)
+            logger.debug("could not subscribe to %s", TOPIC_WORKERS, exc_info=True)
 
     def unsubscribe(self) -> None:
         """Stop receiving the events (the session closes)."""
@@ -427,6 +406,8 @@ class DirectSteps:
 
     def _on_lost(self, event) -> None:
         _, msg = event
+        if not isinstance(msg, dict) or msg.get("action") != "removed":
+            return
         addr = msg.get("worker")
         self._gone[addr] = msg.get("name")
         while len(self._gone) > 1024:
@@ -438,12 +419,8 @@ class DirectSteps:
     def _fail_on(addr, name, step_id, pinned, fut) -> None:
         devices = sorted(d for d, (a, _) in pinned.items() if a == addr)
         if devices and not fut.done():
-            err = UnavailableError(
-                f"device {', '.join(devices)} is unavailable: its worker {name!r} ({addr}) "
-                f"left the cluster during step {step_id}; state on it (variables, queues) is "
-                "lost — restore from the last checkpoint")
-            err.device = devices[0]
-            fut.set_result(err)
+            fut.set_result(device_unavailable(
+                devices, f"its worker {name!r} ({addr}) left the cluster during step {step_id}"))
 
 
 class StepReports:
@@ -521,18 +498,15 @@ class StepReports:
 
 
 def step_reports(client) -> StepReports:
-    """The :class:`StepReports` of ``client`` (made on first use, kept on the client as the
-    worker keeps its data plane)."""
-    reports = getattr(client, "_tensorvm_step_reports", None)
-    if reports is None:
-        reports = client._tensorvm_step_reports = StepReports(client)
-    return reports
+    """The :class:`StepReports` of ``client`` (made on first use, kept for the client in
+    :mod:`tensorvm.runtime.client_state`)."""
+    return client_state.of(client, "step_reports", StepReports)
 
 
 def flush_step_reports(client) -> None:
     """Wait until every direct step ``client`` ran has reached the scheduler (call before a
     job message, so the registry sees the steps before the job's end)."""
-    reports = getattr(client, "_tensorvm_step_reports", None)
+    reports = client_state.get(client, "step_reports")
     if reports is not None and reports.busy:
         reports.flush()
 

@@ -25,6 +25,7 @@ from ...framework import errors
 from ...framework.op_registry import registry
 from ...vm.interpreter import run_stage, run_stage_traced
 from ...vm.program import Feed, Recv, Result
+from ...vm.on_worker import extension_of
 
 
 def edge_key(arg) -> str:
@@ -205,11 +206,9 @@ class PlanStore:
 
 
 def plans_of(worker) -> PlanStore:
-    """The PlanStore of a Dask worker process, created on first use."""
-    store = getattr(worker, "_tensorvm_plans", None)
-    if store is None:
-        store = worker._tensorvm_plans = PlanStore()
-    return store
+    """The PlanStore of a Dask worker process (held by its tensorvm extension,
+    :mod:`tensorvm.runtime.worker_extension`)."""
+    return extension_of(worker).plans
 
 
 def run_registered(plan_id: str, device: str, task: str, step_id, steps: int, trace: bool,

@@ -2,9 +2,11 @@
 handed worker to worker through a per-worker rendezvous (TF's ``RunGraph`` and
 ``Rendezvous``).
 
-:func:`install` (called by the worker plugin ``ResourcePlugin`` on every worker) adds comm
-handlers to the Dask worker, as Dask's own P2P shuffle extension does
-(``distributed/shuffle/_worker_plugin.py``):
+:class:`DataPlane` is part of tensorvm's worker extension
+(:mod:`tensorvm.runtime.worker_extension`, installed on every worker by its one plugin), whose
+comm handlers it provides, as Dask's own P2P shuffle extension does
+(``distributed/shuffle/_worker_plugin.py``); each handler's name carries the tensorvm version
+(:func:`tensorvm.runtime.wire_names.handler`: ``tvm_run-0.1.0``):
 
 ``tvm_register(parts)``
     install :class:`~tensorvm.runtime.direct.registered_plans.DevicePartition` s (one per device of a plan
@@ -67,12 +69,17 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ...framework import errors
-from .registered_plans import edge_key, plans_of
-from ...vm.interpreter import resources_of, run_stage
+from .registered_plans import edge_key
+from ..unavailable import device_unavailable
+from ..wire_names import handler
+from ...vm import _dask_private
+from ...vm.interpreter import run_stage
 from ...vm.program import Feed, Result
 from ...vm.results import StageResult
+from ...vm.on_worker import extension_of
 
 logger = logging.getLogger("tensorvm")
+SEND, LANE = handler("send"), handler("lane")  # the handlers a worker calls on its peers
 STEP_THREADS = 32  # threads running kernels of steps that never wait for other steps
 WAITING_STEPS = 1024
 """At most this many stages that may wait (:func:`~tensorvm.runtime.direct.registered_plans.task_may_wait`:
@@ -510,11 +517,11 @@ class DataPlane:
     """The handlers of one worker (see the module docstring); a worker extension (closed
     with the worker)."""
 
-    def __init__(self, worker):
+    def __init__(self, worker, plans, resources):
         self.worker = worker
         self.rendezvous = Rendezvous()
-        self.plans = plans_of(worker)
-        self.resources = resources_of(worker)
+        self.plans = plans  # the worker's PlanStore
+        self.resources = resources  # the worker's DeviceResources
         self.pool = ThreadPoolExecutor(STEP_THREADS, thread_name_prefix="tensorvm-step")
         # stages that may wait: threads made on demand (idle ones reused), WAITING_STEPS at most
         self.wait_pool = ThreadPoolExecutor(1 << 16, thread_name_prefix="tensorvm-wait")
@@ -541,8 +548,10 @@ class DataPlane:
                 "lanes_in": len(self._incoming)}
 
     def handlers(self) -> dict:
-        return {"tvm_register": self.register, "tvm_drop": self.drop, "tvm_run": self.run,
-                "tvm_send": self.send, "tvm_cancel": self.cancel, "tvm_lane": self.lane}
+        """The worker's comm handlers, by versioned name (:mod:`tensorvm.runtime.wire_names`)."""
+        return {handler("register"): self.register, handler("drop"): self.drop,
+                handler("run"): self.run, handler("send"): self.send,
+                handler("cancel"): self.cancel, handler("lane"): self.lane}
 
     # ---- handlers -------------------------------------------------------------------------
     def register(self, comm=None, parts=()) -> int:
@@ -691,7 +700,7 @@ class DataPlane:
                                                                 self._check_clients)
 
     def _run_task(self, program, step, args, infos):
-        with _as_worker_thread(self.worker):
+        with _dask_private.as_worker_thread(self.worker):
             if infos is None:
                 return run_stage(program, self.resources, step, 1, *args)
             start = time.time()
@@ -730,19 +739,16 @@ class DataPlane:
                 comm = self._peers.get(addr)
                 if comm is None or comm.closed():
                     comm = await self._connect(addr)
-                await comm.write({"op": "tvm_send", "reply": False, "step": step,
+                await comm.write({"op": SEND, "reply": False, "step": step,
                                   "items": packed})
         except (OSError, CommClosedError) as exc:
             bad = self._peers.pop(addr, None)
             if bad is not None:
                 bad.abort()
             self._lanes.pop(addr, None)
-            err = errors.UnavailableError(
-                f"device {dst} is unavailable: its worker ({addr}) cannot be reached from "
-                f"{part.device} ({type(exc).__name__}: {exc}); state on it (variables, "
-                "queues) may be lost — restore from the last checkpoint")
-            err.device = dst
-            raise err from None
+            raise device_unavailable(
+                dst, f"its worker ({addr}) cannot be reached from {part.device} "
+                     f"({type(exc).__name__}: {exc})", certain=False) from None
         self.bytes_pushed += sum(_nbytes(v) for _, v in items)
 
     async def _open_lane(self, addr: str):
@@ -755,7 +761,7 @@ class DataPlane:
             lane = self._lanes.get(addr, _NO_LANE)
             if lane is _NO_LANE or (lane is not None and not lane.usable):
                 from distributed.comm.addressing import get_address_host
-                info = await self.worker.rpc(addr).tvm_lane()
+                info = await getattr(self.worker.rpc(addr), LANE)()
                 lane = None
                 if info is not None:
                     _, lane = await asyncio.get_running_loop().create_connection(
@@ -773,10 +779,9 @@ class DataPlane:
         async with lock:
             comm = self._peers.get(addr)
             if comm is None or comm.closed():
-                comm = await self.worker.rpc.connect(addr)
                 # no size walk of every message to decide on offloading its serialisation
                 # (large arrays come serialised already, see pack)
-                comm.allow_offload = False
+                comm = await _dask_private.open_comm(self.worker.rpc, addr)
                 self._peers[addr] = comm
             return comm
 
@@ -816,26 +821,6 @@ def _nbytes(value) -> int:
     return int(getattr(value, "nbytes", 0) or 0)
 
 
-class _as_worker_thread:
-    """Make ``distributed.get_worker()`` answer in a thread of the data plane's pool, as it
-    does in a Dask task (kernels that name their worker — readers, savers — call it).
-
-    Private Dask API, the one place it is used: ``get_worker`` reads the context variable
-    ``distributed.worker._worker_cvar``, which Dask sets only around its own tasks."""
-
-    def __init__(self, worker):
-        self.worker = worker
-        self.token = None
-
-    def __enter__(self):
-        from distributed.worker import _worker_cvar
-        self.token = _worker_cvar.set(self.worker)
-
-    def __exit__(self, *exc):
-        from distributed.worker import _worker_cvar
-        _worker_cvar.reset(self.token)
-
-
 # Dask's TCP comm cuts a frame over ``distributed.comm.shard`` (64 MiB) into shards, and the
 # receiver copies a sharded array back together — unless it was the message's first buffer,
 # which lands unaligned with the header instead. A tensorvm worker sends every tensor behind
@@ -845,11 +830,6 @@ class _as_worker_thread:
 UNSPLIT_BYTES = 1 << 30
 
 
-def _unsplit_large_frames() -> None:
-    from distributed.comm.tcp import TCP
-    TCP.max_shard_size = max(TCP.max_shard_size, UNSPLIT_BYTES)
-
-
 def data_plane_stats(dask_worker=None) -> dict:
     """The data plane's counters on a worker (:meth:`DataPlane.stats`), e.g.
     ``client.run(data_plane_stats)``: values in its rendezvous, unclaimed ones, steps whose
@@ -857,16 +837,4 @@ def data_plane_stats(dask_worker=None) -> dict:
     if dask_worker is None:
         from distributed import get_worker
         dask_worker = get_worker()
-    return install(dask_worker).stats()
-
-
-def install(worker) -> DataPlane:
-    """Add the data plane's handlers to a Dask worker (once per worker process), and let its
-    TCP comms send tensors up to :data:`UNSPLIT_BYTES` as one frame."""
-    plane = getattr(worker, "_tensorvm_data_plane", None)
-    if plane is None:
-        _unsplit_large_frames()
-        plane = worker._tensorvm_data_plane = DataPlane(worker)
-        worker.handlers.update(plane.handlers())
-        worker.extensions["tensorvm-data-plane"] = plane  # closed with the worker
-    return plane
+    return extension_of(dask_worker).data_plane.stats()
