@@ -148,15 +148,16 @@ def run_mode(tv, target, n, ps=False):
 
 def _hops(plan) -> int:
     """The longest chain of dependent tasks in a plan (Send picks included)."""
+    from tensorvm.vm.program import Recv, Result
     depth: dict = {}
     sends = {s.name: s for s in plan.sends}
     for t in sorted(plan.tasks, key=lambda t: t.stage):
         d = 0
         for a in t.args:
-            if a[0] == "task":
-                d = max(d, depth.get(a[1], 0))
-            elif a[0] == "send":
-                d = max(d, depth.get(sends[a[1]].task, 0) + 1)
+            if isinstance(a, Result):
+                d = max(d, depth.get(a.task, 0))
+            elif isinstance(a, Recv):  # one pick task between
+                d = max(d, depth.get(sends[a.send].task, 0) + 1)
         depth[t.name] = d + 1
     return max(depth.values())
 

@@ -41,6 +41,7 @@ def plan_graph(plan) -> dict:
     [True]
     """
     from tensorvm.scheduler_ext.registry import parse_task_name
+    from tensorvm.vm.program import Recv, Result
     node = {}
     for t in plan.tasks:
         parsed = parse_task_name(t.name)
@@ -49,7 +50,8 @@ def plan_graph(plan) -> dict:
     edges = set()
     for t in plan.tasks:
         for a in t.args:
-            src = a[1] if a[0] == "task" else sends[a[1]].task if a[0] == "send" else None
+            src = a.task if isinstance(a, Result) else \
+                sends[a.send].task if isinstance(a, Recv) else None
             if src is not None and node[src] != node[t.name]:
                 edges.add((node[src], node[t.name]))
     ids = {k: f"{d}/s{s}" for k, (d, s) in node.items()}
