@@ -82,7 +82,9 @@ def compile_plan(part: Partition, stages: dict[str, int], fetches: list, feeds: 
         reads: list = []
         seen_task_args: dict = {}
         for n in groups[k]:
-            for ref in n.inputs + tuple((c, -1) for c in n.control_inputs):
+            refs = n.inputs + tuple([(c, -1) for c in n.control_inputs]) \
+                if n.control_inputs else n.inputs
+            for ref in refs:
                 src_name = ref[0]
                 if ref in feed_index:
                     key = Feed(feed_index[ref])
@@ -124,6 +126,7 @@ def compile_plan(part: Partition, stages: dict[str, int], fetches: list, feeds: 
         tname = names[k]
         device, st = k
         slot_of: dict[tuple, int] = {}
+        out_slot: dict[tuple, int] = {}  # (op, output) of this task -> its slot (-1: token)
         nslots = 0
         arg_picks = []
         args_out = []
@@ -150,6 +153,7 @@ def compile_plan(part: Partition, stages: dict[str, int], fetches: list, feeds: 
                         args_out.append(a)
                         nslots += 1
         instrs = []
+        tokens = {ref[0] for ref in exports[tname] if ref[1] == -1}  # tokens it exports
         for n in groups[k]:
             in_slots = []
             for ref in n.inputs:
@@ -158,7 +162,7 @@ def compile_plan(part: Partition, stages: dict[str, int], fetches: list, feeds: 
                 elif ref[0] in pair_by_recv:
                     in_slots.append(slot_of[("arg", Recv(pair_by_recv[ref[0]].send))])
                 elif task_of.get(ref[0]) == tname:
-                    in_slots.append(slot_of[("out", ref)])
+                    in_slots.append(out_slot[ref])
                 else:
                     in_slots.append(slot_of[("local", ref)])
             ctl = []
@@ -166,26 +170,27 @@ def compile_plan(part: Partition, stages: dict[str, int], fetches: list, feeds: 
                 if c in pair_by_recv:
                     ctl.append(slot_of[("arg", Recv(pair_by_recv[c].send))])
                 elif task_of.get(c) == tname:
-                    ctl.append(slot_of[("out", (c, -1))])
+                    ctl.append(out_slot[(c, -1)])
                 elif ("local", (c, -1)) in slot_of:
                     ctl.append(slot_of[("local", (c, -1))])
-            outs = tuple(range(nslots, nslots + max(n.num_outputs, 1)))
-            for i in range(max(n.num_outputs, 1)):
-                slot_of[("out", (n.name, i))] = nslots + i
-            nslots += max(n.num_outputs, 1)
+            n_outs = max(n.num_outputs, 1)
+            outs = tuple(range(nslots, nslots + n_outs))
+            for i in range(n_outs):
+                out_slot[(n.name, i)] = nslots + i
+            nslots += n_outs
             tok = -1
-            if (n.name, -1) in exports[tname]:
+            if n.name in tokens:
                 # A control token that leaves the task gets a slot of its own (None): it
                 # must not ship the op's output (a scatter's whole table) to another device.
-                slot_of[("out", (n.name, -1))] = tok = nslots
+                out_slot[(n.name, -1)] = tok = nslots
                 nslots += 1
             else:
-                slot_of[("out", (n.name, -1))] = outs[0]  # control token
+                out_slot[(n.name, -1)] = outs[0]  # control token
             d = registry[n.type]
             instrs.append(Instr(n.type, n.name, tuple(in_slots), dict(n.attrs),
                                 outs if n.num_outputs != 1 else outs[:1],
                                 d.needs_ctx, n.location, tuple(ctl), tok, _out_bytes(n)))
-        export_slots = tuple(slot_of[("out", ref)] for ref in exports[tname])
+        export_slots = tuple(out_slot[ref] for ref in exports[tname])
         program = StageProgram(device, _device_type(device), nslots, tuple(arg_picks),
                                tuple(instrs), export_slots, tname,
                                tuple(n.name for n in groups[k]))
@@ -201,16 +206,20 @@ def compile_plan(part: Partition, stages: dict[str, int], fetches: list, feeds: 
                 part.devices, graph_ops, tuple(fallbacks))
 
 
+_OBJECT = np.dtype(object)
+
+
 def _out_bytes(n: Node) -> int:
     """The static size in bytes of ``n``'s first output, or -1 where its shape or dtype is
     not fully known (the runtime then never offers a statically small output a buffer)."""
     if not n.out_shapes or not n.out_dtypes:
         return -1
     shape, dt = n.out_shapes[0], n.out_dtypes[0]
-    if shape is None or any(d is None for d in shape):
+    if shape is None or None in shape:
         return -1
-    itemsize = getattr(getattr(dt, "np_dtype", None), "itemsize", 0)
-    if not itemsize or getattr(dt, "np_dtype", None) == np.dtype(object):
+    np_dtype = getattr(dt, "np_dtype", None)
+    itemsize = getattr(np_dtype, "itemsize", 0)
+    if not itemsize or np_dtype == _OBJECT:
         return -1
     size = itemsize
     for d in shape:

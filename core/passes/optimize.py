@@ -14,7 +14,6 @@ folded or merged, nor is anything with control inputs or a fed input.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -27,11 +26,11 @@ FOLD_LIMIT_BYTES = 10 * 2 ** 20
 
 def _attr_key(v):
     if isinstance(v, np.ndarray):
-        if v.nbytes > 4096 or v.dtype == object:
+        if v.nbytes > 4096 or v.dtype.kind == "O":  # (kind "O": the object dtype)
             return ("id", id(v))
         return ("nd", v.dtype.str, v.shape, v.tobytes())
     if isinstance(v, dict):
-        return tuple(sorted((k, _attr_key(x)) for k, x in v.items()))
+        return tuple(sorted([(k, _attr_key(x)) for k, x in v.items()]))
     if isinstance(v, (list, tuple)):
         return tuple(_attr_key(x) for x in v)
     if callable(v):
@@ -53,15 +52,15 @@ def _known(shape) -> bool:
     return shape is not None and None not in shape
 
 
-def _fold_inputs(node: Node, nodes, feeds):
+def _fold_inputs(node: Node, nodes, feeds, d):
     """The input values for folding ``node``, or None if it cannot be folded.
 
     An input is known when its producer is a Const, or — for an input the op reads only the
     shape of (``shape_only``: OnesLike, Shape, BroadcastLike's target …) — when its static
-    shape is fully defined (a zero-stride dummy of that shape stands in for it).
+    shape is fully defined (a zero-stride dummy of that shape stands in for it). ``d`` is
+    the node's OpDef.
     """
-    d = registry.get(node.type)
-    if d is None or node.stateful or not d.foldable or d.needs_ctx or node.type == "Const":
+    if node.stateful or not d.foldable or d.needs_ctx or node.type == "Const":
         return None
     if node.control_inputs or "CPU" not in d.kernels or not node.inputs:
         return None
@@ -110,13 +109,13 @@ def optimize(nodes: dict[str, Node], fetches: list, targets: list, feeds: set,
         return r if r in feeds else alias.get(r, r)
 
     for name, node in nodes.items():
-        if alias and (any(r in alias for r in node.inputs)
-                      or any(c in alias_op for c in node.control_inputs)):
-            node = dataclasses.replace(
-                node, inputs=tuple(ref(r) for r in node.inputs),
-                control_inputs=tuple(dict.fromkeys(alias_op.get(c, c)
-                                                   for c in node.control_inputs)))
-        if registry[node.type].pass_through and not node.control_inputs and node.colocation is None:
+        if alias and (_any_in(node.inputs, alias) or _any_in(node.control_inputs, alias_op)):
+            node = node.replace(
+                inputs=tuple([ref(r) for r in node.inputs]),
+                control_inputs=tuple(dict.fromkeys([alias_op.get(c, c)
+                                                    for c in node.control_inputs])))
+        d = registry[node.type]
+        if d.pass_through and not node.control_inputs and node.colocation is None:
             src = node.inputs[0]
             producer = out.get(src[0])
             # An identity of a Switch output is a branch's pivot: ops of the branch wait on it
@@ -127,10 +126,10 @@ def optimize(nodes: dict[str, Node], fetches: list, targets: list, feeds: set,
                 alias[(name, 0)] = src
                 alias_op[name] = src[0]
                 continue
-        vals = _fold_inputs(node, out, feeds) if fold else None
+        vals = _fold_inputs(node, out, feeds, d) if fold else None
         if vals is not None:
             try:
-                value = registry[node.type].kernels["CPU"](*vals, **node.attrs)
+                value = d.kernels["CPU"](*vals, **node.attrs)
             except Exception:  # noqa: BLE001 - leave it to fail at run time, with context
                 value = None
             if value is not None and _nbytes(value) <= FOLD_LIMIT_BYTES:
@@ -138,13 +137,15 @@ def optimize(nodes: dict[str, Node], fetches: list, targets: list, feeds: set,
                     value = tuple(np.array(v) for v in value)
                 else:
                     value = np.array(value)
-                node = dataclasses.replace(
-                    node, type="Const", inputs=(), in_shapes=(), in_dtypes=(),
+                node = node.replace(
+                    type="Const", inputs=(), in_shapes=(), in_dtypes=(),
                     attrs={"value": value, "dtype": node.out_dtypes[0] if node.out_dtypes
                            else None}, stateful=False)
-        if cse and not node.stateful and registry[node.type].foldable:
+                d = registry["Const"]
+        if cse and not node.stateful and d.foldable:
+            attrs = node.attrs
             key = (node.type, node.inputs, node.control_inputs, node.device, node.colocation,
-                   node.num_outputs, _attr_key(dict(node.attrs)))
+                   node.num_outputs, _attr_key(dict(attrs)) if attrs else ())
             if key in seen:
                 for i in range(max(node.num_outputs, 1)):
                     alias[(name, i)] = (seen[key], i)
@@ -157,31 +158,51 @@ def optimize(nodes: dict[str, Node], fetches: list, targets: list, feeds: set,
     targets = [alias_op.get(t, t) for t in targets]
     from .prune import prune
     out = prune(out, fetches, targets, feeds)
-    targets = _expand_group_targets(out, fetches, targets)
-    return prune(out, fetches, targets, feeds), fetches, targets
+    expanded = _expand_group_targets(out, fetches, targets)
+    if expanded != targets:  # pruning again with the same roots would change nothing
+        out = prune(out, fetches, expanded, feeds)
+    return out, fetches, expanded
+
+
+def _any_in(items, table) -> bool:
+    """Whether any of ``items`` is a key of ``table`` (a loop: no generator per node)."""
+    for x in items:
+        if x in table:
+            return True
+    return False
 
 
 def _expand_group_targets(nodes: dict[str, Node], fetches, targets) -> list[str]:
     """A target that is a NoOp nothing else reads (``train = tv.group(...)``,
     ``minimize``'s final op) only waits for its control inputs: make those the targets, so
     the step does not end with a hop to the NoOp's device just to run nothing."""
-    consumed = {r[0] for r in fetches}
-    for n in nodes.values():
-        consumed.update(r[0] for r in n.inputs)
-    controllers: dict[str, int] = {}
-    for n in nodes.values():
-        for c in n.control_inputs:
-            controllers[c] = controllers.get(c, 0) + 1
+    consumed = controllers = None  # built on the first NoOp target
     out: list[str] = []
     stack = list(targets)
     while stack:
         t = stack.pop()
         n = nodes.get(t)
-        if n is not None and n.type == "NoOp" and not n.inputs and t not in consumed \
-                and not controllers.get(t):
-            for c in n.control_inputs:
-                controllers[c] -= 1
-            stack.extend(n.control_inputs)
-        elif t not in out:
+        if n is not None and n.type == "NoOp" and not n.inputs:
+            if consumed is None:
+                consumed, controllers = _readers(nodes, fetches)
+            if t not in consumed and not controllers.get(t):
+                for c in n.control_inputs:
+                    controllers[c] -= 1
+                stack.extend(n.control_inputs)
+                continue
+        if t not in out:
             out.append(t)
     return out
+
+
+def _readers(nodes: dict[str, Node], fetches) -> tuple[set, dict]:
+    """The names whose outputs are read (by an input or a fetch), and how many control
+    edges wait on each name."""
+    consumed = {r[0] for r in fetches}
+    controllers: dict[str, int] = {}
+    for n in nodes.values():
+        for r in n.inputs:
+            consumed.add(r[0])
+        for c in n.control_inputs:
+            controllers[c] = controllers.get(c, 0) + 1
+    return consumed, controllers

@@ -26,7 +26,6 @@ a shape never makes the host wait for the GPU.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from ..framework import dtypes as _dt
@@ -118,7 +117,7 @@ def insert_copies(nodes: dict[str, Node], devices: dict[str, str], feeds, fetche
     ((('a/_to_device/GPU:0', 0),), (('b/_to_host', 0),))
     """
     fetches = tuple(fetches)
-    if not any(_is_gpu(d) for d in devices.values()):
+    if not any(_is_gpu(d) for d in set(devices.values())):
         return nodes, devices, fetches, ()
     out: dict[str, Node] = {}
     devices = dict(devices)
@@ -172,7 +171,7 @@ def insert_copies(nodes: dict[str, Node], devices: dict[str, str], feeds, fetche
             else:
                 inputs.append((host_copy(ref), 0))
         out[name] = node if tuple(inputs) == node.inputs else \
-            dataclasses.replace(node, inputs=tuple(inputs))
+            node.replace(inputs=tuple(inputs))
     if fetch_to_host:
         fetches = tuple((host_copy(r), 0) if on_device(r) else r for r in fetches)
     # each copy went in right before its first reader (after its producer): still in order
@@ -209,7 +208,7 @@ def split_frames(nodes: dict[str, Node], devices: dict[str, str]) -> tuple[dict,
             out[name] = node
             continue
         home = devices[name]
-        out[name] = dataclasses.replace(node, attrs={**node.attrs, "frame_devices": frame})
+        out[name] = node.replace(attrs={**node.attrs, "frame_devices": frame})
         for dev in frame:
             if dev == home:
                 continue
@@ -264,16 +263,16 @@ def partition(nodes: dict[str, Node], devices: dict[str, str], feeds: set,
 
     for name, node in nodes.items():
         dev = devices[name]
-        inputs = []
-        for ref in node.inputs:
-            if ref in feeds or devices[ref[0]] == dev:
-                inputs.append(ref)
-            else:
-                inputs.append((recv_for(ref, dev), 0))
-        controls = []
-        for c in node.control_inputs:
-            controls.append(c if devices[c] == dev else recv_for((c, -1), dev))
-        out[name] = dataclasses.replace(node, inputs=tuple(inputs),
-                                        control_inputs=tuple(controls), device=dev)
+        inputs = node.inputs
+        for ref in inputs:
+            if devices.get(ref[0]) != dev and ref not in feeds:  # a cut edge: its Recv
+                inputs = tuple([r if r in feeds or devices[r[0]] == dev
+                                else (recv_for(r, dev), 0) for r in inputs])
+                break
+        controls = node.control_inputs
+        if controls:
+            controls = tuple([c if devices[c] == dev else recv_for((c, -1), dev)
+                              for c in controls])
+        out[name] = node.replace(inputs=inputs, control_inputs=controls, device=dev)
     return Partition(out, tuple(pairs.values()), tuple(sorted(set(devices.values()))),
                      fetches, copies)

@@ -29,7 +29,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..framework.device_spec import DeviceSpec
+from ..framework.dtypes import DType
 from ..framework.errors import InvalidArgumentError
 from ..framework.graph_def import Node
 from ..vm.kernels.array_api import string_tensor_reason
@@ -134,6 +137,11 @@ def _no_gpu_kernel(node: Node, _depth: int = 0):
     return None
 
 
+# attr value types that are never a traced function (no ``owners``): skipped without a
+# hasattr, which costs an AttributeError each (a graph's every Const holds two)
+_PLAIN = frozenset({np.ndarray, DType, str, bytes, int, float, bool, type(None)})
+
+
 def colocation_constraints(all_nodes: Mapping[str, Node]) -> Constraints:
     """The whole graph's colocation groups and each group's CPU-only member (see
     :class:`Constraints`); pure, one pass over the graph. An op in no group is left out (it is
@@ -154,7 +162,7 @@ def colocation_constraints(all_nodes: Mapping[str, Node]) -> Constraints:
         keys = ()
         if n.attrs:
             for v in n.attrs.values():
-                if hasattr(v, "owners"):
+                if type(v) not in _PLAIN and hasattr(v, "owners"):
                     keys = _touched_keys(n)
                     break
         if n.colocation or keys:
@@ -220,25 +228,36 @@ def place_explained(nodes: dict[str, Node], default_device: str = "", *, all_nod
     if constraints is None:
         constraints = colocation_constraints(all_nodes)
     default = DeviceSpec.parse(default_device)
-    uf = _UnionFind()
+    uf = _UnionFind()  # ops in a colocation group; every other op is a group of its own
     touches = constraints.touches
     for name, n in nodes.items():
-        uf.find(name)
         if n.colocation:
             uf.union(name, "@" + n.colocation)
-        for k in touches.get(name, ()):
-            uf.union(name, "@" + k)
-    for name in nodes:  # the op a group is named after belongs to it
-        if "@" + name in uf.parent:
-            uf.union(name, "@" + name)
+        if touches:
+            for k in touches.get(name, ()):
+                uf.union(name, "@" + k)
+    for key in [x for x in uf.parent if x[0] == "@"]:  # the op a group is named after
+        if key[1:] in nodes:
+            uf.union(key[1:], key)
 
+    grouped = uf.parent
     groups: dict[str, list[str]] = {}
     for name in nodes:
-        groups.setdefault(uf.find(name), []).append(name)
+        if name in grouped:
+            groups.setdefault(uf.find(name), []).append(name)
+        else:  # not a key of the union-find, so never a group's root
+            groups[name] = [name]
 
     by_coloc = None  # colocation key -> its members in the whole graph (built on demand)
     out: dict[str, str] = {}
+    lone_cpu: dict[str, str] = {}  # an op of its own's device string -> its CPU device
     for root, members in groups.items():
+        lone = len(members) == 1 and root not in grouped
+        if lone:
+            dev = lone_cpu.get(nodes[root].device)
+            if dev is not None:
+                out[root] = dev
+                continue
         colocs = {nodes[m].colocation for m in members if nodes[m].colocation}
         colocs.update(k for m in members for k in touches.get(m, ()))
         spec = None
@@ -269,12 +288,14 @@ def place_explained(nodes: dict[str, Node], default_device: str = "", *, all_nod
                     continue
                 spec = s.merged_over(spec)
         full = spec.merged_over(default).with_defaults()
-        full = _check_device(full, members, nodes, gpu_available, allow_soft_placement,
-                             known_tasks, gpus, notes,
-                             _whole_group_cpu_only(members, colocs, constraints))
-        dev = full.to_string()
+        checked = _check_device(full, members, nodes, gpu_available, allow_soft_placement,
+                                known_tasks, gpus, notes,
+                                _whole_group_cpu_only(members, colocs, constraints))
+        dev = checked.to_string()
         for m in members:
             out[m] = dev
+        if lone and full.device_type == "CPU":  # placed alike whatever the op
+            lone_cpu[nodes[root].device] = dev
     return {name: out[name] for name in nodes}, tuple(notes)
 
 

@@ -20,8 +20,6 @@ it: 'x' waits for 'y', which waits for 'x' (...)
 """
 from __future__ import annotations
 
-import dataclasses
-
 from ..framework.errors import InvalidArgumentError
 from ..framework.graph_def import Node
 
@@ -43,7 +41,8 @@ def prune(nodes: dict[str, Node], fetches: list[tuple[str, int]], targets: list[
         need.add(name)
         node = nodes[name]
         for ref in node.inputs:
-            if ref not in feeds and ref[0] not in need:
+            # (a ref is fed only if its op is in fed_ops: the cheaper test first)
+            if ref[0] not in need and (ref[0] not in fed_ops or ref not in feeds):
                 stack.append(ref[0])
         for c in node.control_inputs:
             # A fed op is replaced by its feed (as TF does): a control edge on it is satisfied.
@@ -52,9 +51,9 @@ def prune(nodes: dict[str, Node], fetches: list[tuple[str, int]], targets: list[
     out = {}
     for k, v in nodes.items():
         if k in need:
-            if any(c not in need for c in v.control_inputs):
-                v = dataclasses.replace(v, control_inputs=tuple(
-                    c for c in v.control_inputs if c in need))
+            ctl = v.control_inputs
+            if ctl and not need.issuperset(ctl):
+                v = v.replace(control_inputs=tuple([c for c in ctl if c in need]))
             out[k] = v
     return out
 

@@ -35,6 +35,7 @@ def stage(part: Partition) -> dict[str, int]:
     nodes = part.nodes
     frames = {name for name, node in nodes.items() if frame_op(node)}
     last_frame = -1  # frame ops in graph order, each after the one before (see below)
+    get = st.get
     # partition() emits nodes in topological order (a Send and its Recv right after the
     # producer), so one pass suffices.
     for name, node in nodes.items():
@@ -42,6 +43,17 @@ def stage(part: Partition) -> dict[str, int]:
             st[name] = st[node.attrs["send"]] + 1
             continue
         s = 0
+        if not frames:  # the common case, without the frame test per edge
+            for r in node.inputs:
+                v = get(r[0], 0)  # a fed input's producer has no stage
+                if v > s:
+                    s = v
+            for c in node.control_inputs:
+                v = get(c, 0)
+                if v > s:
+                    s = v
+            st[name] = s
+            continue
         for r in node.inputs:
             if r[0] in st and st[r[0]] + (r[0] in frames) > s:
                 s = st[r[0]] + (r[0] in frames)
@@ -64,17 +76,29 @@ def _sink_sources(nodes, st: dict[str, int], frames=frozenset()) -> dict[str, in
     """Run each node as late as its consumers allow when they all sit on its own device
     (reverse topological order), so that a constant, a read of a feed or a variable does not
     make a task of its own: it joins its earliest consumer's stage."""
-    consumers: dict[str, list[str]] = {}
-    for name, node in nodes.items():
-        for r in node.inputs:
-            consumers.setdefault(r[0], []).append(name)
-        for c in node.control_inputs:
-            consumers.setdefault(c, []).append(name)
-    for name in reversed(list(nodes)):
+    # One walk from the last node back: a node's consumers all come after it, so their stages
+    # are final when it is reached; each node then tells its producers its stage.
+    low: dict[str, int] = {}  # producer -> the earliest stage of its consumers so far
+    pinned: set[str] = set()  # producers read on another device or by a Send
+    get = nodes.get
+    for name in reversed(nodes):
         node = nodes[name]
-        if node.type in ("_Send", "_Recv") or name in frames:
-            continue
-        cs = consumers.get(name)
-        if cs and all(nodes[c].device == node.device and nodes[c].type != "_Send" for c in cs):
-            st[name] = max(st[name], min(st[c] for c in cs))
+        typ = node.type
+        s = st[name]
+        if name in low and name not in pinned and typ != "_Send" and typ != "_Recv" \
+                and name not in frames and low[name] > s:
+            st[name] = s = low[name]
+        dev, send = node.device, typ == "_Send"
+        producers = [r[0] for r in node.inputs]
+        if node.control_inputs:
+            producers += node.control_inputs
+        for x in producers:
+            p = get(x)
+            if p is None:  # a fed tensor's producer
+                continue
+            if send or p.device != dev:
+                pinned.add(x)
+            elif s < low.get(x, s + 1):
+                low[x] = s
     return st
+
