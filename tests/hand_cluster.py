@@ -26,10 +26,12 @@ from test_external_cluster import _read_address, _spawn, _stop
 
 class HandCluster:
     """A scheduler and named worker processes started with the ``dask`` CLI; ``folder`` holds
-    the scheduler file and one log per process."""
+    the scheduler file and one log per process; ``memory_limit``: every worker's
+    ``--memory-limit`` (default: Dask's)."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, memory_limit: str | None = None):
         self.folder = Path(folder)
+        self.memory_limit = memory_limit
         self.folder.mkdir(parents=True, exist_ok=True)
         self._sched_file = self.folder / "scheduler.json"
         self._scheduler = _spawn(["scheduler", "--host", "127.0.0.1", "--port", "0",
@@ -43,8 +45,7 @@ class HandCluster:
             _stop(self._scheduler)
             raise
 
-    def start_worker(self, name: str, nthreads: int = 1,
-                     memory_limit: str | None = None) -> subprocess.Popen:
+    def start_worker(self, name: str, nthreads: int = 1) -> subprocess.Popen:
         """Start ``dask worker --name name`` (a restart by name when it ran before); returns at
         once — :meth:`wait_for` waits until the scheduler knows it."""
         old = self.procs.get(name)
@@ -53,8 +54,8 @@ class HandCluster:
         args = ["worker", "--scheduler-file", str(self._sched_file), "--name", name,
                 "--nthreads", str(nthreads), "--no-dashboard", "--host", "127.0.0.1",
                 "--death-timeout", "60"]
-        if memory_limit is not None:
-            args += ["--memory-limit", str(memory_limit)]
+        if self.memory_limit is not None:
+            args += ["--memory-limit", str(self.memory_limit)]
         log = self.folder / f"{name}-{len(list(self.folder.glob(f'{name}*.log')))}.log"
         self.procs[name] = _spawn(args, log)
         return self.procs[name]

@@ -1,0 +1,200 @@
+"""Word count on a cluster started by hand, undisturbed and disturbed as an operator's cluster
+is: a worker killed, a worker joining, a worker slowed (issue 23).
+
+    python bench/bench_batch_cluster.py [--mb 200] [--files 16] [--memory-limit 2GiB]
+                                        [--skip-dask]
+
+The cluster: ``dask scheduler`` and two ``dask worker --name worker-N --nthreads 1
+--memory-limit M`` processes (:mod:`hand_cluster` of the tests), joined by address with no
+ClusterSpec. The data: ``bench_wordcount``'s (``--mb`` MB of Zipf words in ``--files`` files;
+the issue's figures are for ``--mb 1024``). The job: ``jobs.wordcount``'s with its defaults,
+the counts back to the driver. Scenarios, each timed from the job's start to its result:
+
+* ``undisturbed``: both workers throughout (after one warm-up run);
+* ``killed``: worker-1 killed (``kill -9`` of its Nanny and worker) at half the undisturbed
+  time, restarted by name 1 s later;
+* ``one worker`` and ``joining``: worker-1 absent throughout, or started 3 s into the job;
+* ``slowed``: worker-1 stopped 0.2 s of every 0.3 s (SIGSTOP/SIGCONT) — a third of a CPU;
+* ``dask.bag`` undisturbed and slowed, on the same cluster
+  (``read_text().str.split().flatten().frequencies()``).
+
+Each line gives the seconds, the ratio to its undisturbed run, a checksum of the counts (all
+equal to pyarrow's on this machine, or the run is refused), the map tasks, the attempts and
+how many times the job was run again whole (the ``running it again`` warnings).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+import zlib
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
+from bench_wordcount import dask_bag, make_data, pyarrow_2threads  # noqa: E402
+from hand_cluster import HandCluster  # noqa: E402
+
+WORKERS = ("worker-0", "worker-1")
+
+
+def checksum(counts: dict) -> str:
+    """CRC-32 of the sorted ``word<TAB>count`` lines."""
+    text = "".join(f"{k}\t{v}\n" for k, v in sorted(counts.items()))
+    return f"{zlib.crc32(text.encode()):08x}"
+
+
+class _Reruns(logging.Handler):
+    """Counts the job driver's ``running it again`` warnings (a whole job run again)."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record):
+        if "running it again" in record.getMessage():
+            self.count += 1
+
+
+def run_tensorvm(address: str, urls: list, reruns: _Reruns) -> tuple[dict, dict]:
+    """One word count on a new session of the cluster: ``(counts, facts)``."""
+    import tensorvm as tv
+    from tensorvm.jobs.wordcount import wordcount_job
+    before = reruns.count
+    with tv.Session(address, graph=tv.Graph(), verbose=False) as s:
+        res = wordcount_job(urls).run(s)
+    return res.to_dict(), {"maps": res.num_map_tasks, "reducers": res.num_reducers,
+                           "attempts": res.attempts, "reruns": reruns.count - before}
+
+
+def disturbed(job, disturb) -> tuple[float, object]:
+    """Run ``job()`` while ``disturb(t0, done)`` runs in a thread; ``(seconds, job's value)``.
+    ``done`` is set when the job returns; the disturbance is joined before this returns."""
+    done = threading.Event()
+    t0 = time.perf_counter()
+    th = threading.Thread(target=disturb, args=(t0, done), daemon=True)
+    th.start()
+    try:
+        out = job()
+        return time.perf_counter() - t0, out
+    finally:
+        done.set()
+        th.join()
+
+
+def quiet(t0, done) -> None:
+    """No disturbance."""
+
+
+def kill_at(hc: HandCluster, at_s: float):
+    """``kill -9`` worker-1 ``at_s`` seconds in, restart it by name 1 s later."""
+    def disturb(t0, done):
+        if done.wait(max(0.0, at_s - (time.perf_counter() - t0))):
+            return
+        hc.kill("worker-1")
+        time.sleep(1.0)
+        hc.start_worker("worker-1")
+    return disturb
+
+
+def join_at(hc: HandCluster, at_s: float):
+    """Start worker-1 ``at_s`` seconds in (if the job still runs)."""
+    def disturb(t0, done):
+        if not done.wait(max(0.0, at_s - (time.perf_counter() - t0))):
+            hc.start_worker("worker-1")
+    return disturb
+
+
+def slowed(hc: HandCluster, stopped_s: float = 0.2, period_s: float = 0.3):
+    """Stop worker-1 ``stopped_s`` of every ``period_s`` until the job is done."""
+    def disturb(t0, done):
+        while not done.is_set():
+            hc.signal("worker-1", signal.SIGSTOP)
+            time.sleep(stopped_s)
+            hc.signal("worker-1", signal.SIGCONT)
+            done.wait(period_s - stopped_s)
+    return disturb
+
+
+def ensure_both(hc: HandCluster) -> None:
+    """Both workers running (a killed or absent worker-1 started again)."""
+    p = hc.procs.get("worker-1")
+    if p is None or p.poll() is not None:
+        hc.start_worker("worker-1")
+    hc.wait_for(WORKERS)
+
+
+def scenarios(hc: HandCluster, urls: list, paths: list, ref: dict, skip_dask: bool) -> list:
+    """``[(name, seconds, ratio, checksum, facts)]`` of every scenario, in order."""
+    reruns = _Reruns()
+    logging.getLogger("tensorvm").addHandler(reruns)
+    rows: list = []
+
+    def one(name, disturb, base=None, run=None):
+        run = run or (lambda: run_tensorvm(hc.address, urls, reruns))
+        secs, (counts, facts) = disturbed(run, disturb)
+        if counts != ref:
+            raise AssertionError(f"{name}: the counts differ from pyarrow's")
+        rows.append((name, secs, secs / base if base else 1.0, checksum(counts), facts))
+        print(f"  {name}: {secs:.2f}s {facts}", flush=True)
+        return secs
+
+    try:
+        run_tensorvm(hc.address, urls, reruns)  # warm-up: imports on the workers
+        base = one("undisturbed", quiet)
+        one("killed at half time", kill_at(hc, base / 2), base)
+        ensure_both(hc)
+        hc.stop_worker("worker-1")
+        alone = one("one worker", quiet, base)
+        one("joining at 3 s", join_at(hc, 3.0), alone)
+        ensure_both(hc)
+        one("slowed (0.2 of 0.3 s)", slowed(hc), base)
+        if not skip_dask:
+            from distributed import Client
+            with Client(hc.address, set_as_default=False) as client:
+                def bag():
+                    return dask_bag(client, paths), {}
+                bag_base = one("dask.bag undisturbed", quiet, None, bag)
+                one("dask.bag slowed", slowed(hc), bag_base, bag)
+    finally:
+        logging.getLogger("tensorvm").removeHandler(reruns)
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--mb", type=float, default=200)
+    ap.add_argument("--files", type=int, default=16)
+    ap.add_argument("--memory-limit", default="2GiB")
+    ap.add_argument("--dir", default=tempfile.gettempdir())
+    ap.add_argument("--skip-dask", action="store_true")
+    args = ap.parse_args(argv)
+
+    paths = make_data(args.dir, args.mb, args.files)
+    urls = [f"file://{p}" for p in paths]
+    print(f"data: {sum(os.path.getsize(p) for p in paths) / 1e6:.0f} MB in {len(paths)} files; "
+          f"cluster: dask scheduler + {len(WORKERS)} dask workers x 1 thread, "
+          f"--memory-limit {args.memory_limit}")
+    ref = pyarrow_2threads(paths)
+    with tempfile.TemporaryDirectory(prefix="tvm-bench-batch-") as folder, \
+            HandCluster(Path(folder), args.memory_limit) as hc:
+        for name in WORKERS:
+            hc.start_worker(name)
+        hc.wait_for(WORKERS)
+        rows = scenarios(hc, urls, paths, ref, args.skip_dask)
+
+    print(f"\n{'scenario':24s} {'s':>7s} {'ratio':>6s}  {'checksum':8s}  facts")
+    for name, secs, ratio, crc, facts in rows:
+        shown = " ".join(f"{k}={v}" for k, v in facts.items())
+        print(f"{name:24s} {secs:7.2f} {ratio:6.2f}  {crc}  {shown}")
+    print("ratio: to the undisturbed run (joining: to one worker throughout; dask.bag slowed: "
+          f"to dask.bag undisturbed); pyarrow's checksum {checksum(ref)}")
+
+
+if __name__ == "__main__":
+    main()
