@@ -24,6 +24,7 @@ from . import dtypes as _dt
 from .errors import InvalidArgumentError, NotFoundError
 from .graph import Graph
 from .op_registry import get_op_def, registry
+from ..storage.splits import Split
 
 Ref = tuple  # (node name, output index)
 
@@ -176,6 +177,8 @@ def _enc(v):
         return {"__bytes__": base64.b64encode(v).decode()}
     if v is None or isinstance(v, (bool, int, float, str)):
         return v
+    if isinstance(v, Split):  # a map-reduce input split
+        return {"__split__": v.to_dict()}
     _dp, _wl = _module("dataset_pipeline"), _module("while_loop")
     if isinstance(v, _wl.Func):
         return {"__func__": _wl.func_to_plain(v, _node_dict)}
@@ -236,6 +239,11 @@ class _Dec:
             return {k: self(x) for k, x in v["__dict__"].items()}
         if "__bytes__" in v:
             return base64.b64decode(v["__bytes__"])
+        if "__split__" in v:
+            try:
+                return Split.from_dict(v["__split__"])
+            except (TypeError, ValueError) as e:
+                raise InvalidArgumentError(f"{self.where}: bad split: {e}") from None
         if "__func__" in v:
             return _module("while_loop").func_from_plain(v["__func__"], self.graph, _build_nodes)
         if "__ref__" in v:
