@@ -103,9 +103,11 @@ def kill_at(hc: HandCluster, at_s: float):
 
 
 def join_at(hc: HandCluster, at_s: float):
-    """Start worker-1 ``at_s`` seconds in (if the job still runs)."""
+    """Start worker-1 ``at_s`` seconds in (if the job still runs; else say so)."""
     def disturb(t0, done):
-        if not done.wait(max(0.0, at_s - (time.perf_counter() - t0))):
+        if done.wait(max(0.0, at_s - (time.perf_counter() - t0))):
+            print(f"  (the job ended before {at_s:g} s: no worker joined it)", flush=True)
+        else:
             hc.start_worker("worker-1")
     return disturb
 
