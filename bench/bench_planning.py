@@ -74,7 +74,7 @@ def _time_passes(g, fetches, feeds) -> dict:
     nodes = passes.prune(all_nodes, frefs, [], feed_refs)
     t["prune"] = time.process_time() - s
     s = time.process_time()
-    nodes, frefs, _ = passes.optimize(nodes, frefs, [], feed_refs)
+    nodes, frefs, _ = passes.optimize(nodes, frefs, [], feed_refs, pruned=True)
     t["optimize"] = time.process_time() - s
     s = time.process_time()
     devices = passes.place(nodes, "/job:worker/task:0", all_nodes=all_nodes)

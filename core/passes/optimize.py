@@ -42,6 +42,21 @@ def _attr_key(v):
         return ("id", id(v))
 
 
+def _attrs_key(attrs: dict) -> tuple:
+    """``_attr_key`` of an op's attrs (a dict of str keys; the common small values inline)."""
+    items = []
+    for k, v in attrs.items():
+        cls = v.__class__
+        if cls is np.ndarray and v.dtype.kind != "O" and v.nbytes <= 4096:
+            items.append((k, ("nd", v.dtype.str, v.shape, v.tobytes())))
+        elif cls is str or cls is int or cls is float or cls is bool or v is None:
+            items.append((k, v))
+        else:
+            items.append((k, _attr_key(v)))
+    items.sort()
+    return tuple(items)
+
+
 def _nbytes(v):
     if isinstance(v, tuple):
         return sum(_nbytes(x) for x in v)
@@ -97,10 +112,17 @@ def _const_value(node: Node, index: int):
 
 
 def optimize(nodes: dict[str, Node], fetches: list, targets: list, feeds: set,
-             fold: bool = True, cse: bool = True):
+             fold: bool = True, cse: bool = True, pruned: bool = False):
     """Return ``(nodes, fetches, targets)`` after folding, CSE, identity removal and
-    dead-node removal."""
+    dead-node removal.
+
+    ``pruned``: ``nodes`` is already :func:`~tensorvm.passes.prune`'s output for these roots
+    (as in the session's pipeline). Then only folding can leave a node dead (a merged node's
+    inputs are its survivor's, an identity's input is read by its readers), so the graph is
+    pruned again only when something was folded — a walk of the whole graph saved.
+    """
     out: dict[str, Node] = {}
+    folded = False
     alias: dict[tuple, tuple] = {}  # ref -> the ref that replaces it
     alias_op: dict[str, str] = {}  # node name -> node that replaces it (control edges)
     seen: dict[tuple, str] = {}
@@ -137,6 +159,7 @@ def optimize(nodes: dict[str, Node], fetches: list, targets: list, feeds: set,
                     value = tuple(np.array(v) for v in value)
                 else:
                     value = np.array(value)
+                folded = True
                 node = node.replace(
                     type="Const", inputs=(), in_shapes=(), in_dtypes=(),
                     attrs={"value": value, "dtype": node.out_dtypes[0] if node.out_dtypes
@@ -145,7 +168,7 @@ def optimize(nodes: dict[str, Node], fetches: list, targets: list, feeds: set,
         if cse and not node.stateful and d.foldable:
             attrs = node.attrs
             key = (node.type, node.inputs, node.control_inputs, node.device, node.colocation,
-                   node.num_outputs, _attr_key(dict(attrs)) if attrs else ())
+                   node.num_outputs, _attrs_key(attrs) if attrs else ())
             if key in seen:
                 for i in range(max(node.num_outputs, 1)):
                     alias[(name, i)] = (seen[key], i)
@@ -157,7 +180,8 @@ def optimize(nodes: dict[str, Node], fetches: list, targets: list, feeds: set,
     fetches = [ref(r) for r in fetches]
     targets = [alias_op.get(t, t) for t in targets]
     from .prune import prune
-    out = prune(out, fetches, targets, feeds)
+    if folded or not pruned:
+        out = prune(out, fetches, targets, feeds)
     expanded = _expand_group_targets(out, fetches, targets)
     if expanded != targets:  # pruning again with the same roots would change nothing
         out = prune(out, fetches, expanded, feeds)

@@ -102,13 +102,14 @@ def ref_fetch_step(step: Step) -> Step:
     nodes, fetches = ref_fetches(step.nodes, list(step.fetches), step.feed_set,
                                  step.all_nodes)
     if nodes is step.nodes:
-        return step.replace("ref_fetch")
+        return step  # nothing to do: the step stays as prune left it
     return step.replace("ref_fetch", nodes=nodes, fetches=tuple(fetches))
 
 
 def optimize_step(step: Step, fold: bool = True, cse: bool = True) -> Step:
     nodes, fetches, targets = optimize(step.nodes, list(step.fetches), list(step.targets),
-                                       step.feed_set, fold=fold, cse=cse)
+                                       step.feed_set, fold=fold, cse=cse,
+                                       pruned=step.done == "prune")
     return step.replace("optimize", nodes=nodes, fetches=tuple(fetches),
                         targets=tuple(targets))
 
