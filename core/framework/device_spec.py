@@ -14,13 +14,14 @@ from dataclasses import dataclass, replace
 from .errors import InvalidArgumentError
 
 _PART = re.compile(r"^(job|replica|task|device|cpu|gpu|CPU|GPU):(.+)$")
+_FLOATING = re.compile(r"^\*[A-Za-z0-9_]*$")  # task:* or task:*<group>
 
 
 @dataclass(frozen=True)
 class DeviceSpec:
     job: str | None = None
     replica: int | None = None
-    task: int | None = None
+    task: int | str | None = None  # a str: floating, "*" or "*<group>" (see ``floating``)
     device_type: str | None = None
     device_index: int | None = None
 
@@ -55,6 +56,10 @@ class DeviceSpec:
                     if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", val):
                         raise ValueError
                     fields["job"] = val
+                elif key == "task" and val.startswith("*"):
+                    if not _FLOATING.match(val):
+                        raise ValueError
+                    fields["task"] = val  # floating: any task of the job (see ``floating``)
                 elif key in ("replica", "task"):
                     fields[key] = int(val)
                     if fields[key] < 0:
@@ -125,6 +130,16 @@ class DeviceSpec:
             idx = "*" if self.device_index is None else self.device_index
             out += f"/device:{self.device_type}:{idx}"
         return out
+
+    @property
+    def floating(self) -> bool:
+        """Whether the task is ``*`` (any task of the job) or ``*<group>`` (any task, as one
+        named group of ops): stateless ops placed there run wherever Dask schedules them.
+
+        >>> DeviceSpec.parse("/job:worker/task:*map3").floating
+        True
+        """
+        return isinstance(self.task, str)
 
     @property
     def task_name(self) -> str:

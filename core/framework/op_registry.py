@@ -79,6 +79,10 @@ class OpDef:
     it has changed nothing, so a timed-out step does not name it among the stateful ops that
     may already have run.
 
+    ``idempotent``: a stateful op that may run again with the same result (it writes a file
+    named by its task and attempt, which a commit takes once): placement may float it with the
+    stateless ops (``/job:J/task:*``), where Dask may run it twice.
+
     ``forwards`` (TF's ``forward_input``): indices of inputs whose buffer the kernel may write
     its output into, given as ``out=`` (an element-wise op whose output has that input's shape
     and dtype). The interpreter offers one only when nothing else can see it: the input's slot
@@ -108,6 +112,7 @@ class OpDef:
     gpu: str = ""  # "" (undeclared), "same" or "host": see the class docstring
     arrow: bool = False  # the kernel takes and gives Arrow string values: see above
     reads_only: bool = False  # stateful, but changes no state: see above
+    idempotent: bool = False  # stateful, but safe to run again: see above
 
 
 WAITS = ("", "never", "steps")  # the values of OpDef.waits
@@ -134,7 +139,7 @@ def register_op(op_type: str, shape_fn: Callable, kernel: Callable | None = None
                 pass_through: bool = False, gpu_fallback: bool = False,
                 control_flow: bool = False, forwards_dead: bool = False,
                 cpu_only: str = "", waits: str = "", forwards: tuple = (), gpu: str = "",
-                arrow: bool = False, reads_only: bool = False,
+                arrow: bool = False, reads_only: bool = False, idempotent: bool = False,
                 clobber: bool = False) -> OpDef:
     """Add an op type to the table (``clobber=True`` to replace one); ``cpu_only`` says why
     the op can have no GPU kernel, ``gpu`` how its CPU kernel serves on a GPU (see
@@ -151,7 +156,7 @@ def register_op(op_type: str, shape_fn: Callable, kernel: Callable | None = None
     d = OpDef(op_type, shape_fn, {"CPU": kernel} if kernel else {}, grad, stateful, needs_ctx,
               differentiable, foldable and not stateful and not control_flow,
               tuple(shape_only), pass_through, gpu_fallback, control_flow, forwards_dead,
-              cpu_only, waits, tuple(forwards), gpu, arrow, reads_only)
+              cpu_only, waits, tuple(forwards), gpu, arrow, reads_only, idempotent)
     _REGISTRY[op_type] = d
     _bump()
     return d

@@ -8,6 +8,10 @@ A Send is a small task on the source device that picks one tensor out of its sta
 so only that tensor moves. Where a stage's results all go to one other device and nowhere
 else, the pick is *elided*: the receiving task depends on the stage itself (same bytes moved,
 one Dask hop fewer). The plan is a template: the session gives its keys a step id per run.
+
+A floating device (``/job:J/task:*<group>``, see :mod:`tensorvm.passes.place`) compiles like
+any other: its (device, stage) tasks are named ``…_<job>_float_<group>_…``, and the runtime
+schedules them on any worker (:mod:`tensorvm.runtime.dask_plane`).
 """
 from __future__ import annotations
 
@@ -24,8 +28,12 @@ __all__ = ["Plan", "Task", "Send", "compile_plan"]
 def _dev_tag(device: str) -> str:
     # "/job:ps/replica:0/task:0/device:CPU:0" -> "ps_0_cpu0"
     parts = dict(p.split(":", 1) for p in device.strip("/").split("/") if ":" in p)
+    # a floating task "*<group>" -> "float_<group>" ("*" is not for Dask's dashboard)
     dev = parts.get("device", "CPU:0").replace(":", "").lower()
-    return f"{parts.get('job', 'x')}_{parts.get('task', '0')}_{dev}"
+    task = parts.get("task", "0")
+    if task.startswith("*"):
+        task = "float_" + task[1:] if len(task) > 1 else "float"
+    return f"{parts.get('job', 'x')}_{task}_{dev}"
 
 
 def compile_plan(part: Partition, stages: dict[str, int], fetches: list, feeds: list,

@@ -10,6 +10,11 @@ resource ``GPU``); failing either, soft placement puts the group on the task's C
 :func:`place_explained` says why (the plan prints it), else placement fails naming the op
 and the reason. The result is deterministic: the same nodes give the same placement.
 
+Floating devices (``/job:J/task:*``, or ``task:*<group>`` for a named group of ops that is
+to be one task): a group asking for one keeps it when it touches no resource, runs on a CPU
+and holds only stateless (or idempotent) ops; Dask then schedules it on any worker. Anything
+else asking for one is pinned as a bare ``/job:J`` is (the default's task).
+
 Whether a group can run on a GPU is a fact of the whole graph, not of one step's pruned part
 (TF's placer runs once on the whole graph): :func:`colocation_constraints` finds, once per
 graph version, each group's CPU-only member anywhere in the graph, and ``place`` takes it as
@@ -27,7 +32,7 @@ resource's group: the body runs on the loop op's device, so the loop goes where 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -287,6 +292,8 @@ def place_explained(nodes: dict[str, Node], default_device: str = "", *, all_nod
                             f"(created at {n.location})")
                     continue
                 spec = s.merged_over(spec)
+        if spec.floating and not _floats(members, nodes, colocs, spec):
+            spec = replace(spec, task=None)  # pinned as a bare /job:J is: the default task
         full = spec.merged_over(default).with_defaults()
         checked = _check_device(full, members, nodes, gpu_available, allow_soft_placement,
                                 known_tasks, gpus, notes,
@@ -294,9 +301,23 @@ def place_explained(nodes: dict[str, Node], default_device: str = "", *, all_nod
         dev = checked.to_string()
         for m in members:
             out[m] = dev
-        if lone and full.device_type == "CPU":  # placed alike whatever the op
+        if lone and full.device_type == "CPU" and "task:*" not in nodes[root].device:
+            # placed alike whatever the op (a floating ask depends on the op's state)
             lone_cpu[nodes[root].device] = dev
     return {name: out[name] for name in nodes}, tuple(notes)
+
+
+def _floats(members, nodes, colocs, spec: DeviceSpec) -> bool:
+    """Whether a group asking for a floating device (``/job:J/task:*``) floats: it touches no
+    resource (no colocation), runs on a CPU, and every member is stateless or idempotent (the
+    op table says; Dask may run a floating task twice). Else it is pinned as today."""
+    if colocs or spec.device_type == "GPU":
+        return False
+    for m in members:
+        n = nodes[m]
+        if n.stateful and not registry[n.type].idempotent:
+            return False
+    return True
 
 
 def _check_members(spec: DeviceSpec, owner: Node, members, nodes, soft: bool) -> None:
@@ -377,6 +398,14 @@ def _no_gpu_reason(spec: DeviceSpec, members, nodes, gpu_available, gpus, elsewh
 
 def _check_device(spec: DeviceSpec, members, nodes, gpu_available, soft, known_tasks,
                   gpus=None, notes=None, elsewhere=None):
+    if spec.floating:
+        if known_tasks is not None and spec.job not in {j for j, _ in known_tasks}:
+            n = nodes[members[0]]
+            raise InvalidArgumentError(
+                f"Cannot assign a device for operation {n.name!r}: device {spec.to_string()} "
+                f"names a job that is not in the cluster ({sorted(known_tasks)}); created at "
+                f"{n.location}")
+        return spec  # a CPU of any task of the job (see _floats)
     if known_tasks is not None and (spec.job, spec.task) not in known_tasks:
         n = nodes[members[0]]
         raise InvalidArgumentError(

@@ -1,8 +1,15 @@
-"""Running plans on dask.distributed: one Dask worker per logical task of the cluster.
+"""Running plans on dask.distributed: TF's placement for state, Dask's scheduling for
+everything else.
 
 Mapping: each logical task (``ps-0``, ``worker-1`` …) runs on one Dask worker, pinned by a
 per-device Dask resource ``tvm-dev-<job>-<task>``; :mod:`tensorvm.runtime.cluster.device_map` chooses the
 worker and keeps the mapping (:class:`~tensorvm.runtime.cluster.device_map.DeviceMap`, which the backend owns).
+A *floating* device (``/job:J/task:*<group>``: stateless ops, see :mod:`tensorvm.passes.place`)
+is mapped to no worker: its tasks carry their programs, have no resource restriction and
+``retries`` (:data:`FLOATING_RETRIES`), so Dask places them, steals them from a slow worker,
+gives them to a worker that joins and recomputes the lost ones from lineage after a worker
+loss; a plan holding one always runs on the Dask plane. Only a pinned device's lost worker
+fails a step.
 
 Liveness: while a step runs, the backend waits on the client's event loop for its results
 with one gather that is never cancelled (cancelling would restart a large transfer), raced
@@ -192,6 +199,14 @@ def _collect_traces(step_id, dask_worker):
 
 
 DATA_PLANES = ("auto", "dask", "direct")
+FLOATING_RETRIES = 1  # a floating task that fails runs again once (it is stateless)
+
+
+def floating(plan) -> bool:
+    """Whether ``plan`` has a floating device (``/job:J/task:*``): its tasks carry their
+    programs and run on the Dask plane only."""
+    return any(DeviceSpec.parse(d).floating for d in plan.devices)
+
 
 
 class DistributedBackend(Backend):
@@ -296,12 +311,14 @@ class DistributedBackend(Backend):
         layers, deps = {}, {}
         for dev, keys in by_device.items():
             spec = DeviceSpec.parse(dev)
-            res = {resource_name(spec.job, spec.task): 1}
+            # Pinned: only the device resource (retries are 0 by default: stateful tasks must
+            # not rerun; every extra annotation costs scheduler time per task). Floating: no
+            # restriction, so Dask places, steals and recomputes them, and retries.
+            ann = {"retries": FLOATING_RETRIES} if spec.floating else \
+                {"resources": {resource_name(spec.job, spec.task): 1}}
             for k in keys:
                 lname = f"{k[0]}-{k[1]}" + (f"-{k[2]}" if len(k) > 2 else "")
-                # Only the device resource: retries are 0 by default (stateful tasks must not
-                # rerun), and every extra annotation costs scheduler time per task.
-                layers[lname] = MaterializedLayer({k: dsk[k]}, annotations={"resources": res})
+                layers[lname] = MaterializedLayer({k: dsk[k]}, annotations=ann)
                 layer_of[k] = lname
         for k, lname in layer_of.items():
             task = dsk[k]
@@ -309,6 +326,8 @@ class DistributedBackend(Backend):
         return HighLevelGraph(layers, deps)
 
     def _plane(self, plan, options, steps: int = 1) -> str:
+        if floating(plan):
+            return "dask"  # its floating tasks run wherever Dask puts them, programs and all
         want = _check_plane(getattr(options, "data_plane", "") or self.data_plane)
         if want == "auto":
             # Plans with ops that wait (queues, readers) on Dask; so is a plan's first single
@@ -347,7 +366,10 @@ class DistributedBackend(Backend):
                 # a worker of the plan that left while this session was idle: named at once, not
                 # a connection to its dead address (Dask's connect timeout, then a raw OSError)
                 self._direct.check_gone(pinned)
-                pid = self._direct.register(plan, pinned) if plan.tasks else None
+                # registered partitions live on a device's worker: a floating task has none,
+                # so a plan with any carries every task's program (the Dask plane)
+                pid = self._direct.register(plan, pinned) \
+                    if plan.tasks and not floating(plan) else None
             except UnavailableError as exc:
                 self._forget_lost(pinned, getattr(exc, "device", None))
                 raise exc.with_traceback(None) from exc.__cause__

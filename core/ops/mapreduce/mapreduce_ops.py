@@ -351,9 +351,10 @@ def _merge_write_kernel(*flat, how, sort, urls, types, url, task, attempt, fmt, 
 
 
 register_op("MRMergeWrite", lambda inputs, attrs: [(_dt.int64, (2,))], _merge_write_kernel,
-            stateful=True, differentiable=False, cpu_only=_BATCHES)
+            stateful=True, differentiable=False, cpu_only=_BATCHES, idempotent=True)
 
 register_op("MRWrite", lambda inputs, attrs: [(_dt.int64, (2,))],
             lambda keys, values, url, task, attempt, fmt, sep:
             write_pairs(keys, values, url, task, attempt, fmt, sep),
-            stateful=True, differentiable=False, cpu_only=_BATCHES, arrow=True)
+            stateful=True, differentiable=False, cpu_only=_BATCHES, arrow=True,
+            idempotent=True)

@@ -444,11 +444,13 @@ class DeviceMap:
 
     def pin(self, plan) -> dict:
         """Device -> (address, name) of its worker for this step, mapping a device anew
-        when it lost its worker since the plan was compiled."""
+        when it lost its worker since the plan was compiled. Floating devices
+        (``/job:J/task:*``) have no worker: Dask places their tasks, so they are left out."""
         pinned = {}
         for dev in plan.devices:
             spec = DeviceSpec.parse(dev)
-            pinned[dev] = self.ensure_mapped(spec.job, spec.task)
+            if not spec.floating:
+                pinned[dev] = self.ensure_mapped(spec.job, spec.task)
         return pinned
 
     def forget_lost(self, pinned: dict, device, gone: Callable[[str], object]) -> None:
