@@ -189,6 +189,7 @@ class _Exchange:
         self.worker = get_worker()
         self.plane = service("data_plane")(self.worker)
         self.loop = self.worker.loop.asyncio_loop
+        self.devices = devices
         self.part = types.SimpleNamespace(device=device, peers=_peers(self.worker, devices))
         self.out: dict = {}  # destination -> [(key, value)] not written yet
         self.pending: list = []  # writes under way
@@ -207,14 +208,31 @@ class _Exchange:
     def flush(self) -> None:
         """Write the buffered values, one message per destination, without waiting for the
         writes (a failed one fails the shard at its next flush or at its end)."""
+        self._check_pushes()
+        for dst, items in self.out.items():
+            self.pending.append(self._call(self._push(dst, items)))
+        self.out = {}
+
+    def _check_pushes(self) -> None:
+        """Raise a finished push's error (a gone peer: UnavailableError); forget the rest."""
         for fut in self.pending:
             if fut.done():
-                _pushed(fut)  # raises a push's error (a gone peer: UnavailableError)
+                fut.result()
         self.pending = [f for f in self.pending if not f.done()]
-        for dst, items in self.out.items():
-            self.pending.append(self._call(self.plane._push(self.part, dst, self.step,
-                                                            items)))
-        self.out = {}
+
+    async def _push(self, dst: str, items: list) -> None:
+        """One push; where it fails and the scheduler now names another worker for ``dst``
+        (the worker was restarted since this process last asked), once more to that one: the
+        old worker is gone, so nothing of this step reached it."""
+        try:
+            await self.plane._push(self.part, dst, self.step, items)
+        except UnavailableError:
+            old = self.part.peers[dst]
+            fresh = await _ask_peers(self.worker, self.devices)
+            if fresh.get(dst, old) == old:
+                raise
+            self.part.peers = fresh
+            await self.plane._push(self.part, dst, self.step, items)
 
     def recv(self, key: str):
         got = self.ready.pop(key, _MISSING)
@@ -228,6 +246,7 @@ class _Exchange:
                 self.ready.update(ready)
                 return value
             except concurrent.futures.TimeoutError:
+                self._check_pushes()  # a push that failed: its peer never answers
                 if self.ctx.cancelled() or (self.task is not None and
                                             _task_cancelled(self.task)):
                     fut.cancel()
@@ -249,7 +268,7 @@ class _Exchange:
         if wait:
             self.flush()
             for fut in self.pending:
-                _pushed(fut)
+                fut.result()
         self.pending = []
 
         async def go():
@@ -265,41 +284,46 @@ _PEERS: dict = {}  # device resource -> worker address, as the scheduler said la
 _PEERS_LOCK = threading.Lock()
 
 
-def _pushed(fut) -> None:
-    """A push's outcome; a peer that could not be reached makes every address be asked
-    anew (a restarted worker has a new one)."""
-    try:
-        fut.result()
-    except UnavailableError:
-        with _PEERS_LOCK:
-            _PEERS.clear()
-        raise
-
-
-def _peers(worker, devices) -> dict:
-    """device -> address of the worker that holds its Dask resource (``tvm-dev-<job>-<task>``),
-    asked of the scheduler when one is not known yet."""
+def _resources(devices) -> dict:
+    """device -> the Dask resource of its worker (``tvm-dev-<job>-<task>``)."""
     from ...framework.device_spec import DeviceSpec
     resource_name = service("device_resource")
     want = {}
     for d in devices:
         spec = DeviceSpec.parse(d)
         want[d] = resource_name(spec.job, int(spec.task or 0))
+    return want
+
+
+def _peers(worker, devices) -> dict:
+    """device -> address of the worker that holds its Dask resource, asked of the scheduler
+    when one is not known yet."""
+    want = _resources(devices)
     with _PEERS_LOCK:
         if all(r in _PEERS for r in want.values()):
             return {d: _PEERS[r] for d, r in want.items()}
-    info = asyncio.run_coroutine_threadsafe(worker.scheduler.identity(),
+    return asyncio.run_coroutine_threadsafe(_ask_peers(worker, devices),
                                             worker.loop.asyncio_loop).result()
+
+
+async def _ask_peers(worker, devices) -> dict:
+    """:func:`_peers` as the scheduler says now (on the worker's event loop); the addresses
+    known before are replaced (a restarted worker has a new one)."""
+    want = _resources(devices)
+    info = await worker.scheduler.identity()
+    now = {}
+    for addr, w in info.get("workers", {}).items():
+        for r in (w.get("resources") or {}):
+            if r.startswith("tvm-dev-"):
+                now[r] = addr
     with _PEERS_LOCK:
-        for addr, w in info.get("workers", {}).items():
-            for r in (w.get("resources") or {}):
-                if r.startswith("tvm-dev-"):
-                    _PEERS[r] = addr
-        missing = [d for d, r in want.items() if r not in _PEERS]
-        if missing:
-            raise InvalidArgumentError(f"while_loop across devices: no worker holds device(s) "
-                                       f"{missing}")
-        return {d: _PEERS[r] for d, r in want.items()}
+        _PEERS.clear()
+        _PEERS.update(now)
+    missing = [d for d, r in want.items() if r not in now]
+    if missing:
+        raise InvalidArgumentError(f"while_loop across devices: no worker holds device(s) "
+                                   f"{missing}")
+    return {d: now[r] for d, r in want.items()}
 
 
 def run_sharded(ctx, ins, *, cond, body, n, ncc, nbc, has_max, frame, home, devices, tag):
