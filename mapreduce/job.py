@@ -1,8 +1,9 @@
 """``mr.Job``: a map-reduce job compiled to one tensorvm graph and run in one ``Session.run``.
 
-The graph, for M map tasks over W worker devices and R reducers::
+The graph, for M map tasks and R reducers, each a floating device of its own (any worker of
+the job: Dask places, steals and recomputes them; see :mod:`tensorvm.passes.place`)::
 
-    map m on /job:worker/task:(m % W)                      reduce r on /job:worker/task:(r % W)
+    map m on /job:worker/task:*map<m>                      reduce r on /job:worker/task:*reduce<r>
       MRReadSplits(its split group) -> records, counters
       user map fn (tensor ops) -> keys, values
       combine (MRGroupReduce or a tensor fn)
@@ -10,14 +11,21 @@ The graph, for M map tasks over W worker devices and R reducers::
                                                                       reduce (built-in or fn)
                                                                       MRWrite -> attempt file
 
-Every bucket that changes device is one Send/Recv pair, i.e. one Dask task dependency; the
-session stages each device's map ops into one task and its reducers into another. The driver
+Every bucket is one Send/Recv pair, i.e. one Dask task dependency. On a cluster there is one
+map task per split (small files grouped up to the split size), whatever the worker count, so
+a worker that joins takes map tasks, and a lost worker costs only its lost map outputs and
+unfinished reducers (Dask recomputes them; the step does not fail). A map or reduce task
+whose ops hold state (a stateful ``py_func``, a variable) is pinned to
+``/job:worker/task:<m % W>`` over the W worker devices instead, as every task of an iterative
+job (:meth:`Job.compile`) and of a phased job (:mod:`.speculate`) is; a lost worker then fails
+the step, which runs again (``max_attempts``). The driver
 sets the output up before the step and commits it after (``commit_task`` per reducer, then
 ``commit_job`` and ``_SUCCESS``), so a failed or repeated step leaves only ``_temporary``
 debris.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import tempfile
 import time
@@ -30,6 +38,8 @@ import tensorvm as tv
 from tensorvm.framework import errors
 from tensorvm import storage
 from tensorvm.framework.op_def_library import apply_op
+from tensorvm.framework.device_spec import DeviceSpec
+from tensorvm.framework.op_registry import registry
 from tensorvm.ops.mapreduce import mapreduce_ops as mro
 
 from . import recovery, sizing
@@ -74,7 +84,8 @@ class Job:
     sizes them to the data: each reducer's share of the input within a quarter of the memory
     a worker thread can use, at least one per worker thread (:mod:`.sizing`); an explicit
     count whose share is larger is warned about before the job starts. ``map_tasks``: split
-    groups (default: one per worker device). ``skip_bad_records``: how many undecodable
+    groups (default: on a cluster one per split, small files grouped up to the split size; in
+    process one per worker device). ``skip_bad_records``: how many undecodable
     records may be skipped and counted; beyond it the job fails naming the split URL and byte
     offset. A map function that fails names its task's splits; with ``skip_bad_records`` the
     job runs again in Hadoop's skipping mode (:mod:`.speculate`: the failing split's byte
@@ -158,6 +169,17 @@ class Job:
             groups += [mine[j::m] for j in range(m) if mine[j::m]]
         return groups or [[]]
 
+    def _map_groups(self, splits: list, num_workers: int, per_split: bool) -> list:
+        """The map tasks' split groups: ``map_tasks`` groups when given; else, on a cluster
+        (``per_split``), one per split with small files grouped up to the input's split size
+        (:func:`.sizing.split_groups`; Dask spreads them); else (in process) one per worker
+        device, as the in-process session has few threads."""
+        if self.map_tasks or not per_split:
+            return self._groups(splits, num_workers)
+        return [g for i, inp in enumerate(self.inputs)
+                for g in sizing.split_groups([x for x in splits if x[0] == i], inp.split_size)
+                if g]
+
     def _map_of(self, group) -> Callable:
         return self.maps[group[0][0] if group else 0]
 
@@ -184,13 +206,18 @@ class Job:
         return em.keys, em.values
 
     def build(self, graph: tv.Graph, num_workers: int, attempt: str = "0",
-              splits: list | None = None, boundaries: tuple = (), skip=()) -> _Built:
+              splits: list | None = None, boundaries: tuple = (), skip=(),
+              floating: bool = True, per_split: bool = False) -> _Built:
         """Add the job's ops to ``graph``; return the fetches of its one step. ``skip``: reducers
-        not to build (recovered from a dead driver's run)."""
+        not to build (recovered from a dead driver's run). ``floating``: each map and reduce
+        task on a floating device of its own (``/job:worker/task:*map<m>``), which Dask
+        schedules on any worker; a task whose ops hold state (a stateful ``py_func``, a
+        variable) is pinned to ``/job:worker/task:<m % num_workers>`` instead, as every task
+        is with ``floating=False``. ``per_split``: see :meth:`_map_groups`."""
         splits = self._splits() if splits is None else splits
         if self.num_reducers is None:
             self._size_reducers(None, splits, num_workers)
-        groups = self._groups(splits, num_workers)
+        groups = self._map_groups(splits, num_workers, per_split)
         r_count = self.num_reducers
         part = self.partition
         sink = self._sink = CounterSink()
@@ -198,8 +225,9 @@ class Job:
         fetches: dict = {"map": [], "shuffle": [], "reduce": [], "user": []}
         with graph.as_default():
             for m, group in enumerate(groups):
-                with tv.device(f"/job:worker/task:{m % num_workers}"), \
-                        tv.name_scope(f"{self.name}/map{m}"):
+                n0 = len(graph.get_operations())
+                device = _device(floating, f"map{m}", m % num_workers)
+                with tv.device(device), tv.name_scope(f"{self.name}/map{m}"):
                     records, counts = self._read(group, "read")
                     em = call_user(self._map_of(group), [records], "map", sink)
                     keys, values = self._apply_fn(self.combine, em.keys, em.values, "combine",
@@ -208,14 +236,17 @@ class Job:
                         "num": r_count, "how": part.how, "boundaries": tuple(boundaries),
                         "spill_url": self._spill_url(attempt), "threshold": self.spill_bytes,
                         "task": m}, name="partition").outputs
+                _pin_stateful(graph, n0, device, m % num_workers)
                 for r in range(r_count):
                     buckets[r] += [outs[2 * r], outs[2 * r + 1]]
                 fetches["map"].append(counts)
                 fetches["shuffle"].append(outs[-1])
             reducers = [r for r in range(r_count) if r not in skip]
             for r in reducers:
-                fetches["reduce"].append(self._build_reducer(
-                    r, f"/job:worker/task:{r % num_workers}", buckets[r], attempt))
+                n0 = len(graph.get_operations())
+                device = _device(floating, f"reduce{r}", r % num_workers)
+                fetches["reduce"].append(self._build_reducer(r, device, buckets[r], attempt))
+                _pin_stateful(graph, n0, device, r % num_workers)
         fetches["user"] = [t for _, t in sink.items]
         return _Built(fetches, len(groups), [n for n, _ in sink.items], groups, reducers)
 
@@ -247,8 +278,10 @@ class Job:
     def _done(self, r: int, attempt: str, counts):
         """After reducer ``r``'s file is written, on its worker: the done marker a resumed job
         adopts it by (:class:`.recovery.TaskDone`)."""
+        # stateless: it only writes this attempt's marker, so it may run again with the rest
+        # of a floating reducer
         return tv.py_func(recovery.TaskDone(self.output.url, r, attempt), [counts], tv.int64,
-                          stateful=True, name="done")
+                          stateful=False, name="done")
 
     def _through_storage(self, session, splits: list) -> bool:
         """``shuffle="auto"``: go through storage when the input is more than half of the
@@ -373,7 +406,9 @@ class Job:
         splits = self._splits()
         num_workers = num_workers or _worker_count(session)
         self._size_reducers(session, splits, num_workers)
-        built = self.build(session.graph, num_workers, "0", splits, self._boundaries(splits))
+        # pinned: the plan is run again and again, on the direct plane where it can be
+        built = self.build(session.graph, num_workers, "0", splits, self._boundaries(splits),
+                           floating=False)
         return lambda: self._finish(session, built, None, "0", time.perf_counter())
 
     def _run(self, session, num_workers, resume: bool = False) -> Result:
@@ -439,7 +474,7 @@ class Job:
         for attempt_no in range(1, self.max_attempts + 1):
             attempt = uuid.uuid4().hex[:12]
             built = self.build(session.graph, num_workers, attempt, splits, boundaries,
-                               skip=recovered)
+                               skip=recovered, per_split=session.client is not None)
             try:
                 result = self._finish(session, built, committer, attempt, t0, recovered)
             except errors.UnavailableError as e:  # a worker died: run the step again
@@ -516,6 +551,31 @@ class Job:
                     built.num_map_tasks, self.num_reducers, time.perf_counter() - t0)
         return Result(counters, urls, keys, values, time.perf_counter() - t0,
                       built.num_map_tasks, self.num_reducers)
+
+
+def _device(floating: bool, group: str, task: int) -> str:
+    """A map or reduce task's device: its own floating group, or pinned to ``task``."""
+    return f"/job:worker/task:*{group}" if floating else f"/job:worker/task:{task}"
+
+
+def _pin_stateful(graph, n0: int, device: str, task: int) -> None:
+    """Pin the ops made since ``n0`` on floating ``device`` to ``/job:worker/task:<task>`` if
+    any holds state (a stateful op that is not idempotent, or one colocated with a resource):
+    a task that Dask may run twice must be stateless (see :mod:`tensorvm.passes.place`)."""
+    if "task:*" not in device:
+        return
+    ops = graph.get_operations()[n0:]
+    for op in ops:
+        d = registry.get(op.type)
+        if op.colocation or (d is not None and d.stateful and not d.idempotent):
+            break
+    else:
+        return
+    group = DeviceSpec.parse(device).task
+    for op in ops:
+        spec = DeviceSpec.parse(op.device)
+        if spec.task == group:
+            op._set_device(dataclasses.replace(spec, task=task).to_string())
 
 
 def _worker_count(session) -> int:

@@ -34,7 +34,7 @@ REDUCER_MEMORY_FRACTION = 0.25
 WORKER_RESERVED = 160 << 20  # a worker process's own memory, tensorvm imported (~155 MB seen)
 CONFIG_KEY = "tensorvm.mapreduce.reducer-memory-fraction"
 
-__all__ = ["choose_reducers", "reducer_budget", "memory_fraction", "input_bytes",
+__all__ = ["split_groups", "choose_reducers", "reducer_budget", "memory_fraction", "input_bytes",
            "worker_memory", "all_local", "fit_warning"]
 
 
@@ -52,6 +52,33 @@ def input_bytes(splits: list) -> int:
     """The bytes of a job's splits ``[(input, split), ...]`` (byte ranges; a split without one
     — row groups — counts as its file's size where known, else 0)."""
     return int(sum((s.end - s.start) if s.end is not None else 0 for _, s in splits))
+
+
+def split_groups(splits: list, target: int) -> list:
+    """The map tasks of a job over ``splits`` (``[(input, split), ...]``): one per split,
+    except that consecutive small splits of one input (small files) share a task up to
+    ``target`` bytes, as Hadoop's ``CombineFileInputFormat``. A split of unknown size (row
+    groups, a compressed file) is a task of its own.
+
+    >>> from tensorvm.storage.splits import Split
+    >>> s = [(0, Split("a", "text", 0, 10)), (0, Split("b", "text", 0, 10)),
+    ...      (0, Split("c", "text", 0, 30)), (1, Split("d", "text", 0, 5))]
+    >>> [[x.url for _, x in g] for g in split_groups(s, 25)]
+    [['a', 'b'], ['c'], ['d']]
+    """
+    groups: list = []
+    size = 0
+    for i, s in splits:
+        n = (s.end - s.start) if s.end is not None else None
+        last = groups[-1] if groups else None
+        if last is not None and n is not None and size >= 0 and last[0][0] == i \
+                and size + n <= target:
+            last.append((i, s))
+            size += n
+        else:
+            groups.append([(i, s)])
+            size = n if n is not None else -1  # -1: nothing joins a split of unknown size
+    return groups or [[]]
 
 
 def usable_per_thread(limit: float, threads: int) -> float:

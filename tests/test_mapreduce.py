@@ -220,8 +220,9 @@ def test_plan_has_a_send_recv_per_bucket(zipf_dir):
     d, _ = zipf_dir
     plan = wordcount_job(f"{d.as_uri()}/*.txt", num_reducers=2).plan(num_workers=2)
     text = str(plan)
-    assert "task:0/device:CPU:0" in text and "task:1/device:CPU:0" in text
-    assert "4 sends" in text  # 2 maps x 2 reducers: one bucket crosses per map and reducer
+    # each map and reduce task a floating device of its own (issue 23)
+    assert "task:*map1/device:CPU:0" in text and "task:*reduce1/device:CPU:0" in text
+    assert "8 sends" in text  # 2 maps x 2 reducers x (keys, values): every bucket crosses
 
 
 def test_bad_job_arguments_fail_at_construction():
