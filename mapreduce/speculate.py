@@ -186,6 +186,7 @@ class _MapPhase:
         self.names: list = []  # user counter names
         self.types = None  # the (key, value) dtypes and shapes, for the reducers
         self.backups = self.backup_wins = 0
+        self.stragglers: set = set()  # devices whose attempt got a backup (slow ones)
         self.pool = ThreadPoolExecutor(max_workers=2 * len(groups) + 16)
         self.abandoned: set = set()  # tasks bisected or skipped (skipping mode)
         self.skipped: list = []  # "url@offset" of the records skipped
@@ -240,6 +241,7 @@ class _MapPhase:
                     {k: v for k, v in self.running.items() if k not in self.winners},
                     self.durations, self.devices, time.perf_counter()):
                 logger.info("mr job %s: backup of map task %d on %s", job.name, m, device)
+                self.stragglers.add(self.running[m][0][0])
                 self.backups += 1
                 self.launch(m, device, "b1")
 
@@ -336,10 +338,29 @@ def _setup(job, session, num_workers: int, committer, boundaries):
     return committer, groups, maps, scratch
 
 
+def reduce_devices(devices: list, busy: set, stragglers: set) -> list:
+    """The devices the reducers go to: those neither running a map attempt nor a straggler
+    (a device whose attempt got a backup); else, in that order, those that are no straggler,
+    those not busy, all. A reduce never lands on the straggler a backup avoided while another
+    device is there.
+
+    >>> reduce_devices(["a", "b", "c"], {"b"}, {"c"})
+    ['a']
+    >>> reduce_devices(["a", "b"], {"a", "b"}, {"b"})
+    ['a']
+    """
+    for ok in (lambda d: d not in busy and d not in stragglers, lambda d: d not in stragglers,
+               lambda d: d not in busy):
+        out = [d for d in devices if ok(d)]
+        if out:
+            return out
+    return list(devices)
+
+
 def _reduce_step(job, session, phase: _MapPhase, recovered: dict) -> tuple:
     """One step of the reducers not ``recovered`` over the winners' files, on devices not busy
     with losers. Returns ``(reducers, attempt, reduce values, reduce-function counters)``."""
-    free = [d for d in phase.devices if d not in phase.busy()] or phase.devices
+    free = reduce_devices(phase.devices, phase.busy(), phase.stragglers)
     attempt = uuid.uuid4().hex[:12]
     reduce_fetches = []
     rsink = job._sink = CounterSink()  # a reduce function's counters

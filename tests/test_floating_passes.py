@@ -80,3 +80,12 @@ def test_floating_ops_run_on_the_local_cpu_in_process():
         assert s.run(z, {x: [1, 2, 3]}) == 15.0
         devs = s.plan(z, feed_dict={x: [1, 2, 3]}).devices
     assert sum(DeviceSpec.parse(d).floating for d in devs) == 2
+
+
+def test_speculative_reducers_avoid_the_straggler():
+    from tensorvm.mapreduce.speculate import reduce_devices
+    # every device still busy (losers running): the straggler is still avoided
+    assert reduce_devices(["w0", "w1"], {"w0", "w1"}, {"w1"}) == ["w0"]
+    # the straggler's loser ended: it is idle, yet no reduce goes there
+    assert reduce_devices(["w0", "w1"], {"w0"}, {"w1"}) == ["w0"]
+    assert reduce_devices(["w0", "w1"], set(), set()) == ["w0", "w1"]
