@@ -169,15 +169,20 @@ class Job:
             groups += [mine[j::m] for j in range(m) if mine[j::m]]
         return groups or [[]]
 
-    def _map_groups(self, splits: list, num_workers: int, per_split: bool) -> list:
+    def _map_groups(self, splits: list, num_workers: int, client=None) -> list:
         """The map tasks' split groups: ``map_tasks`` groups when given; else, on a cluster
-        (``per_split``), one per split with small files grouped up to the input's split size
-        (:func:`.sizing.split_groups`; Dask spreads them); else (in process) one per worker
-        device, as the in-process session has few threads."""
-        if self.map_tasks or not per_split:
+        (``client``, a Dask client), one per split with small files grouped (:func:`.sizing.split_groups`,
+        up to :func:`.sizing.map_task_bytes`: the workers' threads set the grain, never which
+        worker runs what; Dask spreads the tasks); else (in process) one per worker device, as
+        the in-process session has few threads."""
+        if self.map_tasks or client is None:
             return self._groups(splits, num_workers)
+        threads = sum(t for _, t in sizing.worker_memory(client, num_workers))
+        total = sizing.input_bytes(splits)
         return [g for i, inp in enumerate(self.inputs)
-                for g in sizing.split_groups([x for x in splits if x[0] == i], inp.split_size)
+                for g in sizing.split_groups([x for x in splits if x[0] == i],
+                                             sizing.map_task_bytes(total, inp.split_size,
+                                                                   threads))
                 if g]
 
     def _map_of(self, group) -> Callable:
@@ -207,17 +212,18 @@ class Job:
 
     def build(self, graph: tv.Graph, num_workers: int, attempt: str = "0",
               splits: list | None = None, boundaries: tuple = (), skip=(),
-              floating: bool = True, per_split: bool = False) -> _Built:
+              floating: bool = True, client=None) -> _Built:
         """Add the job's ops to ``graph``; return the fetches of its one step. ``skip``: reducers
         not to build (recovered from a dead driver's run). ``floating``: each map and reduce
         task on a floating device of its own (``/job:worker/task:*map<m>``), which Dask
         schedules on any worker; a task whose ops hold state (a stateful ``py_func``, a
         variable) is pinned to ``/job:worker/task:<m % num_workers>`` instead, as every task
-        is with ``floating=False``. ``per_split``: see :meth:`_map_groups`."""
+        is with ``floating=False``. ``client``: the cluster's Dask client, for the map
+        tasks' grain (:meth:`_map_groups`)."""
         splits = self._splits() if splits is None else splits
         if self.num_reducers is None:
             self._size_reducers(None, splits, num_workers)
-        groups = self._map_groups(splits, num_workers, per_split)
+        groups = self._map_groups(splits, num_workers, client)
         r_count = self.num_reducers
         part = self.partition
         sink = self._sink = CounterSink()
@@ -474,7 +480,7 @@ class Job:
         for attempt_no in range(1, self.max_attempts + 1):
             attempt = uuid.uuid4().hex[:12]
             built = self.build(session.graph, num_workers, attempt, splits, boundaries,
-                               skip=recovered, per_split=session.client is not None)
+                               skip=recovered, client=session.client)
             try:
                 result = self._finish(session, built, committer, attempt, t0, recovered)
             except errors.UnavailableError as e:  # a worker died: run the step again

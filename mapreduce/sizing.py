@@ -32,9 +32,11 @@ from urllib.parse import urlparse
 
 REDUCER_MEMORY_FRACTION = 0.25
 WORKER_RESERVED = 160 << 20  # a worker process's own memory, tensorvm imported (~155 MB seen)
+OPEN_COST = 4 << 20  # small files are grouped into map tasks of at least this many bytes
+MIN_MAP_TASKS = 8  # small files are spread over at least this many map tasks
 CONFIG_KEY = "tensorvm.mapreduce.reducer-memory-fraction"
 
-__all__ = ["split_groups", "choose_reducers", "reducer_budget", "memory_fraction", "input_bytes",
+__all__ = ["map_task_bytes", "split_groups", "choose_reducers", "reducer_budget", "memory_fraction", "input_bytes",
            "worker_memory", "all_local", "fit_warning"]
 
 
@@ -52,6 +54,20 @@ def input_bytes(splits: list) -> int:
     """The bytes of a job's splits ``[(input, split), ...]`` (byte ranges; a split without one
     — row groups — counts as its file's size where known, else 0)."""
     return int(sum((s.end - s.start) if s.end is not None else 0 for _, s in splits))
+
+
+def map_task_bytes(total: int, split_size: int, threads: int) -> int:
+    """How many bytes of small files one map task takes (Spark's ``maxSplitBytes``): the
+    input over at least :data:`MIN_MAP_TASKS` tasks and twice the workers' threads (spare
+    tasks to steal and for workers that join), at least :data:`OPEN_COST` (a file's open and
+    task overhead), at most the split size.
+
+    >>> map_task_bytes(50 << 20, 64 << 20, 2) // (1 << 20)
+    6
+    >>> map_task_bytes(1 << 20, 4096, 2)
+    4096
+    """
+    return max(1, min(split_size, max(OPEN_COST, total // max(MIN_MAP_TASKS, 2 * threads))))
 
 
 def split_groups(splits: list, target: int) -> list:
