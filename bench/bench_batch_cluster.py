@@ -138,22 +138,34 @@ def scenarios(hc: HandCluster, urls: list, paths: list, ref: dict, skip_dask: bo
     rows: list = []
 
     def one(name, disturb, base=None, run=None):
+        """Time one scenario (``base``: the seconds its ratio is to; None: it is a base);
+        a job that fails is a row too (its error, no time)."""
         run = run or (lambda: run_tensorvm(hc.address, urls, reruns))
-        secs, (counts, facts) = disturbed(run, disturb)
+        present = set(hc.workers())
+        try:
+            secs, (counts, facts) = disturbed(run, disturb)
+        except Exception as e:  # (the figure is that it failed)
+            rows.append((name, None, None, "-", {"failed": str(e).splitlines()[0]}))
+            print(f"  {name}: failed: {rows[-1][-1]['failed']}", flush=True)
+            hc.wait_for(present)  # a worker the memory monitor stopped comes back
+            return None
         if counts != ref:
             raise AssertionError(f"{name}: the counts differ from pyarrow's")
-        rows.append((name, secs, secs / base if base else 1.0, checksum(counts), facts))
+        ratio = 1.0 if base is None else secs / base if base else None
+        rows.append((name, secs, ratio, checksum(counts), facts))
         print(f"  {name}: {secs:.2f}s {facts}", flush=True)
         return secs
 
     try:
         run_tensorvm(hc.address, urls, reruns)  # warm-up: imports on the workers
         base = one("undisturbed", quiet)
+        if base is None:
+            return rows
         one("killed at half time", kill_at(hc, base / 2), base)
         ensure_both(hc)
         hc.stop_worker("worker-1")
         alone = one("one worker", quiet, base)
-        one("joining at 3 s", join_at(hc, 3.0), alone)
+        one("joining at 3 s", join_at(hc, 3.0), alone or 0.0)
         ensure_both(hc)
         one("slowed (0.2 of 0.3 s)", slowed(hc), base)
         if not skip_dask:
@@ -162,7 +174,7 @@ def scenarios(hc: HandCluster, urls: list, paths: list, ref: dict, skip_dask: bo
                 def bag():
                     return dask_bag(client, paths), {}
                 bag_base = one("dask.bag undisturbed", quiet, None, bag)
-                one("dask.bag slowed", slowed(hc), bag_base, bag)
+                one("dask.bag slowed", slowed(hc), bag_base or 0.0, bag)
     finally:
         logging.getLogger("tensorvm").removeHandler(reruns)
     return rows
@@ -193,7 +205,8 @@ def main(argv=None):
     print(f"\n{'scenario':24s} {'s':>7s} {'ratio':>6s}  {'checksum':8s}  facts")
     for name, secs, ratio, crc, facts in rows:
         shown = " ".join(f"{k}={v}" for k, v in facts.items())
-        print(f"{name:24s} {secs:7.2f} {ratio:6.2f}  {crc}  {shown}")
+        print(f"{name:24s} {'-' if secs is None else f'{secs:.2f}':>7s} "
+              f"{'-' if ratio is None else f'{ratio:.2f}':>6s}  {crc:8s}  {shown}")
     print("ratio: to the undisturbed run (joining: to one worker throughout; dask.bag slowed: "
           f"to dask.bag undisturbed); pyarrow's checksum {checksum(ref)}")
 
