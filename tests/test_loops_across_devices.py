@@ -4,6 +4,9 @@ re-implementations of the same loop, against the same loop on one device, and gr
 against central differences (tests/opcheck.py). TensorFlow is not installed here."""
 from __future__ import annotations
 
+import os
+import time
+
 import numpy as np
 import pytest
 
@@ -434,3 +437,87 @@ def test_a_nested_loop_across_devices_on_a_cluster(tv_cluster, g):
         got = s.run(fetches, {x: X}, options=opts)
         for a, b in zip(got, want):
             np.testing.assert_allclose(a, b, rtol=1e-15, atol=0)
+
+
+# ---- parallel_iterations: a shard runs the next iterations while a peer runs this one -------
+def _independent(x, iters, parallel):
+    """Iterations that depend on one another only through the counter and a sum: device
+    A (the worker) makes ``y`` from the counter, B (the PS) ``z`` from ``y``, A sums ``z``."""
+    def body(i, acc):
+        with tv.device(WORKER):
+            y = tv.tanh(x * tv.cast(i + 1, tv.float64))
+        with tv.device(PS):
+            z = tv.matmul(y, y, transpose_b=True) * 0.5 + 1.0
+        with tv.device(WORKER):
+            return i + 1, acc + tv.reduce_sum(z)
+    with tv.device(WORKER):
+        return tv.while_loop(lambda i, acc: i < iters, body,
+                             [tv.constant(0), tv.constant(0.0, tv.float64)],
+                             parallel_iterations=parallel)
+
+
+def _np_independent(x, iters):
+    acc = 0.0
+    for i in range(iters):
+        y = np.tanh(x * (i + 1))
+        acc += float(np.sum(y @ y.T * 0.5 + 1.0))
+    return acc
+
+
+@pytest.mark.cluster
+def test_parallel_iterations_give_the_values_of_one_at_a_time(tv_cluster, g):
+    x = tv.placeholder(tv.float64, [4, 3])
+    iters = tv.placeholder(tv.int32, [])
+    xv = np.arange(12.0).reshape(4, 3) / 10
+    one = _independent(x, iters, 1)
+    ten = _independent(x, iters, 10)
+    s = tv_cluster.session()
+    for opts in PLANES:
+        for n in (0, 1, 25):
+            a, b = s.run([one, ten], {x: xv, iters: n}, options=opts)
+            assert a[0] == b[0] == n
+            assert a[1] == b[1]  # the same kernels in the same order within an iteration
+            np.testing.assert_allclose(b[1], _np_independent(xv, n), rtol=1e-14)
+
+
+def _mark(folder):
+    def mark(i):
+        open(f"{folder}/a{int(i)}", "w").close()
+        return np.float64(i)
+    return mark
+
+
+def _seen_next(folder, iters):
+    def seen(i):  # whether A ran its part of iteration i + 1 while B runs its part of i
+        if i + 1 >= iters:
+            return np.float64(1.0)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if os.path.exists(f"{folder}/a{int(i) + 1}"):
+                return np.float64(1.0)
+            time.sleep(0.005)
+        return np.float64(0.0)
+    return seen
+
+
+@pytest.mark.cluster
+def test_with_parallel_iterations_a_device_runs_ahead_of_its_peer(tv_cluster, g, tmp_path):
+    iters = 6
+
+    def body(i, seen):
+        with tv.device(WORKER):
+            a = tv.reshape(tv.py_func(_mark(tmp_path), [i], tv.float64, stateful=False), [])
+        with tv.device(PS):
+            z = tv.reshape(tv.py_func(_seen_next(tmp_path, iters), [a], tv.float64,
+                                      stateful=False), [])
+        with tv.device(WORKER):
+            return i + 1, seen + z
+    with tv.device(WORKER):
+        k, seen = tv.while_loop(lambda i, s: i < iters, body,
+                                [tv.constant(0), tv.constant(0.0, tv.float64)],
+                                parallel_iterations=2)
+    s = tv_cluster.session()
+    for opts in PLANES:
+        for f in tmp_path.iterdir():
+            f.unlink()
+        assert s.run([k, seen], options=opts) == [iters, iters]

@@ -90,6 +90,10 @@ class Frame:
                        if any(i.type in _LOOP_OPS for i in t.program.instrs)}
         self.fetches = tuple((True, f.index, 0) if f.__class__ is Feed else
                              (False, pos[f.task], f.index) for f in plan.fetches)
+        self.made_by: dict[int, list] = {}  # task -> the fetches it makes
+        for k, (from_feed, q, _) in enumerate(self.fetches):
+            if not from_feed:
+                self.made_by.setdefault(q, []).append(k)
 
     def __repr__(self):
         return f"<Frame {self.frame} on {list(self.devices)}, {len(self.tasks)} tasks>"
@@ -124,6 +128,12 @@ class Frame:
         """``device``'s tasks of one run, values for other devices pushed and values from
         them received through ``ex`` under ``tag``; returns ``{fetch index: value}`` of the
         fetches its tasks make."""
+        return drive(self.part_steps(ctx, device, feeds, ex, tag), ex)
+
+    def part_steps(self, ctx, device: str, feeds, ex, tag: str, made=None):
+        """:meth:`run_part` as a generator that yields each :class:`Slot` it waits for (a
+        value from another device, or a feed not made yet) and returns the fetches; ``made(k,
+        value)`` is told each fetch as soon as its task has run."""
         from ...vm.interpreter import pick, run_stage
         results: dict = {}
         received: dict = {}  # an argument may be read more than once
@@ -133,13 +143,16 @@ class Frame:
             vals = []
             for kind, p, index in args:
                 if kind == "feed":
-                    vals.append(feeds(p))
+                    v = feeds(p)
+                    if v.__class__ is Slot:
+                        v = yield from v.wait(ex)
+                    vals.append(v)
                 elif p in results:
                     vals.append(results[p] if index < 0 else pick(results[p], index))
                 else:
                     key = f"{tag}|{p}.{index}"
                     if key not in received:
-                        received[key] = ex.recv(key)
+                        received[key] = yield from Slot(key).wait(ex)
                     vals.append(received[key])
             if q in self.nested:
                 ex.flush()
@@ -150,8 +163,43 @@ class Frame:
                     (f"{tag}|{key}", out if index < 0 else pick(out, index)))
             for dst, items in by_dst.items():
                 ex.send(dst, items)
+            if made is not None:
+                for k in self.made_by.get(q, ()):
+                    made(k, out[self.fetches[k][2]])
         return {k: results[q][i] for k, (from_feed, q, i) in enumerate(self.fetches)
                 if not from_feed and q in results}
+
+
+class Slot:
+    """A value a device's part of an iteration waits for: received from another device
+    under ``key``, or made by a task of this device not run yet (``key`` None)."""
+
+    __slots__ = ("value", "key")
+
+    def __init__(self, key=None, value=_MISSING):
+        self.key, self.value = key, value
+
+    def wait(self, ex):
+        """Generator: yields this slot until its value is here; returns the value."""
+        while self.value is _MISSING:
+            if self.key is not None:
+                got = ex.ready.pop(self.key, _MISSING)
+                if got is not _MISSING:
+                    self.value = got
+                    break
+            yield self
+        return self.value
+
+
+def drive(steps, ex):
+    """Run a generator of :meth:`Frame.part_steps` to its end, each wait a blocking receive."""
+    try:
+        slot = next(steps)
+        while True:
+            slot.value = ex.recv(slot.key)
+            slot = steps.send(None)
+    except StopIteration as stop:
+        return stop.value
 
 
 def in_dask_worker() -> bool:
@@ -326,9 +374,13 @@ async def _ask_peers(worker, devices) -> dict:
     return {d: now[r] for d, r in want.items()}
 
 
-def run_sharded(ctx, ins, *, cond, body, n, ncc, nbc, has_max, frame, home, devices, tag):
+def run_sharded(ctx, ins, *, cond, body, n, ncc, nbc, has_max, frame, home, devices, tag,
+                window=1):
     """One device's shard of a loop frame (see the module docstring). Returns the loop's
-    values on ``home``, () elsewhere."""
+    values on ``home``, () elsewhere. ``window`` (``parallel_iterations``): iterations that
+    may be in flight at once where they are independent
+    (:mod:`tensorvm.ops.control.while_pipeline`), else one at a time."""
+    from .while_pipeline import pipelines, run_pipelined
     from ...vm.kernels.array_api import to_host
     me = ctx.device
     tag = _outer() + tag
@@ -361,44 +413,14 @@ def run_sharded(ctx, ins, *, cond, body, n, ncc, nbc, has_max, frame, home, devi
     ex.prefix = f"{tag}|"
     ex.open()
     try:
-        i = 0
-        while limit is None or i < limit:
-            with _inside(f"{tag}|{i}/"):
-                c_out = _run_part(cf, cond, ctx, me, home, vals + ccaps, ex, f"{tag}|{i}|c")
-            if p_dev is None:
-                p = vals[cf.fetches[0][1]]
-            elif p_dev == me:
-                p = c_out[0]
-                for d in devices:
-                    if d != me:
-                        ex.send(d, [(f"{tag}|{i}|p", p)])
-            else:
-                p = ex.recv(f"{tag}|{i}|p")
-            if not bool(np.asarray(to_host(p))):
-                break
-            with _inside(f"{tag}|{i}/"):
-                b_out = _run_part(bf, body, ctx, me, home, vals + bcaps, ex, f"{tag}|{i}|b")
-            for k in taped_home:
-                if fetch_dev(bf, k) == me:
-                    ex.send(home, [(f"{tag}|{i}|k{k}", b_out[k])])
-                elif me == home:
-                    b_out[k] = ex.recv(f"{tag}|{i}|k{k}")
-            if tape is not None:  # this device's gradient stack (TF's, per device)
-                tape.append((list(vals), {k: v for k, v in b_out.items() if k >= n}))
-            new = list(vals)
-            for k in range(n):
-                d = fetch_dev(bf, k)
-                if d is not None:
-                    holders_k = {d}
-                    new[k] = b_out.get(k)
-                else:
-                    j = bf.fetches[k][1]
-                    holders_k = set(holders[j]) if j < n else set(everyone)
-                    new[k] = (vals + bcaps)[j]
-                holders[k] = holders_k
-            vals = new
-            _spread(vals, holders, needs, me, ex, f"{tag}|{i}|v")
-            i += 1
+        lp = types.SimpleNamespace(
+            me=me, home=home, devices=devices, tag=tag, n=n, cf=cf, bf=bf, cond=cond,
+            body=body, ccaps=ccaps, bcaps=bcaps, limit=limit, needs=needs, holders=holders,
+            p_dev=p_dev, fetch_dev=fetch_dev)
+        if pipelines(window, (cond, body), (cf, bf), tape is not None or bool(taped_home)):
+            vals = run_pipelined(ctx, ex, lp, vals, window)
+        else:
+            vals = _lockstep(ctx, ex, lp, vals, tape, taped_home)
         _spread(vals, holders, [{home}] * n, me, ex, f"{tag}|x")
     except BaseException:
         ex.close(wait=False)
@@ -409,6 +431,56 @@ def run_sharded(ctx, ins, *, cond, body, n, ncc, nbc, has_max, frame, home, devi
     if me != home:
         return ()
     return tuple(vals) + (SHARDED_TAPE,)  # the tapes stay on their devices
+
+
+def _lockstep(ctx, ex, lp, vals, tape, taped_home) -> list:
+    """The shard's iterations one at a time (``lp`` as :func:`run_sharded` computed it);
+    each iteration's values taped on ``tape`` (a list) where a gradient reads them. Returns
+    the loop values after the last iteration."""
+    from ...vm.kernels.array_api import to_host
+    me, home, devices, tag, n = lp.me, lp.home, lp.devices, lp.tag, lp.n
+    cf, bf, cond, body, fetch_dev = lp.cf, lp.bf, lp.cond, lp.body, lp.fetch_dev
+    ccaps, bcaps, holders, needs, p_dev = lp.ccaps, lp.bcaps, lp.holders, lp.needs, lp.p_dev
+    everyone, limit = set(devices), lp.limit
+    i = 0
+    while limit is None or i < limit:
+        with _inside(f"{tag}|{i}/"):
+            c_out = _run_part(cf, cond, ctx, me, home, vals + ccaps, ex, f"{tag}|{i}|c")
+        if p_dev is None:
+            p = vals[cf.fetches[0][1]]
+        elif p_dev == me:
+            p = c_out[0]
+            for d in devices:
+                if d != me:
+                    ex.send(d, [(f"{tag}|{i}|p", p)])
+        else:
+            p = ex.recv(f"{tag}|{i}|p")
+        if not bool(np.asarray(to_host(p))):
+            break
+        with _inside(f"{tag}|{i}/"):
+            b_out = _run_part(bf, body, ctx, me, home, vals + bcaps, ex, f"{tag}|{i}|b")
+        for k in taped_home:
+            if fetch_dev(bf, k) == me:
+                ex.send(home, [(f"{tag}|{i}|k{k}", b_out[k])])
+            elif me == home:
+                b_out[k] = ex.recv(f"{tag}|{i}|k{k}")
+        if tape is not None:  # this device's gradient stack (TF's, per device)
+            tape.append((list(vals), {k: v for k, v in b_out.items() if k >= n}))
+        new = list(vals)
+        for k in range(n):
+            d = fetch_dev(bf, k)
+            if d is not None:
+                holders_k = {d}
+                new[k] = b_out.get(k)
+            else:
+                j = bf.fetches[k][1]
+                holders_k = set(holders[j]) if j < n else set(everyone)
+                new[k] = (vals + bcaps)[j]
+            holders[k] = holders_k
+        vals = new
+        _spread(vals, holders, needs, me, ex, f"{tag}|{i}|v")
+        i += 1
+    return vals
 
 
 _NEST = threading.local()  # .prefix: the loops (and iterations) this thread runs inside

@@ -271,6 +271,11 @@ class Func:
                                                      [feeds[i] for i in arg_idx])
         return [feeds[i] if from_feed else vals[i] for from_feed, i in picks]
 
+    def feeds_read(self, device: str) -> frozenset:
+        """Positions of the feeds the program on ``device`` (one device) reads."""
+        got = self._calls.get((device, len(self.taped))) or self._call_plan(device)
+        return frozenset(got[1]) | {i for from_feed, i in got[2] if from_feed}
+
     def _call_plan(self, device: str):
         task, fetches = self.program(device)
         if task.__class__ is Frame:
@@ -582,7 +587,7 @@ def _while_kernel(ctx, *ins, cond, body, n, ncc, nbc, has_max, back_prop, parall
         if in_dask_worker():
             return run_sharded(ctx, ins, cond=cond, body=body, n=n, ncc=ncc, nbc=nbc,
                                has_max=has_max, frame=frame, home=home or ctx.device,
-                               devices=frame_devices, tag=frame)
+                               devices=frame_devices, tag=frame, window=parallel_iterations)
         if home is not None:  # in process the home's kernel runs every device's part
             return ()
     vals = list(ins[:n])
