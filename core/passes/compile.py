@@ -10,7 +10,8 @@ else, the pick is *elided*: the receiving task depends on the stage itself (same
 one Dask hop fewer). The plan is a template: the session gives its keys a step id per run.
 
 A floating device (``/job:J/task:*<group>``, see :mod:`tensorvm.passes.place`) compiles like
-any other: its (device, stage) tasks are named ``…_<job>_float_<group>_…``, and the runtime
+any other: its (device, stage) tasks are named ``…_<job>_float_<type><n>_s<stage>-<group>``
+(:func:`_task_name`), and the runtime
 schedules them on any worker (:mod:`tensorvm.runtime.dask_plane`).
 """
 from __future__ import annotations
@@ -28,12 +29,22 @@ __all__ = ["Plan", "Task", "Send", "compile_plan"]
 def _dev_tag(device: str) -> str:
     # "/job:ps/replica:0/task:0/device:CPU:0" -> "ps_0_cpu0"
     parts = dict(p.split(":", 1) for p in device.strip("/").split("/") if ":" in p)
-    # a floating task "*<group>" -> "float_<group>" ("*" is not for Dask's dashboard)
     dev = parts.get("device", "CPU:0").replace(":", "").lower()
     task = parts.get("task", "0")
-    if task.startswith("*"):
-        task = "float_" + task[1:] if len(task) > 1 else "float"
+    if task.startswith("*"):  # floating: its group goes after the stage (see _task_name)
+        task = "float"
     return f"{parts.get('job', 'x')}_{task}_{dev}"
+
+
+def _task_name(graph_tag: str, device: str, stage: int) -> str:
+    """``tvm_<graph>_<job>_<task>_<type><n>_s<stage>``; a floating group's task adds
+    ``-<group>``: Dask's ``key_split`` stops at a dash-word holding a digit, so the map tasks
+    ``…_float_cpu0_s0-map0``, ``-map1`` … are one Dask task group, which Dask queues on the
+    scheduler as root tasks and hands to whichever worker has a free thread (a stopped
+    worker holds at most its few), instead of assigning them all up front."""
+    name = f"tvm_{graph_tag}_{_dev_tag(device)}_s{stage}"
+    task = device.split("/task:", 1)[1].split("/", 1)[0] if "/task:*" in device else ""
+    return f"{name}-{task[1:]}" if len(task) > 1 else name
 
 
 def compile_plan(part: Partition, stages: dict[str, int], fetches: list, feeds: list,
@@ -52,7 +63,7 @@ def compile_plan(part: Partition, stages: dict[str, int], fetches: list, feeds: 
     order = sorted(groups, key=lambda k: (k[1], k[0]))
     # Underscores, not dashes: Dask's key_split (the prefix its progress bars and task stream
     # show) stops at the first dash-word holding a digit, so "tvm-g3-ps-0-cpu0-s1" read "tvm".
-    names = {k: f"tvm_{graph_tag}_{_dev_tag(k[0])}_s{k[1]}" for k in order}
+    names = {k: _task_name(graph_tag, k[0], k[1]) for k in order}
     for k in order:
         for n in groups[k]:
             task_of[n.name] = names[k]

@@ -48,7 +48,7 @@ def step_graph(plan, feed_values, step_id: str, steps: int, rt, trace: bool = Fa
     for s in plan.sends:
         if s.elided:
             continue
-        key = (f"{s.task}-send", step_id, s.index)
+        key = (_send_name(s.task), step_id, s.index)
         dsk[key] = (pick, task_keys[s.task], s.index)
         send_keys[s.name] = key
         by_device[s.device].append(key)
@@ -68,6 +68,19 @@ def step_graph(plan, feed_values, step_id: str, steps: int, rt, trace: bool = Fa
                                       steps, trace, *deps)
         by_device[t.device].append(task_keys[t.name])
     return dsk, [task_keys[n] for n in plan.outputs], by_device
+
+
+def _send_name(task: str) -> str:
+    """A Send's key name: ``<task>-send``; a floating task's (``<name>-<group>``, see
+    :func:`tensorvm.passes.compile._task_name`) ``<name>_send-<group>``, so that its picks are
+    a Dask task group apart from the map tasks (a group that depends on itself is never
+    queued as root tasks).
+
+    >>> _send_name("tvm_g1_ps_0_cpu0_s0"), _send_name("tvm_g1_worker_float_cpu0_s0-map3")
+    ('tvm_g1_ps_0_cpu0_s0-send', 'tvm_g1_worker_float_cpu0_s0_send-map3')
+    """
+    base, dash, group = task.rpartition("-")
+    return f"{base}_send-{group}" if dash and "_float_" in base else f"{task}-send"
 
 
 def fill_metadata(md, plan, infos) -> None:
