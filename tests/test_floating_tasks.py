@@ -183,13 +183,17 @@ def test_failed_job_leaves_no_scratch_or_temporary(cluster, tmp_path, shuffle):
 
 
 # ---- c: a stopped worker does not hold the job -----------------------------------------------
-def _slow_and_signal():
-    """A hold for :func:`_recording`: each map call lasts a little (so there is a queue to
-    steal from); worker-1's calls mark ``started-worker-1``."""
+def _stalled_then_slow():
+    """A hold for :func:`_recording`: worker-1's first map call marks ``started-worker-1`` and
+    waits for ``stopped`` (the test writes it once the worker is stopped, so the worker
+    finishes no map task before); every call then lasts a little (a queue to steal from)."""
     def hold(name, folder):
         import time
-        if name == "worker-1":
+        if name == "worker-1" and not (folder / "stopped").exists():
             (folder / "started-worker-1").touch()
+            deadline = time.monotonic() + 60
+            while not (folder / "stopped").exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
         time.sleep(0.05)
     return hold
 
@@ -198,14 +202,16 @@ def _slow_and_signal():
 def test_stopped_worker_does_not_hold_the_job(cluster, tmp_path):
     src, expected = _corpus(tmp_path / "in", n_files=4, splits_per_file=4)
     n_splits = 16
-    job = _job(src, tmp_path, _slow_and_signal())
+    job = _job(src, tmp_path, _stalled_then_slow())
     with _session(cluster) as s:
         fut = _in_thread(lambda: job.run(s))
-        assert _wait(lambda: (tmp_path / "started-worker-1").exists() or fut.done(), 60)
-        cluster.signal("worker-1", signal.SIGSTOP)
-        try:  # stopped until the other worker has done nearly all (or a deadline passes)
+        try:
+            assert _wait(lambda: (tmp_path / "started-worker-1").exists() or fut.done(), 60)
+            cluster.signal("worker-1", signal.SIGSTOP)
+            # stopped until the other worker has done nearly all (or a deadline passes)
             _wait(lambda: _per_worker(tmp_path)["worker-0"] >= n_splits - 2 or fut.done(), 10)
         finally:
+            (tmp_path / "stopped").touch()
             cluster.signal("worker-1", signal.SIGCONT)
         res = fut.result(timeout=60)
     assert res.to_dict() == dict(expected)
