@@ -39,9 +39,9 @@ def _dev_tag(device: str) -> str:
 def _task_name(graph_tag: str, device: str, stage: int) -> str:
     """``tvm_<graph>_<job>_<task>_<type><n>_s<stage>``; a floating group's task adds
     ``-<group>``: Dask's ``key_split`` stops at a dash-word holding a digit, so the map tasks
-    ``…_float_cpu0_s0-map0``, ``-map1`` … are one Dask task group, which Dask queues on the
-    scheduler as root tasks and hands to whichever worker has a free thread (a stopped
-    worker holds at most its few), instead of assigning them all up front."""
+    ``…_float_cpu0_s0-map0``, ``-map1`` … share one task prefix (one bar in Dask's progress
+    and task stream). Dask's task *group* of a tuple key is its whole name, so how they are
+    scheduled (queued) is the runtime's choice (:mod:`tensorvm.runtime.dask_plane`)."""
     name = f"tvm_{graph_tag}_{_dev_tag(device)}_s{stage}"
     task = device.split("/task:", 1)[1].split("/", 1)[0] if "/task:*" in device else ""
     return f"{name}-{task[1:]}" if len(task) > 1 else name

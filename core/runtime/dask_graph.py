@@ -73,8 +73,7 @@ def step_graph(plan, feed_values, step_id: str, steps: int, rt, trace: bool = Fa
 def _send_name(task: str) -> str:
     """A Send's key name: ``<task>-send``; a floating task's (``<name>-<group>``, see
     :func:`tensorvm.passes.compile._task_name`) ``<name>_send-<group>``, so that its picks are
-    a Dask task group apart from the map tasks (a group that depends on itself is never
-    queued as root tasks).
+    a Dask task prefix apart from the map tasks (their own bar in Dask's progress).
 
     >>> _send_name("tvm_g1_ps_0_cpu0_s0"), _send_name("tvm_g1_worker_float_cpu0_s0-map3")
     ('tvm_g1_ps_0_cpu0_s0-send', 'tvm_g1_worker_float_cpu0_s0_send-map3')

@@ -8,7 +8,8 @@ A *floating* device (``/job:J/task:*<group>``: stateless ops, see :mod:`tensorvm
 is mapped to no worker: its tasks carry their programs, have no resource restriction and
 ``retries`` (:data:`FLOATING_RETRIES`), so Dask places them, steals them from a slow worker,
 gives them to a worker that joins and recomputes the lost ones from lineage after a worker
-loss; a plan holding one always runs on the Dask plane. Only a pinned device's lost worker
+loss; map and reduce tasks wait in the scheduler's queue until a worker has a free thread
+(:func:`_queued`); a plan holding one always runs on the Dask plane. Only a pinned device's lost worker
 fails a step.
 
 Liveness: while a step runs, the backend waits on the client's event loop for its results
@@ -78,7 +79,7 @@ from ..passes.py_func_check import check_serialisable
 from .direct.registered_plans import waits
 from ..framework.op_registry import registry
 from ..vm import _dask_private
-from ..vm.interpreter import pop_traces, resources_of
+from ..vm.interpreter import pick, pop_traces, resources_of
 from ..vm.on_worker import EXTENSION
 from .worker_extension import TensorvmWorkerPlugin, check_versions
 from .dask_graph import fetch_values, fill_metadata, step_graph
@@ -208,6 +209,23 @@ def floating(plan) -> bool:
     return any(DeviceSpec.parse(d).floating for d in plan.devices)
 
 
+def _queued(key, dsk):
+    """A floating task as Dask should schedule it: a stage whose inputs are not all in one
+    upstream task (a map task reads its split, a reducer the sends of every map) is queued on
+    the scheduler and handed to a worker with a free thread (:func:`_dask_private.queued_task`)
+    — Dask queues only root-ish tasks, and a tensorvm key's task group is its whole name, one
+    task. A pick (a Send), or a stage fed by one task, stays where its input is."""
+    task = dsk[key]
+    if task[0] is pick:
+        return task
+    ups = {dsk[a][1] if dsk[a][0] is pick else a for a in task[1:]
+           if isinstance(a, tuple) and a in dsk}
+    if len(ups) == 1:
+        return task
+    from dask.task_spec import TaskRef
+    return _dask_private.queued_task(key, task[0], *(
+        TaskRef(a) if isinstance(a, tuple) and a in dsk else a for a in task[1:]))
+
 
 class DistributedBackend(Backend):
     """Steps on dask.distributed (see the module docstring). ``data_plane``: ``"dask"`` —
@@ -318,7 +336,8 @@ class DistributedBackend(Backend):
                 {"resources": {resource_name(spec.job, spec.task): 1}}
             for k in keys:
                 lname = f"{k[0]}-{k[1]}" + (f"-{k[2]}" if len(k) > 2 else "")
-                layers[lname] = MaterializedLayer({k: dsk[k]}, annotations=ann)
+                task = _queued(k, dsk) if spec.floating else dsk[k]
+                layers[lname] = MaterializedLayer({k: task}, annotations=ann)
                 layer_of[k] = lname
         for k, lname in layer_of.items():
             task = dsk[k]

@@ -113,6 +113,20 @@ def raise_error_reply(reply) -> None:
         raise exc.with_traceback(tb)
 
 
+# ---- graphs a client submits ---------------------------------------------------------------------
+
+def queued_task(key, func, *args):
+    """A Dask task (``dask.task_spec.Task``; ``TaskRef`` arguments are its dependencies) that
+    the scheduler treats as root-ish, whatever its task group: with queuing on (Dask's
+    default ``worker-saturation``) it waits in the scheduler's queue and goes to a worker
+    with a free thread, so a stopped or slow worker holds only its few queue slots.
+
+    Private: the ``_data_producer`` flag (dask.array's ``from_array`` sets it;
+    ``Scheduler.is_rootish`` reads it); waits for a public way to mark a task queueable."""
+    from dask.task_spec import Task
+    return Task(key, func, *args, _data_producer=True)
+
+
 # ---- on the scheduler (run there by Client.run_on_scheduler) -------------------------------------
 
 def scheduler_task_states(scheduler, keys) -> dict:
