@@ -73,10 +73,19 @@ def parse_task_name(name: str) -> tuple[str, str, int, bool] | None:
     ``key_split`` from cutting the prefix at the first word holding a digit); a Send's key adds
     ``-send``. The graph tag is letters and digits; a job name may hold underscores.
 
+    A floating task (``/job:J/task:*<group>``, any worker of the job) is named
+    ``…_<job>_float_<type><n>_s<stage>-<group>``, its Send ``…_s<stage>_send-<group>``; the
+    tasks of a job's floating groups (a map-reduce job's ``map0``, ``map1`` …, ``reduce0`` …)
+    count together, as the device ``<job>-*-<type><n>``.
+
     >>> parse_task_name("tvm_g3_ps_0_cpu0_s1")
     ('g3', 'ps-0-cpu0', 1, False)
     >>> parse_task_name("tvm_wordcount_my_job_12_gpu0_s0-send")
     ('wordcount', 'my_job-12-gpu0', 0, True)
+    >>> parse_task_name("tvm_g2_worker_float_cpu0_s0-map3")
+    ('g2', 'worker-*-cpu0', 0, False)
+    >>> parse_task_name("tvm_g2_worker_float_cpu0_s1_send-reduce0")
+    ('g2', 'worker-*-cpu0', 1, True)
     >>> parse_task_name("tvm-g3-ps-0-cpu0-s1")  # the format before underscores
     ('g3', 'ps-0-cpu0', 1, False)
     >>> parse_task_name("sum-aggregate") is None
@@ -91,11 +100,19 @@ def parse_task_name(name: str) -> tuple[str, str, int, bool] | None:
     send = rest.endswith("-send")
     if send:
         rest = rest[:-5]
+    elif sep == "_" and "-" in rest:  # a floating group's task: "…_s<stage>[_send]-<group>"
+        rest = rest.rsplit("-", 1)[0]
+        send = rest.endswith("_send")
+        rest = rest[:-5] if send else rest
     words = rest.split(sep)
     if len(words) < 5 or words[-1][:1] != "s" or not words[-1][1:].isdigit():
         return None
     graph, job, task, dev = words[0], sep.join(words[1:-3]), words[-3], words[-2]
-    if not (graph and job and task.isdigit() and dev):
+    if task == "float":
+        task = "*"
+    elif not task.isdigit():
+        return None
+    if not (graph and job and dev):
         return None
     return graph, f"{job}-{task}-{dev}", int(words[-1][1:]), send
 

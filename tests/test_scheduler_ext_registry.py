@@ -148,10 +148,34 @@ def test_bad_messages_are_refused(reg):
     ("tvm_wordcount_ps_0_cpu0_s1", ("wordcount", "ps-0-cpu0", 1, False)),
     ("tvm_g2_param_server_3_cpu0_s2-send", ("g2", "param_server-3-cpu0", 2, True)),
     ("tvm_g2_ps_x_cpu0_s2", None),
+    ("tvm_g2_worker_float_cpu0_s0-map3", ("g2", "worker-*-cpu0", 0, False)),
+    ("tvm_g2_worker_float_cpu0_s0_send-map3", ("g2", "worker-*-cpu0", 0, True)),
+    ("tvm_g2_worker_float_cpu0_s1", ("g2", "worker-*-cpu0", 1, False)),
+    ("tvm_g2_worker_x_cpu0_s1-map3", None),
     ("tvm-g1", None), ("tvmx-g1-a-s0", None), ("finalize-abc", None), (3, None),
 ])
 def test_parse_task_name(name, want):
     assert parse_task_name(name) == want
+
+
+def test_floating_map_and_reduce_tasks_count_as_the_jobs_floating_device(reg):
+    """A map-reduce job on a cluster runs floating tasks (``/job:worker/task:*map<m>``,
+    ``*reduce<r>``): every one counts, under the device ``worker-*-cpu0``."""
+    m, r = "tvm_g1_worker_float_cpu0_s0-map{}", "tvm_g1_worker_float_cpu0_s1-reduce{}"
+    send = "tvm_g1_worker_float_cpu0_s0_send-map{}"
+    keys = {(m.format(i), "a.0"): [] for i in range(3)}
+    keys.update({(send.format(i), "a.0", 0): [(m.format(i), "a.0")] for i in range(3)})
+    keys[(r.format(0), "a.0")] = [(send.format(i), "a.0", 0) for i in range(3)]
+    reg.graph_submitted("C1", keys)
+    for k in keys:
+        reg.task_done(k, "tcp://w0")
+    j = reg.job("j1")
+    assert j["progress"]["done"] == j["progress"]["total"] == 7
+    [dev] = j["devices"]
+    assert dev["device"] == "worker-*-cpu0"
+    assert [(s["stage"], s["total"]) for s in dev["stages"]] == [(0, 6), (1, 1)]
+    assert j["graph"]["edges"] == [{"src": "worker-*-cpu0/s0", "dst": "worker-*-cpu0/s1",
+                                    "send": False}]  # one (grouped) device
 
 
 W0_, PS1_ = "tvm_g1_worker_0_cpu0_s0", "tvm_g1_ps_0_cpu0_s1"
