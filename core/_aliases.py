@@ -151,10 +151,27 @@ class _Alias(importlib.abc.Loader):
         self.target = target
 
     def create_module(self, spec):
-        return importlib.import_module(self.target)
+        module = importlib.import_module(self.target)
+        self._spec = module.__spec__
+        return module
 
-    def exec_module(self, module):  # the target module ran when it was imported
-        pass
+    def exec_module(self, module):
+        # The target module ran when it was imported; the import system has just set its
+        # __spec__ to this alias's spec: give the module back its own.
+        module.__spec__ = self._spec
+
+    # ``python -m tensorvm.<old path>`` (runpy asks the loader for the code to run as __main__)
+    def _target_loader(self):
+        return importlib.util.find_spec(self.target).loader
+
+    def get_code(self, fullname):
+        return self._target_loader().get_code(self.target)
+
+    def is_package(self, fullname):
+        return self._target_loader().is_package(self.target)
+
+    def get_filename(self, fullname):
+        return self._target_loader().get_filename(self.target)
 
 
 class AliasFinder(importlib.abc.MetaPathFinder):
