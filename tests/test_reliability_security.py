@@ -24,9 +24,9 @@ pytestmark = pytest.mark.cluster
 TV_CLUSTER = {"worker": 2}
 SMALL = {  # the bounds of this module's cluster (the defaults are far larger)
     "tensorvm.lane.max-frame-bytes": 1 << 20,
-    "tensorvm.runtime.direct.rendezvous.unclaimed-max-values": 1000,
-    "tensorvm.runtime.direct.rendezvous.unclaimed-max-bytes": 16 << 20,
-    "tensorvm.runtime.direct.rendezvous.unclaimed-ttl": 5,
+    "tensorvm.rendezvous.unclaimed-max-values": 1000,
+    "tensorvm.rendezvous.unclaimed-max-bytes": 16 << 20,
+    "tensorvm.rendezvous.unclaimed-ttl": 5,
 }
 W0 = "/job:worker/replica:0/task:0/device:CPU:0"
 W1 = "/job:worker/replica:0/task:1/device:CPU:0"
@@ -171,9 +171,9 @@ def test_values_for_made_up_steps_are_bounded_and_expire(cluster):
     stats = _wait_for(cluster, lambda st: st["lane_frames"] >= before["lane_frames"] + n,
                       "all frames read")
     assert stats["lane_frames_refused"] == before["lane_frames_refused"]  # all well formed
-    assert stats["unclaimed_values"] <= SMALL["tensorvm.runtime.direct.rendezvous.unclaimed-max-values"]
-    assert stats["values"] <= SMALL["tensorvm.runtime.direct.rendezvous.unclaimed-max-values"]
-    assert stats["unclaimed_bytes"] <= SMALL["tensorvm.runtime.direct.rendezvous.unclaimed-max-bytes"]
+    assert stats["unclaimed_values"] <= SMALL["tensorvm.rendezvous.unclaimed-max-values"]
+    assert stats["values"] <= SMALL["tensorvm.rendezvous.unclaimed-max-values"]
+    assert stats["unclaimed_bytes"] <= SMALL["tensorvm.rendezvous.unclaimed-max-bytes"]
     assert stats["steps_dropped"] - before["steps_dropped"] >= n - 1000
     assert _on(cluster, _rss) - rss0 < 40 << 20  # the probe saw +90 MB
     # what is left is dropped after the time-to-live (5 s here)

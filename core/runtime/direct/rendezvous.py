@@ -101,14 +101,14 @@ whose frame would be longer than the receiver's cap (told with the lane's port) 
 Dask's comm instead."""
 UNCLAIMED_TTL_S = 300.0
 """Seconds a value may wait in a worker's rendezvous for a step no ``tvm_run`` there runs
-(``tensorvm.runtime.direct.rendezvous.unclaimed-ttl``): a real early Send waits milliseconds (seconds behind
+(``tensorvm.rendezvous.unclaimed-ttl``): a real early Send waits milliseconds (seconds behind
 a large feed) for its step's ``tvm_run``; see :class:`Rendezvous`."""
 UNCLAIMED_MAX_VALUES = 1 << 16
 """Values that may wait unclaimed in one worker's rendezvous
-(``tensorvm.runtime.direct.rendezvous.unclaimed-max-values``); the oldest steps' go first."""
+(``tensorvm.rendezvous.unclaimed-max-values``); the oldest steps' go first."""
 UNCLAIMED_MAX_BYTES = 1 << 30
 """Bytes of values that may wait unclaimed in one worker's rendezvous
-(``tensorvm.runtime.direct.rendezvous.unclaimed-max-bytes``): one tensor of several hundred MB sent early
+(``tensorvm.rendezvous.unclaimed-max-bytes``): one tensor of several hundred MB sent early
 fits."""
 
 
@@ -136,11 +136,11 @@ def unclaimed_bounds() -> tuple[float, int, int]:
     (defaults :data:`UNCLAIMED_TTL_S`, :data:`UNCLAIMED_MAX_VALUES`,
     :data:`UNCLAIMED_MAX_BYTES`)."""
     from dask.utils import parse_bytes, parse_timedelta
-    return (float(_positive_config("tensorvm.runtime.direct.rendezvous.unclaimed-ttl", UNCLAIMED_TTL_S,
+    return (float(_positive_config("tensorvm.rendezvous.unclaimed-ttl", UNCLAIMED_TTL_S,
                                    lambda v: parse_timedelta(v, "s"))),
-            int(_positive_config("tensorvm.runtime.direct.rendezvous.unclaimed-max-values",
+            int(_positive_config("tensorvm.rendezvous.unclaimed-max-values",
                                  UNCLAIMED_MAX_VALUES, int)),
-            int(_positive_config("tensorvm.runtime.direct.rendezvous.unclaimed-max-bytes",
+            int(_positive_config("tensorvm.rendezvous.unclaimed-max-bytes",
                                  UNCLAIMED_MAX_BYTES, parse_bytes)))
 
 
@@ -340,13 +340,13 @@ class Rendezvous:
             step, since = next(iter(self._loose.items()))
             if now - since > self.ttl:
                 why = (f"no Recv claimed them within {self.ttl:g} s "
-                       "(tensorvm.runtime.direct.rendezvous.unclaimed-ttl)")
+                       "(tensorvm.rendezvous.unclaimed-ttl)")
             elif self._loose_values > self.max_values:
                 why = (f"more than {self.max_values} values waited unclaimed on the worker "
-                       "(tensorvm.runtime.direct.rendezvous.unclaimed-max-values)")
+                       "(tensorvm.rendezvous.unclaimed-max-values)")
             elif self._loose_bytes > self.max_bytes:
                 why = (f"more than {self.max_bytes} bytes of values waited unclaimed on the "
-                       "worker (tensorvm.runtime.direct.rendezvous.unclaimed-max-bytes)")
+                       "worker (tensorvm.rendezvous.unclaimed-max-bytes)")
             else:
                 break
             self._drop(step, why)
