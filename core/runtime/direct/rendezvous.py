@@ -62,7 +62,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import select
-import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -71,6 +70,9 @@ import numpy as np
 from ...framework import errors
 from .registered_plans import edge_key
 from ..unavailable import device_unavailable
+from .config import (LANE_MAX_FRAME_BYTES, UNCLAIMED_MAX_BYTES, UNCLAIMED_MAX_VALUES,  # noqa: F401
+                     UNCLAIMED_TTL_S, lane_max_frame_bytes, unclaimed_bounds)
+from .lanes import LaneReceiver, LaneSender
 from ..wire_names import handler
 from ...vm import _dask_private
 from ...vm.interpreter import run_stage
@@ -91,58 +93,6 @@ CLIENT_CHECK_S = 0.25  # while steps run, how often their requesting connections
 INLINE_BYTES = 1 << 18  # a quick stage with inputs up to this size runs on the event loop
 SMALL_BYTES = 1 << 16  # arrays up to this size travel inside a message's header
 _PLAIN = frozenset("biufc")  # dtype kinds sent as raw bytes
-
-LANE_MAX_FRAME_BYTES = 64 << 20
-"""The longest frame a lane reads (Dask config ``tensorvm.lane.max-frame-bytes``, e.g.
-``DASK_TENSORVM__LANE__MAX_FRAME_BYTES="256 MiB"``). A frame announced longer closes its
-connection before any of it is buffered. Real pushes never meet it: a lane frame carries only
-values of at most :data:`SMALL_BYTES` each (larger ones go on Dask's comm), and a sender
-whose frame would be longer than the receiver's cap (told with the lane's port) sends it on
-Dask's comm instead."""
-UNCLAIMED_TTL_S = 300.0
-"""Seconds a value may wait in a worker's rendezvous for a step no ``tvm_run`` there runs
-(``tensorvm.rendezvous.unclaimed-ttl``): a real early Send waits milliseconds (seconds behind
-a large feed) for its step's ``tvm_run``; see :class:`Rendezvous`."""
-UNCLAIMED_MAX_VALUES = 1 << 16
-"""Values that may wait unclaimed in one worker's rendezvous
-(``tensorvm.rendezvous.unclaimed-max-values``); the oldest steps' go first."""
-UNCLAIMED_MAX_BYTES = 1 << 30
-"""Bytes of values that may wait unclaimed in one worker's rendezvous
-(``tensorvm.rendezvous.unclaimed-max-bytes``): one tensor of several hundred MB sent early
-fits."""
-
-
-def _positive_config(key: str, default, parse):
-    import dask
-    raw = dask.config.get(key, default)
-    try:
-        value = parse(raw)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"Dask config {key} = {raw!r}: {exc}") from None
-    if not value > 0:
-        raise ValueError(f"Dask config {key} = {raw!r}: must be positive")
-    return value
-
-
-def lane_max_frame_bytes() -> int:
-    """The lane frame cap from Dask's config (default :data:`LANE_MAX_FRAME_BYTES`)."""
-    from dask.utils import parse_bytes
-    return int(_positive_config("tensorvm.lane.max-frame-bytes", LANE_MAX_FRAME_BYTES,
-                                parse_bytes))
-
-
-def unclaimed_bounds() -> tuple[float, int, int]:
-    """``(ttl seconds, values, bytes)`` for unclaimed rendezvous values, from Dask's config
-    (defaults :data:`UNCLAIMED_TTL_S`, :data:`UNCLAIMED_MAX_VALUES`,
-    :data:`UNCLAIMED_MAX_BYTES`)."""
-    from dask.utils import parse_bytes, parse_timedelta
-    return (float(_positive_config("tensorvm.rendezvous.unclaimed-ttl", UNCLAIMED_TTL_S,
-                                   lambda v: parse_timedelta(v, "s"))),
-            int(_positive_config("tensorvm.rendezvous.unclaimed-max-values",
-                                 UNCLAIMED_MAX_VALUES, int)),
-            int(_positive_config("tensorvm.rendezvous.unclaimed-max-bytes",
-                                 UNCLAIMED_MAX_BYTES, parse_bytes)))
-
 
 def pack(value):
     """``value`` (an array, a scalar, a tuple of them, anything Dask serialises) as data for a
@@ -427,89 +377,6 @@ def _footprint(value, depth: int = 0) -> int:
     return 64
 
 
-class _LaneReceiver(asyncio.Protocol):
-    """The receiving end of a lane: frames ``<u32 length><msgpack [step, items]>`` put into
-    the rendezvous as they arrive (on the worker's event loop, no coroutine per message). A
-    frame announced longer than the plane's :func:`lane_max_frame_bytes`, or one that is not
-    ``[step, items]``, closes the connection at once (nothing more of it is read)."""
-
-    def __init__(self, plane):
-        self.plane = plane
-        self.buf = bytearray()
-        self.transport = None
-
-    def connection_made(self, transport):
-        self.transport = transport
-        self.plane._incoming.add(transport)
-        _nodelay(transport)
-
-    def connection_lost(self, exc):
-        self.plane._incoming.discard(self.transport)
-        self.buf = bytearray()
-
-    def data_received(self, data):
-        import msgpack
-        if self.transport.is_closing():
-            return
-        buf = self.buf
-        buf += data
-        while len(buf) >= 4:
-            n = int.from_bytes(buf[:4], "little")
-            if n > self.plane.max_frame:
-                self._refuse(f"a frame of {n} bytes announced, over the cap of "
-                             f"{self.plane.max_frame} (tensorvm.lane.max-frame-bytes)")
-                return
-            if len(buf) < 4 + n:
-                break
-            frame = bytes(buf[4:4 + n])
-            del buf[:4 + n]
-            self.plane.lane_frames += 1
-            try:
-                step, items = msgpack.unpackb(frame)
-                self.plane.send(None, step, items)
-            except Exception as exc:  # noqa: BLE001 - a garbled stream: drop the connection
-                self._refuse(f"a frame that is not [step, items] ({type(exc).__name__}: "
-                             f"{str(exc)[:200]})")
-                return
-
-    def _refuse(self, why: str) -> None:
-        plane = self.plane
-        plane.lane_frames_refused += 1
-        log = logger.debug if plane._lane_warned else logger.warning
-        plane._lane_warned = True
-        log("tensorvm data plane: lane connection from %s closed: %s (logged once; see "
-            "data_plane_stats()['lane_frames_refused'])",
-            self.transport.get_extra_info("peername"), why)
-        self.buf = bytearray()
-        self.transport.abort()  # at once: the rest of the stream is never read
-
-
-class _LaneSender(asyncio.Protocol):
-    """The sending end of a lane (nothing comes back on it)."""
-
-    def __init__(self, max_frame: int):
-        self.transport = None
-        self.closed = False
-        self.max_frame = max_frame  # the receiver's cap: a longer frame goes on Dask's comm
-
-    def connection_made(self, transport):
-        self.transport = transport
-        _nodelay(transport)
-
-    def connection_lost(self, exc):
-        self.closed = True
-
-    @property
-    def usable(self) -> bool:
-        return not self.closed and not self.transport.is_closing()
-
-
-def _nodelay(transport) -> None:
-    sock = transport.get_extra_info("socket")
-    if sock is not None:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-
 _NO_LANE = object()
 
 
@@ -577,7 +444,7 @@ class DataPlane:
         async with self._lane_lock:
             if self._lane_server is None:
                 self._lane_server = await asyncio.get_running_loop().create_server(
-                    lambda: _LaneReceiver(self), get_address_host(self.worker.address), 0)
+                    lambda: LaneReceiver(self), get_address_host(self.worker.address), 0)
         return {"port": self._lane_server.sockets[0].getsockname()[1],
                 "max_frame_bytes": self.max_frame}
 
@@ -765,7 +632,7 @@ class DataPlane:
                 lane = None
                 if info is not None:
                     _, lane = await asyncio.get_running_loop().create_connection(
-                        lambda: _LaneSender(int(info["max_frame_bytes"])),
+                        lambda: LaneSender(int(info["max_frame_bytes"])),
                         get_address_host(addr), info["port"])
                 self._lanes[addr] = lane
             return lane

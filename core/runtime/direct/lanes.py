@@ -1,0 +1,94 @@
+"""Lanes: plain sockets between workers for pushes whose values all travel inside the message
+(small arrays and scalars), each a length-prefixed msgpack frame ``[step, items]`` put into
+the receiving worker's rendezvous as it arrives (see :mod:`tensorvm.runtime.direct.rendezvous`,
+``tvm_lane``)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+
+logger = logging.getLogger("tensorvm")
+
+
+class LaneReceiver(asyncio.Protocol):
+    """The receiving end of a lane: frames ``<u32 length><msgpack [step, items]>`` put into
+    the rendezvous as they arrive (on the worker's event loop, no coroutine per message). A
+    frame announced longer than the plane's :func:`lane_max_frame_bytes`, or one that is not
+    ``[step, items]``, closes the connection at once (nothing more of it is read)."""
+
+    def __init__(self, plane):
+        self.plane = plane
+        self.buf = bytearray()
+        self.transport = None
+
+    def connection_made(self, transport):
+        self.transport = transport
+        self.plane._incoming.add(transport)
+        nodelay(transport)
+
+    def connection_lost(self, exc):
+        self.plane._incoming.discard(self.transport)
+        self.buf = bytearray()
+
+    def data_received(self, data):
+        import msgpack
+        if self.transport.is_closing():
+            return
+        buf = self.buf
+        buf += data
+        while len(buf) >= 4:
+            n = int.from_bytes(buf[:4], "little")
+            if n > self.plane.max_frame:
+                self._refuse(f"a frame of {n} bytes announced, over the cap of "
+                             f"{self.plane.max_frame} (tensorvm.lane.max-frame-bytes)")
+                return
+            if len(buf) < 4 + n:
+                break
+            frame = bytes(buf[4:4 + n])
+            del buf[:4 + n]
+            self.plane.lane_frames += 1
+            try:
+                step, items = msgpack.unpackb(frame)
+                self.plane.send(None, step, items)
+            except Exception as exc:  # noqa: BLE001 - a garbled stream: drop the connection
+                self._refuse(f"a frame that is not [step, items] ({type(exc).__name__}: "
+                             f"{str(exc)[:200]})")
+                return
+
+    def _refuse(self, why: str) -> None:
+        plane = self.plane
+        plane.lane_frames_refused += 1
+        log = logger.debug if plane._lane_warned else logger.warning
+        plane._lane_warned = True
+        log("tensorvm data plane: lane connection from %s closed: %s (logged once; see "
+            "data_plane_stats()['lane_frames_refused'])",
+            self.transport.get_extra_info("peername"), why)
+        self.buf = bytearray()
+        self.transport.abort()  # at once: the rest of the stream is never read
+
+
+class LaneSender(asyncio.Protocol):
+    """The sending end of a lane (nothing comes back on it)."""
+
+    def __init__(self, max_frame: int):
+        self.transport = None
+        self.closed = False
+        self.max_frame = max_frame  # the receiver's cap: a longer frame goes on Dask's comm
+
+    def connection_made(self, transport):
+        self.transport = transport
+        nodelay(transport)
+
+    def connection_lost(self, exc):
+        self.closed = True
+
+    @property
+    def usable(self) -> bool:
+        return not self.closed and not self.transport.is_closing()
+
+
+def nodelay(transport) -> None:
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
