@@ -1,17 +1,33 @@
-"""The op library, one module per family. Each module's ``__all__`` is re-exported as ``tv.*``.
+"""The op library: one folder per kind of op, one module per family. Each family's
+``__all__`` (the modules in ``_FAMILIES`` below) is re-exported as ``tv.*``; a family keeps an
+op's kernel, shape rule and gradient together, registered in the op table
+(:mod:`tensorvm.framework.op_registry`) when the module is imported.
 
-Modules: array_ops (constants, placeholders, shapes), manip_ops (concat, split, transpose …),
-slice_ops (slicing, ``t[...]``), fill_ops (zeros, eye, range), index_ops (gather, scatter,
-segment sums), partition_ops (dynamic_partition, boolean_mask, one_hot), sort_ops (sort,
-top_k, unique); common holds the helpers every family shares,
-math_ops (arithmetic, matmul, reductions), math_ext (comparisons, logic, more element-wise math,
-more reductions), linalg_ops, nn_ops (``tv.nn``), random_ops, string_ops, script_ops
-(``tv.py_func``), state_ops (variables), data_flow_ops (queues), io_ops (TF readers,
-``tv.python_io``), parsing_ops (decode_csv, decode_raw, parse_example), rnn_ops
-(reverse_sequence, sequence_mask), clip_ops (clip_by_norm, clip_by_global_norm …),
-functional_ops (map_fn, foldl, foldr, scan), debug_ops (assertions, ``tv.debugging``),
-special_ops (inverse trig, erf, lgamma, digamma, zeta, Bessel, complex numbers, FFTs,
-``tv.signal``).
+- ``array/``: constants, placeholders and shapes (array_ops), concat/split/transpose
+  (manip_ops), slicing (slice_ops), zeros/eye/range (fill_ops), gather (gather_ops), segment
+  sums (segment_ops), scatter (tensor_scatter_ops), roll/repeat/space-to-depth
+  (rearrange_ops), partitioning and masks (partition_ops), sort/top_k/unique (sort_ops),
+  sparse kernels; index_ops re-exports the indexing families.
+- ``math/``: arithmetic, matmul and reductions (math_ops; math_ext re-exports
+  elementwise_ops, select_ops, reduction_ops, grid_ops, histogram_ops), linear algebra
+  (linalg_ops over matrix_ops, decomposition_ops, solve_ops, einsum_ops, norm_ops,
+  matrix_functions), special functions (special_ops over erf_ops, gamma_ops, bessel_ops,
+  complex_ops, fft_ops, signal_ops), random_ops, clip_ops.
+- ``nn/`` (its package is the ``tv.nn`` namespace): activations, convolutions, pooling,
+  normalisation, softmax and cross-entropies, CTC, samplers.
+- ``strings/`` (the ``tv.strings`` namespace): string_ops, string_ext_ops.
+- ``control/``: cond and case (control_flow_ops), ``while_loop`` (and loops across devices:
+  while_frames, while_pipeline), TensorArray, map_fn/foldl/scan (functional_ops), ``py_func``
+  (script_ops), assertions and ``tv.debugging`` (debug_ops).
+- ``state/``: Variable (variables), get_variable and scopes (variable_scope), initializers
+  (init_ops), partitioners, variable ops (state_ops), fused optimizer updates (training_ops),
+  queues (data_flow_ops).
+- ``readers/``: TF 1.x readers (io_ops), whole files (file_ops), parsing (parsing_ops).
+- ``image/``: resizing and colour kernels, boxes, codecs (``tv.image`` itself is in tf_api).
+- ``data/``: ``tf.data`` — Dataset (graph side), its pipeline stages, the iterator op.
+- ``mapreduce/``: the map-reduce ops and the values they carry.
+- ``gradients.py`` (``tv.gradients``), ``common.py`` (the helpers every family shares),
+  ``deprecated_ops.py`` (TF 1.x's old spellings).
 """
 import importlib as _importlib
 
