@@ -15,7 +15,13 @@ direct-plane hop is measured beside it: a step ``x (worker:0) → y (worker:1) �
 (worker:0)`` (two hops) on the direct plane minus the same step on one device, halved. The
 target (issue 27): two-device per-iteration cost ≤ one-device per-iteration cost + two hops.
 
-Run: ``python -m bench.bench_loops [--n 10000] [--repeat 5]``.
+``parallel_iterations`` (the pipelined rows): a loop whose iterations depend on one another
+only through the counter and a sum — ``y = tanh(x * i) @ w`` on ``worker:0``, ``z = y @ w`` on
+``worker:1``, ``acc += sum(z)`` on ``worker:0`` (``--size`` square float64 matrices) — timed
+with ``parallel_iterations=1`` (lockstep: worker:0 waits for ``z`` before its next matmul) and
+``10`` (worker:0 runs iteration i+1's matmul while worker:1 runs iteration i's), on each plane.
+
+Run: ``python -m bench.bench_loops [--n 10000] [--repeat 5] [--size 300] [--pipe-n 200]``.
 """
 from __future__ import annotations
 
@@ -23,10 +29,12 @@ import argparse
 import statistics
 import time
 
+import numpy as np
+
 W0, W1 = "/job:worker/task:0", "/job:worker/task:1"
 
 
-def build(tv, n_ph, devices):
+def build(tv, n_ph, devices, parallel=10):
     with tv.device(devices[0]):
         def body(i, acc):
             with tv.device(devices[1]):
@@ -34,7 +42,37 @@ def build(tv, n_ph, devices):
             with tv.device(devices[0]):
                 return i + 1, tv.tanh(nxt)
         return tv.while_loop(lambda i, acc: i < n_ph, body,
-                             [tv.constant(0), tv.constant(0.3, tv.float64)])[1]
+                             [tv.constant(0), tv.constant(0.3, tv.float64)],
+                             parallel_iterations=parallel)[1]
+
+
+def build_pipelined(tv, n_ph, x, w, parallel):
+    """The pipelined rows' loop (see the module docstring)."""
+    def body(i, acc):
+        with tv.device(W0):
+            y = tv.matmul(tv.tanh(x * tv.cast(i + 1, tv.float64)), w)
+        with tv.device(W1):
+            z = tv.matmul(y, w)
+        with tv.device(W0):
+            return i + 1, acc + tv.reduce_sum(z)
+    with tv.device(W0):
+        return tv.while_loop(lambda i, acc: i < n_ph, body,
+                             [tv.constant(0), tv.constant(0.0, tv.float64)],
+                             parallel_iterations=parallel)[1]
+
+
+def pipelined_rows(tv, sess, n_ph, pipes, n, repeat) -> None:
+    """Seconds per iteration with parallel_iterations 1 and 10, on each plane."""
+    for plane in ("direct", "dask"):
+        opts = tv.RunOptions(data_plane=plane)
+        got = {}
+        for parallel, out in pipes.items():
+            got[parallel] = timed(sess, out, {n_ph: n}, repeat, opts) / n
+            assert sess.run(out, {n_ph: n}, options=opts) == sess.run(
+                pipes[1], {n_ph: n}, options=opts)
+        print(f"matmul loop, {plane:6s} plane: parallel_iterations=1 "
+              f"{got[1] * 1e3:7.2f} ms/iteration, =10 {got[10] * 1e3:7.2f} ms/iteration: "
+              f"x{got[1] / got[10]:.2f}", flush=True)
 
 
 def timed(sess, fetch, feed, repeat, opts) -> float:
@@ -75,6 +113,11 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--size", type=int, default=300)
+    ap.add_argument("--pipe-n", type=int, default=200)
+    ap.add_argument("--only", choices=("cost", "pipelined"), default=None)
+    ap.add_argument("--parallel", type=int, default=10,
+                    help="parallel_iterations of the per-iteration cost rows' loops")
     args = ap.parse_args(argv)
     import tensorvm as tv
     n2, n1 = args.n, max(args.n // 10, 1)
@@ -82,9 +125,17 @@ def main(argv=None) -> None:
     g = tv.Graph()
     with g.as_default():
         n_ph = tv.placeholder(tv.int32, [])
-        one = build(tv, n_ph, (W0, W0))
-        two = build(tv, n_ph, (W0, W1))
+        one = build(tv, n_ph, (W0, W0), args.parallel)
+        two = build(tv, n_ph, (W0, W1), args.parallel)
+        rng = np.random.RandomState(0)
+        x = tv.constant(rng.rand(args.size, args.size))
+        w = tv.constant(rng.rand(args.size, args.size) / args.size)
+        pipes = {p: build_pipelined(tv, n_ph, x, w, p) for p in (1, 10)}
         with tv.Session(cluster=spec, graph=g, verbose=False) as sess:
+            if args.only != "cost":
+                pipelined_rows(tv, sess, n_ph, pipes, args.pipe_n, args.repeat)
+            if args.only == "pipelined":
+                return
             hop = hop_cost(tv, sess, args.repeat)
             rows = [("one device (worker:0)", "direct", one), ("one device (worker:0)", "dask",
                                                              one),

@@ -417,7 +417,10 @@ def run_sharded(ctx, ins, *, cond, body, n, ncc, nbc, has_max, frame, home, devi
             me=me, home=home, devices=devices, tag=tag, n=n, cf=cf, bf=bf, cond=cond,
             body=body, ccaps=ccaps, bcaps=bcaps, limit=limit, needs=needs, holders=holders,
             p_dev=p_dev, fetch_dev=fetch_dev)
-        if pipelines(window, (cond, body), (cf, bf), tape is not None or bool(taped_home)):
+        crossing = any(fetch_dev(bf, k) is not None and needs[k] - {fetch_dev(bf, k)}
+                       for k in range(n))
+        if pipelines(window, (cond, body), (cf, bf), tape is not None or bool(taped_home),
+                     crossing):
             vals = run_pipelined(ctx, ex, lp, vals, window)
         else:
             vals = _lockstep(ctx, ex, lp, vals, tape, taped_home)

@@ -11,7 +11,8 @@ the rendezvous under keys that carry the iteration. An iteration starts once the
 has said the predicate is true; a loop value it reads that the one before has not made yet is
 a :class:`Slot` it waits on. Iterations run their tasks in dataflow order, which is an order
 of iterations only for state, so only a loop whose cond and body hold no stateful op (and
-no loop of their own, and no gradient tapes) is pipelined: see :func:`pipelines`.
+no loop of their own, and no gradient tapes), and whose devices hand each other no loop value
+(only the predicate and values inside an iteration), is pipelined: see :func:`pipelines`.
 """
 from __future__ import annotations
 
@@ -21,11 +22,13 @@ from ...framework.op_registry import registry
 from .while_frames import _MISSING, _LOOP_OPS, Frame, Slot
 
 
-def pipelines(window: int, funcs, frames, taped: bool) -> bool:
+def pipelines(window: int, funcs, frames, taped: bool, crossing: bool) -> bool:
     """Whether a shard may overlap iterations: ``window`` (``parallel_iterations``) > 1, no
-    tapes, and no stateful op or loop in the cond and body (``funcs``; ``frames`` their
-    compiled programs)."""
-    if window <= 1 or taped:
+    tapes, no loop value that one device makes and another reads next (``crossing``: such a
+    value chains the devices' iterations one after another, and sending the predicate ahead
+    of it only costs a message), and no stateful op or loop in the cond and body (``funcs``;
+    ``frames`` their compiled programs)."""
+    if window <= 1 or taped or crossing:
         return False
     if any(isinstance(f, Frame) and f.nested for f in frames):
         return False
