@@ -335,8 +335,10 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
 
     ``loop_vars`` is a (nested) list/tuple/dict of tensors; ``body`` returns the same
     structure with the same dtypes and, unless ``shape_invariants`` says otherwise, the same
-    static shapes. ``maximum_iterations`` bounds the trip count. ``parallel_iterations`` and
-    ``swap_memory`` are accepted (iterations run one after another in the loop's task).
+    static shapes. ``maximum_iterations`` bounds the trip count. ``parallel_iterations``: how
+    many iterations of a loop across worker processes may overlap where they are independent
+    (:mod:`tensorvm.ops.control.while_pipeline`); elsewhere iterations run one after another
+    in the loop's task. ``swap_memory`` is accepted.
     A single loop variable comes back bare unless ``return_same_structure``.
     """
     from .control_flow_ops import flatten, pack_as, structure
