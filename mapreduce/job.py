@@ -323,9 +323,11 @@ class Job:
             return f"file://{tempfile.gettempdir()}"
         return None
 
-    def _size_reducers(self, session, splits: list, num_workers: int) -> int:
+    def _size_reducers(self, session, splits: list, num_workers: int,
+                       floating: bool = True) -> int:
         """Set ``num_reducers`` for this run: the given count (warned about when a reducer's
-        share of the input exceeds its budget), else :func:`.sizing.choose_reducers`."""
+        share of the input exceeds its budget), else :func:`.sizing.choose_reducers` — on a
+        cluster, for ``floating`` reducers, spread (:func:`.sizing.spread_reducers`)."""
         part = self.partition
         if self.reducers_arg is None and isinstance(part, RangePartition) and \
                 part.boundaries is not None:
@@ -336,6 +338,9 @@ class Job:
         size, fraction = sizing.input_bytes(splits), sizing.memory_fraction()
         if self.reducers_arg is None:
             self.num_reducers = sizing.choose_reducers(size, workers, fraction)
+            if floating and session is not None and session.client is not None:
+                self.num_reducers = sizing.spread_reducers(self.num_reducers, size,
+                                                           sum(t for _, t in workers))
             logger.info("mr job %s: %d reducers for %.1f MiB of input (each at most %.1f MiB: "
                         "%g of the memory a worker thread can use; at least one per thread, "
                         "%d threads)",
@@ -411,7 +416,7 @@ class Job:
                                               "of an output job commits a new attempt)")
         splits = self._splits()
         num_workers = num_workers or _worker_count(session)
-        self._size_reducers(session, splits, num_workers)
+        self._size_reducers(session, splits, num_workers, floating=False)
         # pinned: the plan is run again and again, on the direct plane where it can be
         built = self.build(session.graph, num_workers, "0", splits, self._boundaries(splits),
                            floating=False)

@@ -16,6 +16,13 @@ size: a map with a combiner (word count) shrinks it, so the rule errs on the sid
 smaller reducers — Spark (``advisoryPartitionSizeInBytes``, 64 MB) and Dask (partitions of
 ~100 MB, several per core) size partitions the same way.
 
+On a cluster, where map and reduce tasks float (any worker runs them, a free thread takes the
+next from the scheduler's queue), a job gets at least :data:`REDUCERS_PER_THREAD` reducers per
+worker thread while each still has :data:`MIN_REDUCER_BYTES` of input
+(:func:`spread_reducers`): with one reducer per thread, the reducer that lands on a slow worker
+sets the job's pace (one of two workers slowed to a third: 3.6x the job's time); with several
+per thread, the fast workers take the queue's rest, as Spark's and Dask's small tasks do.
+
 The fraction is the Dask config value ``tensorvm.mapreduce.reducer-memory-fraction`` (tests
 make it tiny to size reducers for a few MB of input).
 
@@ -34,10 +41,13 @@ REDUCER_MEMORY_FRACTION = 0.25
 WORKER_RESERVED = 160 << 20  # a worker process's own memory, tensorvm imported (~155 MB seen)
 OPEN_COST = 4 << 20  # small files are grouped into map tasks of at least this many bytes
 MIN_MAP_TASKS = 8  # small files are spread over at least this many map tasks
+REDUCERS_PER_THREAD = 4  # floating reducers per worker thread, data allowing (spread_reducers)
+MIN_REDUCER_BYTES = 4 << 20  # ... each with at least this much input
 CONFIG_KEY = "tensorvm.mapreduce.reducer-memory-fraction"
 
-__all__ = ["map_task_bytes", "split_groups", "choose_reducers", "reducer_budget", "memory_fraction", "input_bytes",
-           "worker_memory", "all_local", "fit_warning"]
+__all__ = ["map_task_bytes", "split_groups", "choose_reducers", "spread_reducers",
+           "reducer_budget", "memory_fraction", "input_bytes", "worker_memory", "all_local",
+           "fit_warning"]
 
 
 def memory_fraction() -> float:
@@ -119,6 +129,19 @@ def choose_reducers(size: int, workers: list, fraction: float = REDUCER_MEMORY_F
     per worker thread."""
     threads = sum(max(1, t) for _, t in workers)
     return max(1, threads, math.ceil(size / reducer_budget(workers, fraction)))
+
+
+def spread_reducers(count: int, size: int, threads: int) -> int:
+    """The reducer count of a job whose reducers float: ``count`` (:func:`choose_reducers`),
+    raised to :data:`REDUCERS_PER_THREAD` per thread as far as each keeps
+    :data:`MIN_REDUCER_BYTES` of the ``size`` input bytes (small jobs keep ``count``).
+
+    >>> spread_reducers(2, 200 << 20, 2), spread_reducers(2, 10 << 20, 2)
+    (8, 2)
+    >>> spread_reducers(40, 3 << 30, 2), spread_reducers(2, 100 << 10, 2)
+    (40, 2)
+    """
+    return max(count, min(REDUCERS_PER_THREAD * threads, size // MIN_REDUCER_BYTES))
 
 
 def fit_warning(name: str, num_reducers: int, size: int, workers: list,
