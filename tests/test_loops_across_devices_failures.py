@@ -16,6 +16,16 @@ TV_CLUSTER = {"ps": 1, "worker": 1}
 DEADLINE_S = 120  # generous: a hang is what this catches, not a slow failure
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _connects_never_give_up():
+    """Dask retries a refused connection for its whole connect timeout: set it past the
+    test's timeout, so a push that keeps the dead worker's address (instead of asking the
+    scheduler where the restarted one is) hangs the next step, and the test fails."""
+    import dask
+    with dask.config.set({"distributed.comm.timeouts.connect": "1000s"}):
+        yield
+
+
 def _marked(marker: str):
     def tick(k):
         open(marker, "a").close()  # the PS part runs: the loop is under way

@@ -230,6 +230,7 @@ class _Exchange:
     plane (:class:`tensorvm.runtime.direct.rendezvous.DataPlane`), from the kernel's thread."""
 
     POLL_S = 0.2  # a wait checks this often whether the step was cancelled
+    CHECK_S = 1.0  # a push still under way this long asks the scheduler whether its peer moved
 
     def __init__(self, ctx, device: str, devices):
         from distributed import get_worker
@@ -269,18 +270,31 @@ class _Exchange:
         self.pending = [f for f in self.pending if not f.done()]
 
     async def _push(self, dst: str, items: list) -> None:
-        """One push; where it fails and the scheduler now names another worker for ``dst``
-        (the worker was restarted since this process last asked), once more to that one: the
-        old worker is gone, so nothing of this step reached it."""
+        """One push; where it fails, or is still connecting after :data:`CHECK_S` (Dask keeps
+        retrying a refused connection for its whole connect timeout, 30 s by default), and the
+        scheduler now names another worker for ``dst`` (the worker was restarted since this
+        process last asked), once more to that one: the old worker is gone, so nothing of
+        this step reached it."""
+        old = self.part.peers[dst]
+        push = asyncio.ensure_future(self.plane._push(self.part, dst, self.step, items))
         try:
-            await self.plane._push(self.part, dst, self.step, items)
+            await asyncio.wait_for(asyncio.shield(push), self.CHECK_S)
+            return
+        except asyncio.TimeoutError:
+            try:
+                fresh = await _ask_peers(self.worker, self.devices)
+            except InvalidArgumentError:  # not back yet: the push fails or lands as it does
+                fresh = {}
+            if fresh.get(dst, old) == old:
+                await push  # a slow peer, not a gone one: wait as long as the push does
+                return
+            push.cancel()
         except UnavailableError:
-            old = self.part.peers[dst]
             fresh = await _ask_peers(self.worker, self.devices)
             if fresh.get(dst, old) == old:
                 raise
-            self.part.peers = fresh
-            await self.plane._push(self.part, dst, self.step, items)
+        self.part.peers = fresh
+        await self.plane._push(self.part, dst, self.step, items)
 
     def recv(self, key: str):
         got = self.ready.pop(key, _MISSING)
