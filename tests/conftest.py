@@ -3,7 +3,10 @@
 ``tv_cluster`` (module scope) starts one dask.distributed LocalCluster of worker *processes*
 through ``tv.Session(cluster=spec)`` — workers named after their tasks (``ps-0``,
 ``worker-0`` …) — and shares it among the module's tests. A module picks its spec with a
-``TV_CLUSTER = {"ps": 1, "worker": 2}`` global (that is the default). The fixture gives:
+``TV_CLUSTER = {"ps": 1, "worker": 2}`` global (that is the default). A module whose tests
+kill no worker and leave no state behind sets ``TV_CLUSTER_SHARED = True``: it then gets the
+one cluster of its spec that every such module shares, started once per test run. The fixture
+gives:
 
 * ``tv_cluster.session(graph=None, **kw)`` — a new ``tv.Session`` on the cluster (sharing the
   fixture's Dask client unless ``own_client=True``), closed when the test ends;
@@ -19,6 +22,7 @@ does not disturb the next one (state on the killed worker is gone, as on a real 
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import signal
@@ -122,11 +126,30 @@ def cluster_handle():
     return ClusterHandle
 
 
+@pytest.fixture(scope="session")
+def shared_clusters():
+    """Spec (as sorted JSON) -> the :class:`ClusterHandle` that every module with
+    ``TV_CLUSTER_SHARED = True`` and that spec uses; each is closed when the test run ends."""
+    handles: dict = {}
+    yield handles
+    while handles:
+        handles.popitem()[1].close()
+
+
 @pytest.fixture(scope="module")
-def tv_cluster(request):
-    handle = ClusterHandle(getattr(request.module, "TV_CLUSTER", DEFAULT_CLUSTER))
+def tv_cluster(request, shared_clusters):
+    spec = getattr(request.module, "TV_CLUSTER", DEFAULT_CLUSTER)
+    if not getattr(request.module, "TV_CLUSTER_SHARED", False):
+        handle = ClusterHandle(spec)
+        yield handle
+        handle.close()
+        return
+    key = json.dumps(spec, sort_keys=True)
+    if key not in shared_clusters:
+        shared_clusters[key] = ClusterHandle(spec)
+    handle = shared_clusters[key]
     yield handle
-    handle.close()
+    handle.close_sessions()  # left as found for the next module
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import tensorvm as tv
 pytestmark = pytest.mark.cluster
 
 TV_CLUSTER = {"ps": 1, "worker": 1}
+TV_CLUSTER_SHARED = True  # kills no worker, leaves no state
 
 
 def test_cond_across_workers_and_while_loop_gradient(tv_cluster, g):

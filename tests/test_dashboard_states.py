@@ -23,6 +23,7 @@ from browser import CHROMIUM, chromium
 
 pytestmark = pytest.mark.cluster
 TV_CLUSTER = {"ps": 1, "worker": 2}
+TV_CLUSTER_SHARED = True  # kills no worker, leaves no state
 BIN = os.path.dirname(sys.executable)
 SHOTS = "/tmp/shots"
 STEPS = 40

@@ -25,6 +25,7 @@ from tensorvm.framework.op_def_library import apply_op
 pytestmark = [pytest.mark.cluster, pytest.mark.filterwarnings("ignore::ResourceWarning")]
 
 TV_CLUSTER = {"ps": 1, "worker": 2}
+TV_CLUSTER_SHARED = True  # kills no worker, leaves no state
 DIRECT = tv.RunOptions(data_plane="direct")
 
 

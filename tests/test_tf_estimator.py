@@ -680,6 +680,7 @@ def test_a_queue_runners_error_ends_the_monitored_session_and_is_raised():
 # ---- on a cluster: the variables on the ps task, the loop on the chief -----------------------
 
 TV_CLUSTER = {"ps": 1, "worker": 1}
+TV_CLUSTER_SHARED = True  # kills no worker, leaves no state
 
 
 def test_an_estimator_on_a_cluster_keeps_its_variables_on_the_ps(tv_cluster, tmp_path):

@@ -9,6 +9,7 @@ import tensorvm as tf
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 DATA = os.path.join(os.path.dirname(__file__), "data")
+TV_CLUSTER_SHARED = True  # kills no worker, leaves no state
 
 
 def test_csv_pipeline_across_devices_reads_every_record_once(cluster, tmp_path):
