@@ -1,7 +1,27 @@
 """The package's import graph flows one way (issue 7): no circle at import time, and counting
 lazy imports too, circles only among op families that call their siblings lazily; and no import
 runs up the layers (issue 22: `python -m tensorvm.tools.imports --layers`)."""
+import pytest
+
+from tensorvm.tools import imports
 from tensorvm.tools.imports import import_components, strongly_connected
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _sources_parsed_once():
+    """The package's sources are parsed once for this module's tests (each check walked the
+    whole tree again); a test's own modules (a fake package) are parsed as given."""
+    parse, seen = imports.import_sites, {}
+
+    def import_sites(modules=None):
+        key = tuple(sorted((modules or imports._package_modules()).items()))
+        if key not in seen:
+            seen[key] = parse(dict(key))
+        return list(seen[key])
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(imports, "import_sites", import_sites)
+        yield
 
 
 def test_no_import_circle_at_import_time():
