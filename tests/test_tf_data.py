@@ -448,6 +448,7 @@ def test_dynamic_batch_size_zero_fails_at_run_time():
 # ---- on a cluster of worker processes --------------------------------------------------------
 
 TV_CLUSTER = {"ps": 1, "worker": 1}
+TV_CLUSTER_SHARED = True  # kills no worker, leaves no state
 PS, WORKER = "/job:ps/task:0", "/job:worker/task:0"
 
 

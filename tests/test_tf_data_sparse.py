@@ -297,6 +297,7 @@ def test_window_unique_and_grouping_refuse_sparse_components():
 # ---- on a cluster of worker processes ---------------------------------------------------------
 
 TV_CLUSTER = {"ps": 1, "worker": 1}
+TV_CLUSTER_SHARED = True  # kills no worker, leaves no state
 
 
 @pytest.mark.cluster
