@@ -47,13 +47,17 @@ def plan_graph(plan) -> dict:
         parsed = parse_task_name(t.name)
         node[t.name] = (parsed[1] if parsed else t.device, t.stage)
     sends = {s.name: s for s in plan.sends}
-    edges = set()
+    edges: dict = {}  # (src, dst) node -> whether a Send/Recv pair carries it
     for t in plan.tasks:
         for a in t.args:
             src = a.task if isinstance(a, Result) else \
                 sends[a.send].task if isinstance(a, Recv) else None
             if src is not None and node[src] != node[t.name]:
-                edges.add((node[src], node[t.name]))
+                key = (node[src], node[t.name])
+                # a floating job's map -> reduce shuffle is drawn within one device row
+                # (parse_task_name groups a job's floating tasks), but it is still a send
+                edges[key] = edges.get(key, False) or isinstance(a, Recv) or \
+                    node[src][0] != node[t.name][0]
     ids = {k: f"{d}/s{s}" for k, (d, s) in node.items()}
     devices: dict[str, dict] = {}
     for d, s in node.values():
@@ -64,7 +68,7 @@ def plan_graph(plan) -> dict:
                                  "label": f"stage {s}: {ops[k]} ops"}
                                 for k, (d, s) in sorted(node.items(), key=lambda kv: kv[1])],
                       "edges": [{"src": f"{a[0]}/s{a[1]}", "dst": f"{b[0]}/s{b[1]}",
-                                 "send": a[0] != b[0]} for a, b in sorted(edges)]},
+                                 "send": send} for (a, b), send in sorted(edges.items())]},
             "devices": list(devices.values())}
 
 

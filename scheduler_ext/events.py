@@ -63,6 +63,8 @@ def task_record(key, finish: str, kwargs: dict) -> dict | None:
             "step": str(key[1]) if isinstance(key, tuple) and len(key) > 1 else None,
             "device": parsed[1], "stage": parsed[2], "send": parsed[3],
             "worker": str(kwargs.get("worker") or ""),
+            **({"worker_name": str(kwargs["worker_name"])} if kwargs.get("worker_name")
+               else {}),
             "thread": kwargs.get("thread") if isinstance(kwargs.get("thread"), int) else None,
             "state": "done" if finish == "memory" else
             "ended" if expected_end(kwargs.get("exception_text")) else "erred",
@@ -124,7 +126,7 @@ def chrome_trace(tasks: list[dict], worker_names: dict | None = None,
         worker = t.get("worker") or "?"
         if worker not in pids:
             pids[worker] = pid = len(pids) + 1
-            label = names.get(worker)
+            label = names.get(worker) or t.get("worker_name")
             events.append({"name": "process_name", "ph": "M", "pid": pid, "tid": 0,
                            "args": {"name": f"{label} ({worker})" if label else worker}})
             events.append({"name": "process_sort_index", "ph": "M", "pid": pid, "tid": 0,

@@ -80,6 +80,10 @@ class TensorvmPlugin(SchedulerPlugin):
     def transition(self, key, start, finish, *args, stimulus_id=None, **kwargs) -> None:
         if task_name_of(key) is None:
             return
+        worker = kwargs.get("worker")
+        if worker:  # the log names the worker as the cluster did (a floating task's has no
+            # device of its own to name it by)
+            kwargs = {**kwargs, "worker_name": self.registry.workers.get(str(worker))}
         self.history.transition(key, start, finish, kwargs)  # before the registry forgets key
         if finish == "memory":
             self.registry.task_done(key, kwargs.get("worker") or self._holder(key))
