@@ -12,6 +12,7 @@ import importlib
 import importlib.abc
 import importlib.util
 import sys
+import types
 
 # old path -> new path, both under ``tensorvm.``
 MOVED = {
@@ -191,6 +192,25 @@ def moved_module(name: str):
     if name not in MOVED:
         return None
     return importlib.import_module("tensorvm." + name)
+
+
+class _KeepsItsNames(types.ModuleType):
+    """A package whose public names an old path's import must not replace: the import system
+    sets ``tensorvm.gradients`` to the module it just loaded, where ``tv.gradients`` is the
+    function (also ``tv.variable_scope``, ``tv.ops.while_loop``)."""
+
+    def __setattr__(self, name, value):
+        held = self.__dict__.get(name)
+        if isinstance(value, types.ModuleType) and held is not None and \
+                not isinstance(held, types.ModuleType) and \
+                f"{self.__name__}.{name}"[len("tensorvm."):] in MOVED:
+            return
+        super().__setattr__(name, value)
+
+
+def keep_names(module: types.ModuleType) -> None:
+    """Protect ``module``'s public names from old-path imports (see :class:`_KeepsItsNames`)."""
+    module.__class__ = _KeepsItsNames
 
 
 def install() -> None:
