@@ -24,8 +24,6 @@ the old flat module paths keep importing through ``_aliases``.
 """
 from __future__ import annotations
 
-import sys
-
 from . import _aliases
 
 _aliases.install()  # the module paths before core/ was laid out by layer keep importing
@@ -119,4 +117,3 @@ from .vm.kernels import array_api as _kernels_gpu  # noqa: E402
 _kernels_gpu.install()  # every op registered above: its GPU kernel or its CPU-only mark
 from .tf_api import math_api as math  # noqa: E402  (tv.math: TF's tf.math names)
 from .tf_api.math_api import (accumulate_n, confusion_matrix)  # noqa: E402,F401  (tf.confusion_matrix)
-_aliases.keep_names(sys.modules[__name__])  # tv.gradients stays the function

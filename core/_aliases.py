@@ -12,9 +12,10 @@ import importlib
 import importlib.abc
 import importlib.util
 import sys
-import types
 
-# old path -> new path, both under ``tensorvm.``
+# old path -> new path, both under ``tensorvm.``. Not here: ``gradients``, ``variable_scope``
+# and ``ops.while_loop``, whose old module paths are also public names (``tv.gradients`` is
+# the function): the import system would set the name to the module it loaded.
 MOVED = {
     "app": "tf_api.app",
     "backends": "runtime.backends",
@@ -33,7 +34,6 @@ MOVED = {
     "errors": "framework.errors",
     "framework_api": "tf_api.framework_api",
     "gfile": "tf_api.gfile",
-    "gradients": "ops.gradients",
     "graph": "framework.graph",
     "graph_def": "framework.graph_def",
     "graph_keys": "framework.graph_keys",
@@ -119,7 +119,6 @@ MOVED = {
     "ops.tensor_array_value": "ops.control.tensor_array_value",
     "ops.training_ops": "ops.state.training_ops",
     "ops.while_frames": "ops.control.while_frames",
-    "ops.while_loop": "ops.control.while_loop",
     "projector": "tf_api.projector",
     "py_func_check": "passes.py_func_check",
     "queues": "vm.queues",
@@ -141,7 +140,6 @@ MOVED = {
     "threads": "vm.kernels.threads",
     "timeline": "runtime.timeline",
     "train.partitioners": "ops.state.partitioners",
-    "variable_scope": "ops.state.variable_scope",
     "variables": "ops.state.variables",
     "worker_signals": "runtime.cluster.worker_signals",
 }
@@ -192,25 +190,6 @@ def moved_module(name: str):
     if name not in MOVED:
         return None
     return importlib.import_module("tensorvm." + name)
-
-
-class _KeepsItsNames(types.ModuleType):
-    """A package whose public names an old path's import must not replace: the import system
-    sets ``tensorvm.gradients`` to the module it just loaded, where ``tv.gradients`` is the
-    function (also ``tv.variable_scope``, ``tv.ops.while_loop``)."""
-
-    def __setattr__(self, name, value):
-        held = self.__dict__.get(name)
-        if isinstance(value, types.ModuleType) and held is not None and \
-                not isinstance(held, types.ModuleType) and \
-                f"{self.__name__}.{name}"[len("tensorvm."):] in MOVED:
-            return
-        super().__setattr__(name, value)
-
-
-def keep_names(module: types.ModuleType) -> None:
-    """Protect ``module``'s public names from old-path imports (see :class:`_KeepsItsNames`)."""
-    module.__class__ = _KeepsItsNames
 
 
 def install() -> None:

@@ -30,7 +30,6 @@ op's kernel, shape rule and gradient together, registered in the op table
   ``deprecated_ops.py`` (TF 1.x's old spellings).
 """
 import importlib as _importlib
-import sys as _sys
 
 __all__: list[str] = []
 _FAMILIES = ["array.array_ops", "math.math_ops", "array.manip_ops", "array.slice_ops",
@@ -58,7 +57,3 @@ def __getattr__(name: str):
     if module is None:
         raise AttributeError(f"module 'tensorvm.ops' has no attribute {name!r}")
     return module
-
-
-from .. import _aliases as _aliases_mod  # noqa: E402
-_aliases_mod.keep_names(_sys.modules[__name__])  # tv.ops.while_loop stays the function
