@@ -27,11 +27,12 @@ class Input:
     ``format``: a :mod:`tensorvm.storage` input format; ``columns``: ``{name: dtype}`` for
     tabular formats (the map gets a dict of 1-D tensors); ``dtype``/``shape``: the records'
     tensor otherwise (text: ``string [None]``; fixed records: ``uint8 [None, record_bytes]``).
+    ``options``: how the files are read (:class:`tensorvm.storage.ReadOptions`).
     """
     urls: tuple
     format: str
     split_size: int = storage.DEFAULT_SPLIT_SIZE
-    options: tuple = ()
+    options: storage.ReadOptions = storage.ReadOptions()
     columns: tuple = ()
     dtype: Any = _dt.string
     shape: tuple | None = (None,)
@@ -39,7 +40,7 @@ class Input:
     def splits(self) -> list:
         """The input cut into splits (``tensorvm.storage.Split``), as a job reads them."""
         return storage.splits(list(self.urls), format=self.format, split_size=self.split_size,
-                              **dict(self.options))
+                              **self.options.to_dict())
 
 
 def _urls(urls) -> tuple:
@@ -53,16 +54,24 @@ def text(urls, split_size: int = storage.DEFAULT_SPLIT_SIZE) -> Input:
 
 def records(urls, record_bytes: int, split_size: int = storage.DEFAULT_SPLIT_SIZE) -> Input:
     """Fixed-length binary records: the map gets ``uint8 [n, record_bytes]``."""
-    return Input(_urls(urls), "fixed", int(split_size), (("record_bytes", int(record_bytes)),),
-                 dtype=_dt.uint8, shape=(None, int(record_bytes)))
+    opts = _options("records", record_bytes=int(record_bytes))
+    return Input(_urls(urls), "fixed", int(split_size), opts, dtype=_dt.uint8,
+                 shape=(None, opts.record_bytes))
+
+
+def _options(fn: str, **options) -> storage.ReadOptions:
+    """``options`` checked when the input is made (a misspelt or bad one is named here)."""
+    try:
+        return storage.ReadOptions.of(**options)
+    except ValueError as e:
+        raise errors.InvalidArgumentError(f"mr.{fn}: {e}") from None
 
 
 def _tabular(fmt, urls, columns, split_size, **options) -> Input:
     if not columns:
         raise errors.InvalidArgumentError(f"mr.{fmt}: give columns={{name: dtype}}")
     cols = tuple((k, _dt.as_dtype(v)) for k, v in dict(columns).items())
-    return Input(_urls(urls), fmt, int(split_size), tuple(sorted(options.items())), cols,
-                 None, None)
+    return Input(_urls(urls), fmt, int(split_size), _options(fmt, **options), cols, None, None)
 
 
 def csv(urls, columns: dict, split_size: int = storage.DEFAULT_SPLIT_SIZE, **options) -> Input:

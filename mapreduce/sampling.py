@@ -28,7 +28,7 @@ def sample_keys(job, splits: list, sample: int) -> np.ndarray:
     splits = [sp for i, sp in splits if i == 0]  # the first input's keys
     step = max(1, len(splits) // SAMPLE_SPLITS)
     chosen = splits[::step][:SAMPLE_SPLITS]
-    rb = dict(job.input.options).get("record_bytes")
+    rb = job.input.options.record_bytes
     per_split = max(1, sample // max(1, len(chosen))) * (rb or 100)
     heads = [_head(s, per_split, rb) for s in chosen]
     graph = tv.Graph()

@@ -98,7 +98,7 @@ def _bisect(group: list):
     (i, sp), = group
     if sp.end is None or sp.row_groups is not None or sp.row_start is not None:
         return False
-    rb = sp.options.get("record_bytes") or 1
+    rb = sp.options.record_bytes or 1
     records = (sp.end - sp.start) // rb
     if records <= 1:
         return None

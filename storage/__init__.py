@@ -34,8 +34,8 @@ from .checkpoint import (checkpoint_url, commit, data_file_name, latest_checkpoi
 from .errors import CheckpointNotFoundError, DataLossError
 from .fsio import is_process_local
 from .inspection import list_checkpoints, show_checkpoint, verify_checkpoint
-from .splits import (DEFAULT_SPLIT_SIZE, InputFormat, Split, infer_format, input_formats, read,
-                     register_format, splits)
+from .splits import (DEFAULT_SPLIT_SIZE, InputFormat, ReadOptions, Split, infer_format,
+                     input_formats, read, register_format, splits)
 from . import readers as _readers, columnar as _columnar  # noqa: E402,F401  (register formats)
 from . import tfrecord as _tfrecord  # noqa: E402,F401  (the tfrecord format)
 from .output import OutputCommitter, output_writers, register_writer, write_output
@@ -45,7 +45,7 @@ __all__ = [
     "checkpoint_url", "data_file_name", "write_shard", "commit", "read_index", "read_tensors",
     "read_slices", "latest_checkpoint", "list_checkpoints", "show_checkpoint",
     "verify_checkpoint",
-    "Split", "splits", "read", "InputFormat", "register_format", "input_formats",
+    "Split", "ReadOptions", "splits", "read", "InputFormat", "register_format", "input_formats",
     "infer_format", "DEFAULT_SPLIT_SIZE",
     "OutputCommitter", "write_output", "register_writer", "output_writers",
 ]

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from .errors import DataLossError
 from .readers import _fill, _slices
-from .splits import InputFormat, Split, make_options, register_format
+from .splits import InputFormat, Split, register_format
 
 __all__ = ["ParquetFormat", "ArrowFormat", "NpyFormat", "npy_layout"]
 
@@ -42,6 +42,10 @@ def _groups(sizes: list[int], split_size: int) -> list[tuple[int, ...]]:
     return out
 
 
+def _listed(names):
+    return list(names) if names is not None else None
+
+
 class ParquetFormat(InputFormat):
     """Parquet, split by row groups (grouped to about ``split_size`` compressed bytes);
     batches are ``pa.RecordBatch``. Option ``columns``: read only these."""
@@ -56,8 +60,7 @@ class ParquetFormat(InputFormat):
                 raise DataLossError(f"not a readable Parquet file ({e})", url) from e
         sizes = [sum(meta.row_group(i).column(c).total_compressed_size
                      for c in range(meta.num_columns)) for i in range(meta.num_row_groups)]
-        opts = make_options(options)
-        return [Split(url, self.name, row_groups=g, options_json=opts)
+        return [Split(url, self.name, row_groups=g, options=options)
                 for g in _groups(sizes, split_size)]
 
     def read(self, split, f, batch_size, url):
@@ -65,7 +68,8 @@ class ParquetFormat(InputFormat):
             pf = pq.ParquetFile(f)
             yield from pf.iter_batches(batch_size=batch_size or 65536,
                                        row_groups=list(split.row_groups or ()),
-                                       columns=split.options.get("columns"), use_threads=False)
+                                       columns=_listed(split.options.columns),
+                                       use_threads=False)
         except (pa.ArrowInvalid, OSError) as e:
             raise DataLossError(f"corrupt Parquet data in split {split.id} ({e})", url) from e
 
@@ -82,9 +86,8 @@ class ArrowFormat(InputFormat):
             except (pa.ArrowInvalid, OSError) as e:
                 raise DataLossError(f"not an Arrow IPC file ({e})", url) from e
         per_split = max(1, int(split_size * n // max(size, 1)))
-        opts = make_options(options)
         return [Split(url, self.name, row_groups=tuple(range(lo, min(lo + per_split, n))),
-                      options_json=opts) for lo in range(0, n, per_split)]
+                      options=options) for lo in range(0, n, per_split)]
 
     def read(self, split, f, batch_size, url):
         try:
@@ -124,15 +127,14 @@ class NpyFormat(InputFormat):
     def make_splits(self, url, fs, path, size, split_size, compression, options):
         with fs.open(path, "rb", compression=compression) as f:
             dtype, shape, fortran, _ = npy_layout(f, url)
-        opts = make_options(options)
         if not shape or fortran or compression:
             rows = shape[0] if shape else None
             return [Split(url, self.name, row_start=0, row_end=rows, compression=compression,
-                          options_json=opts)]
+                          options=options)]
         row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
         per = max(1, split_size // row_bytes) if row_bytes else max(shape[0], 1)
         return [Split(url, self.name, row_start=lo, row_end=min(lo + per, shape[0]),
-                      options_json=opts) for lo in range(0, shape[0], per)]
+                      options=options) for lo in range(0, shape[0], per)]
 
     def read(self, split, f, batch_size, url):
         dtype, shape, fortran, offset = npy_layout(f, url)

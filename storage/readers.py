@@ -46,8 +46,7 @@ def _slices(batch, batch_size: int | None) -> Iterator:
 
 def _blocks(split: Split, f):
     """The owned lines of ``split``, in blocks (option ``block_size``, default 8 MiB)."""
-    return owned_blocks(f, split.start, split.end,
-                        split.options.get("block_size") or DEFAULT_BLOCK_SIZE)
+    return owned_blocks(f, split.start, split.end, split.options.block_size or DEFAULT_BLOCK_SIZE)
 
 
 class TextFormat(InputFormat):
@@ -57,7 +56,7 @@ class TextFormat(InputFormat):
     name, extensions = "text", (".txt", ".text", ".log")
 
     def read(self, split, f, batch_size, url):
-        encoding = split.options.get("encoding", "utf-8")
+        encoding = split.options.encoding
         for block in _blocks(split, f):
             yield from _slices(lines_array(block, encoding, url), batch_size)
 
@@ -89,24 +88,26 @@ class CsvFormat(InputFormat):
     name, extensions = "csv", (".csv", ".tsv")
 
     def make_splits(self, url, fs, path, size, split_size, compression, options):
-        options.setdefault("header", True)
-        if options.get("header") and "column_names" not in options:
+        if options.header is None:
+            options = options.replace(header=True)
+        if options.header and options.column_names is None:
             with fs.open(path, "rb", compression=compression) as f:
                 first = next(owned_blocks(f, 0, 1, 1 << 16), b"")
             names = pa_csv.read_csv(
                 io.BytesIO(bytes(first)),
-                parse_options=pa_csv.ParseOptions(delimiter=options.get("delimiter", ",")),
+                parse_options=pa_csv.ParseOptions(delimiter=options.delimiter),
             ).column_names
-            options["column_names"] = names
+            options = options.replace(column_names=names)
         return super().make_splits(url, fs, path, size, split_size, compression, options)
 
     def read(self, split, f, batch_size, url):
         opts = split.options
-        skip = 1 if (opts.get("header") and split.start == 0) else 0
-        types = {k: pa.type_for_alias(v) for k, v in (opts.get("column_types") or {}).items()}
-        parse = pa_csv.ParseOptions(delimiter=opts.get("delimiter", ","))
+        skip = 1 if (opts.header and split.start == 0) else 0
+        types = {k: pa.type_for_alias(v) for k, v in opts.column_types or ()}
+        parse = pa_csv.ParseOptions(delimiter=opts.delimiter)
+        names = list(opts.column_names) if opts.column_names is not None else None
         for block in _blocks(split, f):
-            read_opts = pa_csv.ReadOptions(column_names=opts.get("column_names"),
+            read_opts = pa_csv.ReadOptions(column_names=names,
                                            skip_rows=skip, use_threads=False,
                                            block_size=max(len(block), 1 << 16))
             skip = 0
@@ -135,9 +136,9 @@ class FixedRecordFormat(InputFormat):
     name, extensions = "fixed", (".bin", ".rec")
 
     def record_bytes(self, options):
-        rb = options.get("record_bytes")
-        if not isinstance(rb, int) or rb < 1:
-            raise ValueError(f"format 'fixed' needs a positive int record_bytes, got {rb!r}")
+        rb = options.record_bytes  # a positive int, or None (ReadOptions checked it)
+        if rb is None:
+            raise ValueError("format 'fixed' needs a positive int record_bytes, got None")
         return rb
 
     def make_splits(self, url, fs, path, size, split_size, compression, options):

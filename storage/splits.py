@@ -2,8 +2,9 @@
 
 A :class:`Split` is a frozen, JSON-serialisable piece of one input file: a byte range for line
 and fixed-record formats, a run of row groups (Parquet) or record batches (Arrow IPC), or a run
-of rows (``.npy``). :func:`splits` cuts a glob or list of URLs into them; :func:`read` yields a
-split's record batches. A split is plain data, so it can travel through a queue to any worker.
+of rows (``.npy``), and how it is read (:class:`~tensorvm.storage.read_options.ReadOptions`).
+:func:`splits` cuts a glob or list of URLs into them; :func:`read` yields a split's record
+batches. A split is plain data, so it can travel through a queue to any worker.
 
 >>> import fsspec
 >>> fsspec.filesystem("memory").pipe("/tvm-doc-splits/a.txt", b"one\\ntwo\\nthree\\n")
@@ -28,7 +29,8 @@ import json
 import lzma
 import zlib
 import types
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
+from collections.abc import Mapping
 from typing import Any, Iterator
 
 import fsspec
@@ -38,9 +40,10 @@ from fsspec.utils import infer_compression
 from .errors import DataLossError
 from .fsio import to_fs
 from .output import committed_files
+from .read_options import NO_OPTIONS, ReadOptions
 
-__all__ = ["Split", "InputFormat", "register_format", "input_formats", "infer_format",
-           "splits", "read", "DEFAULT_SPLIT_SIZE"]
+__all__ = ["Split", "ReadOptions", "InputFormat", "register_format", "input_formats",
+           "infer_format", "splits", "read", "DEFAULT_SPLIT_SIZE"]
 
 DEFAULT_SPLIT_SIZE = 64 * 1024 * 1024
 # what a damaged gzip/bz2/xz stream raises while it is read (bz2: a plain OSError, no errno)
@@ -60,7 +63,8 @@ class Split:
     by line and fixed-record formats, and a compressed file is always one split ``[0, None)``).
     ``row_groups``: Parquet row groups or Arrow IPC record batches of this split.
     ``row_start``/``row_end``: ``.npy`` rows ``[row_start, row_end)``.
-    ``options_json``: format options (canonical JSON, see :attr:`options`).
+    ``options``: how the split is read (a :class:`ReadOptions`; a dict of options is made
+    into one, checked).
     """
 
     url: str
@@ -71,20 +75,21 @@ class Split:
     row_start: int | None = None
     row_end: int | None = None
     compression: str | None = None
-    options_json: str = field(default="{}", repr=False)
+    options: ReadOptions = NO_OPTIONS
 
-    @property
-    def options(self) -> dict[str, Any]:
-        """The format options (``record_bytes``, ``column_names``, ...) as a fresh dict."""
-        return json.loads(self.options_json)
+    def __post_init__(self):
+        if isinstance(self.options, Mapping):
+            object.__setattr__(self, "options", ReadOptions.from_dict(self.options))
+        elif not isinstance(self.options, ReadOptions):
+            raise ValueError(f"a split's options are a ReadOptions, got {self.options!r}")
 
     def with_options(self, **changes: Any) -> "Split":
-        """This split read with some format options changed (JSON values only).
+        """This split read with some format options changed (checked as :meth:`ReadOptions.of`).
 
-        >>> Split("file:///d/a.csv", "csv").with_options(header=True).options
-        {'header': True}
+        >>> Split("file:///d/a.csv", "csv").with_options(header=True).options.header
+        True
         """
-        return replace(self, options_json=make_options({**self.options, **changes}))
+        return replace(self, options=self.options.replace(**changes))
 
     @property
     def id(self) -> str:
@@ -98,16 +103,25 @@ class Split:
         return f"{self.url}@{self.format}{part}"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict; ``Split.from_dict(s.to_dict()) == s``."""
-        d = asdict(self)
+        """JSON-ready dict; ``Split.from_dict(s.to_dict()) == s``. ``options`` holds the
+        options that differ from the defaults (:meth:`ReadOptions.to_dict`)."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["row_groups"] = list(self.row_groups) if self.row_groups is not None else None
+        d["options"] = self.options.to_dict()
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Split":
-        """Inverse of :meth:`to_dict` (missing and unknown keys are named: ValueError)."""
+        """Inverse of :meth:`to_dict` (missing and unknown keys are named: ValueError). A dict
+        written before the options were typed (``options_json``: the options as JSON text) is
+        read too."""
         d = dict(d)
         known = [f.name for f in fields(cls)]
+        if "options_json" in d:  # the older form
+            if "options" in d:
+                raise ValueError("a split has both options and options_json (the older "
+                                 "form of options); give one")
+            d["options"] = json.loads(d.pop("options_json") or "{}")
         for k in d:
             if k not in known:
                 raise ValueError(f"unknown key {k!r} in a split (a dict from Split.to_dict() "
@@ -118,19 +132,17 @@ class Split:
                                  f"{', '.join(known)})")
         if d.get("row_groups") is not None:
             d["row_groups"] = tuple(int(i) for i in d["row_groups"])
+        if d.get("options") is None:
+            d.pop("options", None)
         return cls(**d)
-
-
-def make_options(options: dict[str, Any]) -> str:
-    """Canonical JSON for :attr:`Split.options_json` (so equal options compare equal)."""
-    return json.dumps(options, sort_keys=True, separators=(",", ":"))
 
 
 class InputFormat(abc.ABC):
     """Base class of input formats: how a file is cut into splits and how a split is read.
 
     Subclasses set ``name`` and ``extensions`` and implement :meth:`read`; byte-range formats
-    keep the default :meth:`make_splits`. Example::
+    keep the default :meth:`make_splits`. A format with options of its own names them in
+    ``option_names`` (read back with ``split.options.get(name)``). Example::
 
         class Lines(InputFormat):
             name, extensions = "mylines", (".mylines",)
@@ -142,22 +154,23 @@ class InputFormat(abc.ABC):
 
     name: str = ""
     extensions: tuple[str, ...] = ()
+    option_names: tuple[str, ...] = ()  # options of this format beyond ReadOptions' fields
 
-    def record_bytes(self, options: dict) -> int | None:
+    def record_bytes(self, options: ReadOptions) -> int | None:
         """Byte ranges must be multiples of this (fixed-length records), or ``None``."""
         return None
 
     def make_splits(self, url: str, fs: fsspec.AbstractFileSystem, path: str, size: int,
-                    split_size: int, compression: str | None, options: dict) -> list[Split]:
+                    split_size: int, compression: str | None,
+                    options: ReadOptions) -> list[Split]:
         """Default: byte ranges of ``split_size`` bytes; a compressed file is one split."""
-        opts = make_options(options)
         if compression is not None:
-            return [Split(url, self.name, 0, None, compression=compression, options_json=opts)]
+            return [Split(url, self.name, 0, None, compression=compression, options=options)]
         step = split_size
         rb = self.record_bytes(options)
         if rb:
             step = max(1, split_size // rb) * rb
-        return [Split(url, self.name, lo, min(lo + step, size), options_json=opts)
+        return [Split(url, self.name, lo, min(lo + step, size), options=options)
                 for lo in range(0, size, step)]
 
     @abc.abstractmethod
@@ -234,9 +247,11 @@ def splits(urls: str | list[str], format: str | None = "text",
     """Cut a glob, folder or list of fsspec URLs into :class:`Split` s, in file order.
 
     ``format``: a registered format name, or ``None`` to infer each file's from its extension.
-    ``options`` are format options stored in every split (JSON values only): ``record_bytes``
+    ``options`` are format options stored in every split, checked here
+    (:meth:`ReadOptions.of`: an unknown name or a bad value is ValueError): ``record_bytes``
     (``fixed``), ``encoding`` (``text``: ``"utf-8"`` or ``None`` for bytes), ``header``,
-    ``delimiter``, ``column_names``, ``column_types`` (``csv``), ``columns`` (``parquet``).
+    ``delimiter``, ``column_names``, ``column_types`` (``csv``), ``columns`` (``parquet``),
+    ``compression_type`` (``tfrecord``), ``block_size`` (line formats).
     A folder contributes its files except names starting with ``_`` or ``.`` (``_SUCCESS``);
     a committed output folder exactly the files its ``_SUCCESS`` lists, and one with part files
     but no ``_SUCCESS`` (its job never committed) is :class:`DataLossError` naming it.
@@ -245,7 +260,7 @@ def splits(urls: str | list[str], format: str | None = "text",
     """
     if split_size < 1:
         raise ValueError(f"split_size must be positive, got {split_size}")
-    make_options(options)  # fail early on non-JSON options
+    opts = ReadOptions.of(**options)  # fail early on a bad option
     out: list[Split] = []
     matched = False
     for url in [urls] if isinstance(urls, str) else list(urls):
@@ -257,7 +272,7 @@ def splits(urls: str | list[str], format: str | None = "text",
             if not size:
                 continue
             out.extend(fmt.make_splits(file_url, fs, path, size, split_size, compression,
-                                       dict(options)))
+                                       opts))
     if not matched:
         raise FileNotFoundError(f"no input files match {urls!r}")
     return out

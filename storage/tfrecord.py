@@ -36,7 +36,7 @@ import pyarrow as pa
 from .checksums import crc32c
 from .errors import DataLossError
 from .fsio import to_fs
-from .splits import InputFormat, Split, make_options, register_format
+from .splits import InputFormat, Split, register_format
 
 __all__ = [
     "COMPRESSION_TYPES",
@@ -208,13 +208,12 @@ class TFRecordFormat(InputFormat):
     name, extensions = "tfrecord", (".tfrecord", ".tfrecords", ".tfr")
 
     def make_splits(self, url, fs, path, size, split_size, compression, options):
-        _codec(options.get("compression_type"))
-        return [Split(url, self.name, 0, None, compression=compression,
-                      options_json=make_options(options))]
+        _codec(options.compression_type)
+        return [Split(url, self.name, 0, None, compression=compression, options=options)]
 
     def read(self, split, f, batch_size, url):
         # a ``.gz`` name is already decompressed by fsspec (split.compression)
-        codec = None if split.compression else _codec(split.options.get("compression_type"))
+        codec = None if split.compression else _codec(split.options.compression_type)
         if codec == "zlib":
             import io
             f = io.BytesIO(_inflate(f.read(), url))

@@ -58,3 +58,43 @@ def test_bad_record_offset_in_a_later_split():
                  map=lambda c: mr.emit(c["n"], 1), num_reducers=1)
     with pytest.raises(tv.errors.DataLossError, match="at byte offset 27 "):
         job.run()
+
+
+def test_read_options_are_checked_when_the_input_is_made():
+    """A misspelt reader option fails at ``mr.csv(...)`` naming it (it used to be carried
+    along unread, and the job split the rows at the default delimiter)."""
+    with pytest.raises(tv.errors.InvalidArgumentError) as info:
+        mr.csv("memory://tvm-mr-splits/none.csv", {"k": "string"}, delimeter=";")
+    assert str(info.value).startswith("mr.csv: unknown read option 'delimeter' (the options "
+                                      "are block_size, column_names, column_types, columns,")
+    with pytest.raises(tv.errors.InvalidArgumentError,
+                       match="mr.records: read option 'record_bytes' must be a positive int, "
+                             "got 0"):
+        mr.records("memory://tvm-mr-splits/none.bin", 0)
+
+
+def test_csv_options_travel_typed_through_the_graph_and_its_json():
+    rows = [("a", 3), ("b", 5), ("a", 4), ("c", 1), ("b", 2), ("a", 10)]
+    data = "k;n\n" + "".join(f"{k};{n}\n" for k, n in rows)
+    fsspec.filesystem("memory").pipe("/tvm-mr-splits/d.csv", data.encode())
+    job = mr.Job(input=mr.csv("memory://tvm-mr-splits/d.csv", {"k": "string", "n": "int64"},
+                              split_size=12, delimiter=";"),
+                 map=lambda c: mr.emit(c["k"], c["n"]), reduce="sum", num_reducers=2)
+    expected = {}
+    for k, n in rows:
+        expected[k] = expected.get(k, 0) + n
+    assert job.run().to_dict() == expected
+    g = tv.Graph()
+    job.build(g, 2)
+    splits = [s for op in _read_ops(g) for s in op.attrs["splits"]]
+    assert len(splits) > 2 and all(s.options == storage.ReadOptions.of(
+        header=True, delimiter=";", column_names=["k", "n"]) for s in splits)
+    wire = json.loads(json.dumps(g.as_graph_def()))
+    again = [s for op in _read_ops(graph_from_dict(wire, tv.Graph())) for s in op.attrs["splits"]]
+    assert again == splits and all(isinstance(s.options, storage.ReadOptions) for s in again)
+    for node in wire["node"]:  # a graph whose split has a bad option is refused, named
+        if node["op"] == "MRReadSplits":
+            node["attr"]["splits"]["__tuple__"][0]["__split__"]["options"]["delimeter"] = ";"
+    with pytest.raises(tv.errors.InvalidArgumentError, match="bad split: unknown read option "
+                                                              "'delimeter'"):
+        graph_from_dict(wire, tv.Graph())

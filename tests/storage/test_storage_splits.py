@@ -66,8 +66,8 @@ def test_split_lines_are_the_file_lines_once_in_order(data, split_size, block_si
             (lo, min(lo + split_size, len(data))) for lo in range(0, len(data), split_size)]
         expected = _lines_of(data)
         assert _text_lines(parts) == expected
-        utf8 = [Split.from_dict(dict(s.to_dict(), options_json=json.dumps(
-            {"block_size": block_size}))) for s in parts]
+        utf8 = [Split.from_dict(dict(s.to_dict(), options={"block_size": block_size}))
+                for s in parts]
         assert _text_lines(utf8) == [x.decode() for x in expected]
     finally:
         fs.rm(f"/{_PROP_ROOT}", recursive=True)
@@ -114,7 +114,7 @@ def test_csv_matches_pyarrow(store):
     parts = splits(store.url("in", "t.csv"), format="csv", split_size=5000,
                    column_types={"k": "int64", "v": "double", "s": "string"},
                    storage_options=store.options)
-    assert len(parts) > 5 and parts[3].options["column_names"] == ["k", "v", "s"]
+    assert len(parts) > 5 and parts[3].options.column_names == ("k", "v", "s")
     got = pa.Table.from_batches(_read_all(parts, storage_options=store.options))
     assert got.equals(pa_csv.read_csv(io.BytesIO(buf.getvalue())))
 
@@ -211,7 +211,7 @@ def test_bad_input_is_data_loss_naming_url(store):
         list(read(split, storage_options=store.options))
     assert info.value.url == store.url("bad", "u.txt")
     raw = [b.to_pylist() for b in read(split.__class__.from_dict(dict(
-        split.to_dict(), options_json='{"encoding": null}')), storage_options=store.options)]
+        split.to_dict(), options={"encoding": None})), storage_options=store.options)]
     assert raw == [[b"ok", b"\xff\xfe"]]
     store.pipe("bad", "j.jsonl", b'{"a": 1}\n{"a": \n')
     (split,) = splits(store.url("bad", "j.jsonl"), format="jsonl", storage_options=store.options)

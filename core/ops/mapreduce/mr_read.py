@@ -112,7 +112,7 @@ def _typed_columns(batches, columns) -> list:
 def _with_declared_types(split, columns):
     """A CSV split read with the job's declared column types (unless its options give some):
     a string column of digits stays text, and an empty number field is a null, not a guess."""
-    if split.format != "csv" or split.options.get("column_types"):
+    if split.format != "csv" or split.options.column_types:
         return split
     return split.with_options(column_types={c: dt.name for c, dt in columns})
 
@@ -171,7 +171,7 @@ def _line_record(split, line: bytes, names):
         if not isinstance(rec, dict):
             raise ValueError("not a JSON object")
         return rec
-    row = next(_csv.reader([text], delimiter=split.options.get("delimiter", ",")), [])
+    row = next(_csv.reader([text], delimiter=split.options.delimiter), [])
     if names and len(row) != len(names):
         raise ValueError(f"{len(row)} fields, the header names {len(names)}")
     return dict(zip(names, row))
@@ -183,8 +183,8 @@ def _read_lines_checked(split, columns, skip: int) -> tuple:
     byte offset and what is wrong with it."""
     raw, offsets = _raw_lines(split)
     lines, offsets = raw.to_pylist(), offsets.tolist()
-    names = split.options.get("column_names") or []
-    if split.format == "csv" and split.options.get("header") and split.start == 0:
+    names = split.options.column_names or ()
+    if split.format == "csv" and split.options.header and split.start == 0:
         lines, offsets = lines[1:], offsets[1:]
     values = [[] for _ in columns]
     nbad = 0

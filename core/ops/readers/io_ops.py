@@ -143,7 +143,7 @@ def _whole_records(attrs, item):
 def _tfrecord_records(attrs, item):
     split = _as_split(item)
     url = item if split is None else split.url
-    comp = attrs.get("compression_type") or (split.options.get("compression_type")
+    comp = attrs.get("compression_type") or (split.options.compression_type
                                              if split is not None else None)
     return [(f"{url}:{off}", rec) for off, rec in _tfr.iter_tfrecords(url, comp)]
 
