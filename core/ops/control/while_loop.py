@@ -28,6 +28,13 @@ the body's gradient program (built by ``tv.gradients`` inside the body's graph, 
 recomputes the body's intermediates from the taped loop variables). A loop across worker
 processes keeps one tape per device (:mod:`tensorvm.ops.control.while_frames`).
 
+Where the parts are: this module traces ``cond`` and ``body`` and builds the op;
+:mod:`~tensorvm.ops.control.while_func` holds the traced functions (``FuncGraph``, ``Func``,
+``LoopVariableRead``), :mod:`~tensorvm.ops.control.while_op` the ``While`` op's kernel,
+:mod:`~tensorvm.ops.control.while_grad` its gradient, and
+:mod:`~tensorvm.ops.control.while_frames` / :mod:`~tensorvm.ops.control.while_pipeline` a
+loop across devices.
+
 >>> import tensorvm as tv
 >>> i, s = tv.while_loop(lambda i, s: i < 5, lambda i, s: (i + 1, s + i), [0, 0])
 >>> with tv.Session() as sess: [int(v) for v in sess.run([i, s])]
