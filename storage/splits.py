@@ -29,7 +29,7 @@ import json
 import lzma
 import zlib
 import types
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from collections.abc import Mapping
 from typing import Any, Iterator
 
@@ -75,7 +75,7 @@ class Split:
     row_start: int | None = None
     row_end: int | None = None
     compression: str | None = None
-    options: ReadOptions = NO_OPTIONS
+    options: ReadOptions = field(default=NO_OPTIONS, repr=False)
 
     def __post_init__(self):
         if isinstance(self.options, Mapping):
