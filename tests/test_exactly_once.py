@@ -1,0 +1,312 @@
+"""``tv.train.exactly_once`` in process (issue 26 item 2): a step token's updates are applied at
+most once per parameter-server device, twins are dropped and counted, and nothing a dropped twin
+would have touched changes (variables, optimizer slots, Adam's beta powers, the global step).
+Each test checks against NumPy after one update, and against the unguarded graph, which applies
+the same double run twice."""
+import numpy as np
+import pytest
+import tensorvm as tv
+
+X = np.array([[1.0, 2.0], [0.5, -1.0], [-2.0, 0.25]], np.float32)
+Y = np.array([1.0, -0.5, 2.0], np.float32)
+W0 = np.array([0.3, -0.2], np.float32)
+
+
+def _grad(w):
+    """d/dw of mean((X w - Y)^2)."""
+    return (2.0 / len(Y)) * X.T @ (X @ w - Y)
+
+
+def _model(opt, guard=True, devices=(None, None), capacity=None):
+    """w (2 halves, each on ``devices[i]``) fit to X, Y; the global step on ``devices[0]``."""
+    g = tv.Graph()
+    with g.as_default():
+        parts = []
+        for i, dev in enumerate(devices):
+            with tv.device(dev):
+                parts.append(tv.Variable(W0[i:i + 1], name=f"w{i}"))
+        with tv.device(devices[0]):
+            gs = tv.train.get_or_create_global_step()
+        w = tv.concat(parts, axis=0)
+        loss = tv.reduce_mean((tv.reduce_sum(X * w, axis=1) - Y) ** 2)
+        once = None
+        if guard:
+            kw = {} if capacity is None else {"capacity": capacity}
+            with tv.train.exactly_once(**kw) as once:
+                train = opt.minimize(loss, global_step=gs)
+        else:
+            train = opt.minimize(loss, global_step=gs)
+        init = tv.global_variables_initializer()
+    return g, parts, gs, train, once, init
+
+
+def _w(s, parts):
+    return np.concatenate([s.run(p) for p in parts])
+
+
+def _counts(s, once):
+    return {k: int(v) for k, v in s.run(once.counters()).items()}
+
+
+# ---- one token, one update ----------------------------------------------------------------------
+
+def test_a_step_rerun_with_its_token_after_its_result_was_lost_is_applied_once():
+    """The failure-first case of the issue, simulated: a step's update reached the PS but its
+    result never reached the client (discarded here); the client runs it again with the same
+    token. Without the guard (second half) the same double run applies the update twice."""
+    lr = 0.1
+    one = W0 - lr * _grad(W0)
+    g, parts, gs, train, once, init = _model(tv.train.GradientDescentOptimizer(lr))
+    with tv.Session(graph=g) as s:
+        s.run(init)
+        s.run(train, {once.token: b"step-1"})  # its result is lost
+        s.run(train, {once.token: b"step-1"})  # the re-run
+        np.testing.assert_allclose(_w(s, parts), one, rtol=1e-6)
+        assert int(s.run(gs)) == 1
+        assert _counts(s, once) == {"applied": 1, "dropped": 1}
+    g, parts, gs, train, _, init = _model(tv.train.GradientDescentOptimizer(lr), guard=False)
+    with tv.Session(graph=g) as s:
+        s.run(init)
+        s.run(train)
+        s.run(train)
+        np.testing.assert_allclose(_w(s, parts), one - lr * _grad(one), rtol=1e-6)
+        assert int(s.run(gs)) == 2
+
+
+def test_distinct_tokens_are_each_applied_and_the_empty_token_always():
+    lr = 0.1
+    g, parts, gs, train, once, init = _model(tv.train.GradientDescentOptimizer(lr))
+    want = W0.copy()
+    with tv.Session(graph=g) as s:
+        s.run(init)
+        for feed in ({once.token: b"a"}, {once.token: b"b"}, {}, {once.token: b""}, None):
+            s.run(train, feed)
+            want = want - lr * _grad(want)
+        np.testing.assert_allclose(_w(s, parts), want, rtol=1e-5)
+        assert int(s.run(gs)) == 5
+        assert _counts(s, once) == {"applied": 5, "dropped": 0}
+        s.run(train, {once.token: "a"})  # a str token is the same token as its UTF-8 bytes
+        assert _counts(s, once) == {"applied": 5, "dropped": 1}
+
+
+def _momentum_numpy(steps, lr, mu):
+    w, acc = W0.astype(np.float32), np.zeros(2, np.float32)
+    for _ in range(steps):
+        acc = mu * acc + _grad(w)
+        w = w - lr * acc
+    return w, acc
+
+
+def _adam_numpy(steps, lr, b1=0.9, b2=0.999, eps=1e-8):
+    """TF's Adam in float32, the variables' dtype (its constants rounded as the graph's)."""
+    f = np.float32
+    b1, b2, eps, lr = f(b1), f(b2), f(eps), f(lr)
+    w, m, v = W0.astype(f), np.zeros(2, f), np.zeros(2, f)
+    p1, p2 = b1, b2
+    for _ in range(steps):
+        gr = _grad(w).astype(f)
+        lr_t = lr * np.sqrt(f(1) - p2) / (f(1) - p1)
+        m = b1 * m + (f(1) - b1) * gr
+        v = b2 * v + (f(1) - b2) * gr * gr
+        w = w - lr_t * m / (np.sqrt(v) + eps)
+        p1, p2 = p1 * b1, p2 * b2
+    return w, m, v, p1, p2
+
+
+@pytest.mark.parametrize("kind", ["momentum", "adam"])
+def test_a_dropped_twin_leaves_slots_beta_powers_and_global_step_as_one_update_left_them(kind):
+    """A twin changes no state at all: a zero gradient would still decay Momentum's
+    accumulator and Adam's moments and powers."""
+    lr = 0.05
+    opt = (tv.train.MomentumOptimizer(lr, 0.9) if kind == "momentum"
+           else tv.train.AdamOptimizer(lr))
+    g, parts, gs, train, once, init = _model(opt)
+    with tv.Session(graph=g) as s:
+        s.run(init)
+        s.run(train, {once.token: b"t1"})
+        for _ in range(3):
+            s.run(train, {once.token: b"t1"})
+        w = _w(s, parts)
+        if kind == "momentum":
+            want_w, want_acc = _momentum_numpy(1, lr, 0.9)
+            acc = np.concatenate([s.run(opt.get_slot(p, "Momentum")) for p in parts])
+            np.testing.assert_allclose(acc, want_acc, rtol=1e-6)
+        else:
+            want_w, want_m, want_v, p1, p2 = _adam_numpy(1, lr)
+            m = np.concatenate([s.run(opt.get_slot(p, "Adam")) for p in parts])
+            v = np.concatenate([s.run(opt.get_slot(p, "Adam_1")) for p in parts])
+            np.testing.assert_allclose(m, want_m, rtol=1e-5)
+            np.testing.assert_allclose(v, want_v, rtol=1e-5)
+            b1p, b2p = (s.run(x) for x in opt._powers[min(parts, key=lambda p: p.op.name)
+                                                       .op.name])
+            np.testing.assert_allclose([b1p, b2p], [p1, p2], rtol=1e-6)
+        np.testing.assert_allclose(w, want_w, rtol=1e-5)
+        assert int(s.run(gs)) == 1
+        assert _counts(s, once) == {"applied": 1, "dropped": 3}
+        s.run(train, {once.token: b"t2"})  # the next step goes on from one update
+        want2 = (_momentum_numpy(2, lr, 0.9) if kind == "momentum" else _adam_numpy(2, lr))[0]
+        np.testing.assert_allclose(_w(s, parts), want2, rtol=1e-5)
+
+
+def test_sparse_updates_of_an_embedding_are_applied_once():
+    """Adagrad's sparse path (scatter_add of the accumulator, a gather of it, scatter_sub of
+    the rows): the ops between two guarded updates are gated with them."""
+    g = tv.Graph()
+    with g.as_default():
+        emb0 = np.arange(8, dtype=np.float32).reshape(4, 2) / 10.0
+        emb = tv.Variable(emb0, name="emb")
+        ids = tv.constant([1, 3, 1])
+        loss = tv.reduce_sum(tv.gather(emb, ids) ** 2)
+        opt = tv.train.AdagradOptimizer(0.5, initial_accumulator_value=0.1)
+        with tv.train.exactly_once() as once:
+            train = opt.minimize(loss)
+        init = tv.global_variables_initializer()
+    gr = np.zeros_like(emb0)
+    np.add.at(gr, [1, 3, 1], 2 * emb0[[1, 3, 1]])
+    acc = 0.1 + np.where(gr != 0, gr * gr, 0.0)
+    want = np.where(gr != 0, emb0 - 0.5 * gr / np.sqrt(acc), emb0)
+    with tv.Session(graph=g) as s:
+        s.run(init)
+        s.run(train, {once.token: b"x"})
+        s.run(train, {once.token: b"x"})
+        np.testing.assert_allclose(s.run(emb), want, rtol=1e-6)
+        np.testing.assert_allclose(s.run(opt.get_slot(emb, "Adagrad")), acc, rtol=1e-6)
+        assert _counts(s, once) == {"applied": 1, "dropped": 1}
+
+
+# ---- two parameter-server devices -----------------------------------------------------------
+
+PS = ("/job:ps/task:0", "/job:ps/task:1")
+
+
+def test_two_ps_devices_each_dedup_their_own_part():
+    """A step whose update reached only ps:1 (simulated: only ps:1's update op run with the
+    token) and then re-run whole: ps:1 drops its part, ps:0 applies its own and the global
+    step's increment, so each part is applied once."""
+    lr = 0.1
+    opt = tv.train.GradientDescentOptimizer(lr)
+    g, parts, gs, train, once, init = _model(opt, devices=PS)
+    assert len(once.ledgers) == 3  # ps:0, ps:1, and the global step's increment on ps:0
+    assert {t.device for t, _ in once.ledgers} == {p.device for p in parts}
+    w1_update = next(op for op in g.get_operations() if op.type == "ApplyGradientDescent" and
+                     op.attrs["var_name"] == parts[1].op.name)
+    with tv.Session(graph=g) as s:
+        s.run(init)
+        s.run(w1_update, {once.token: b"s1"})  # ps:1's part arrived, then the step was lost
+        assert int(s.run(gs)) == 0 and s.run(parts[0])[0] == W0[0]
+        s.run(train, {once.token: b"s1"})
+        # the re-run computed its gradient anew, at ps:1's updated half (as any re-run does)
+        w1 = W0[1] - lr * _grad(W0)[1]
+        w0 = W0[0] - lr * _grad(np.array([W0[0], w1], np.float32))[0]
+        np.testing.assert_allclose(_w(s, parts), [w0, w1], rtol=1e-6)
+        assert int(s.run(gs)) == 1
+        assert _counts(s, once) == {"applied": 3, "dropped": 1}
+        s.run(train, {once.token: b"s1"})  # a whole twin: dropped on every ledger
+        assert _counts(s, once) == {"applied": 3, "dropped": 4}
+        assert int(s.run(gs)) == 1
+
+
+# ---- bounds and checkpoints -----------------------------------------------------------------
+
+def test_the_ledger_forgets_its_oldest_token_beyond_its_capacity():
+    lr = 0.1
+    g, parts, gs, train, once, init = _model(tv.train.GradientDescentOptimizer(lr), capacity=2)
+    with tv.Session(graph=g) as s:
+        s.run(init)
+        for t in (b"a", b"b", b"a", b"c", b"b", b"a"):
+            s.run(train, {once.token: t})
+        # a, b applied; a dropped; c applied (a forgotten); b dropped; a applied again
+        assert _counts(s, once) == {"applied": 4, "dropped": 2}
+        assert int(s.run(gs)) == 4
+
+
+def test_a_restored_checkpoint_forgets_exactly_the_tokens_whose_updates_it_forgot(tmp_path):
+    lr = 0.1
+    g, parts, gs, train, once, init = _model(tv.train.GradientDescentOptimizer(lr))
+    with g.as_default():
+        saver = tv.train.Saver()
+    assert {t.op.name for t, _ in once.ledgers} <= {v.op.name for v in tv.global_variables(g)}
+    url = (tmp_path / "ckpt").as_uri()
+    with tv.Session(graph=g) as s:
+        s.run(init)
+        s.run(train, {once.token: b"a"})
+        path = saver.save(s, url + "/model", global_step=1)
+        s.run(train, {once.token: b"b"})
+        saver.restore(s, path)  # the update of b is gone: so is b from the ledger
+        w_a = W0 - lr * _grad(W0)
+        np.testing.assert_allclose(_w(s, parts), w_a, rtol=1e-6)
+        s.run(train, {once.token: b"a"})  # still known: dropped
+        np.testing.assert_allclose(_w(s, parts), w_a, rtol=1e-6)
+        s.run(train, {once.token: b"b"})  # forgotten with its update: applied
+        np.testing.assert_allclose(_w(s, parts), w_a - lr * _grad(w_a), rtol=1e-6)
+        assert int(s.run(gs)) == 2
+        assert _counts(s, once) == {"applied": 2, "dropped": 1}
+
+
+# ---- what is and is not guarded ---------------------------------------------------------------
+
+def test_variables_made_in_the_block_initialise_and_other_ops_keep_their_edges():
+    """Slots made inside the block initialise without a token; a read made after the step's
+    updates (a control edge leaving the guarded ops) runs whether the twin was dropped or not."""
+    g = tv.Graph()
+    with g.as_default():
+        w = tv.Variable(np.float32(2.0), name="w")
+        opt = tv.train.MomentumOptimizer(0.5, 0.5)
+        with tv.train.exactly_once() as once:
+            train = opt.minimize(w * w)
+            with tv.control_dependencies([train]):
+                after = w.read_value()
+        init = tv.global_variables_initializer()
+    with tv.Session(graph=g) as s:
+        s.run(init)
+        assert s.run(opt.get_slot(w, "Momentum")) == 0.0
+        assert float(s.run(after, {once.token: b"a"})) == 0.0  # 2 - 0.5 * 4
+        assert float(s.run(after, {once.token: b"a"})) == 0.0  # the twin: read, not applied
+        assert _counts(s, once) == {"applied": 1, "dropped": 1}
+
+
+# ---- bad input ------------------------------------------------------------------------------
+
+def test_a_non_string_token_is_refused():
+    g, parts, gs, train, once, init = _model(tv.train.GradientDescentOptimizer(0.1))
+    with tv.Session(graph=g) as s:
+        s.run(init)
+        with pytest.raises(tv.errors.InvalidArgumentError, match="string"):
+            s.run(train, {once.token: 7})
+        with pytest.raises(tv.errors.InvalidArgumentError, match="shape"):
+            s.run(train, {once.token: [b"a", b"b"]})
+        assert int(s.run(gs)) == 0
+
+
+def test_nested_blocks_are_refused():
+    with tv.Graph().as_default():
+        w = tv.Variable(1.0)
+        with tv.train.exactly_once() as outer:
+            with pytest.raises(tv.errors.InvalidArgumentError,
+                               match="exactly_once blocks cannot be nested: one is already open "
+                                     "on this graph"):
+                with tv.train.exactly_once():
+                    pass
+            w.assign_add(1.0)
+        assert len(outer.ledgers) == 1
+        with tv.train.exactly_once():  # closed: a new block may open
+            pass
+
+
+def test_counters_need_a_closed_block_that_guarded_an_update():
+    with tv.Graph().as_default():
+        with tv.train.exactly_once() as once:
+            with pytest.raises(tv.errors.InvalidArgumentError,
+                               match=r"counters\(\) is built after the block has closed"):
+                once.counters()
+            tv.constant(1.0) * 2.0
+        with pytest.raises(tv.errors.InvalidArgumentError,
+                           match=r"counters\(\) outside any PS: no variable update was created "
+                                 "inside the block"):
+            once.counters()
+
+
+def test_a_bad_capacity_is_refused():
+    with pytest.raises(tv.errors.InvalidArgumentError,
+                       match="capacity must be a positive integer, got 0"):
+        tv.train.exactly_once(capacity=0)
