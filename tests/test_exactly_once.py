@@ -310,3 +310,17 @@ def test_a_bad_capacity_is_refused():
     with pytest.raises(tv.errors.InvalidArgumentError,
                        match="capacity must be a positive integer, got 0"):
         tv.train.exactly_once(capacity=0)
+
+
+def test_ops_made_after_the_block_that_wait_on_the_train_op_run_for_a_twin():
+    """``minimize`` inside the block returns an op that runs whether the step applied or was
+    dropped (the global step's increment itself does not run for a twin), so a fetch made
+    after the block that waits on it has a value either way."""
+    g, parts, gs, train, once, init = _model(tv.train.GradientDescentOptimizer(0.1))
+    with g.as_default(), tv.control_dependencies([train]):
+        step_after = gs.read_value() + 0
+    with tv.Session(graph=g) as s:
+        s.run(init)
+        assert int(s.run(step_after, {once.token: b"a"})) == 1
+        assert int(s.run(step_after, {once.token: b"a"})) == 1
+        assert _counts(s, once) == {"applied": 1, "dropped": 1}

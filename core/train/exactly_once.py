@@ -188,6 +188,12 @@ def exactly_once(capacity: int = DEFAULT_CAPACITY, name: str = "exactly_once",
     return ExactlyOnce(capacity, name, graph)
 
 
+def is_open(graph) -> bool:
+    """Whether an ``exactly_once`` block is open on ``graph`` in this thread (its updates
+    will be guarded when it closes)."""
+    return id(graph) in _open_blocks()
+
+
 def _open_blocks() -> dict:
     if not hasattr(_OPEN, "blocks"):
         _OPEN.blocks = {}

@@ -213,8 +213,15 @@ class Optimizer:
                 # the increment and its constant on the global step's device: a constant
                 # placed on the worker would add two cross-device hops to every step
                 with graph.control_dependencies(updates), graph.colocate_with(global_step.op):
-                    return global_step.assign_add(
+                    inc = global_step.assign_add(
                         convert_to_tensor(1, dtype=global_step.dtype)).op
+                from .exactly_once import is_open
+                if is_open(graph):
+                    # A twin's increment is dropped (never runs): return an op that runs
+                    # either way, so ops made later that wait on it still run.
+                    with graph.colocate_with(global_step.op):
+                        return group(inc)
+                return inc
             return group(*updates)
 
     def _apply_sparse(self, grad: IndexedSlices, var):
