@@ -74,13 +74,16 @@ def _failed_map_task(exc, job_name: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def run_options() -> tv.RunOptions:
+def run_options(durable_url: str = "") -> tv.RunOptions:
     """Options of a job's steps: Send/Recv as Dask task dependencies (where the session has
     a choice of data plane), so Dask manages the shuffle's memory and re-runs lost work
-    (DESIGN.md, "Two ways to move tensors between devices")."""
+    (DESIGN.md, "Two ways to move tensors between devices"); ``durable_url``: where the map
+    tasks keep their outputs (:mod:`tensorvm.runtime.durable_tasks`)."""
     opts = tv.RunOptions()
     if hasattr(opts, "data_plane"):
         opts.data_plane = "dask"
+    if durable_url and hasattr(opts, "durable_url"):
+        opts.durable_url = durable_url
     return opts
 
 

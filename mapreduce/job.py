@@ -354,6 +354,16 @@ class Job:
                 logger.warning(text)
         return self.num_reducers
 
+    def _durable_url(self, session, attempt: str) -> str:
+        """Where this attempt's map tasks keep their outputs, so a worker lost after running
+        some costs reading them back, not running them again (Hadoop's and Spark's map outputs
+        on disk): under the job's scratch storage; "" (not kept) without storage every worker
+        shares."""
+        if session is None or session.client is None:
+            return ""
+        root = self._scratch_root(session)
+        return f"{root.rstrip('/')}/tvm-maps-{attempt}" if root else ""
+
     def _spill_url(self, attempt: str) -> str | None:
         """Where map outputs over ``spill_bytes`` go: under ``scratch``, else under the
         output's ``_temporary`` (removed by the commit), else nowhere (kept in memory)."""
@@ -528,9 +538,10 @@ class Job:
         shape = (self.name, sum(len(g) for g in built.groups), built.num_map_tasks,
                  self.num_reducers)
         report_progress("start", *shape)
+        durable = self._durable_url(session, attempt)
         try:
             if built.reducers or not recovered:
-                vals = session.run(built.fetches, options=run_options())
+                vals = session.run(built.fetches, options=run_options(durable))
             else:  # every reducer recovered: nothing to run
                 vals = {"map": [], "shuffle": [], "reduce": [], "user": []}
         except Exception as e:  # (Ctrl-C: the caller keeps what finished, for --resume)
@@ -538,8 +549,11 @@ class Job:
                 committer.abort_job()
             raise
         finally:
-            if self.scratch:  # the shuffle files of this attempt (the output's go with commit)
-                fs, path = storage.fsio.to_fs(self._spill_url(attempt))
+            # the shuffle files of this attempt (the output's go with commit), the kept map
+            # outputs
+            for url in ([self._spill_url(attempt)] if self.scratch else []) + \
+                    ([durable] if durable else []):
+                fs, path = storage.fsio.to_fs(url)
                 if fs.exists(path):
                     fs.rm(path, recursive=True)
         counters = _sum_counters(vals, built)

@@ -286,3 +286,54 @@ def test_killed_worker_reruns_only_its_tasks(cluster, tmp_path, caplog):
         f"the whole job ran {res.attempts} times: {whole}"
     survivor = collections.Counter(d for name, _, d in _maps(tmp_path) if name == "worker-0")
     assert max(survivor.values()) == 1, "the surviving worker redid its finished map tasks"
+
+
+def _held_after(who: str, n: int):
+    """A hold for :func:`_recording`: worker ``who``'s map calls after its first ``n`` wait (up
+    to a minute) for the file ``release``, after marking ``started-<who>``."""
+    def hold(name, folder):
+        import time
+        if name != who or (folder / "release").exists():
+            return
+        log = folder / "maps.log"
+        done = sum(1 for line in (log.read_text().splitlines() if log.exists() else [])
+                   if line.split("\t")[0] == who)
+        if done < n:
+            return
+        (folder / f"started-{who}").touch()
+        deadline = time.monotonic() + 60
+        while not (folder / "release").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    return hold
+
+
+@pytest.mark.timeout(180)
+def test_killed_worker_finished_map_tasks_are_read_back(cluster, tmp_path):
+    """A worker killed after finishing map tasks: their outputs were kept on the job's storage
+    (Hadoop's and Spark's map outputs on disk), so no split is mapped twice; only the task it
+    was running runs again, and nothing of the kept outputs is left after the commit."""
+    src, expected = _corpus(tmp_path / "in", n_files=3, splits_per_file=4)
+    out = tmp_path / "out"
+    # worker-1 maps two splits, then is held in its third (until it is killed)
+    job = _job(src, tmp_path, _held_after("worker-1", 2), output=mr.text_output(out.as_uri()))
+    with _session(cluster) as s:
+        fut = _in_thread(lambda: job.run(s))
+        assert _wait(lambda: (tmp_path / "started-worker-1").exists() or fut.done(), 60)
+        finished = [d for name, _, d in _maps(tmp_path) if name == "worker-1"]
+        cluster.kill("worker-1")  # kill -9, holding two finished map outputs
+        (tmp_path / "release").touch()
+        cluster.start_worker("worker-1")
+        res = fut.result(timeout=120)
+    got = {}
+    for p in sorted(out.glob("part-r-*")):
+        for line in p.read_text().splitlines():
+            k, v = line.split("\t")
+            got[k] = int(v)
+    assert got == dict(expected) and res.attempts == 1
+    assert len(finished) == 2
+    mapped = collections.Counter(d for _, _, d in _maps(tmp_path))
+    assert len(mapped) == 12
+    again = {d: c for d, c in mapped.items() if c > 1}
+    assert not again, f"{len(again)} split(s) mapped again after the kill (of worker-1's " \
+                      f"{len(finished)} finished)"
+    assert not (out / "_temporary").exists()

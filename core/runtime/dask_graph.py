@@ -15,18 +15,22 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from ..framework.device_spec import DeviceSpec
 from .direct.registered_plans import run_registered
+from .durable_tasks import run_durable
 from ..vm.interpreter import pick, run_stage, run_stage_traced
 from ..vm.program import Feed, Recv, Result
 
 
 def step_graph(plan, feed_values, step_id: str, steps: int, rt, trace: bool = False,
-               plan_id: str | None = None):
+               plan_id: str | None = None, durable: str = ""):
     """Return ``(dsk, output_keys, keys_by_device)`` for one submission of ``plan``.
 
     ``steps`` > 1 loops inside the one task of a single-task plan; a plan of several tasks
     runs K steps as an unrolled plan (:func:`tensorvm.passes.unroll`) instead. With
     ``plan_id`` the tasks name the registered partition instead of carrying its program.
+    ``durable``: a storage URL under which each floating root task (it reads no other task's
+    output) keeps its exports, read back if Dask runs it again (:mod:`.durable_tasks`).
 
     >>> import tensorvm as tv
     >>> g = tv.Graph()
@@ -61,13 +65,21 @@ def step_graph(plan, feed_values, step_id: str, steps: int, rt, trace: bool = Fa
                 deps.append(send_keys[a.send])
             else:  # a Feed: fed values travel inline with the task that reads them
                 deps.append(feed_values[a.index])
-        if plan_id is None:
+        if plan_id is None and durable and _root(t) and DeviceSpec.parse(t.device).floating:
+            dsk[task_keys[t.name]] = (run_durable, f"{durable}/{t.name}-{step_id}.arrow", fn,
+                                      t.program, rt, step_id, steps, *deps)
+        elif plan_id is None:
             dsk[task_keys[t.name]] = (fn, t.program, rt, step_id, steps, *deps)
         else:
             dsk[task_keys[t.name]] = (run_registered, plan_id, t.device, t.name, step_id,
                                       steps, trace, *deps)
         by_device[t.device].append(task_keys[t.name])
     return dsk, [task_keys[n] for n in plan.outputs], by_device
+
+
+def _root(task) -> bool:
+    """Whether ``task`` reads no other task's output (only feeds)."""
+    return all(a.__class__ is Feed for a in task.args)
 
 
 def _send_name(task: str) -> str:

@@ -397,7 +397,8 @@ class DistributedBackend(Backend):
                                             timeout, trace, run_metadata)
             # The Dask data plane, inline here: an error's traceback stays short.
             dsk, outputs, by_device = step_graph(plan, feed_values, step_id, steps, None, trace,
-                                                 plan_id=pid)
+                                                 plan_id=pid,
+                                                 durable=getattr(options, "durable_url", ""))
             hlg = self._hlg(dsk, by_device, plan)
             futures = self.client.get(hlg, outputs, sync=False)
             deadline = time.monotonic() + timeout if timeout else None

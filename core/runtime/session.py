@@ -71,11 +71,15 @@ class RunOptions:
     """``trace=True`` (or TF's ``trace_level=RunOptions.FULL_TRACE``, any level above
     ``NO_TRACE``) fills RunMetadata; ``timeout_in_ms`` bounds the step; ``data_plane``
     (``"dask"``, ``"direct"``, ``"auto"``; empty: the session's ``ConfigProto``) forces how
-    a distributed step moves tensors between devices."""
+    a distributed step moves tensors between devices. ``durable_url`` (the Dask plane): a
+    storage URL every worker shares, under which each floating task that reads no other
+    task's output keeps its results, so a worker lost after running one costs a read, not a
+    re-run (:mod:`tensorvm.runtime.durable_tasks`; the caller removes the folder)."""
     trace: bool = False
     timeout_in_ms: int = 0
     trace_level: int = 0
     data_plane: str = ""
+    durable_url: str = ""
 
     NO_TRACE = 0
     SOFTWARE_TRACE = 1
