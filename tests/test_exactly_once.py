@@ -324,3 +324,14 @@ def test_ops_made_after_the_block_that_wait_on_the_train_op_run_for_a_twin():
         assert int(s.run(step_after, {once.token: b"a"})) == 1
         assert int(s.run(step_after, {once.token: b"a"})) == 1
         assert _counts(s, once) == {"applied": 1, "dropped": 1}
+
+
+def test_report_sends_the_counters_to_the_running_job():
+    g, parts, gs, train, once, init = _model(tv.train.GradientDescentOptimizer(0.1))
+    seen = []
+    with tv.Session(graph=g) as s, tv.job.reporting(seen.append):
+        s.run(init)
+        for t in (b"a", b"a", b"a"):
+            s.run(train, {once.token: t})
+        assert once.report(s) == {"applied": 1, "dropped": 2}
+    assert seen == [{"exactly_once_applied": 1.0, "exactly_once_dropped": 2.0}]

@@ -142,6 +142,8 @@ class ExactlyOnce:
         created = g.get_operations()[self._start:]
         with g.as_default(), g.control_dependencies(None), g.name_scope(self._scope):
             self.ledgers = _guard(g, created, self.token, self.capacity)
+            if self.ledgers:  # now, while the graph may still grow (before it is finalized)
+                self._counters = self._count()
 
     # ---- counting --------------------------------------------------------------------------
     def counters(self) -> dict:
@@ -156,16 +158,15 @@ class ExactlyOnce:
             raise InvalidArgumentError(
                 "exactly_once: counters() outside any PS: no variable update was created "
                 "inside the block, so it has no ledger to count")
-        if self._counters is None:
-            from ..ops.math.math_ops import add_n
-            g = self._graph
-            with g.as_default(), g.control_dependencies(None), g.name_scope(self._scope), \
-                    g.name_scope("counters"):
-                parts = [s.value() for _, s in self.ledgers]
-                total = parts[0] if len(parts) == 1 else add_n(parts)
-                self._counters = {"applied": identity(total[_ledger.APPLIED], name="applied"),
-                                  "dropped": identity(total[_ledger.DROPPED], name="dropped")}
         return dict(self._counters)
+
+    def _count(self) -> dict:
+        from ..ops.math.math_ops import add_n
+        with self._graph.name_scope("counters"):
+            parts = [s.value() for _, s in self.ledgers]
+            total = parts[0] if len(parts) == 1 else add_n(parts)
+            return {"applied": identity(total[_ledger.APPLIED], name="applied"),
+                    "dropped": identity(total[_ledger.DROPPED], name="dropped")}
 
     def report(self, session) -> dict:
         """Fetch :meth:`counters` and send them to the running job's progress display and

@@ -68,7 +68,9 @@ class _Index:
 
     def of(self, ring: np.ndarray) -> dict[bytes, int]:
         if self.source is None or self.source() is not ring:
-            self.slots = {t: i for i, t in enumerate(map(_as_bytes, ring.reshape(-1))) if t}
+            flat = ring.reshape(-1)
+            used = np.flatnonzero(flat.astype(bool))  # (truth of each slot, in C)
+            self.slots = {_as_bytes(flat[i]): int(i) for i in used}
             self.source = weakref.ref(ring)
         return self.slots
 
