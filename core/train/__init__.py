@@ -101,5 +101,8 @@ from .session_creators import (ChiefSessionCreator, LooperThread, SessionCreator
 __all__ += ["ChiefSessionCreator", "LooperThread", "SessionCreator", "SessionManager",
             "SingularMonitoredSession", "WorkerSessionCreator", "assert_global_step",
             "basic_train_loop", "global_step", "limit_epochs"]
+from .coordinator import ClusterCoordinator, PerWorkerValues, RemoteValue, Worker  # noqa: E402
+
+__all__ += ["ClusterCoordinator", "PerWorkerValues", "RemoteValue", "Worker"]
 from .exactly_once import ExactlyOnce, exactly_once  # noqa: E402
 __all__ += ["ExactlyOnce", "exactly_once"]
