@@ -3,6 +3,9 @@ most once per parameter-server device, twins are dropped and counted, and nothin
 would have touched changes (variables, optimizer slots, Adam's beta powers, the global step).
 Each test checks against NumPy after one update, and against the unguarded graph, which applies
 the same double run twice."""
+import threading
+import time
+
 import numpy as np
 import pytest
 import tensorvm as tv
@@ -271,9 +274,13 @@ def test_a_non_string_token_is_refused():
     g, parts, gs, train, once, init = _model(tv.train.GradientDescentOptimizer(0.1))
     with tv.Session(graph=g) as s:
         s.run(init)
-        with pytest.raises(tv.errors.InvalidArgumentError, match="string"):
+        with pytest.raises(tv.errors.InvalidArgumentError,
+                           match=r"exactly_once/ledger_0/claim: the step token must be a scalar "
+                                 r"string \(bytes or str\), got int 7"):
             s.run(train, {once.token: 7})
-        with pytest.raises(tv.errors.InvalidArgumentError, match="shape"):
+        with pytest.raises(tv.errors.InvalidArgumentError,
+                           match=r"Cannot feed value of shape \(2,\) for Tensor "
+                                 r"'exactly_once/token:0'"):
             s.run(train, {once.token: [b"a", b"b"]})
         assert int(s.run(gs)) == 0
 
@@ -335,3 +342,37 @@ def test_report_sends_the_counters_to_the_running_job():
             s.run(train, {once.token: t})
         assert once.report(s) == {"applied": 1, "dropped": 2}
     assert seen == [{"exactly_once_applied": 1.0, "exactly_once_dropped": 2.0}]
+
+
+def test_a_step_cancelled_after_its_claim_still_applies_everything_the_claim_gates():
+    """The claim recorded the token, then the step was cancelled (its timeout, here while an
+    op between two of its updates blocks; on a cluster also another device's failure): the
+    updates behind the claim still all run. Stopped halfway, the second would never be
+    applied, since the re-run is dropped as a twin."""
+    entered, release = threading.Event(), threading.Event()
+
+    def hold(x):
+        entered.set()
+        release.wait(60)
+        return x
+    g = tv.Graph()
+    with g.as_default():
+        w1 = tv.Variable(np.float32(1.0), name="w1")
+        w2 = tv.Variable(np.float32(1.0), name="w2")
+        with tv.train.exactly_once() as once:
+            a = w1.assign_add(1.0)
+            b = w2.assign_add(tv.py_func(hold, [a], tv.float32, name="hold"))
+        init = tv.global_variables_initializer()
+    with tv.Session(graph=g) as s:
+        s.run(init)
+        with pytest.raises(tv.errors.DeadlineExceededError, match="was cancelled"):
+            s.run(b.op, {once.token: b"t"}, options=tv.RunOptions(timeout_in_ms=2000))
+        assert entered.is_set(), "the step timed out before its claim: nothing to test"
+        release.set()
+        deadline = time.monotonic() + 60
+        while float(s.run(w2)) != 3.0:  # the cancelled step's second update, after its claim
+            assert time.monotonic() < deadline, (s.run([w1, w2]), _counts(s, once))
+            time.sleep(0.02)
+        s.run(b.op, {once.token: b"t"})  # the client's re-run: a twin
+        assert s.run([w1, w2]) == [2.0, 3.0]
+        assert _counts(s, once) == {"applied": 1, "dropped": 1}

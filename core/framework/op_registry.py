@@ -83,6 +83,11 @@ class OpDef:
     named by its task and attempt, which a commit takes once): placement may float it with the
     stateless ops (``/job:J/task:*``), where Dask may run it twice.
 
+    ``commits``: a stateful op that begins something the rest of its stage must finish (the
+    ``LedgerClaim`` of ``tv.train.exactly_once``: once it has recorded a step's token, the
+    updates it gates must all run, or a re-run of the step would be dropped with them half
+    applied). Once it has run, the stage's remaining ops run even if the step is cancelled.
+
     ``forwards`` (TF's ``forward_input``): indices of inputs whose buffer the kernel may write
     its output into, given as ``out=`` (an element-wise op whose output has that input's shape
     and dtype). The interpreter offers one only when nothing else can see it: the input's slot
@@ -113,6 +118,7 @@ class OpDef:
     arrow: bool = False  # the kernel takes and gives Arrow string values: see above
     reads_only: bool = False  # stateful, but changes no state: see above
     idempotent: bool = False  # stateful, but safe to run again: see above
+    commits: bool = False  # once it ran, its stage is not cancelled: see above
 
 
 WAITS = ("", "never", "steps")  # the values of OpDef.waits
@@ -140,7 +146,7 @@ def register_op(op_type: str, shape_fn: Callable, kernel: Callable | None = None
                 control_flow: bool = False, forwards_dead: bool = False,
                 cpu_only: str = "", waits: str = "", forwards: tuple = (), gpu: str = "",
                 arrow: bool = False, reads_only: bool = False, idempotent: bool = False,
-                clobber: bool = False) -> OpDef:
+                commits: bool = False, clobber: bool = False) -> OpDef:
     """Add an op type to the table (``clobber=True`` to replace one); ``cpu_only`` says why
     the op can have no GPU kernel, ``gpu`` how its CPU kernel serves on a GPU (see
     :class:`OpDef`). A family's :func:`declare_gpu` naming the op applies here too."""
@@ -156,7 +162,7 @@ def register_op(op_type: str, shape_fn: Callable, kernel: Callable | None = None
     d = OpDef(op_type, shape_fn, {"CPU": kernel} if kernel else {}, grad, stateful, needs_ctx,
               differentiable, foldable and not stateful and not control_flow,
               tuple(shape_only), pass_through, gpu_fallback, control_flow, forwards_dead,
-              cpu_only, waits, tuple(forwards), gpu, arrow, reads_only, idempotent)
+              cpu_only, waits, tuple(forwards), gpu, arrow, reads_only, idempotent, commits)
     _REGISTRY[op_type] = d
     _bump()
     return d

@@ -277,6 +277,8 @@ def _run(program: StageProgram, table: tuple, dead_aware: bool, resources: Devic
         except Exception as e:  # noqa: BLE001 - re-raised with the op named
             # KeyboardInterrupt and SystemExit pass through untouched: Ctrl-C stops the step.
             raise op_failed(ins, vals, e) from e
+        if stateful and registry[ins.type].commits:
+            cancelled = None  # what it began runs whole: no cancellation from here (OpDef)
         if outs.__class__ is int:
             vals[outs] = out
         else:

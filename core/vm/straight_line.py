@@ -47,11 +47,14 @@ def generate(program: StageProgram, table: tuple, call_spec=None) -> Callable:
     lines += ["    c = rt._cancelled", "    w = rt._watched", "    rm = None", "    i = -1",
               "    try:"]
     written = set(arg_slots)
+    committed = False  # after an op that commits, the stage is not cancelled (OpDef.commits)
     for k, (fn, ins_args, attrs, outs, needs_ctx, ins, stateful, free, *_) in \
             enumerate(table):
         env[f"K{k}"], env[f"I{k}"] = fn, ins
         lines.append(f"        i = {k}")
-        lines.append(f"        if c and _root(step_id) in c: raise _cancel(step_id, I{k})")
+        if not committed:
+            lines.append(f"        if c and _root(step_id) in c: raise _cancel(step_id, I{k})")
+        committed = committed or bool(stateful and registry[ins.type].commits)
         if stateful:
             lines.append(f"        if w: _started(w, step_id, I{k}.name)")
         call_args = [f"s{a}" for a in ins_args]

@@ -142,8 +142,10 @@ def _claim_shape(inputs, attrs):
 
 # gpu="same": the kernel reads only the (host) token and the ledger's host variables; its
 # other inputs are never touched, so a GPU device's values are not copied for it.
+# commits=True: once a token is recorded, a cancellation of the step (a timeout, another
+# device's failure) does not stop the updates it gates halfway (OpDef.commits).
 register_op("LedgerClaim", _claim_shape, _claim_kernel, stateful=True, needs_ctx=True,
-            differentiable=False, waits="never", gpu="same")
+            differentiable=False, waits="never", gpu="same", commits=True)
 
 
 def ledger_claim(tokens, state, token, deps=(), name=None):
