@@ -39,8 +39,13 @@ claim)``, each guarded op waits on the true side's pivot, so a dropped twin's up
 *dead* and never run — no state changes, not "a zero gradient applied". A ``Merge`` of "the
 region ran" and the false side's pivot is live either way: every control edge leaving the
 region (the global step's increment on another PS, the ``group`` that ``minimize`` returns, a
-hook's read) waits on it instead, so one PS dropping its part does not stop another PS from
-applying its own (a step re-run after it reached only some PS is completed, each part once).
+read made in the block after the step) waits on it instead, so one PS dropping its part does not
+stop another PS from applying its own (a step re-run after it reached only some PS is completed,
+each part once). Inside the block ``minimize(..., global_step=gs)`` returns a ``NoOp`` after the
+increment rather than the increment itself, so ops made after the block that wait on
+``train_op`` run for a twin too. The claim *commits* (``OpDef.commits``): once it has recorded
+the token, a cancellation of the step (its timeout, another device's failure) no longer stops
+that stage, so the region's updates run whole or not at all.
 
 *Bounds.* A ledger remembers the last ``capacity`` distinct tokens it applied (default
 :data:`DEFAULT_CAPACITY`, 2**20); an older twin is applied again. Tokens need only be distinct
@@ -56,8 +61,9 @@ variable, or the reverse).
 *Costs and limits.* A PS stage holding a gate runs the interpreter's dead-aware loop (no
 straight-line code). ``run(..., steps=K)`` runs its K steps with one token: only the first
 applies unless the token is ``b""``. A data edge (not a control edge) from one region into
-another carries a dropped region's deadness with it. A step cancelled between its claim and its
-updates on a device (a step timeout that lands inside that task) loses those updates.
+another carries a dropped region's deadness with it, and so does a control edge made after the
+block onto a guarded op itself. An update kernel that raises after its region's claim leaves the
+token recorded (a bug to fix, not a twin to re-run).
 
 >>> import numpy as np, tensorvm as tv
 >>> with tv.Graph().as_default():
