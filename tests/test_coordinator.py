@@ -46,13 +46,14 @@ def clean(cluster):
 def test_schedule_join_fetch_equal_numpy(clean):
     X = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
     sess = clean.session(graph=tv.Graph())
-    with ClusterCoordinator(sess, _adder(), exactly_once=False) as coord:
+    with ClusterCoordinator(sess, _adder()) as coord:
         rvs = [coord.schedule(_step, args=(X[i],)) for i in range(len(X))]
         coord.join()
         assert coord.done()
         got = coord.fetch(rvs)
         w, count = coord.run_on_chief(["w", "count"])
         by_worker = coord.steps_by_worker()
+        assert coord.counters() == {"applied": len(X), "dropped": 0}
     np.testing.assert_allclose(got, (X * X).sum(1), rtol=1e-6)
     assert all(rv.done() and rv.worker in ("worker-0", "worker-1") for rv in rvs)
     # 40 float32 additions in some order: |error| <= 40 * eps * sum|x|

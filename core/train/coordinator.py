@@ -87,6 +87,7 @@ class Worker:
         self._runs = 0
         self.session: Session | None = None
         self.finished = 0  # closures that finished here
+        self.lives = 0  # threads started for it (a worker lost and back: 2)
         self.generation = -1  # the coordinator's state generation its local state is of
 
     def __repr__(self):
@@ -135,11 +136,13 @@ class Worker:
 
     def run(self, fetches, feed_dict=None, steps: int = 1, options=None):
         """``Session.run`` of this worker's replica graph, on the direct data plane unless an
-        op may block, with the closure's step token fed to the exactly-once guard. A string
+        op may block, with the closure's step token fed to the exactly-once guard (``steps=1``
+only: the guard gives the K steps of one run one token). A string
         fetch names an entry of ``model`` (a dict) or a graph element."""
         fetches = self._named(fetches)
         feeds = dict(feed_dict or {})
-        if self.once is not None and self._token is not None:
+        # one token a run: a run of K steps (which would apply only its first) is unguarded
+        if self.once is not None and self._token is not None and steps == 1:
             feeds[self.once.token] = b"%s/%d" % (self._token, self._runs)
         self._runs += 1
         if options is None:
@@ -238,8 +241,8 @@ class ClusterCoordinator:
         self.generation = 0  # bumped when the PS state is created again
         self._state_lock = threading.Lock()
         self._chief = self._worker(min(t for j, t in self.spec.tasks() if j == job))
-        self._chief_sess = Session(graph=self._chief.graph, client=client, cluster=self.spec,
-                                   verbose=False)
+        ps = "ps" if "ps" in self.spec.jobs else job
+        self._chief_sess = self._session(self._chief.graph, f"/job:{ps}/task:0")
         try:
             self._create_state(restore=True)
             self._changed = threading.Event()
@@ -370,6 +373,15 @@ class ClusterCoordinator:
                 tasks.setdefault(m.group(1), set()).add(int(m.group(2)))
         return ClusterSpec({job: max(ts) + 1 for job, ts in tasks.items()})
 
+    def _session(self, graph, default_device: str) -> Session:
+        """A session of one replica graph on the caller's client. A spec of task counts is
+        not given to it (a session maps every task of its spec when made, and fails for a
+        worker that is not there yet): tasks map to the workers named after them, as the
+        spec would; a spec naming workers is given."""
+        named = any(self.spec.worker_for(j, t) is not None for j, t in self.spec.tasks())
+        return Session(graph=graph, client=self.client, cluster=self.spec if named else None,
+                       default_device=default_device, verbose=False)
+
     def _task_of(self, name: str, addr: str) -> int | None:
         for job, task in self.spec.tasks():
             if job != self.job:
@@ -441,9 +453,9 @@ class ClusterCoordinator:
         closes or the worker is lost."""
         w = self._worker(task)
         w.name = name
+        w.lives += 1
         if w.session is None:
-            w.session = Session(graph=w.graph, client=self.client, cluster=self.spec,
-                                verbose=False)
+            w.session = self._session(w.graph, w.device)
         try:
             w._init_local()
             w.generation = self.generation
@@ -465,6 +477,7 @@ class ClusterCoordinator:
     def _run(self, w: Worker, c: Closure, addr: str) -> bool:
         """Run closure ``c`` on ``w``; False when ``w``'s worker was lost (``c`` put back)."""
         if addr in self._gone:  # lost since its last closure: the closure stays queued
+            self.worker_losses += 1
             self._queue.put_back(c)
             self._mark_lost(w.task, addr, UnavailableError(f"worker {w.name!r} left"))
             return False

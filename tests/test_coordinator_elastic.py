@@ -1,0 +1,173 @@
+"""``tv.train.ClusterCoordinator`` on a cluster started by hand (``dask scheduler``, workers
+``ps-0``, ``worker-0``, ``worker-1`` of one thread each), disturbed as an operator's cluster is:
+a worker that dies after its step's update reached the PS, a worker killed (``kill -9``, Nanny
+included) mid-run and restarted 1 s later, a worker that joins a run begun without it.
+
+Each step adds one to a PS counter: the counter equals the number of scheduled steps exactly
+when every step was applied once. Failures first: before the coordinator nothing scheduled
+steps to whichever worker was free (``run_replicas`` bound a replica to a task for the whole
+run, and a worker that joined got nothing: ``test_run_replicas_gives_a_joining_worker_steps``
+fails on the old ``run_replicas``); without the step token (``exactly_once=False``, TF 2's
+at-least-once) the update of a step whose worker died after it reached the PS counts twice.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+from hand_cluster import HandCluster
+
+import tensorvm as tv
+from tensorvm.train.coordinator import ClusterCoordinator
+
+pytestmark = [pytest.mark.cluster, pytest.mark.filterwarnings("ignore::ResourceWarning")]
+SPEC = {"ps": 1, "worker": 2}
+
+
+@pytest.fixture(scope="module")
+def hc(tmp_path_factory):
+    with HandCluster(tmp_path_factory.mktemp("coord-cluster")) as cluster:
+        for name in ("ps-0", "worker-0", "worker-1"):
+            cluster.start_worker(name)
+        cluster.wait_for(("ps-0", "worker-0", "worker-1"))
+        yield cluster
+
+
+@pytest.fixture
+def session(hc):
+    for name in ("ps-0", "worker-0", "worker-1"):  # a test may leave one stopped or dead
+        p = hc.procs.get(name)
+        if p is None or p.poll() is not None:
+            hc.start_worker(name)
+    hc.wait_for(("ps-0", "worker-0", "worker-1"))
+    tv.Session.reset(hc.address)
+    s = tv.Session(hc.address, cluster=SPEC, graph=tv.Graph(), verbose=False)
+    yield s
+    s.close()
+
+
+def _counter(kill_flag: str | None = None):
+    """A step adds one to ``count`` on the PS, reading a local variable of the worker; with
+    ``kill_flag``, a py_func on the worker that runs *after* the update reached the PS kills
+    its own process if the file names its pid (once: the file is removed first)."""
+    def die_if_named(x):
+        import os
+        import signal
+        try:
+            with open(kill_flag) as f:
+                pid = int(f.read())
+        except (OSError, ValueError):
+            return x
+        if pid == os.getpid():
+            os.remove(kill_flag)
+            os.kill(pid, signal.SIGKILL)
+        return x
+
+    def model_fn(ctx):
+        count = tv.Variable(np.int64(0), name="count")
+        one = tv.Variable(np.int64(1), name="one", trainable=False,
+                          collections=["local_variables"])
+        step = count.assign_add(one.read_value())
+        out = {"count": count, "step": step}
+        if kill_flag is not None:
+            with tv.control_dependencies([step]):
+                out["after"] = tv.py_func(die_if_named, [one.read_value()], tv.int64,
+                                          stateful=True)
+        return out
+    return model_fn
+
+
+def _step(worker, key="step"):
+    worker.run(worker.model[key])
+    return worker.name
+
+
+@pytest.mark.parametrize("guarded", [True, False], ids=["exactly_once", "at_least_once"])
+def test_a_step_whose_worker_dies_after_its_update_reached_the_ps_counts_once(
+        hc, session, tmp_path, guarded):
+    """worker-1 dies inside a step, after the step's update was applied on the PS and before
+    its result came back: the closure runs again on a live worker with its token, and the PS
+    drops the twin's update. Without the guard the update counts twice (TF 2's semantics)."""
+    flag = str(tmp_path / "kill-pid")
+    n = 40
+    with ClusterCoordinator(session, _counter(flag), exactly_once=guarded) as coord:
+        # warm both workers, then arm the kill for worker-1's process
+        warm = threading.Barrier(2, timeout=120)
+        for _ in range(2):
+            coord.schedule(lambda w: (warm.wait(), _step(w, "after")))
+        coord.join()
+        addr = hc.workers()["worker-1"]
+        pid = hc.client.run(os.getpid, workers=[addr])[addr]
+        with open(flag, "w") as f:
+            f.write(str(pid))
+        rvs = [coord.schedule(_step, args=("after",)) for _ in range(n)]
+        coord.join()
+        names = [rv.fetch() for rv in rvs]  # no error
+        count = int(coord.run_on_chief("count"))
+        counters = coord.counters()
+        losses = coord.worker_losses
+    assert not os.path.exists(flag), "worker-1 never ran a step after the kill was armed"
+    assert losses >= 1 and set(names) <= {"worker-0", "worker-1"}
+    if guarded:
+        assert count == n + 2, count  # the warm-up's 2 and the n scheduled, each once
+        assert counters == {"applied": n + 2, "dropped": 1}, counters
+    else:
+        assert count == n + 3, count  # the killed step's update counted twice
+
+
+def test_a_worker_killed_and_restarted_1s_later_loses_no_step(hc, session):
+    """``kill -9`` of worker-1 (its Nanny too) while closures run, restarted by name 1 s
+    later: every scheduled step is applied exactly once, no closure fails, and the restarted
+    worker takes closures again."""
+    n = 400
+    started = threading.Event()
+
+    def step(w):
+        if w.name == "worker-1" and w.finished >= 10:
+            started.set()
+        return _step(w)
+
+    with ClusterCoordinator(session, _counter()) as coord:
+        rvs = [coord.schedule(step) for _ in range(n)]
+        assert started.wait(120)
+        hc.kill("worker-1")
+        time.sleep(1.0)
+        hc.start_worker("worker-1")
+        coord.join()
+        assert all(rv.fetch() in ("worker-0", "worker-1") for rv in rvs)
+        count = int(coord.run_on_chief("count"))
+        counters = coord.counters()
+        # the restarted worker-1 takes closures: two that wait for each other need both
+        hc.wait_for(("worker-1",))
+        both = threading.Barrier(2, timeout=120)
+        pair = [coord.schedule(lambda w: (both.wait(), _step(w))[1]) for _ in range(2)]
+        assert sorted(coord.fetch(pair)) == ["worker-0", "worker-1"]
+        lives = coord.workers()[1].lives
+    assert count == n, count
+    assert counters["applied"] == n and counters["dropped"] <= 1, counters
+    assert lives == 2
+
+
+def test_a_worker_that_joins_takes_steps_at_once(hc, session):
+    """The run begins with worker-0 alone (worker-1 stopped); worker-1 started mid-run gets
+    a thread and takes closures while the run goes on."""
+    hc.stop_worker("worker-1")
+    with ClusterCoordinator(session, _counter()) as coord:
+        assert sorted(coord.workers()) == [0]
+        rvs = [coord.schedule(_step) for _ in range(50)]
+        coord.join()
+        assert coord.steps_by_worker() == {"worker-0": 50}
+        hc.start_worker("worker-1")
+        # keep scheduling until worker-1 has taken some (its start takes seconds)
+        deadline = time.monotonic() + 120
+        while coord.steps_by_worker().get("worker-1", 0) < 10:
+            assert time.monotonic() < deadline, coord.steps_by_worker()
+            rvs += [coord.schedule(_step) for _ in range(20)]
+            coord.join()
+        count = int(coord.run_on_chief("count"))
+        by_worker = coord.steps_by_worker()
+    assert count == len(rvs) == sum(by_worker.values())
+    assert by_worker["worker-1"] >= 10
