@@ -376,3 +376,24 @@ def test_a_step_cancelled_after_its_claim_still_applies_everything_the_claim_gat
         s.run(b.op, {once.token: b"t"})  # the client's re-run: a twin
         assert s.run([w1, w2]) == [2.0, 3.0]
         assert _counts(s, once) == {"applied": 1, "dropped": 1}
+
+
+def test_updates_of_local_variables_are_not_guarded():
+    """A worker's own state (an input position, a metric: LOCAL_VARIABLES) is not deduplicated:
+    a re-run on another worker would not share it. Only the model's update gets a ledger."""
+    g = tv.Graph()
+    with g.as_default():
+        w = tv.Variable(np.float32(2.0), name="w")
+        seen = tv.Variable(np.int64(0), trainable=False, name="seen",
+                           collections=[tv.GraphKeys.LOCAL_VARIABLES])
+        with tv.train.exactly_once() as once:
+            train = tv.group(tv.train.GradientDescentOptimizer(0.25).minimize(w * w),
+                             seen.assign_add(1))
+        init = [tv.global_variables_initializer(), tv.local_variables_initializer()]
+    assert [t.op.name for t, _ in once.ledgers] == ["exactly_once/ledger_0/tokens"]
+    with tv.Session(graph=g) as s:
+        s.run(init)
+        s.run(train, {once.token: b"a"})
+        s.run(train, {once.token: b"a"})
+        assert float(s.run(w)) == 1.0 and int(s.run(seen)) == 2
+        assert _counts(s, once) == {"applied": 1, "dropped": 1}

@@ -16,8 +16,10 @@ Design
 ------
 *What is guarded.* Every variable update created inside the block (a stateful op that writes a
 variable: the optimizer's fused apply ops with their slots, scatter updates, Adam's beta-power
-updates, the global step's increment, a moving average's assign), except the initializers of
-variables made in the block and a Saver's restore assigns.
+updates, the global step's increment, a moving average's assign), except updates of local
+variables (``LOCAL_VARIABLES``: a worker's own state, such as ``cycling_batch``'s input position
+or a metric, which a re-run on another worker does not share), the initializers of variables
+made in the block and a Saver's restore assigns.
 
 *Regions.* At the block's exit the guarded ops, with the ops between them (descendants of one
 guarded op that another needs), are cut into regions by device (the variable's device; an op
@@ -88,6 +90,7 @@ from ..framework import dtypes as _dt
 from ..framework.device_spec import DeviceSpec
 from ..framework.errors import InvalidArgumentError
 from ..framework.graph import get_default_graph
+from ..framework.graph_keys import GraphKeys
 from ..ops.array.array_ops import identity, placeholder_with_default
 from ..ops.array.fill_ops import zeros
 from ..ops.control.control_flow_ops import merge, switch
@@ -96,6 +99,7 @@ from ..ops.state.variables import Variable
 
 __all__ = ["exactly_once", "ExactlyOnce", "DEFAULT_CAPACITY"]
 
+LOCAL_VARIABLES = GraphKeys.LOCAL_VARIABLES
 DEFAULT_CAPACITY = 1 << 20  # tokens a ledger remembers (a ring: the oldest is forgotten)
 _OPEN = threading.local()  # the blocks open in this thread, by graph (nesting is refused)
 
@@ -209,14 +213,17 @@ def _open_blocks() -> dict:
 
 # ---- the rewrite ---------------------------------------------------------------------------
 
-def _is_update(op, made_vars: set) -> bool:
-    """A variable update to guard: stateful, writes a variable, not the initializer of a
-    variable made in the block (``<var>/Assign``, made right after the variable) nor a
-    Saver's restore."""
+def _is_update(op, made_vars: set, local: set) -> bool:
+    """A variable update to guard: stateful, writes a variable that is not a local variable
+    (``local``: per-worker state, such as input positions and metrics), not the initializer of
+    a variable made in the block (``<var>/Assign``, made right after the variable) nor a Saver's
+    restore."""
     if not op.stateful or op.op_def.reads_only or "var_name" not in op.attrs or \
             op.type in ("VariableV2", "VariableRefFetch"):
         return False
     var = op.attrs["var_name"]
+    if var in local:
+        return False
     if op.type == "Assign" and var in made_vars and op.name == f"{var}/Assign":
         return False
     return not any(t.op.type == "RestoreShard" for t in op.inputs)
@@ -314,7 +321,8 @@ def _guard(g, created: list, token, capacity: int) -> list:
     """Gate every region's guarded ops behind its ledger's claim (see the module docstring);
     returns the ledgers, ``(tokens, state)`` per region."""
     made_vars = {op.name for op in created if op.type == "VariableV2"}
-    guarded = [op for op in created if _is_update(op, made_vars)]
+    local = {v.op.name for v in g.get_collection(LOCAL_VARIABLES) if hasattr(v, "op")}
+    guarded = [op for op in created if _is_update(op, made_vars, local)]
     if not guarded:
         return []
     regions, where = _regions(g, guarded)
