@@ -213,13 +213,13 @@ def _open_blocks() -> dict:
 
 # ---- the rewrite ---------------------------------------------------------------------------
 
-def _is_update(op, made_vars: set, local: set) -> bool:
+def _is_update(op, made_vars: set, local: set, inits: set) -> bool:
     """A variable update to guard: stateful, writes a variable that is not a local variable
-    (``local``: per-worker state, such as input positions and metrics), not the initializer of
-    a variable made in the block (``<var>/Assign``, made right after the variable) nor a Saver's
-    restore."""
+    (``local``: per-worker state, such as input positions and metrics), not a variable's
+    initializer (``inits``, or ``<var>/Assign`` made right after a variable made in the block
+    and kept in no collection) nor a Saver's restore."""
     if not op.stateful or op.op_def.reads_only or "var_name" not in op.attrs or \
-            op.type in ("VariableV2", "VariableRefFetch"):
+            op.type in ("VariableV2", "VariableRefFetch") or op in inits:
         return False
     var = op.attrs["var_name"]
     if var in local:
@@ -322,7 +322,9 @@ def _guard(g, created: list, token, capacity: int) -> list:
     returns the ledgers, ``(tokens, state)`` per region."""
     made_vars = {op.name for op in created if op.type == "VariableV2"}
     local = {v.op.name for v in g.get_collection(LOCAL_VARIABLES) if hasattr(v, "op")}
-    guarded = [op for op in created if _is_update(op, made_vars, local)]
+    inits = {v.initializer for c in (GraphKeys.GLOBAL_VARIABLES, LOCAL_VARIABLES)
+             for v in g.get_collection(c) if hasattr(v, "initializer")}
+    guarded = [op for op in created if _is_update(op, made_vars, local, inits)]
     if not guarded:
         return []
     regions, where = _regions(g, guarded)
