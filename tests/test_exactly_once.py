@@ -397,3 +397,42 @@ def test_updates_of_local_variables_are_not_guarded():
         s.run(train, {once.token: b"a"})
         assert float(s.run(w)) == 1.0 and int(s.run(seen)) == 2
         assert _counts(s, once) == {"applied": 1, "dropped": 1}
+
+
+def _adam_first_step(w, gr, lr, b1=0.9, b2=0.999, eps=1e-8):
+    """One Adam step (t = 1) of a float32 coordinate; returns (w, m, v)."""
+    f = np.float32
+    b1, b2, eps, lr = f(b1), f(b2), f(eps), f(lr)
+    lr_t = lr * np.sqrt(f(1) - b2) / (f(1) - b1)
+    m = (f(1) - b1) * f(gr)
+    v = (f(1) - b2) * f(gr) * f(gr)
+    return f(w) - lr_t * m / (np.sqrt(v) + eps), m, v
+
+
+def test_adam_on_two_ps_devices_completes_a_partial_step_each_part_once():
+    """Adam over two PS devices: the beta powers (on ps:0) and the global step wait for both
+    devices' updates, a region of their own. The step reached ps:1 only, then ran whole: ps:1
+    drops, ps:0 applies its half, the powers advance once, the global step counts one."""
+    lr = 0.05
+    opt = tv.train.AdamOptimizer(lr)
+    g, parts, gs, train, once, init = _model(opt, devices=PS)
+    assert sorted(t.device for t, _ in once.ledgers) == sorted([PS[0], PS[0], PS[1]])
+    w1_update = next(op for op in g.get_operations() if op.type == "ApplyAdam" and
+                     op.attrs["var_name"] == parts[1].op.name)
+    with tv.Session(graph=g) as s:
+        s.run(init)
+        s.run(w1_update, {once.token: b"s1"})
+        s.run(train, {once.token: b"s1"})
+        s.run(train, {once.token: b"s1"})
+        w1, m1, v1 = _adam_first_step(W0[1], _grad(W0)[1], lr)
+        w0, m0, v0 = _adam_first_step(W0[0], _grad(np.array([W0[0], w1], np.float32))[0], lr)
+        np.testing.assert_allclose(_w(s, parts), [w0, w1], rtol=1e-6)
+        np.testing.assert_allclose([s.run(opt.get_slot(p, "Adam"))[0] for p in parts],
+                                   [m0, m1], rtol=1e-6)
+        np.testing.assert_allclose([s.run(opt.get_slot(p, "Adam_1"))[0] for p in parts],
+                                   [v0, v1], rtol=1e-6)
+        b1p, b2p = (s.run(x) for x in opt._powers[parts[0].op.name])
+        np.testing.assert_allclose([b1p, b2p], [np.float32(0.9) ** 2, np.float32(0.999) ** 2],
+                                   rtol=1e-6)
+        assert int(s.run(gs)) == 1
+        assert _counts(s, once) == {"applied": 3, "dropped": 4}
