@@ -12,15 +12,29 @@ from tensorvm.passes.stage import stage
 from tensorvm.passes.partition import partition
 
 
-def test_node_replace_is_dataclasses_replace():
+def test_node_replace_changes_only_the_fields_named():
     n = Node("a", "Neg", (("b", 0),), ("c",), {"k": 1}, "/job:w", out_shapes=((2,),))
     fast = n.replace(inputs=(), device="/job:w/task:1")
-    assert fast == dataclasses.replace(n, inputs=(), device="/job:w/task:1")
+    assert type(fast) is Node
+    assert fast == Node("a", "Neg", (), ("c",), {"k": 1}, "/job:w/task:1", out_shapes=((2,),))
     assert fast.name == "a" and n.inputs == (("b", 0),)  # the original is unchanged
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.name = "x"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.extra = 1
     with pytest.raises(TypeError, match="no field 'nope'"):
         n.replace(nope=1)
+
+
+def test_node_defaults_and_pickling():
+    import pickle
+    a, b = Node("a", "NoOp"), Node("b", "NoOp")
+    assert a.attrs == {} and a.attrs is not b.attrs  # a new dict per node, as before
+    assert (a.inputs, a.device, a.colocation, a.num_outputs, a.stateful) == ((), "", None, 1,
+                                                                            False)
+    n = Node("c", "Add", (("a", 0), ("b", 0)), attrs={"T": 1}, device="/job:w/task:0")
+    back = pickle.loads(pickle.dumps(n))
+    assert type(back) is Node and back == n and repr(back) == "%c = Add(a:0, b:0) @/job:w/task:0"
 
 
 def test_lone_ops_on_one_device_string_each_meet_the_task_check():

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import base64
 import importlib
-from dataclasses import dataclass, field
+from collections import namedtuple
+from dataclasses import FrozenInstanceError
 from typing import Mapping
 
 import numpy as np
@@ -27,50 +28,59 @@ from .op_registry import get_op_def, registry
 from ..storage.splits import Split
 
 Ref = tuple  # (node name, output index)
+_NO_ATTRS = object()  # Node's attrs default: a new empty dict per node
+
+_FIELDS = ("name", "type", "inputs", "control_inputs", "attrs", "device", "colocation",
+           "stateful", "num_outputs", "location", "out_dtypes", "in_shapes", "in_dtypes",
+           "out_shapes")
+_INDEX = {f: i for i, f in enumerate(_FIELDS)}
+_tuple_new = tuple.__new__
 
 
-@dataclass(frozen=True)
-class Node:
-    name: str
-    type: str
-    inputs: tuple = ()
-    control_inputs: tuple = ()
-    attrs: Mapping = field(default_factory=dict)
-    device: str = ""
-    colocation: str | None = None
-    stateful: bool = False
-    num_outputs: int = 1
-    location: str = ""
-    out_dtypes: tuple = ()
-    in_shapes: tuple = ()  # static shapes of the inputs (None where unknown)
-    in_dtypes: tuple = ()
-    out_shapes: tuple = ()  # static output shapes (None where unknown)
+class Node(namedtuple("_NodeRecord", _FIELDS)):
+    """One op of a snapshot (see the module docstring): ``name``, ``type``, ``inputs`` as
+    ``(producer name, output index)``, ``control_inputs`` by name, ``attrs``, ``device``,
+    ``colocation`` group, ``stateful`` flag, ``num_outputs``, the user's ``location``
+    (``file:line``), ``out_dtypes``, ``in_shapes`` / ``out_shapes`` (static shapes, None where
+    unknown) and ``in_dtypes``.
+
+    A frozen record read by field (a tuple underneath: a graph's snapshot is one record per
+    op, and each pass that changes a node makes a new one with :meth:`replace`, so making one
+    is cheap — planning 100k ops makes some 300k)."""
+
+    __slots__ = ()
+
+    def __new__(cls, name: str, type: str, inputs: tuple = (), control_inputs: tuple = (),
+                attrs: Mapping | None = _NO_ATTRS, device: str = "",
+                colocation: str | None = None, stateful: bool = False, num_outputs: int = 1,
+                location: str = "", out_dtypes: tuple = (), in_shapes: tuple = (),
+                in_dtypes: tuple = (), out_shapes: tuple = ()):
+        return _tuple_new(cls, (name, type, inputs, control_inputs,
+                                {} if attrs is _NO_ATTRS else attrs, device, colocation,
+                                stateful, num_outputs, location, out_dtypes, in_shapes,
+                                in_dtypes, out_shapes))
 
     def replace(self, **changes) -> "Node":
-        """A copy with ``changes`` (as ``dataclasses.replace``, about ten times faster: every
-        pass copies many nodes, and ``Node`` has no ``__post_init__`` to run)."""
-        if not changes.keys() <= _NODE_FIELDS:
-            raise TypeError(f"Node has no field {sorted(changes.keys() - _NODE_FIELDS)[0]!r}")
-        d = self.__dict__.copy()
-        d.update(changes)
-        return _new_node(d)
+        """A copy with ``changes`` (as ``dataclasses.replace`` does for a dataclass)."""
+        vals = list(self)
+        try:
+            for k, v in changes.items():
+                vals[_INDEX[k]] = v
+        except KeyError as e:
+            raise TypeError(f"Node has no field {e.args[0]!r}") from None
+        return _tuple_new(Node, vals)
+
+    def __setattr__(self, name, value):
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name):
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
 
     def __repr__(self):
         ins = ", ".join(f"{n}:{i}" for n, i in self.inputs)
         ctl = "".join(f", ^{c}" for c in self.control_inputs)
         dev = f" @{self.device}" if self.device else ""
         return f"%{self.name} = {self.type}({ins}{ctl}){dev}"
-
-
-_NODE_FIELDS = frozenset(Node.__dataclass_fields__)
-
-
-def _new_node(fields: dict) -> Node:
-    """A Node whose ``__dict__`` is ``fields`` (every field, no other key), built without the
-    frozen dataclass ``__init__``'s one ``object.__setattr__`` per field."""
-    node = object.__new__(Node)
-    object.__setattr__(node, "__dict__", fields)
-    return node
 
 
 class Snapshot(dict):
@@ -87,22 +97,39 @@ def snapshot(graph) -> dict[str, Node]:
         return cache[1]
     out: dict[str, Node] = Snapshot()
     stateful = {}  # op type -> its OpDef's stateful flag
+    new = tuple.__new__
+    # Per op: no comprehension (each is a function call before Python 3.12) for the common
+    # one-output, one- or two-input ops; one tuple per field, built from the tensors once.
     for op in graph._ops:
         ins, outs, typ = op.inputs, op.outputs, op.type
         st = stateful.get(typ)
         if st is None:
             st = stateful[typ] = registry[typ].stateful
         ctl = op._control_inputs
-        out[op.name] = _new_node({
-            "name": op.name, "type": typ,
-            "inputs": tuple([(t.op.name, t.value_index) for t in ins]) if ins else (),
-            "control_inputs": tuple([c.name for c in ctl]) if ctl else (),
-            "attrs": op.attrs, "device": op.device, "colocation": op.colocation,
-            "stateful": st, "num_outputs": len(outs), "location": op.location,
-            "out_dtypes": tuple([t.dtype for t in outs]),
-            "in_shapes": tuple([t._shape for t in ins]) if ins else (),
-            "in_dtypes": tuple([t.dtype for t in ins]) if ins else (),
-            "out_shapes": tuple([t._shape for t in outs])})
+        n_in = len(ins)
+        if n_in == 1:
+            a = ins[0]
+            inputs, in_shapes, in_dtypes = ((a.op.name, a.value_index),), (a._shape,), (a.dtype,)
+        elif n_in == 2:
+            a, b = ins
+            inputs = ((a.op.name, a.value_index), (b.op.name, b.value_index))
+            in_shapes, in_dtypes = (a._shape, b._shape), (a.dtype, b.dtype)
+        elif n_in:
+            inputs = tuple([(t.op.name, t.value_index) for t in ins])
+            in_shapes, in_dtypes = tuple([t._shape for t in ins]), tuple([t.dtype for t in ins])
+        else:
+            inputs = in_shapes = in_dtypes = ()
+        if len(outs) == 1:
+            o = outs[0]
+            out_dtypes, out_shapes = (o.dtype,), (o._shape,)
+        elif outs:
+            out_dtypes, out_shapes = tuple([t.dtype for t in outs]), tuple([t._shape for t in outs])
+        else:
+            out_dtypes = out_shapes = ()
+        name = op.name
+        out[name] = new(Node, (name, typ, inputs, tuple([c.name for c in ctl]) if ctl else (),
+                               op.attrs, op.device, op.colocation, st, len(outs), op.location,
+                               out_dtypes, in_shapes, in_dtypes, out_shapes))
     graph._snapshot_cache = (graph.version, out)
     return out
 

@@ -55,11 +55,10 @@ def compile_plan(part: Partition, stages: dict[str, int], fetches: list, feeds: 
     send_src = {p.send: c.export(_sent_ref(part.nodes[p.send])) for p in part.sends}
     fetch_src = [Feed(c.feed_index[ref]) if ref in c.feed_index else Result(*c.export(ref))
                  for ref in fetches]
-    task_args, local_reads = c.task_args()
-    send_specs = _send_specs(part, send_src, fetch_src, task_args, c.exports)
+    built = [c.build(k) for k in c.order]  # exports complete only after the last
+    send_specs = _send_specs(part, send_src, fetch_src, built, c.exports)
     send_by_name = {s.name: s for s in send_specs}
-    tasks = [c.task(k, task_args[c.names[k]], local_reads[c.names[k]], send_by_name)
-             for k in c.order]
+    tasks = [c.task(b, send_by_name) for b in built]
     consumed = {a.task for t in tasks for a in t.args if a.__class__ is Result}
     consumed |= {s.task for s in send_specs}
     fetch_tasks = [f.task for f in fetch_src if f.__class__ is Result]
@@ -74,7 +73,7 @@ def _sent_ref(src: Node) -> tuple:
     return src.inputs[0] if src.inputs else (src.control_inputs[0], -1)
 
 
-def _send_specs(part: Partition, send_src: dict, fetch_src: list, task_args: dict,
+def _send_specs(part: Partition, send_src: dict, fetch_src: list, built: list,
                 exports: dict) -> list:
     """One Send per pair; its pick is elided where the source task's results go to one
     consumer only (that consumer then depends on the stage itself)."""
@@ -84,10 +83,10 @@ def _send_specs(part: Partition, send_src: dict, fetch_src: list, task_args: dic
     for f in fetch_src:
         if f.__class__ is Result:
             consumers_of[f.task].add(("client",))
-    for tname, args in task_args.items():
-        for a in args:
+    for b in built:
+        for a in b.args:
             if a.__class__ is Result:
-                consumers_of[a.task].add(("task", tname))
+                consumers_of[a.task].add(("task", b.name))
     out = []
     for p in part.sends:
         t, i = send_src[p.send]
@@ -95,29 +94,72 @@ def _send_specs(part: Partition, send_src: dict, fetch_src: list, task_args: dic
     return out
 
 
+class _Built:
+    """One task as built before every export is known: its arguments (in first-use order)
+    with their slots, its instructions, and where its ops' outputs are."""
+    __slots__ = ("key", "name", "args", "arg_slots", "instrs", "nslots", "stateful")
+
+    def __init__(self, key, name, args, arg_slots, instrs, nslots, stateful):
+        self.key, self.name, self.args, self.arg_slots = key, name, args, arg_slots
+        self.instrs, self.nslots, self.stateful = instrs, nslots, stateful
+
+
 class _Compiler:
     """The state of compiling one partition: its ops grouped by (device, stage) in
     topological order, each group's task name, and what each task exports (refs read by
-    other tasks, by sends and by fetches, in the order first asked for)."""
+    other tasks, by sends and by fetches, in the order first asked for).
+
+    A task's value slots: its arguments first (a feed, a Recv, or each value read from an
+    earlier task of its device), then each op's outputs in order (and a slot of its own for a
+    control token another task waits on). A slot is ``base[op] + output``: no per-output
+    table (this runs once per op of every step planned)."""
 
     def __init__(self, part: Partition, stages: dict[str, int], feeds: list, graph_tag: str):
-        self.nodes = part.nodes
+        self.nodes = nodes = part.nodes
         self.feed_index = {ref: i for i, ref in enumerate(feeds)}
+        self.fed_ops = {ref[0] for ref in feeds}
         self.pair_by_recv = {p.recv: p for p in part.sends}
-        groups: dict[tuple[str, int], list[Node]] = {}
-        for name, n in self.nodes.items():
-            if n.type in ("_Send", "_Recv"):
+        # (device, stage) -> [task name, nodes, op names]
+        groups: dict[tuple[str, int], list] = {}
+        task_of: dict[str, str] = {}  # op -> its task's name (one str object per task)
+        pair_by_recv = self.pair_by_recv
+        # ops whose control token another task (or a control Send) waits on: their token
+        # gets a slot of its own (None), so the op's output (a scatter's whole table) does
+        # not move
+        tokens = {p.tensor[0] for p in part.sends if p.tensor[1] < 0}
+        waits = []  # (op, its task) of ops with control inputs: checked once all are grouped
+        for name, n in nodes.items():
+            typ = n.type
+            if typ == "_Send" or typ == "_Recv":
                 continue
-            groups.setdefault((n.device, stages[name]), []).append(n)
+            key = (n.device, stages[name])
+            g = groups.get(key)
+            if g is None:
+                # Underscores, not dashes: Dask's key_split (the prefix its progress bars and
+                # task stream show) stops at the first dash-word holding a digit, so
+                # "tvm-g3-ps-0-cpu0-s1" read "tvm" (a floating group's "-<group>" suffix
+                # relies on that: _task_name).
+                g = groups[key] = [_task_name(graph_tag, key[0], key[1]), [], []]
+            g[1].append(n)
+            g[2].append(name)
+            task_of[name] = g[0]
+            if n.control_inputs:
+                waits.append(n)
+        for n in waits:
+            t = task_of[n.name]
+            for c in n.control_inputs:
+                if c not in pair_by_recv and task_of.get(c) is not t:
+                    tokens.add(c)
         self.groups = groups
+        self.task_of = task_of
         self.order = sorted(groups, key=lambda k: (k[1], k[0]))
-        # Underscores, not dashes: Dask's key_split (the prefix its progress bars and task
-        # stream show) stops at the first dash-word holding a digit, so "tvm-g3-ps-0-cpu0-s1"
-        # read "tvm" (a floating group's "-<group>" suffix relies on that: _task_name).
-        self.names = {k: _task_name(graph_tag, k[0], k[1]) for k in self.order}
-        self.task_of = {n.name: self.names[k] for k in self.order for n in groups[k]}
-        self.exports: dict[str, list] = {self.names[k]: [] for k in self.order}
+        self.exports: dict[str, list] = {groups[k][0]: [] for k in self.order}
         self._export_index: dict[str, dict] = {t: {} for t in self.exports}
+        self.tokens = tokens
+        self.base: dict[str, int] = {}  # op -> the slot of its first output, in its task
+        self.tok: dict[str, int] = {}  # op -> its exported token's own slot
+        self.needs_ctx: dict[str, bool] = {}  # op type -> its OpDef's needs_ctx
+        self.out_bytes: dict[tuple, int] = {}  # (shape, dtype) -> _out_bytes
 
     def export(self, ref) -> tuple[str, int]:
         """(task, index) of ``ref`` among its task's exports, adding it if new."""
@@ -129,135 +171,171 @@ class _Compiler:
             self.exports[t].append(ref)
         return t, i
 
-    def _arg_of(self, ref, tname: str):
-        """What task ``tname`` receives for ``ref``: a feed, a Recv, an earlier task's result
-        (exported there), or None for a value computed in the task itself."""
-        if ref in self.feed_index:
-            return Feed(self.feed_index[ref])
-        if ref[0] in self.pair_by_recv:
-            return Recv(self.pair_by_recv[ref[0]].send)
-        if self.task_of.get(ref[0]) != tname:
-            self.export(ref)
-            return Result(self.task_of[ref[0]])
-        return None
-
-    def task_args(self) -> tuple[dict, dict]:
-        """Per task: its distinct arguments in first-use order, and every (ref, argument)
-        read (cross-stage, same-device reads are exported by their task too)."""
-        task_args: dict[str, list] = {}
-        local_reads: dict[str, list] = {}
-        for k in self.order:
-            tname = self.names[k]
-            args: list = []
-            reads: list = []
-            seen: set = set()
-            for n in self.groups[k]:
-                refs = n.inputs + tuple([(c, -1) for c in n.control_inputs]) \
-                    if n.control_inputs else n.inputs
-                for ref in refs:
-                    key = self._arg_of(ref, tname)
-                    if key is None:
-                        continue
-                    if key not in seen:
-                        seen.add(key)
-                        args.append(key)
-                    reads.append((ref, key))
-            task_args[tname] = args
-            local_reads[tname] = reads
-        return task_args, local_reads
-
-    def task(self, k: tuple, args: list, reads: list, send_by_name: dict) -> Task:
-        """The task of group ``k``: its argument slots, then one instruction per op."""
-        tname = self.names[k]
-        device, st = k
-        slots = _Slots()
-        arg_picks, args_out = [], []
+    def build(self, k: tuple) -> _Built:
+        """Group ``k``'s task but for what depends on every task (its exports, elided
+        picks): its arguments and their slots, then one instruction per op."""
+        tname, group, _ = self.groups[k]
+        feed_index, fed_ops, pair_by_recv = self.feed_index, self.fed_ops, self.pair_by_recv
+        task_get = self.task_of.get
+        # Its arguments, in first-use order; the refs read from each earlier task.
+        args: list = []
+        feed_arg, recv_arg, task_arg = {}, {}, {}  # feed index / send / task -> argument
+        local: dict = {}  # task -> the refs read from it, in first-read order
+        for n in group:
+            for ref in n.inputs:
+                p = ref[0]
+                if p in fed_ops and ref in feed_index:
+                    i = feed_index[ref]
+                    if i not in feed_arg:
+                        feed_arg[i] = a = Feed(i)
+                        args.append(a)
+                    continue
+                t = task_get(p)
+                if t is tname:
+                    continue
+                if p in pair_by_recv:
+                    send = pair_by_recv[p].send
+                    if send not in recv_arg:
+                        recv_arg[send] = a = Recv(send)
+                        args.append(a)
+                    continue
+                t = self.export(ref)[0]
+                if t not in task_arg:
+                    task_arg[t] = a = Result(t)
+                    args.append(a)
+                    local[t] = {}
+                local[t][ref] = None
+            for c in n.control_inputs:
+                t = task_get(c)
+                if t is tname:
+                    continue
+                if c in pair_by_recv:
+                    send = pair_by_recv[c].send
+                    if send not in recv_arg:
+                        recv_arg[send] = a = Recv(send)
+                        args.append(a)
+                    continue
+                ref = (c, -1)
+                t = self.export(ref)[0]
+                if t not in task_arg:
+                    task_arg[t] = a = Result(t)
+                    args.append(a)
+                    local[t] = {}
+                local[t][ref] = None
+        # Argument slots: one per feed or Recv, one per value read from an earlier task.
+        arg_slots: list = []  # per argument: its slot, or [(ref, slot)] for a Result
+        feed_slot, recv_slot, local_slot = {}, {}, {}
+        k_slot = 0
         for a in args:
-            if a.__class__ is Feed:
-                arg_picks.append((slots.arg(a), -1))
+            cls = a.__class__
+            if cls is Result:
+                refs = []
+                for ref in local[a.task]:
+                    local_slot[ref] = k_slot
+                    refs.append((ref, k_slot))
+                    k_slot += 1
+                arg_slots.append(refs)
+                continue
+            if cls is Feed:
+                feed_slot[a.index] = k_slot
+            else:
+                recv_slot[a.send] = k_slot
+            arg_slots.append(k_slot)
+            k_slot += 1
+        # One instruction per op.
+        base, tok_of, tokens = self.base, self.tok, self.tokens
+        needs_ctx, out_bytes = self.needs_ctx, self.out_bytes
+        instrs = []
+        stateful = False
+        for n in group:
+            ins = n.inputs
+            if ins:
+                in_slots = []
+                for ref in ins:
+                    p = ref[0]
+                    if p in fed_ops and ref in feed_index:
+                        in_slots.append(feed_slot[feed_index[ref]])
+                    elif task_get(p) is tname:
+                        in_slots.append(base[p] + ref[1])
+                    elif p in pair_by_recv:
+                        in_slots.append(recv_slot[pair_by_recv[p].send])
+                    else:
+                        in_slots.append(local_slot[ref])
+                in_slots = tuple(in_slots)
+            else:
+                in_slots = ()
+            ctl = ()
+            if n.control_inputs:  # token slots: a dead control input makes n dead
+                ctl = []
+                for c in n.control_inputs:
+                    if c in pair_by_recv:
+                        ctl.append(recv_slot[pair_by_recv[c].send])
+                    elif task_get(c) is tname:
+                        ctl.append(tok_of.get(c, base[c]))
+                    elif (c, -1) in local_slot:
+                        ctl.append(local_slot[(c, -1)])
+                ctl = tuple(ctl)
+            name = n.name
+            base[name] = k_slot
+            n_outs = n.num_outputs
+            if n_outs <= 1:
+                outs = (k_slot,)
+                k_slot += 1
+            else:
+                outs = tuple(range(k_slot, k_slot + n_outs))
+                k_slot += n_outs
+            tok = -1
+            if name in tokens:
+                # A control token that leaves the task gets a slot of its own (None): it must
+                # not ship the op's output (a scatter's whole table) to another device.
+                tok = tok_of[name] = k_slot
+                k_slot += 1
+            typ = n.type
+            ctx = needs_ctx.get(typ)
+            if ctx is None:
+                ctx = needs_ctx[typ] = registry[typ].needs_ctx
+            shapes, dts = n.out_shapes, n.out_dtypes
+            if shapes and dts:
+                ob_key = (shapes[0], id(dts[0]))  # (the node keeps its dtype alive)
+                try:
+                    ob = out_bytes.get(ob_key)
+                    if ob is None:
+                        ob = out_bytes[ob_key] = _out_bytes(n)
+                except TypeError:  # a shape that is no tuple (a node made by hand)
+                    ob = _out_bytes(n)
+            else:
+                ob = -1
+            if n.stateful:
+                stateful = True
+            instrs.append(Instr(typ, name, in_slots, dict(n.attrs), outs, ctx, n.location,
+                                ctl, tok, ob))
+        return _Built(k, tname, args, arg_slots, tuple(instrs), k_slot, stateful)
+
+    def task(self, b: _Built, send_by_name: dict) -> Task:
+        """The task of a built group, now that its exports and every Send are known."""
+        device, st = b.key
+        arg_picks, args_out = [], []
+        for a, slot in zip(b.args, b.arg_slots):
+            cls = a.__class__
+            if cls is Feed:
+                arg_picks.append((slot, -1))
                 args_out.append(a)
-            elif a.__class__ is Recv:
+            elif cls is Recv:
                 s = send_by_name[a.send]
                 # elided: pick from the stage's result; else the Send task's 1-tuple
-                arg_picks.append((slots.arg(a), s.index if s.elided else 0))
+                arg_picks.append((slot, s.index if s.elided else 0))
                 args_out.append(Result(s.task) if s.elided else a)
             else:  # earlier stage on this device: one arg, several picks
                 src = self._export_index[a.task]
-                for ref, key in reads:
-                    if key == a and ("local", ref) not in slots.of:
-                        arg_picks.append((slots.local(ref), src.get(ref, -1)))
-                        args_out.append(a)
-        tokens = {ref[0] for ref in self.exports[tname] if ref[1] == -1}  # tokens it exports
-        instrs = tuple(self._instr(n, tname, slots, tokens) for n in self.groups[k])
-        export_slots = tuple(slots.out[ref] for ref in self.exports[tname])
-        program = StageProgram(device, _device_type(device), slots.n, tuple(arg_picks),
-                               instrs, export_slots, tname,
-                               tuple(n.name for n in self.groups[k]))
-        stateful = any(n.stateful for n in self.groups[k])
-        return Task(tname, device, st, program, tuple(args_out), stateful)
-
-    def _instr(self, n: Node, tname: str, slots: "_Slots", tokens: set) -> Instr:
-        feed_index, pair_by_recv, task_of = self.feed_index, self.pair_by_recv, self.task_of
-        in_slots = []
-        for ref in n.inputs:
-            if ref in feed_index:
-                in_slots.append(slots.of[("arg", Feed(feed_index[ref]))])
-            elif ref[0] in pair_by_recv:
-                in_slots.append(slots.of[("arg", Recv(pair_by_recv[ref[0]].send))])
-            elif task_of.get(ref[0]) == tname:
-                in_slots.append(slots.out[ref])
-            else:
-                in_slots.append(slots.of[("local", ref)])
-        ctl = []
-        for c in n.control_inputs:  # token slots: a dead control input makes n dead
-            if c in pair_by_recv:
-                ctl.append(slots.of[("arg", Recv(pair_by_recv[c].send))])
-            elif task_of.get(c) == tname:
-                ctl.append(slots.out[(c, -1)])
-            elif ("local", (c, -1)) in slots.of:
-                ctl.append(slots.of[("local", (c, -1))])
-        outs, tok = slots.outputs(n, n.name in tokens)
-        d = registry[n.type]
-        return Instr(n.type, n.name, tuple(in_slots), dict(n.attrs),
-                     outs if n.num_outputs != 1 else outs[:1],
-                     d.needs_ctx, n.location, tuple(ctl), tok, _out_bytes(n))
-
-
-class _Slots:
-    """A task's value slots: its arguments first, then each op's outputs in order."""
-
-    def __init__(self):
-        self.n = 0
-        self.of: dict[tuple, int] = {}  # ("arg", arg) / ("local", ref) -> slot
-        self.out: dict[tuple, int] = {}  # (op, output) of this task -> its slot (-1: token)
-
-    def arg(self, a) -> int:
-        self.of[("arg", a)] = slot = self.n
-        self.n += 1
-        return slot
-
-    def local(self, ref) -> int:
-        self.of[("local", ref)] = slot = self.n
-        self.n += 1
-        return slot
-
-    def outputs(self, n: Node, exported_token: bool) -> tuple[tuple, int]:
-        """Slots for ``n``'s outputs, and its token's own slot (-1 where the token is its
-        first output)."""
-        n_outs = max(n.num_outputs, 1)
-        outs = tuple(range(self.n, self.n + n_outs))
-        for i in range(n_outs):
-            self.out[(n.name, i)] = self.n + i
-        self.n += n_outs
-        tok = -1
-        if exported_token:
-            # A control token that leaves the task gets a slot of its own (None): it must
-            # not ship the op's output (a scatter's whole table) to another device.
-            self.out[(n.name, -1)] = tok = self.n
-            self.n += 1
-        else:
-            self.out[(n.name, -1)] = outs[0]  # control token
-        return outs, tok
+                for ref, ref_slot in slot:
+                    arg_picks.append((ref_slot, src.get(ref, -1)))
+                    args_out.append(a)
+        base, tok = self.base, self.tok
+        export_slots = tuple(base[r[0]] + r[1] if r[1] >= 0 else tok.get(r[0], base[r[0]])
+                             for r in self.exports[b.name])
+        program = StageProgram(device, _device_type(device), b.nslots, tuple(arg_picks),
+                               b.instrs, export_slots, b.name, tuple(self.groups[b.key][2]))
+        return Task(b.name, device, st, program, tuple(args_out), b.stateful)
 
 
 _OBJECT = np.dtype(object)

@@ -197,8 +197,11 @@ def split_frames(nodes: dict[str, Node], devices: dict[str, str]) -> tuple[dict,
         if "grad" in a and "tape_idx" in a and hasattr(a["grad"], "frame_devices"):
             return a["grad"].frame_devices(dev)
         return ()
-    if not any(("body" in n.attrs and "cond" in n.attrs) or "tape_idx" in n.attrs
-               for n in nodes.values()):
+    for n in nodes.values():  # (a loop, not any(): this runs per op of every step planned)
+        a = n.attrs
+        if a and (("body" in a and "cond" in a) or "tape_idx" in a):
+            break
+    else:
         return nodes, devices
     out: dict[str, Node] = {}
     devs = dict(devices)
@@ -238,17 +241,20 @@ def partition(nodes: dict[str, Node], devices: dict[str, str], feeds: set,
                                                     fetch_to_host, host_feeds)
     out: dict[str, Node] = {}
     pairs: dict[tuple, SendRecv] = {}
+    short: dict[str, str] = {}  # device -> _short(device)
 
     def recv_for(ref, dst) -> str:
         key = (ref, dst)
         sr = pairs.get(key)
         if sr is None:
             src = devices[ref[0]]
+            tag = short.get(dst)
+            if tag is None:
+                tag = short[dst] = _short(dst)
             # a control pair is named apart from the data pair of output 0 (its token is not
             # that output: compile gives it an empty slot)
             base = f"{ref[0]}/ctl" if ref[1] < 0 else f"{ref[0]}:{ref[1]}" if ref[1] else ref[0]
-            sr = SendRecv(f"{base}/_send{_short(dst)}", f"{base}/_recv{_short(dst)}",
-                          ref, src, dst)
+            sr = SendRecv(f"{base}/_send{tag}", f"{base}/_recv{tag}", ref, src, dst)
             pairs[key] = sr
             producer = nodes[ref[0]]
             if ref[1] < 0:
@@ -261,11 +267,12 @@ def partition(nodes: dict[str, Node], devices: dict[str, str], feeds: set,
                                 location=producer.location)
         return sr.recv
 
+    dev_of = devices.get
     for name, node in nodes.items():
         dev = devices[name]
         inputs = node.inputs
         for ref in inputs:
-            if devices.get(ref[0]) != dev and ref not in feeds:  # a cut edge: its Recv
+            if dev_of(ref[0]) != dev and ref not in feeds:  # a cut edge: its Recv
                 inputs = tuple([r if r in feeds or devices[r[0]] == dev
                                 else (recv_for(r, dev), 0) for r in inputs])
                 break

@@ -31,6 +31,7 @@ resource's group: the body runs on the loop op's device, so the loop goes where 
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -246,65 +247,81 @@ def place_explained(nodes: dict[str, Node], default_device: str = "", *, all_nod
             uf.union(key[1:], key)
 
     grouped = uf.parent
-    groups: dict[str, list[str]] = {}
-    for name in nodes:
-        if name in grouped:
-            groups.setdefault(uf.find(name), []).append(name)
-        else:  # not a key of the union-find, so never a group's root
-            groups[name] = [name]
-
-    by_coloc = None  # colocation key -> its members in the whole graph (built on demand)
+    groups: dict[str, list[str]] = {}  # a colocation group's root -> its members, in order
+    if grouped:
+        for name in nodes:
+            if name in grouped:
+                groups.setdefault(uf.find(name), []).append(name)
+    # colocation key -> its members in the whole graph (built on demand: a walk of it)
+    by_coloc = functools.cache(lambda: _members_by_colocation(all_nodes))
     out: dict[str, str] = {}
     lone_cpu: dict[str, str] = {}  # an op of its own's device string -> its CPU device
-    for root, members in groups.items():
-        lone = len(members) == 1 and root not in grouped
-        if lone:
-            dev = lone_cpu.get(nodes[root].device)
-            if dev is not None:
-                out[root] = dev
-                continue
-        colocs = {nodes[m].colocation for m in members if nodes[m].colocation}
-        colocs.update(k for m in members for k in touches.get(m, ()))
-        spec = None
-        for c in sorted(colocs):
-            owner = all_nodes.get(c)
-            if owner is not None and owner.device:
-                spec = DeviceSpec.parse(owner.device)
-                _check_members(spec, owner, members, nodes, allow_soft_placement)
-                break
-        if spec is None:
-            # No owner device: merge the explicit devices of the group's members in the
-            # whole graph, not only this step's, so every step places the group alike.
-            if colocs and by_coloc is None:
-                by_coloc = _members_by_colocation(all_nodes)
-            group = [nodes[m] for m in members]
-            if colocs:
-                group = list({n.name: n for c in sorted(colocs)
-                              for n in by_coloc.get(c, ())}.values()) + group
-            spec = DeviceSpec()
-            for n in group:
-                s = DeviceSpec.parse(n.device)
-                if s.conflicts_with(spec):
-                    if not allow_soft_placement:
-                        raise InvalidArgumentError(
-                            f"Cannot colocate nodes {group[0].name!r} and {n.name!r}: "
-                            f"conflicting devices {spec.to_string()} and {s.to_string()} "
-                            f"(created at {n.location})")
-                    continue
-                spec = s.merged_over(spec)
-        if spec.floating and not _floats(members, nodes, colocs, spec):
-            spec = replace(spec, task=None)  # pinned as a bare /job:J is: the default task
-        full = spec.merged_over(default).with_defaults()
-        checked = _check_device(full, members, nodes, gpu_available, allow_soft_placement,
-                                known_tasks, gpus, notes,
-                                _whole_group_cpu_only(members, colocs, constraints))
-        dev = checked.to_string()
+    # Groups in graph order (the order of soft placement's notes and of errors).
+    for name, n in nodes.items():
+        if name not in grouped:
+            # an op of its own (not a key of the union-find, so never a group's root): one
+            # placement per distinct device string where nothing about the op can change it
+            dev = lone_cpu.get(n.device)
+            if dev is None:
+                dev, dtype = _place_group([name], nodes, all_nodes, touches, constraints,
+                                          default, gpu_available, allow_soft_placement,
+                                          known_tasks, gpus, notes, by_coloc)
+                if dtype == "CPU" and "task:*" not in n.device:
+                    # placed alike whatever the op (a floating ask depends on the op's state)
+                    lone_cpu[n.device] = dev
+            out[name] = dev
+            continue
+        if name in out:
+            continue
+        members = groups[uf.find(name)]
+        dev, _ = _place_group(members, nodes, all_nodes, touches, constraints, default,
+                              gpu_available, allow_soft_placement, known_tasks, gpus, notes,
+                              by_coloc)
         for m in members:
             out[m] = dev
-        if lone and full.device_type == "CPU" and "task:*" not in nodes[root].device:
-            # placed alike whatever the op (a floating ask depends on the op's state)
-            lone_cpu[nodes[root].device] = dev
-    return {name: out[name] for name in nodes}, tuple(notes)
+    if groups:
+        out = {name: out[name] for name in nodes}
+    return out, tuple(notes)
+
+
+def _place_group(members, nodes, all_nodes, touches, constraints, default, gpu_available,
+                 allow_soft_placement, known_tasks, gpus, notes, by_coloc) -> tuple[str, str]:
+    """The device string of one group (``members``; an op of its own is a group of one),
+    and the device type it asked for before any soft placement."""
+    colocs = {nodes[m].colocation for m in members if nodes[m].colocation}
+    colocs.update(k for m in members for k in touches.get(m, ()))
+    spec = None
+    for c in sorted(colocs):
+        owner = all_nodes.get(c)
+        if owner is not None and owner.device:
+            spec = DeviceSpec.parse(owner.device)
+            _check_members(spec, owner, members, nodes, allow_soft_placement)
+            break
+    if spec is None:
+        # No owner device: merge the explicit devices of the group's members in the
+        # whole graph, not only this step's, so every step places the group alike.
+        group = [nodes[m] for m in members]
+        if colocs:
+            group = list({n.name: n for c in sorted(colocs)
+                          for n in by_coloc().get(c, ())}.values()) + group
+        spec = DeviceSpec()
+        for n in group:
+            s = DeviceSpec.parse(n.device)
+            if s.conflicts_with(spec):
+                if not allow_soft_placement:
+                    raise InvalidArgumentError(
+                        f"Cannot colocate nodes {group[0].name!r} and {n.name!r}: "
+                        f"conflicting devices {spec.to_string()} and {s.to_string()} "
+                        f"(created at {n.location})")
+                continue
+            spec = s.merged_over(spec)
+    if spec.floating and not _floats(members, nodes, colocs, spec):
+        spec = replace(spec, task=None)  # pinned as a bare /job:J is: the default task
+    full = spec.merged_over(default).with_defaults()
+    checked = _check_device(full, members, nodes, gpu_available, allow_soft_placement,
+                            known_tasks, gpus, notes,
+                            _whole_group_cpu_only(members, colocs, constraints))
+    return checked.to_string(), full.device_type
 
 
 def _floats(members, nodes, colocs, spec: DeviceSpec) -> bool:

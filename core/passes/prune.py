@@ -32,22 +32,13 @@ def prune(nodes: dict[str, Node], fetches: list[tuple[str, int]], targets: list[
     producer whose every needed output is fed is dropped unless it is itself a target.
     """
     fed_ops = {n for n, _ in feeds}
-    need: set[str] = set()
-    stack = [n for n, _ in fetches if (n, _) not in feeds] + list(targets)
-    while stack:
-        name = stack.pop()
-        if name in need:
-            continue
-        need.add(name)
-        node = nodes[name]
-        for ref in node.inputs:
-            # (a ref is fed only if its op is in fed_ops: the cheaper test first)
-            if ref[0] not in need and (ref[0] not in fed_ops or ref not in feeds):
-                stack.append(ref[0])
-        for c in node.control_inputs:
-            # A fed op is replaced by its feed (as TF does): a control edge on it is satisfied.
-            if c not in need and c not in fed_ops:
-                stack.append(c)
+    roots = [n for n, _ in fetches if (n, _) not in feeds] + list(targets)
+    need = _needed_in_order(nodes, roots, fed_ops, feeds)
+    if need is None:  # not every node after its inputs: a walk from the roots
+        need = _needed(nodes, roots, fed_ops, feeds)
+    if len(need) == len(nodes):
+        # every node is needed (a fetch of the whole graph): so is every control input
+        return dict(nodes)
     out = {}
     for k, v in nodes.items():
         if k in need:
@@ -56,6 +47,51 @@ def prune(nodes: dict[str, Node], fetches: list[tuple[str, int]], targets: list[
                 v = v.replace(control_inputs=tuple([c for c in ctl if c in need]))
             out[k] = v
     return out
+
+
+def _needed_in_order(nodes, roots, fed_ops, feeds) -> set | None:
+    """The needed names by one sweep from the last node back (the common case: creation
+    order puts every node after its inputs, so a node's readers come before it in the sweep
+    and it is known needed when reached), or None when some needed node was reached before
+    a reader asked for it (an edge set by hand to a later op) or is not in ``nodes``."""
+    need = set(roots)
+    add = need.add
+    swept = 0  # needed nodes whose inputs the sweep added
+    for name, node in reversed(nodes.items()):
+        if name in need:
+            swept += 1
+            for ref in node.inputs:
+                # (a ref is fed only if its op is in fed_ops: the cheaper test first)
+                p = ref[0]
+                if p not in fed_ops or ref not in feeds:
+                    add(p)
+            for c in node.control_inputs:
+                # A fed op is replaced by its feed (as TF does): a control edge on it is
+                # satisfied.
+                if c not in fed_ops:
+                    add(c)
+    return need if swept == len(need) else None
+
+
+def _needed(nodes, roots, fed_ops, feeds) -> set:
+    """The needed names by a walk back from ``roots`` (any order of ``nodes``)."""
+    need: set[str] = set()
+    stack = list(roots)
+    push, pop, add = stack.append, stack.pop, need.add
+    while stack:
+        name = pop()
+        if name in need:
+            continue
+        add(name)
+        node = nodes[name]
+        for ref in node.inputs:
+            p = ref[0]
+            if p not in need and (p not in fed_ops or ref not in feeds):
+                push(p)
+        for c in node.control_inputs:
+            if c not in need and c not in fed_ops:
+                push(c)
+    return need
 
 
 def _deps(node: Node, nodes, feeds) -> list[str]:

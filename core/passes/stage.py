@@ -16,7 +16,7 @@ graph has no cycle (a ping-pong A → B → A needs three tasks, not two).
 """
 from __future__ import annotations
 
-from .partition import Partition, frame_op
+from .partition import Partition
 
 
 def stage(part: Partition) -> dict[str, int]:
@@ -33,7 +33,11 @@ def stage(part: Partition) -> dict[str, int]:
     """
     st: dict[str, int] = {}
     nodes = part.nodes
-    frames = {name for name, node in nodes.items() if frame_op(node)}
+    frames = set()
+    for name, node in nodes.items():  # (frame_op inline: this runs per op of every step)
+        a = node.attrs
+        if a and a.get("frame_devices"):
+            frames.add(name)
     last_frame = -1  # frame ops in graph order, each after the one before (see below)
     get = st.get
     # partition() emits nodes in topological order (a Send and its Recv right after the
@@ -80,25 +84,34 @@ def _sink_sources(nodes, st: dict[str, int], frames=frozenset()) -> dict[str, in
     # are final when it is reached; each node then tells its producers its stage.
     low: dict[str, int] = {}  # producer -> the earliest stage of its consumers so far
     pinned: set[str] = set()  # producers read on another device or by a Send
-    get = nodes.get
-    for name in reversed(nodes):
-        node = nodes[name]
+    get, low_get, pin = nodes.get, low.get, pinned.add
+    for name, node in reversed(nodes.items()):
         typ = node.type
         s = st[name]
-        if name in low and name not in pinned and typ != "_Send" and typ != "_Recv" \
-                and name not in frames and low[name] > s:
-            st[name] = s = low[name]
+        lo = low_get(name)
+        if lo is not None and lo > s and typ != "_Send" and typ != "_Recv" \
+                and name not in pinned and name not in frames:
+            st[name] = s = lo
         dev, send = node.device, typ == "_Send"
-        producers = [r[0] for r in node.inputs]
-        if node.control_inputs:
-            producers += node.control_inputs
-        for x in producers:
+        for r in node.inputs:
+            x = r[0]
             p = get(x)
             if p is None:  # a fed tensor's producer
                 continue
             if send or p.device != dev:
-                pinned.add(x)
-            elif s < low.get(x, s + 1):
-                low[x] = s
+                pin(x)
+            else:
+                lo = low_get(x)
+                if lo is None or s < lo:
+                    low[x] = s
+        for x in node.control_inputs:
+            p = get(x)
+            if p is None:
+                continue
+            if send or p.device != dev:
+                pin(x)
+            else:
+                lo = low_get(x)
+                if lo is None or s < lo:
+                    low[x] = s
     return st
-

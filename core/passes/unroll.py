@@ -20,8 +20,6 @@ two Dask hops instead of three. Feeds are shared by all steps; targets of every 
 """
 from __future__ import annotations
 
-import dataclasses
-
 from ..framework.graph_def import Node
 
 
@@ -45,8 +43,8 @@ def unroll(nodes: dict[str, Node], devices: dict[str, str], fetches: list, targe
             controls = tuple(rename(c) for c in node.control_inputs)
             if node.stateful and dev in chain:
                 controls += (chain[dev],)
-            out[new] = dataclasses.replace(
-                node, name=new,
+            out[new] = node.replace(
+                name=new,
                 inputs=tuple(ref if ref in feeds else (rename(ref[0]), ref[1])
                              for ref in node.inputs),
                 control_inputs=controls)
