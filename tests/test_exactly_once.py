@@ -436,3 +436,21 @@ def test_adam_on_two_ps_devices_completes_a_partial_step_each_part_once():
                                    rtol=1e-6)
         assert int(s.run(gs)) == 1
         assert _counts(s, once) == {"applied": 3, "dropped": 4}
+
+
+def test_an_initializer_made_before_the_block_leaves_the_ledger_uninitialised():
+    """The ledger's variables are made when the block closes: an initializer made earlier does
+    not cover them, and the step says which variable it needs (as for a slot variable)."""
+    g = tv.Graph()
+    with g.as_default():
+        w = tv.Variable(np.float32(2.0), name="w")
+        init = tv.global_variables_initializer()
+        with tv.train.exactly_once() as once:
+            train = tv.train.GradientDescentOptimizer(0.25).minimize(w * w)
+    with tv.Session(graph=g) as s:
+        s.run(init)
+        with pytest.raises(tv.errors.FailedPreconditionError,
+                           match="Attempting to use uninitialized value "
+                                 "exactly_once/ledger_0/state"):
+            s.run(train, {once.token: b"a"})
+        assert float(s.run(w)) == 2.0
