@@ -105,8 +105,12 @@ _OPEN = threading.local()  # the blocks open in this thread, by graph (nesting i
 
 
 class ExactlyOnce:
-    """An ``exactly_once`` block (see the module docstring): :attr:`token` to feed, then
-    :meth:`counters` once the block has closed."""
+    """An ``exactly_once`` block (see the module docstring).
+
+    ``token``: the scalar string placeholder (default ``b""``: no deduplication) to feed with
+    each step's token; ``ledgers``: ``(tokens, state)`` variables per region, once the block
+    has closed; ``capacity``: the tokens each ledger remembers. :meth:`counters` and
+    :meth:`report` count what the ledgers decided."""
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY, name: str = "exactly_once",
                  graph=None):
