@@ -97,11 +97,12 @@ def _send_specs(part: Partition, send_src: dict, fetch_src: list, built: list,
 class _Built:
     """One task as built before every export is known: its arguments (in first-use order)
     with their slots, its instructions, and where its ops' outputs are."""
-    __slots__ = ("key", "name", "args", "arg_slots", "instrs", "nslots", "stateful")
+    __slots__ = ("key", "name", "args", "arg_slots", "instrs", "nslots", "stateful", "base")
 
-    def __init__(self, key, name, args, arg_slots, instrs, nslots, stateful):
+    def __init__(self, key, name, args, arg_slots, instrs, nslots, stateful, base):
         self.key, self.name, self.args, self.arg_slots = key, name, args, arg_slots
         self.instrs, self.nslots, self.stateful = instrs, nslots, stateful
+        self.base = base  # op -> the slot of its first output
 
 
 class _Compiler:
@@ -156,7 +157,6 @@ class _Compiler:
         self.exports: dict[str, list] = {groups[k][0]: [] for k in self.order}
         self._export_index: dict[str, dict] = {t: {} for t in self.exports}
         self.tokens = tokens
-        self.base: dict[str, int] = {}  # op -> the slot of its first output, in its task
         self.tok: dict[str, int] = {}  # op -> its exported token's own slot
         self.needs_ctx: dict[str, bool] = {}  # op type -> its OpDef's needs_ctx
         self.out_bytes: dict[tuple, int] = {}  # (shape, dtype) -> _out_bytes
@@ -243,7 +243,8 @@ class _Compiler:
             arg_slots.append(k_slot)
             k_slot += 1
         # One instruction per op.
-        base, tok_of, tokens = self.base, self.tok, self.tokens
+        base: dict[str, int] = {}  # op of this task -> the slot of its first output
+        tok_of, tokens = self.tok, self.tokens
         needs_ctx, out_bytes = self.needs_ctx, self.out_bytes
         instrs = []
         stateful = False
@@ -255,7 +256,7 @@ class _Compiler:
                     p = ref[0]
                     if p in fed_ops and ref in feed_index:
                         in_slots.append(feed_slot[feed_index[ref]])
-                    elif task_get(p) is tname:
+                    elif p in base:  # an op of this task (before this one)
                         in_slots.append(base[p] + ref[1])
                     elif p in pair_by_recv:
                         in_slots.append(recv_slot[pair_by_recv[p].send])
@@ -270,7 +271,7 @@ class _Compiler:
                 for c in n.control_inputs:
                     if c in pair_by_recv:
                         ctl.append(recv_slot[pair_by_recv[c].send])
-                    elif task_get(c) is tname:
+                    elif c in base:
                         ctl.append(tok_of.get(c, base[c]))
                     elif (c, -1) in local_slot:
                         ctl.append(local_slot[(c, -1)])
@@ -309,7 +310,7 @@ class _Compiler:
                 stateful = True
             instrs.append(Instr(typ, name, in_slots, dict(n.attrs), outs, ctx, n.location,
                                 ctl, tok, ob))
-        return _Built(k, tname, args, arg_slots, tuple(instrs), k_slot, stateful)
+        return _Built(k, tname, args, arg_slots, tuple(instrs), k_slot, stateful, base)
 
     def task(self, b: _Built, send_by_name: dict) -> Task:
         """The task of a built group, now that its exports and every Send are known."""
@@ -330,7 +331,7 @@ class _Compiler:
                 for ref, ref_slot in slot:
                     arg_picks.append((ref_slot, src.get(ref, -1)))
                     args_out.append(a)
-        base, tok = self.base, self.tok
+        base, tok = b.base, self.tok
         export_slots = tuple(base[r[0]] + r[1] if r[1] >= 0 else tok.get(r[0], base[r[0]])
                              for r in self.exports[b.name])
         program = StageProgram(device, _device_type(device), b.nslots, tuple(arg_picks),

@@ -158,8 +158,8 @@ def optimize(nodes: dict[str, Node], fetches: list, targets: list, feeds: set,
         facts = defs.get(typ)
         if facts is None:
             d = registry[typ]
-            facts = defs[typ] = (d, d.foldable and not d.needs_ctx and "CPU" in d.kernels
-                                 and typ != "Const")
+            facts = defs[typ] = (d, fold and d.foldable and not d.needs_ctx
+                                 and "CPU" in d.kernels and typ != "Const")
         d, may_fold = facts
         if d.pass_through and not node.control_inputs and node.colocation is None:
             src = node.inputs[0]
@@ -172,8 +172,13 @@ def optimize(nodes: dict[str, Node], fetches: list, targets: list, feeds: set,
                 alias[(name, 0)] = src
                 alias_op[name] = src[0]
                 continue
-        vals = _fold_inputs(node, out, feeds, d) if fold and may_fold and node.inputs \
-            and not node.stateful and not node.control_inputs else None
+        vals = None
+        if may_fold and node.inputs and not node.stateful and not node.control_inputs:
+            # (a first input neither a constant nor read for its shape only: no fold, and no
+            # call to find that out)
+            p = out.get(node.inputs[0][0])
+            if d.shape_only or p is not None and p.type == "Const":
+                vals = _fold_inputs(node, out, feeds, d)
         if vals is not None:
             try:
                 value = d.kernels["CPU"](*vals, **node.attrs)
@@ -194,13 +199,12 @@ def optimize(nodes: dict[str, Node], fetches: list, targets: list, feeds: set,
             attrs = node.attrs
             key = (node.type, node.inputs, node.control_inputs, node.device, node.colocation,
                    node.num_outputs, _attrs_key(attrs) if attrs else ())
-            first = seen.get(key)
-            if first is not None:
+            first = seen.setdefault(key, name)  # (the key hashed once)
+            if first is not name:
                 for i in range(max(node.num_outputs, 1)):
                     alias[(name, i)] = (first, i)
                 alias_op[name] = first
                 continue
-            seen[key] = name
         out[name] = node
 
     fetches = [ref(r) for r in fetches]

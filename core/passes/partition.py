@@ -57,6 +57,7 @@ class Partition:
     devices: tuple  # sorted device strings
     fetches: tuple = ()  # the fetches, a GPU tensor replaced by its host copy
     copies: tuple = ()  # the names of the host<->device copy ops inserted
+    frames: tuple = ()  # the names of its loop frame ops (frame_op), in order
 
     def by_device(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {d: [] for d in self.devices}
@@ -199,7 +200,7 @@ def split_frames(nodes: dict[str, Node], devices: dict[str, str]) -> tuple[dict,
         return ()
     for n in nodes.values():  # (a loop, not any(): this runs per op of every step planned)
         a = n.attrs
-        if a and (("body" in a and "cond" in a) or "tape_idx" in a):
+        if a and (("body" in a and "cond" in a) or "tape_idx" in a or "frame_devices" in a):
             break
     else:
         return nodes, devices
@@ -236,7 +237,10 @@ def partition(nodes: dict[str, Node], devices: dict[str, str], feeds: set,
     """Split ``nodes`` by ``devices`` (name -> device), add host<->device copies and
     Send/Recv pairs; ``fetches`` come back in :attr:`Partition.fetches` (a GPU tensor's
     fetch reads its host copy, unless not ``fetch_to_host``)."""
+    nodes_in = nodes
     nodes, devices = split_frames(nodes, devices)
+    # (the frame ops: only where split_frames found a loop)
+    frames = () if nodes is nodes_in else tuple([k for k, n in nodes.items() if frame_op(n)])
     nodes, devices, fetches, copies = insert_copies(nodes, devices, feeds, fetches,
                                                     fetch_to_host, host_feeds)
     out: dict[str, Node] = {}
@@ -282,4 +286,4 @@ def partition(nodes: dict[str, Node], devices: dict[str, str], feeds: set,
                               for c in controls])
         out[name] = node.replace(inputs=inputs, control_inputs=controls, device=dev)
     return Partition(out, tuple(pairs.values()), tuple(sorted(set(devices.values()))),
-                     fetches, copies)
+                     fetches, copies, frames)

@@ -31,14 +31,22 @@ def prune(nodes: dict[str, Node], fetches: list[tuple[str, int]], targets: list[
     An input edge whose tensor is fed is not followed (the feed replaces its producer); a
     producer whose every needed output is fed is dropped unless it is itself a target.
     """
+    return prune_ordered(nodes, fetches, targets, feeds)[0]
+
+
+def prune_ordered(nodes: dict[str, Node], fetches, targets, feeds) -> tuple[dict, bool]:
+    """:func:`prune`, and whether its result is known to have every node after those it
+    waits for (then :func:`topological` would return it as it is; False: not known)."""
     fed_ops = {n for n, _ in feeds}
     roots = [n for n, _ in fetches if (n, _) not in feeds] + list(targets)
-    need = _needed_in_order(nodes, roots, fed_ops, feeds)
-    if need is None:  # not every node after its inputs: a walk from the roots
-        need = _needed(nodes, roots, fed_ops, feeds)
+    found = _needed_in_order(nodes, roots, fed_ops, feeds)
+    if found is None:  # not every node after its inputs: a walk from the roots
+        need, ordered = _needed(nodes, roots, fed_ops, feeds), False
+    else:
+        need, ordered = found
     if len(need) == len(nodes):
         # every node is needed (a fetch of the whole graph): so is every control input
-        return dict(nodes)
+        return dict(nodes), ordered
     out = {}
     for k, v in nodes.items():
         if k in need:
@@ -46,31 +54,39 @@ def prune(nodes: dict[str, Node], fetches: list[tuple[str, int]], targets: list[
             if ctl and not need.issuperset(ctl):
                 v = v.replace(control_inputs=tuple([c for c in ctl if c in need]))
             out[k] = v
-    return out
+    return out, ordered
 
 
-def _needed_in_order(nodes, roots, fed_ops, feeds) -> set | None:
+def _needed_in_order(nodes, roots, fed_ops, feeds) -> tuple[set, bool] | None:
     """The needed names by one sweep from the last node back (the common case: creation
     order puts every node after its inputs, so a node's readers come before it in the sweep
     and it is known needed when reached), or None when some needed node was reached before
-    a reader asked for it (an edge set by hand to a later op) or is not in ``nodes``."""
+    a reader asked for it (an edge set by hand to a later op) or is not in ``nodes``; and
+    whether every needed node comes after the needed nodes it waits for (as
+    :func:`_in_order` finds)."""
     need = set(roots)
     add = need.add
-    swept = 0  # needed nodes whose inputs the sweep added
+    done: set[str] = set()  # needed nodes the sweep has passed: later in the order
+    mark = done.add
+    ordered = True
     for name, node in reversed(nodes.items()):
         if name in need:
-            swept += 1
+            mark(name)
             for ref in node.inputs:
                 # (a ref is fed only if its op is in fed_ops: the cheaper test first)
                 p = ref[0]
                 if p not in fed_ops or ref not in feeds:
+                    if p in done:  # it waits for a later node
+                        ordered = False
                     add(p)
             for c in node.control_inputs:
+                if c in done:
+                    ordered = False
                 # A fed op is replaced by its feed (as TF does): a control edge on it is
                 # satisfied.
                 if c not in fed_ops:
                     add(c)
-    return need if swept == len(need) else None
+    return (need, ordered) if len(done) == len(need) else None
 
 
 def _needed(nodes, roots, fed_ops, feeds) -> set:

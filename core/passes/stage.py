@@ -33,11 +33,7 @@ def stage(part: Partition) -> dict[str, int]:
     """
     st: dict[str, int] = {}
     nodes = part.nodes
-    frames = set()
-    for name, node in nodes.items():  # (frame_op inline: this runs per op of every step)
-        a = node.attrs
-        if a and a.get("frame_devices"):
-            frames.add(name)
+    frames = set(part.frames)  # (the frame ops, as partition found them)
     last_frame = -1  # frame ops in graph order, each after the one before (see below)
     get = st.get
     # partition() emits nodes in topological order (a Send and its Recv right after the

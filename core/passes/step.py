@@ -32,7 +32,7 @@ from .compile import Plan, compile_plan
 from .optimize import optimize
 from .partition import Partition, partition
 from .place import Constraints, colocation_constraints, place_explained
-from .prune import prune, topological
+from .prune import prune_ordered, topological
 from .ref_fetch import ref_fetches
 from .stage import stage
 from .unroll import unroll
@@ -81,9 +81,11 @@ class Step:
 def prune_step(step: Step) -> Step:
     """Keep what the fetches and targets need (feeds cut the graph), each node after those it
     waits for (a cycle is refused, naming its ops); every placeholder left must be fed."""
-    nodes = prune(step.all_nodes, list(step.fetches), list(step.targets), step.feed_set)
+    nodes, ordered = prune_ordered(step.all_nodes, list(step.fetches), list(step.targets),
+                                   step.feed_set)
     # every later pass runs the nodes in this order; a cycle is refused here, before any run
-    nodes = topological(nodes, step.feed_set)
+    if not ordered:
+        nodes = topological(nodes, step.feed_set)
     for n in nodes.values():
         if n.type == "Placeholder":
             shp = n.attrs.get("shape")
