@@ -96,26 +96,41 @@ def cycling_batch(arrays, batch_size: int, device: str | None = None, local: boo
     takes rows ``t*B .. t*B+B-1`` (mod the row count) of every array. Returns the batch
     tensors; their reads advance a position counter (a variable on ``device``, in the local
     variables with ``local=True``, else saved in checkpoints), so ``run(..., steps=K)`` reads
-    K successive batches in one submission."""
+    K successive batches in one submission.
+
+    ``device=None`` (the default) is where the enclosing device scopes put the graph's
+    ordinary ops: in a :func:`run_replicas` ``model_fn`` (built under
+    ``replica_device_setter``) that is the replica's worker, ``ctx.device`` — not the PS,
+    where the setter sends variables — so the data stays where the batches are used."""
     import numpy as np
     g = get_default_graph()
     first = arrays[0]
     rows = int(first.shape.dims[0] if isinstance(first, (Tensor, Variable))
                else np.shape(first)[0])
-    with g.device(None), g.device(device), g.colocate_with(None), g.name_scope(name):
-        # the arrays live in (local) variables: K unrolled steps read one copy
-        data = [a.value() if isinstance(a, Variable) else a if isinstance(a, Tensor) else
-                Variable(np.asarray(a), trainable=False, name="data",
-                            collections=["local_variables"] if local else None).value()
-                for a in arrays]
-        pos = Variable(np.int64(0), trainable=False, name="position",
-                          collections=["local_variables"] if local else None)
-        p = pos.read_value()
-        idx = (p * batch_size + ops.range(batch_size, dtype=dtypes.int64)) % rows
-        with control_dependencies([idx]):
-            advance = pos.assign_add(np.int64(1))
-        with control_dependencies([advance]):
-            return [ops.gather(d, idx) for d in data]
+    with g.colocate_with(None), g.name_scope(name):
+        offsets = None  # the rows a step reads, less its offset
+        if device is None:
+            # an ordinary op: its device is the one the enclosing scopes give the replica's
+            # computation (a device function such as replica_device_setter sends variables
+            # elsewhere: the PS)
+            offsets = ops.range(batch_size, dtype=dtypes.int64)
+            device = offsets.op.device or None
+        with g.device(None), g.device(device):
+            if offsets is None:
+                offsets = ops.range(batch_size, dtype=dtypes.int64)
+            # the arrays live in (local) variables: K unrolled steps read one copy
+            data = [a.value() if isinstance(a, Variable) else a if isinstance(a, Tensor) else
+                    Variable(np.asarray(a), trainable=False, name="data",
+                             collections=["local_variables"] if local else None).value()
+                    for a in arrays]
+            pos = Variable(np.int64(0), trainable=False, name="position",
+                           collections=["local_variables"] if local else None)
+            p = pos.read_value()
+            idx = (p * batch_size + offsets) % rows
+            with control_dependencies([idx]):
+                advance = pos.assign_add(np.int64(1))
+            with control_dependencies([advance]):
+                return [ops.gather(d, idx) for d in data]
 
 
 def split_batches(queue, width: int, batch_size: int, device: str | None = None, dtype=None,
