@@ -63,6 +63,7 @@ from .replicas import ReplicaContext, _run_options
 __all__ = ["ClusterCoordinator", "Worker", "RemoteValue", "PerWorkerValues"]
 
 _log = logging.getLogger("tensorvm")
+MAX_ATTEMPTS = 5  # runs of a closure that met a transient error (not a lost worker)
 LOST_RETRY_S = 5.0  # a worker listed again at the address it was lost at: retried after this
 
 
@@ -189,14 +190,15 @@ class ClusterCoordinator:
     The coordinator initialises the variables (restoring the latest checkpoint of
     ``checkpoint_dir`` when there is one) before any closure runs; with
     ``save_checkpoint_steps`` it saves one every that many finished closures.
-    ``exactly_once=False`` builds no step-token guard.
+    ``exactly_once=False`` builds no step-token guard. ``cluster`` (a ClusterSpec or dict)
+    replaces the session's.
 
     >>> # coord = tv.train.ClusterCoordinator(session, model_fn)
     >>> # rv = coord.schedule(lambda worker: worker.run(["train_op", "loss"])[1])
     >>> # coord.join(); rv.fetch()
     """
 
-    def __init__(self, session, model_fn=None, *, job: str = "worker",
+    def __init__(self, session, model_fn=None, *, job: str = "worker", cluster=None,
                  checkpoint_dir: str | None = None, save_checkpoint_steps: int | None = None,
                  exactly_once: bool = True, max_wait_secs: float = 600.0,
                  max_recoveries: int = 10):
@@ -213,7 +215,8 @@ class ClusterCoordinator:
                 "storage")
         backend = getattr(session, "_backend", None)
         self.client, self.job = client, job
-        self.spec = getattr(backend, "spec", None) or self._spec_from_names()
+        self.spec = ClusterSpec(cluster) if cluster is not None else \
+            getattr(backend, "spec", None) or self._spec_from_names()
         if job not in self.spec.jobs:
             raise InvalidArgumentError(
                 f"ClusterCoordinator needs a cluster with a {job!r} job to schedule to; the "
@@ -332,6 +335,13 @@ class ClusterCoordinator:
         coordinator's own session."""
         with self._state_lock:
             return self._chief_sess.run(self._chief._named(fetches), feed_dict)
+
+    def session_of(self, worker: Worker) -> Session:
+        """``worker``'s session (made on first use)."""
+        with self._lock:
+            if worker.session is None:
+                worker.session = self._session(worker.graph, worker.device)
+            return worker.session
 
     @property
     def chief(self) -> Worker:
@@ -454,19 +464,24 @@ class ClusterCoordinator:
         w = self._worker(task)
         w.name = name
         w.lives += 1
-        if w.session is None:
-            w.session = self._session(w.graph, w.device)
-        try:
-            w._init_local()
-            w.generation = self.generation
-        except Exception as exc:  # noqa: BLE001
-            if self._kind(exc, w, addr) != "worker":  # a bug, not a loss: join raises it
-                _log.warning("worker %s (%s) could not start: %r", name, w.device, exc)
-                with self._lock:
-                    self._broken[task] = exc
-                self._queue.fail_all(exc)
-            self._mark_lost(task, addr, exc)
-            return
+        self.session_of(w)
+        for attempt in range(MAX_ATTEMPTS):
+            try:
+                w._init_local()
+                w.generation = self.generation
+                break
+            except Exception as exc:  # noqa: BLE001
+                kind = self._kind(exc, w, addr)
+                if kind in ("retry", "state") and attempt + 1 < MAX_ATTEMPTS:
+                    time.sleep(0.2)
+                    continue
+                if kind != "worker":  # a bug, not a loss: join raises it
+                    _log.warning("worker %s (%s) could not start: %r", name, w.device, exc)
+                    with self._lock:
+                        self._broken[task] = exc
+                    self._queue.fail_all(exc)
+                self._mark_lost(task, addr, exc)
+                return
         while True:
             closure = self._queue.get()
             if closure is None:
@@ -506,6 +521,10 @@ class ClusterCoordinator:
                     return True
                 self._queue.put_back(c)
                 return True
+            if kind == "retry" and c.attempts < MAX_ATTEMPTS:
+                _log.info("coordinator: closure run again after %r", exc)
+                self._queue.put_back(c)
+                return True
             self._queue.failed(c, exc)
             return True
         finally:
@@ -526,7 +545,9 @@ class ClusterCoordinator:
 
     def _kind(self, exc: BaseException, w: Worker, addr: str) -> str:
         """``"worker"``: ``w``'s own worker was lost (the closure moves); ``"state"``:
-        another device's worker (a PS) was lost; ``"error"``: anything else. Any error
+        another device's worker (a PS) was lost; ``"retry"``: unavailable with no device
+        named while ``w``'s worker is alive (a connection or registration that failed: run
+        again, up to :data:`MAX_ATTEMPTS` times); ``"error"``: anything else. Any error
         once ``w``'s worker has left (a step that met its restarted, uninitialised successor)
         is ``"worker"``."""
         if addr in self._gone:
@@ -541,7 +562,7 @@ class ClusterCoordinator:
             alive = addr in scheduler_identity(self.client)["workers"]
         except Exception:  # noqa: BLE001 - the scheduler itself is gone
             return "state"
-        return "state" if alive else "worker"
+        return "retry" if alive else "worker"
 
     def _mark_lost(self, task: int, addr: str, exc: BaseException) -> None:
         _log.warning("coordinator: worker task %d (%s) lost (%s); its closures go to the "

@@ -84,6 +84,7 @@ class TrainResult:
     recoveries: int
     final: dict = field(default_factory=dict)
     history: list = field(default_factory=list)
+    steps_by_worker: dict = field(default_factory=dict)  # runs per Dask worker name (async)
 
     @property
     def steps_per_s(self) -> float:
@@ -300,12 +301,19 @@ def run_replicas(model_fn, cluster=None, *, session=None, sync: bool = False,
     # the data plane the caller's session was made with ("auto" unless forced)
     plane = getattr(getattr(session, "_backend", None), "data_plane", "auto")
     announced = _Announced(session, last_step, job_name)
+    settings = _Settings(
+        sync, last_step, steps_per_run, checkpoint_dir, save_checkpoint_steps, final, job_name,
+        slow_workers, log_step_count_steps, max_recoveries, monitor, monitor_every, plane)
+    if not sync:  # on a ClusterCoordinator: steps go to whichever worker is free
+        try:
+            return _elastic(model_fn, spec, session, settings, hooks_fn, announced)
+        finally:
+            if own:
+                session.close()
     replicas = [_replica(model_fn, ReplicaContext(k, n, f"/job:worker/task:{k}", k == 0, spec),
                          sync, n_required, n, steps_per_run, plane, last_step, hooks_fn)
                 for k in range(n)]
-    training = _Training(session, spec, n, _Settings(
-        sync, last_step, steps_per_run, checkpoint_dir, save_checkpoint_steps, final, job_name,
-        slow_workers, log_step_count_steps, max_recoveries, monitor, monitor_every, plane))
+    training = _Training(session, spec, n, settings)
     # each thread runs in a copy of this context: job_api.report reaches the caller's job
     threads = [threading.Thread(target=contextvars.copy_context().run,
                                 args=(training.work, *r),
@@ -323,6 +331,21 @@ def run_replicas(model_fn, cluster=None, *, session=None, sync: bool = False,
         if own:
             session.close()
     return training.result()
+
+
+def _elastic(model_fn, spec, session, settings, hooks_fn, announced) -> TrainResult:
+    """``sync=False``: the steps on a ClusterCoordinator (:mod:`tensorvm.train.elastic_replicas`)."""
+    from .elastic_replicas import run_async
+    try:
+        gs, wall, runs, recoveries, values, history, by_name = run_async(
+            model_fn, spec, session, settings, hooks_fn, settings.final, settings.monitor,
+            announced)
+    except BaseException as exc:
+        announced.end(None, exc)
+        raise
+    announced.end(gs, None)
+    return TrainResult(gs, wall, runs, recoveries, values or {}, history=history,
+                       steps_by_worker=by_name)
 
 
 def _check_args(cluster, sync, replicas_to_aggregate, backup_workers, steps_per_run):
