@@ -61,13 +61,17 @@ class _Reruns(logging.Handler):
             self.count += 1
 
 
+SPLIT_SIZE = None  # --split-mb: the job's split size (None: the job's default)
+
+
 def run_tensorvm(address: str, urls: list, reruns: _Reruns) -> tuple[dict, dict]:
     """One word count on a new session of the cluster: ``(counts, facts)``."""
     import tensorvm as tv
     from tensorvm.jobs.wordcount import wordcount_job
     before = reruns.count
+    kw = {} if SPLIT_SIZE is None else {"split_size": SPLIT_SIZE}
     with tv.Session(address, graph=tv.Graph(), verbose=False) as s:
-        res = wordcount_job(urls).run(s)
+        res = wordcount_job(urls, **kw).run(s)
     return res.to_dict(), {"maps": res.num_map_tasks, "reducers": res.num_reducers,
                            "attempts": res.attempts, "reruns": reruns.count - before}
 
@@ -187,7 +191,11 @@ def main(argv=None):
     ap.add_argument("--memory-limit", default="2GiB")
     ap.add_argument("--dir", default=tempfile.gettempdir())
     ap.add_argument("--skip-dask", action="store_true")
+    ap.add_argument("--split-mb", type=float, default=None,
+                    help="the job's split size in MB (default: the job's own)")
     args = ap.parse_args(argv)
+    global SPLIT_SIZE
+    SPLIT_SIZE = None if args.split_mb is None else int(args.split_mb * (1 << 20))
 
     paths = make_data(args.dir, args.mb, args.files)
     urls = [f"file://{p}" for p in paths]

@@ -3,6 +3,8 @@ storage and read back, exactly, when Dask runs the task again; what cannot be ke
 not kept, and a torn or foreign file is never trusted."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -62,6 +64,7 @@ def test_runs_once_then_reads_back_and_ignores_a_torn_file(tmp_path, caplog):
 
     def task(x):
         calls.append(x)
+        time.sleep(0.01)  # work worth keeping 32 bytes for
         return StageResult((np.full(4, x),))
     assert dt.run_durable(url, task, 3)[0].tolist() == [3, 3, 3, 3]
     assert dt.run_durable(url, task, 3)[0].tolist() == [3, 3, 3, 3]
@@ -93,3 +96,11 @@ def test_only_floating_root_tasks_are_durable():
     assert url == f"file:///kept/{name}-t.0.arrow"
     dsk, _, _ = step_graph(plan, [np.ones(2, np.float32)], "t.0", 1, None)
     assert not any(v[0] is dt.run_durable for v in dsk.values())
+
+
+def test_outputs_cheaper_to_recompute_than_to_write_are_not_kept(tmp_path):
+    url = f"file://{tmp_path}/t.arrow"
+    big = np.zeros(32 << 20, np.uint8)  # 32 MiB made in no time (a TeraSort map's outputs)
+    out = dt.run_durable(url, lambda: StageResult((big,)))
+    assert out[0] is big and not (tmp_path / "t.arrow").exists()
+    assert dt.worth_keeping(32 << 20, 60.0) and not dt.worth_keeping(32 << 20, 0.05)

@@ -9,7 +9,8 @@ Hadoop and Spark keep map outputs on disk for the same reason. With
 ``RunOptions(durable_url=...)`` (the map-reduce API sets it when the job has storage every
 worker shares), each floating root task of the step writes its exports under that URL when it
 finishes (one Arrow IPC file, written whole or not at all), and the same task run again — the
-same key of the same submission — reads them back instead of running.
+same key of the same submission — reads them back instead of running. Only outputs that are
+cheap to write compared with the work that made them are kept (:func:`worth_keeping`).
 
 The file is plain Arrow (nothing is unpickled from storage). Exports it cannot hold exactly
 (a Python object, a dead tensor, a spilled bucket's handle) make the task not durable: it
@@ -17,11 +18,12 @@ runs again as before. A file that cannot be read back (torn by a crash, removed)
 and the task runs. The folder is the caller's to remove (the map-reduce job does on every exit
 path).
 
->>> import numpy as np, tempfile, pyarrow as pa
+>>> import numpy as np, tempfile, time, pyarrow as pa
 >>> url = f"file://{tempfile.mkdtemp()}/t-1.arrow"
 >>> calls = []
 >>> def task(x):
 ...     calls.append(x)
+...     time.sleep(0.01)  # (work worth keeping 96 bytes for)
 ...     return StageResult((np.arange(6.0).reshape(2, 3) * x, pa.array([b"a", b"bc"]), None))
 >>> first = run_durable(url, task, 2)
 >>> again = run_durable(url, task, 2)
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -41,6 +44,8 @@ from ..vm.results import StageResult
 
 _log = logging.getLogger("tensorvm")
 _META = b"tvm-durable"
+KEEP_COST = 0.1  # the share of a task's run time that keeping its outputs may add
+WRITE_BYTES_PER_S = 400e6  # a conservative rate of writing to local disk or shared storage
 
 
 def run_durable(url: str, fn, *args) -> StageResult:
@@ -50,9 +55,29 @@ def run_durable(url: str, fn, *args) -> StageResult:
     if kept is not None:
         _log.info("task outputs read back from %s (its first run's worker was lost)", url)
         return kept
+    t0 = time.perf_counter()
     out = fn(*args)
-    save(url, out)
+    if worth_keeping(_nbytes(out), time.perf_counter() - t0):
+        save(url, out)
     return out
+
+
+def worth_keeping(nbytes: int, run_s: float) -> bool:
+    """Whether a task's exports of ``nbytes`` are worth writing after a run of ``run_s``
+    seconds: writing them (at :data:`WRITE_BYTES_PER_S`) must cost at most
+    :data:`KEEP_COST` of the run. A word count's map task (seconds of work, megabytes of
+    combined counts) keeps its outputs; TeraSort's (a split read and cut into ranges, outputs
+    as large as its input) does not — reading them back would save little, and writing them
+    would slow every run.
+
+    >>> worth_keeping(4 << 20, 0.5), worth_keeping(64 << 20, 0.3)
+    (True, False)
+    """
+    return nbytes <= KEEP_COST * run_s * WRITE_BYTES_PER_S
+
+
+def _nbytes(values) -> int:
+    return int(sum(getattr(v, "nbytes", 0) or 0 for v in values))
 
 
 def save(url: str, values) -> bool:
