@@ -16,6 +16,8 @@ schedules them on any worker (:mod:`tensorvm.runtime.dask_plane`).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..framework.graph_def import Node
@@ -120,15 +122,18 @@ class _Compiler:
         self.feed_index = {ref: i for i, ref in enumerate(feeds)}
         self.fed_ops = {ref[0] for ref in feeds}
         self.pair_by_recv = {p.recv: p for p in part.sends}
-        # (device, stage) -> [task name, nodes, op names]
+        # (device, stage) -> [task name, nodes, op names, reads from outside the task]
         groups: dict[tuple[str, int], list] = {}
         task_of: dict[str, str] = {}  # op -> its task's name (one str object per task)
-        pair_by_recv = self.pair_by_recv
+        task_get = task_of.get
+        fed_ops, pair_by_recv = self.fed_ops, self.pair_by_recv
         # ops whose control token another task (or a control Send) waits on: their token
         # gets a slot of its own (None), so the op's output (a scatter's whole table) does
         # not move
         tokens = {p.tensor[0] for p in part.sends if p.tensor[1] < 0}
-        waits = []  # (op, its task) of ops with control inputs: checked once all are grouped
+        # One walk (in topological order, so an op's producers are grouped before it): each
+        # op's task, and the refs each task reads from outside itself (a feed, a Recv, an
+        # earlier task), in order: its arguments.
         for name, n in nodes.items():
             typ = n.type
             if typ == "_Send" or typ == "_Recv":
@@ -140,17 +145,20 @@ class _Compiler:
                 # task stream show) stops at the first dash-word holding a digit, so
                 # "tvm-g3-ps-0-cpu0-s1" read "tvm" (a floating group's "-<group>" suffix
                 # relies on that: _task_name).
-                g = groups[key] = [_task_name(graph_tag, key[0], key[1]), [], []]
+                g = groups[key] = [_task_name(graph_tag, key[0], key[1]), [], [], []]
+            t = g[0]
             g[1].append(n)
             g[2].append(name)
-            task_of[name] = g[0]
+            task_of[name] = t
+            for ref in n.inputs:
+                if task_get(ref[0]) is not t or ref[0] in fed_ops:
+                    g[3].append(ref)
             if n.control_inputs:
-                waits.append(n)
-        for n in waits:
-            t = task_of[n.name]
-            for c in n.control_inputs:
-                if c not in pair_by_recv and task_of.get(c) is not t:
-                    tokens.add(c)
+                for c in n.control_inputs:
+                    if task_get(c) is not t:
+                        g[3].append((c, -1))
+                        if c not in pair_by_recv:
+                            tokens.add(c)
         self.groups = groups
         self.task_of = task_of
         self.order = sorted(groups, key=lambda k: (k[1], k[0]))
@@ -174,54 +182,39 @@ class _Compiler:
     def build(self, k: tuple) -> _Built:
         """Group ``k``'s task but for what depends on every task (its exports, elided
         picks): its arguments and their slots, then one instruction per op."""
-        tname, group, _ = self.groups[k]
+        tname, group, _, reads = self.groups[k]
         feed_index, fed_ops, pair_by_recv = self.feed_index, self.fed_ops, self.pair_by_recv
-        task_get = self.task_of.get
+        task_of, exports, export_index = self.task_of, self.exports, self._export_index
         # Its arguments, in first-use order; the refs read from each earlier task.
         args: list = []
         feed_arg, recv_arg, task_arg = {}, {}, {}  # feed index / send / task -> argument
         local: dict = {}  # task -> the refs read from it, in first-read order
-        for n in group:
-            for ref in n.inputs:
-                p = ref[0]
-                if p in fed_ops and ref in feed_index:
-                    i = feed_index[ref]
-                    if i not in feed_arg:
-                        feed_arg[i] = a = Feed(i)
-                        args.append(a)
-                    continue
-                t = task_get(p)
-                if t is tname:
-                    continue
-                if p in pair_by_recv:
-                    send = pair_by_recv[p].send
-                    if send not in recv_arg:
-                        recv_arg[send] = a = Recv(send)
-                        args.append(a)
-                    continue
-                t = self.export(ref)[0]
-                if t not in task_arg:
-                    task_arg[t] = a = Result(t)
+        for ref in reads:
+            p = ref[0]
+            if p in fed_ops and ref in feed_index:
+                i = feed_index[ref]
+                if i not in feed_arg:
+                    feed_arg[i] = a = Feed(i)
                     args.append(a)
-                    local[t] = {}
-                local[t][ref] = None
-            for c in n.control_inputs:
-                t = task_get(c)
-                if t is tname:
-                    continue
-                if c in pair_by_recv:
-                    send = pair_by_recv[c].send
-                    if send not in recv_arg:
-                        recv_arg[send] = a = Recv(send)
-                        args.append(a)
-                    continue
-                ref = (c, -1)
-                t = self.export(ref)[0]
-                if t not in task_arg:
-                    task_arg[t] = a = Result(t)
+                continue
+            if p in pair_by_recv:
+                send = pair_by_recv[p].send
+                if send not in recv_arg:
+                    recv_arg[send] = a = Recv(send)
                     args.append(a)
-                    local[t] = {}
-                local[t][ref] = None
+                continue
+            t = task_of[p]
+            if t is tname:  # (a fed op's other output, computed here)
+                continue
+            index = export_index[t]  # (export(ref), inline)
+            if ref not in index:
+                index[ref] = len(exports[t])
+                exports[t].append(ref)
+            if t not in task_arg:
+                task_arg[t] = a = Result(t)
+                args.append(a)
+                local[t] = {}
+            local[t][ref] = None
         # Argument slots: one per feed or Recv, one per value read from an earlier task.
         arg_slots: list = []  # per argument: its slot, or [(ref, slot)] for a Result
         feed_slot, recv_slot, local_slot = {}, {}, {}
@@ -246,6 +239,7 @@ class _Compiler:
         base: dict[str, int] = {}  # op of this task -> the slot of its first output
         tok_of, tokens = self.tok, self.tokens
         needs_ctx, out_bytes = self.needs_ctx, self.out_bytes
+        make_instr = _make_instr
         instrs = []
         stateful = False
         for n in group:
@@ -308,8 +302,8 @@ class _Compiler:
                 ob = -1
             if n.stateful:
                 stateful = True
-            instrs.append(Instr(typ, name, in_slots, dict(n.attrs), outs, ctx, n.location,
-                                ctl, tok, ob))
+            instrs.append(make_instr(typ, name, in_slots, dict(n.attrs), outs, ctx, n.location,
+                                     ctl, tok, ob))
         return _Built(k, tname, args, arg_slots, tuple(instrs), k_slot, stateful, base)
 
     def task(self, b: _Built, send_by_name: dict) -> Task:
@@ -339,6 +333,38 @@ class _Compiler:
         return Task(b.name, device, st, program, tuple(args_out), b.stateful)
 
 
+_INSTR_FIELDS = ("type", "name", "args", "attrs", "outs", "needs_ctx", "location", "ctl",
+                 "tok", "out_bytes")
+
+
+def _instr_maker():
+    """A function making an :class:`~tensorvm.vm.program.Instr` from its fields, as
+    ``Instr(...)`` does, with each slot set through its descriptor: the frozen dataclass's
+    ``__init__`` looks up ``object.__setattr__`` once per field, and compile makes one Instr
+    per op planned. ``Instr`` itself where its fields are not the ten expected."""
+    if tuple(f.name for f in dataclasses.fields(Instr)) != _INSTR_FIELDS:
+        return Instr
+    s0, s1, s2, s3, s4, s5, s6, s7, s8, s9 = (getattr(Instr, f).__set__
+                                              for f in _INSTR_FIELDS)
+    new = object.__new__
+
+    def make(typ, name, args, attrs, outs, needs_ctx, location, ctl, tok, out_bytes):
+        i = new(Instr)
+        s0(i, typ)
+        s1(i, name)
+        s2(i, args)
+        s3(i, attrs)
+        s4(i, outs)
+        s5(i, needs_ctx)
+        s6(i, location)
+        s7(i, ctl)
+        s8(i, tok)
+        s9(i, out_bytes)
+        return i
+    return make
+
+
+_make_instr = _instr_maker()
 _OBJECT = np.dtype(object)
 
 
