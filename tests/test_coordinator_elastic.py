@@ -171,3 +171,45 @@ def test_a_worker_that_joins_takes_steps_at_once(hc, session):
         by_worker = coord.steps_by_worker()
     assert count == len(rvs) == sum(by_worker.values())
     assert by_worker["worker-1"] >= 10
+
+
+def test_run_replicas_gives_a_joining_worker_steps(hc, session):
+    """``run_replicas(sync=False)`` begun with worker-1 stopped: worker-1, started after 50
+    global steps, takes steps. The old ``run_replicas`` bound replica 1 to task 1 for the run
+    and, with no worker named worker-1 at the start, mapped the task onto another task's
+    worker: the worker that joined got no step (the task's device stayed elsewhere)."""
+    hc.stop_worker("worker-1")
+    X = np.random.default_rng(1).normal(size=(64, 2)).astype(np.float32)
+    counts: dict = {0: 0, 1: 0}
+    started: list = []
+    t0 = time.monotonic()
+
+    class Count(tv.train.SessionRunHook):
+        def __init__(self, task):
+            self.task = task
+
+        def after_run(self, run_context, run_values):
+            counts[self.task] += 1
+
+    def model_fn(ctx):
+        xb = tv.train.cycling_batch([X], 8, device=ctx.device)[0]
+        w = tv.Variable(np.zeros(2, np.float32), name="w_join")
+        loss = tv.reduce_mean((tv.reduce_sum(xb * w, axis=1) - 1.0) ** 2)
+        return {"loss": loss, "optimizer": tv.train.GradientDescentOptimizer(0.01)}
+
+    def monitor(step, values):
+        if not started and step >= 50:
+            hc.start_worker("worker-1")
+            started.append(step)
+        return counts[1] >= 20 or time.monotonic() - t0 > 300
+
+    r = tv.train.run_replicas(model_fn, SPEC, session=session, sync=False, last_step=10 ** 7,
+                              final=lambda ctx, g: {"w": g.get_tensor_by_name("w_join:0")},
+                              monitor=monitor, monitor_every=10,
+                              hooks_fn=lambda ctx: [Count(ctx.task)])
+    info = hc.client.scheduler_info(n_workers=-1)["workers"]
+    holder = [str(w["name"]) for w in info.values() if "tvm-dev-worker-1" in w["resources"]]
+    assert holder == ["worker-1"], holder
+    assert r.steps_by_worker.get("worker-1", 0) >= 20, r.steps_by_worker
+    # steps_per_run=1: one global step a run, each applied once
+    assert r.global_step == sum(r.steps_by_worker.values()) == sum(r.worker_runs)

@@ -40,6 +40,7 @@ class _Replicas:
         self.sessions: dict = {}  # task -> MonitoredSession
         self.left: dict = collections.defaultdict(int)  # task -> steps left in its split
         self.runs: dict = collections.defaultdict(int)  # task -> closures run
+        self.by_name: dict = collections.defaultdict(int)  # Dask worker name -> runs
         self.recoveries = 0
         self.lock = threading.Lock()
 
@@ -114,6 +115,7 @@ class _Replicas:
                 raise
             s.left[w.task] -= k
             s.runs[w.task] += 1
+            s.by_name[w.name] += 1
             if ms.should_stop():
                 s.stop.set()
             return int(out[1])
@@ -133,7 +135,7 @@ def w_run(w, ms: MonitoredSession, fetches, options, steps: int):
 def run_async(model_fn, spec, session, settings, hooks_fn, final, monitor, announced):
     """``run_replicas(sync=False)``: see the module docstring. Returns
     ``(global step, wall seconds, runs per task, recoveries, final values, history,
-    closures per Dask worker name)``."""
+    runs per Dask worker name, the exactly-once counters)``."""
     r = _Replicas(model_fn, settings, hooks_fn)
     s = settings
     coord = ClusterCoordinator(session, r.build, cluster=spec, checkpoint_dir=s.checkpoint_dir,
@@ -174,9 +176,11 @@ def run_async(model_fn, spec, session, settings, hooks_fn, final, monitor, annou
             ms.close()
         gs = int(coord.run_on_chief(chief.model["global_step"]))
         values = coord.run_on_chief(watched[1]) if watched is not None else {}
-        by_name = coord.steps_by_worker()
+        by_name = dict(r.by_name)
         recoveries = coord.recoveries + coord.worker_losses
+        counters = coord.counters()
     finally:
         coord.close()
     n = spec.num_tasks("worker")
-    return gs, wall, [r.runs.get(k, 0) for k in range(n)], recoveries, values, history, by_name
+    return (gs, wall, [r.runs.get(k, 0) for k in range(n)], recoveries, values, history,
+            by_name, counters)

@@ -12,7 +12,14 @@ workers' loops run in threads of this process; what they run executes on their D
 
 * ``sync=False`` — asynchronous (Hogwild): each worker applies its own gradients to the PS
   without waiting for the others, ``steps_per_run`` steps per submission (one Dask graph of K
-  chained steps: the per-step scheduler cost is paid once per K steps).
+  chained steps: the per-step scheduler cost is paid once per K steps). The replicas are not
+  bound to tasks: the steps are closures of a :class:`~tensorvm.train.ClusterCoordinator`
+  (:mod:`tensorvm.train.elastic_replicas`), each taken by whichever live worker of the job is
+  free, so a worker that dies loses nothing (its closure runs again elsewhere, its update
+  applied once with ``steps_per_run=1``: the step token) and a worker that joins — a Dask
+  worker named after a task of the job, absent at the start or back after a loss — takes
+  steps at once (``TrainResult.steps_by_worker``). The sections below describe the per-task
+  replicas that ``sync=True`` keeps.
 * ``sync=True`` — :class:`SyncReplicasOptimizer` with ``replicas_to_aggregate`` (default: the
   number of workers less ``backup_workers``) and every worker a replica; ``steps_per_run=K``
   runs K synchronous steps per message on the direct data plane (each waits for its token
@@ -85,6 +92,7 @@ class TrainResult:
     final: dict = field(default_factory=dict)
     history: list = field(default_factory=list)
     steps_by_worker: dict = field(default_factory=dict)  # runs per Dask worker name (async)
+    counters: dict = field(default_factory=dict)  # exactly-once: {"applied", "dropped"} (async)
 
     @property
     def steps_per_s(self) -> float:
@@ -337,7 +345,7 @@ def _elastic(model_fn, spec, session, settings, hooks_fn, announced) -> TrainRes
     """``sync=False``: the steps on a ClusterCoordinator (:mod:`tensorvm.train.elastic_replicas`)."""
     from .elastic_replicas import run_async
     try:
-        gs, wall, runs, recoveries, values, history, by_name = run_async(
+        gs, wall, runs, recoveries, values, history, by_name, counters = run_async(
             model_fn, spec, session, settings, hooks_fn, settings.final, settings.monitor,
             announced)
     except BaseException as exc:
@@ -345,7 +353,7 @@ def _elastic(model_fn, spec, session, settings, hooks_fn, announced) -> TrainRes
         raise
     announced.end(gs, None)
     return TrainResult(gs, wall, runs, recoveries, values or {}, history=history,
-                       steps_by_worker=by_name)
+                       steps_by_worker=by_name, counters=counters)
 
 
 def _check_args(cluster, sync, replicas_to_aggregate, backup_workers, steps_per_run):

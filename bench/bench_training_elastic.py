@@ -1,0 +1,157 @@
+"""Asynchronous training on a changing cluster (issue 26): ``tv.train.run_replicas(sync=False)``
+on the ClusterCoordinator, on a cluster started by hand (``dask scheduler``; ``ps-0``,
+``worker-0``, ``worker-1``, one thread each), three ways:
+
+* ``undisturbed`` — both workers throughout;
+* ``killed`` — ``kill -9`` of worker-1 (its Nanny too) at a third of the steps, restarted by
+  name 1 s later (target: wall time <= 1.25x undisturbed, every update counted once: the global
+  step equals the runs made and the exactly-once guard's ``applied``);
+* ``joined`` — the run begins with worker-0 alone and worker-1 is started 3 s in (target:
+  global steps/s once worker-1 takes steps >= 1.6x the rate before).
+
+The model is logistic regression (:mod:`tensorvm.jobs.logreg`'s data: ``--rows`` rows x
+``--features`` in two shards, one read on each worker, minibatch 128, plain SGD lr 0.05), one
+step a run (``steps_per_run=1``: each run carries a step token), ``--steps`` global steps;
+the held-out log-loss of the final weights is printed beside the true model's.
+
+Run: ``python -m bench.bench_training_elastic [--steps N] [--rows N] [--features N]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+SPEC = {"ps": 1, "worker": 2}
+
+
+def _hand_cluster(folder: Path):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from hand_cluster import HandCluster
+    return HandCluster(folder)
+
+
+def _model(rows: int, features: int, seed: int = 0):
+    import tensorvm as tv
+    from tensorvm.jobs.logreg import make_shard
+    shards = [make_shard(seed, s, rows // 2, features) for s in range(2)]
+
+    def model_fn(ctx):
+        X, y = shards[ctx.task % 2]
+        xb, yb = tv.train.cycling_batch([X, y], 128, device=ctx.device)
+        w = tv.Variable(np.zeros(features, np.float32), name="w")
+        b = tv.Variable(np.float32(0.0), name="b")
+        logits = tv.reduce_sum(xb * w, axis=1) + b
+        loss = tv.reduce_mean(tv.nn.sigmoid_cross_entropy_with_logits(labels=yb, logits=logits))
+        return {"loss": loss, "optimizer": tv.train.GradientDescentOptimizer(0.05),
+                "batch_size": 128}
+    return model_fn
+
+
+def _final(ctx, g):
+    return {"w": g.get_tensor_by_name("w:0"), "b": g.get_tensor_by_name("b:0")}
+
+
+def run(hc, kind: str, steps: int, rows: int, features: int) -> dict:
+    import tensorvm as tv
+    names = ("ps-0", "worker-0", "worker-1")
+    for name in names:
+        p = hc.procs.get(name)
+        if p is None or p.poll() is not None:
+            hc.start_worker(name)
+    hc.wait_for(names)
+    tv.Session.reset(hc.address)
+    # made with every task there (a session maps its whole ClusterSpec when made)
+    sess = tv.Session(hc.address, cluster=SPEC, graph=tv.Graph(), verbose=False)
+    if kind == "joined":
+        hc.stop_worker("worker-1")
+    events: dict = {}
+    t0 = [None]
+    first_run: dict = {}
+
+    class FirstRun(tv.train.SessionRunHook):
+        def __init__(self, task):
+            self.task = task
+
+        def after_run(self, run_context, run_values):
+            first_run.setdefault(self.task, time.monotonic())
+
+    def kill_and_restart():
+        hc.kill("worker-1")
+        events["killed"] = time.monotonic()
+        time.sleep(1.0)
+        hc.start_worker("worker-1")
+        events["restarted"] = time.monotonic()
+
+    seen: list = []  # (global step, time.monotonic()) at each monitor call
+
+    def monitor(step, values):
+        seen.append((step, time.monotonic()))
+        if t0[0] is None:
+            t0[0] = time.monotonic()
+        if kind == "killed" and "kill" not in events and step >= steps // 3:
+            events["kill"] = step
+            threading.Thread(target=kill_and_restart, daemon=True).start()
+        if kind == "joined" and "start" not in events and time.monotonic() - t0[0] >= 3.0:
+            events["start"] = time.monotonic()
+            hc.start_worker("worker-1")
+        return False
+
+    with sess:
+        r = tv.train.run_replicas(_model(rows, features), SPEC, session=sess, sync=False,
+                                  last_step=steps, final=_final, monitor=monitor,
+                                  monitor_every=50, hooks_fn=lambda ctx: [FirstRun(ctx.task)])
+    from tensorvm.jobs.logreg import B_TRUE, log_loss, make_shard, true_weights
+    Xh, yh = make_shard(0, 10_000, 20_000, features)
+    out = {"kind": kind, "wall_s": round(r.wall_s, 3), "global_step": r.global_step,
+           "runs": sum(r.worker_runs), "steps_by_worker": r.steps_by_worker,
+           "counters": r.counters, "recoveries": r.recoveries,
+           "heldout_loss": round(log_loss(Xh, yh, r.final["w"], r.final["b"]), 5),
+           "true_loss": round(log_loss(Xh, yh, true_weights(0, features), B_TRUE), 5)}
+    out["exactly_once"] = (r.global_step == out["runs"]
+                           == r.counters.get("applied", -1))
+    if kind == "joined" and 1 in first_run:
+        # global steps/s from the monitor's history, before worker-1's first step and after
+        join = first_run[1]
+        before = [(s, t) for s, t in seen if t <= join]
+        after = [(s, t) for s, t in seen if t >= join]
+        if len(before) >= 2 and len(after) >= 2:
+            rb = (before[-1][0] - before[0][0]) / (before[-1][1] - before[0][1])
+            ra = (after[-1][0] - after[0][0]) / (after[-1][1] - after[0][1])
+            out.update(join_s=round(join - t0[0], 2), steps_per_s_before=round(rb, 1),
+                       steps_per_s_after=round(ra, 1), speedup_after_join=round(ra / rb, 2))
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=6000)
+    ap.add_argument("--rows", type=int, default=40_000)
+    ap.add_argument("--features", type=int, default=100)
+    ap.add_argument("--only", choices=("undisturbed", "killed", "joined"), action="append")
+    args = ap.parse_args(argv)
+    kinds = args.only or ["undisturbed", "killed", "joined"]
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="tvm-bench-elastic-") as tmp, \
+            _hand_cluster(Path(tmp)) as hc:
+        for kind in kinds:
+            results[kind] = run(hc, kind, args.steps, args.rows, args.features)
+            print(json.dumps(results[kind]), flush=True)
+    if "undisturbed" in results and "killed" in results:
+        ratio = results["killed"]["wall_s"] / results["undisturbed"]["wall_s"]
+        print(f"killed/undisturbed wall: {ratio:.2f}x (target <= 1.25x); updates once: "
+              f"{results['killed']['exactly_once']}")
+    if "joined" in results and "speedup_after_join" in results["joined"]:
+        print(f"joined: steps/s after the join {results['joined']['speedup_after_join']:.2f}x "
+              "the rate before (target >= 1.6x)")
+    return results
+
+
+if __name__ == "__main__":
+    main()
