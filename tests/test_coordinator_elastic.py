@@ -213,3 +213,46 @@ def test_run_replicas_gives_a_joining_worker_steps(hc, session):
     assert r.steps_by_worker.get("worker-1", 0) >= 20, r.steps_by_worker
     # steps_per_run=1: one global step a run, each applied once
     assert r.global_step == sum(r.steps_by_worker.values()) == sum(r.worker_runs)
+
+
+def test_a_lost_ps_fails_the_closure_without_a_checkpoint_dir(hc, session):
+    """ps-0 killed: the next closure fails with UnavailableError naming the PS device (its
+    variables are gone), and ``join`` raises it, as TF 2's coordinator does."""
+    with ClusterCoordinator(session, _counter()) as coord:
+        coord.schedule(_step).fetch()
+        hc.kill("ps-0")
+        hc.wait_for((), gone=("ps-0",))
+        rv = coord.schedule(_step)
+        pattern = r"device /job:ps/replica:0/task:0/device:CPU:0 is unavailable: its worker"
+        with pytest.raises(tv.errors.UnavailableError, match=pattern):
+            coord.join()
+        with pytest.raises(tv.errors.UnavailableError, match=pattern):
+            rv.fetch()
+        assert coord.recoveries == 0
+
+
+def test_a_lost_ps_is_restored_from_the_checkpoint(hc, session, tmp_path):
+    """With ``checkpoint_dir``: ps-0 killed mid-run and restarted 1 s later; the coordinator
+    waits for it, restores the latest checkpoint (saved every 20 closures) and runs the failed
+    closures again: no error, and the counter lost at most the steps since that checkpoint."""
+    n, every = 200, 20
+    go = threading.Event()
+
+    def step(w):
+        if w.finished >= 30:
+            go.set()
+        return _step(w)
+
+    with ClusterCoordinator(session, _counter(), checkpoint_dir=f"file://{tmp_path}/ck",
+                            save_checkpoint_steps=every) as coord:
+        rvs = [coord.schedule(step) for _ in range(n)]
+        assert go.wait(120)
+        hc.kill("ps-0")
+        time.sleep(1.0)
+        hc.start_worker("ps-0")
+        coord.join()
+        assert all(rv.fetch() in ("worker-0", "worker-1") for rv in rvs)
+        count = int(coord.run_on_chief("count"))
+        recoveries = coord.recoveries
+    assert recoveries == 1
+    assert n - every - 2 <= count <= n, count

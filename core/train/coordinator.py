@@ -243,6 +243,7 @@ class ClusterCoordinator:
         self.worker_losses = 0  # closures put back because their worker was lost
         self.generation = 0  # bumped when the PS state is created again
         self._state_lock = threading.Lock()
+        self._recovering = threading.Lock()  # one recovery from a PS loss at a time
         self._chief = self._worker(min(t for j, t in self.spec.tasks() if j == job))
         ps = "ps" if "ps" in self.spec.jobs else job
         self._chief_sess = self._session(self._chief.graph, f"/job:{ps}/task:0")
@@ -498,6 +499,7 @@ class ClusterCoordinator:
             return False
         c.attempts += 1
         c.workers.append(w.name)
+        generation = self.generation  # the PS state this run starts from
         try:
             if w.generation != self.generation:  # the PS state was restored since
                 w._init_local()
@@ -515,7 +517,7 @@ class ClusterCoordinator:
                 return False
             if kind == "state" and self._dir is not None:
                 try:
-                    self._recover(exc, self.generation)
+                    self._recover(exc, generation)
                 except BaseException as again:  # noqa: BLE001
                     self._queue.failed(c, again)
                     return True
@@ -592,7 +594,7 @@ class ClusterCoordinator:
     def _recover(self, exc: BaseException, seen: int) -> None:
         """A PS was lost (its state with it): once per loss, wait until its task has a
         worker again, then initialise and restore the latest checkpoint."""
-        with self._lock:
+        with self._recovering:
             if self.generation != seen:
                 return  # another thread recovered from this loss already
             self.recoveries += 1
@@ -616,7 +618,10 @@ class ClusterCoordinator:
             self._finished += 1
             due = self._dir and self._save_every and self._finished % self._save_every == 0
         if due:
-            self.save()
+            try:
+                self.save()
+            except Exception:  # noqa: BLE001 - a PS lost meanwhile: the next closure says so
+                _log.warning("coordinator: the checkpoint could not be saved", exc_info=True)
 
     def save(self, path: str | None = None) -> str | None:
         """Save a checkpoint of the PS variables (to ``checkpoint_dir`` by default, at the
