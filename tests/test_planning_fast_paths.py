@@ -1,13 +1,16 @@
 """The planning passes' fast paths (issue 22: plan ~100k ops in <= 2 CPU-s) give what the
-general paths give: ``Node.replace`` is ``dataclasses.replace``; placement reuses a lone op's
-device only where nothing about the op itself could change it."""
+general paths give: ``Node.replace`` changes only the fields named; placement reuses a lone
+op's device only where nothing about the op itself could change it; prune's sweep finds what
+the walk finds and says when the order is not known; compile's slot numbering."""
 import dataclasses
 
 import pytest
 
 from tensorvm.framework.errors import InvalidArgumentError
 from tensorvm.framework.graph_def import Node
+from tensorvm.passes.compile import compile_plan
 from tensorvm.passes.place import place, place_explained
+from tensorvm.passes.prune import prune, prune_ordered, topological
 from tensorvm.passes.stage import stage
 from tensorvm.passes.partition import partition
 
@@ -65,3 +68,105 @@ def test_sources_sink_to_their_earliest_consumer_on_their_device_only():
     devs = {"a": "/A", "b": "/B", "c": "/A", "d": "/A", "e": "/A", "k": "/A", "f": "/B"}
     st = stage(partition(nodes, devs, set()))
     assert (st["a"], st["b"], st["d"], st["c"], st["k"], st["e"]) == (0, 1, 2, 2, 0, 2)
+
+
+# ---- prune: one sweep from the last node, or the walk when the order is not topological ----
+
+def _walk_needed(nodes, roots, feeds):
+    """The needed names, by the plain walk back from the roots (the reference)."""
+    need, stack = set(), list(roots)
+    while stack:
+        n = stack.pop()
+        if n in need:
+            continue
+        need.add(n)
+        stack += [r[0] for r in nodes[n].inputs if r not in feeds]
+        stack += [c for c in nodes[n].control_inputs if c not in {f[0] for f in feeds}]
+    return need
+
+
+def test_prune_by_sweep_matches_the_walk_and_says_the_order_is_known():
+    nodes = {"x": Node("x", "Placeholder"), "a": Node("a", "Const"),
+             "b": Node("b", "Neg", (("a", 0),)), "dead": Node("dead", "Neg", (("b", 0),)),
+             "c": Node("c", "Add", (("b", 0), ("x", 0)), ("a",)),
+             "d": Node("d", "Neg", (("c", 0),))}
+    out, ordered = prune_ordered(nodes, [("d", 0)], [], {("x", 0)})
+    assert list(out) == ["a", "b", "c", "d"] and ordered
+    assert set(out) == _walk_needed(nodes, ["d"], {("x", 0)})
+    assert prune(nodes, [("d", 0)], [], {("x", 0)}) == out
+
+
+def test_prune_of_an_op_reading_a_later_op_finds_every_needed_op():
+    # "a" waits (control edge set by hand) for "z", made after it: the sweep from the last
+    # node reaches "z" before anyone asks for it, so the walk must take over
+    nodes = {"a": Node("a", "Const", control_inputs=("z",)),
+             "b": Node("b", "Neg", (("a", 0),)), "y": Node("y", "Const"),
+             "z": Node("z", "Neg", (("y", 0),)), "u": Node("u", "Const")}
+    out, ordered = prune_ordered(nodes, [("b", 0)], [], set())
+    assert set(out) == {"a", "b", "y", "z"} == _walk_needed(nodes, ["b"], set())
+    assert not ordered  # "a" comes before "z", which it waits for
+    assert list(topological(out)) == ["y", "z", "a", "b"]
+
+
+def test_prune_says_not_ordered_when_a_kept_op_waits_for_a_later_one_the_sweep_saw():
+    # "z" is a fetch (so the sweep knows it is needed) and "a" waits for it: every needed
+    # op is found by the sweep, but the order is not topological
+    nodes = {"a": Node("a", "Const", control_inputs=("z",)), "z": Node("z", "Const")}
+    out, ordered = prune_ordered(nodes, [("a", 0), ("z", 0)], [], set())
+    assert set(out) == {"a", "z"} and not ordered
+    assert list(topological(out)) == ["z", "a"]
+    # the same through a data edge
+    nodes = {"a": Node("a", "Neg", (("z", 0),)), "z": Node("z", "Const")}
+    out, ordered = prune_ordered(nodes, [("a", 0), ("z", 0)], [], set())
+    assert set(out) == {"a", "z"} and not ordered
+    assert list(topological(out)) == ["z", "a"]
+
+
+def test_prune_of_a_missing_input_raises_as_the_walk_does():
+    nodes = {"b": Node("b", "Neg", (("gone", 0),))}
+    with pytest.raises(KeyError, match="gone"):
+        prune(nodes, [("b", 0)], [], set())
+
+
+def test_prune_keeps_only_needed_control_inputs_when_part_of_the_graph_goes():
+    nodes = {"f": Node("f", "Placeholder"), "a": Node("a", "Const"),
+             "b": Node("b", "Neg", (("a", 0),), ("f",))}
+    out = prune(nodes, [("b", 0)], [], {("f", 0)})
+    assert list(out) == ["a", "b"] and out["b"].control_inputs == ()
+
+
+# ---- place: groups and lone ops placed in graph order ----------------------------------------
+
+def test_soft_placement_notes_follow_graph_order_across_groups_and_lone_ops():
+    nodes = {"a": Node("a", "Neg", device="/gpu:0"),
+             "v": Node("v", "VariableV2", device="/gpu:0", colocation="v"),
+             "u": Node("u", "AsString", (("v", 0),), colocation="v"),
+             "b": Node("b", "Neg", device="/gpu:0")}
+    devs, notes = place_explained(nodes, "/job:w/task:0", gpus={("w", 0): 1})
+    assert list(devs) == ["a", "v", "u", "b"]
+    assert devs["v"] == devs["u"] == "/job:w/replica:0/task:0/device:CPU:0"  # (AsString)
+    assert devs["a"] == devs["b"] == "/job:w/replica:0/task:0/device:GPU:0"
+    assert [f.ops[0] for f in notes] == ["u"]
+    # no GPU at all: every group falls back, and the notes come in graph order
+    devs, notes = place_explained(nodes, "/job:w/task:0", gpus=0)
+    assert set(devs.values()) == {"/job:w/replica:0/task:0/device:CPU:0"}
+    assert [f.ops for f in notes] == [("a",), ("u", "v"), ("b",)]
+
+
+# ---- compile: slots numbered from each op's base ---------------------------------------------
+
+def test_a_control_token_read_by_another_task_gets_a_slot_of_its_own():
+    # "w" on /A is waited for (control edge) by "r" on /B: its token leaves the task in a
+    # slot of its own (None), not its output
+    nodes = {"x": Node("x", "Const", device="/A", num_outputs=1),
+             "w": Node("w", "Neg", (("x", 0),), device="/A"),
+             "r": Node("r", "Const", control_inputs=("w",), device="/B")}
+    devs = {"x": "/A", "w": "/A", "r": "/B"}
+    part = partition(nodes, devs, set(), [("w", 0), ("r", 0)])
+    plan = compile_plan(part, stage(part), list(part.fetches), [])
+    t0 = plan.tasks[0]
+    instr = {i.name: i for i in t0.program.instrs}
+    assert instr["x"].outs == (0,) and instr["w"].args == (0,) and instr["w"].outs == (1,)
+    assert instr["w"].tok == 2 and t0.program.nslots == 3
+    # its exports: the fetched output, then the token (read by the control Send)
+    assert set(t0.program.exports) == {1, 2}
