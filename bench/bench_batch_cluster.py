@@ -2,7 +2,7 @@
 is: a worker killed, a worker joining, a worker slowed (issue 23).
 
     python bench/bench_batch_cluster.py [--mb 200] [--files 16] [--memory-limit 2GiB]
-                                        [--skip-dask]
+                                        [--skip-dask] [--undisturbed-only] [--split-mb MB]
 
 The cluster: ``dask scheduler`` and two ``dask worker --name worker-N --nthreads 1
 --memory-limit M`` processes (:mod:`hand_cluster` of the tests), joined by address with no
@@ -17,6 +17,9 @@ the counts back to the driver. Scenarios, each timed from the job's start to its
 * ``slowed``: worker-1 stopped 0.2 s of every 0.3 s (SIGSTOP/SIGCONT) — a third of a CPU;
 * ``dask.bag`` undisturbed and slowed, on the same cluster
   (``read_text().str.split().flatten().frequencies()``).
+
+``--undisturbed-only`` runs the undisturbed rows alone (the issue's small-files figure:
+``--mb 100 --files 2000``).
 
 Each line gives the seconds, the ratio to its undisturbed run, a checksum of the counts (all
 equal to pyarrow's on this machine, or the run is refused), the map tasks, the attempts and
@@ -135,7 +138,8 @@ def ensure_both(hc: HandCluster) -> None:
     hc.wait_for(WORKERS)
 
 
-def scenarios(hc: HandCluster, urls: list, paths: list, ref: dict, skip_dask: bool) -> list:
+def scenarios(hc: HandCluster, urls: list, paths: list, ref: dict, skip_dask: bool,
+              disturbed_too: bool = True) -> list:
     """``[(name, seconds, ratio, checksum, facts)]`` of every scenario, in order."""
     reruns = _Reruns()
     logging.getLogger("tensorvm").addHandler(reruns)
@@ -165,20 +169,22 @@ def scenarios(hc: HandCluster, urls: list, paths: list, ref: dict, skip_dask: bo
         base = one("undisturbed", quiet)
         if base is None:
             return rows
-        one("killed at half time", kill_at(hc, base / 2), base)
-        ensure_both(hc)
-        hc.stop_worker("worker-1")
-        alone = one("one worker", quiet, base)
-        one("joining at 3 s", join_at(hc, 3.0), alone or 0.0)
-        ensure_both(hc)
-        one("slowed (0.2 of 0.3 s)", slowed(hc), base)
+        if disturbed_too:
+            one("killed at half time", kill_at(hc, base / 2), base)
+            ensure_both(hc)
+            hc.stop_worker("worker-1")
+            alone = one("one worker", quiet, base)
+            one("joining at 3 s", join_at(hc, 3.0), alone or 0.0)
+            ensure_both(hc)
+            one("slowed (0.2 of 0.3 s)", slowed(hc), base)
         if not skip_dask:
             from distributed import Client
             with Client(hc.address, set_as_default=False) as client:
                 def bag():
                     return dask_bag(client, paths), {}
                 bag_base = one("dask.bag undisturbed", quiet, None, bag)
-                one("dask.bag slowed", slowed(hc), bag_base or 0.0, bag)
+                if disturbed_too:
+                    one("dask.bag slowed", slowed(hc), bag_base or 0.0, bag)
     finally:
         logging.getLogger("tensorvm").removeHandler(reruns)
     return rows
@@ -191,6 +197,8 @@ def main(argv=None):
     ap.add_argument("--memory-limit", default="2GiB")
     ap.add_argument("--dir", default=tempfile.gettempdir())
     ap.add_argument("--skip-dask", action="store_true")
+    ap.add_argument("--undisturbed-only", action="store_true",
+                    help="only the undisturbed runs (e.g. --mb 100 --files 2000: small files)")
     ap.add_argument("--split-mb", type=float, default=None,
                     help="the job's split size in MB (default: the job's own)")
     args = ap.parse_args(argv)
@@ -208,7 +216,7 @@ def main(argv=None):
         for name in WORKERS:
             hc.start_worker(name)
         hc.wait_for(WORKERS)
-        rows = scenarios(hc, urls, paths, ref, args.skip_dask)
+        rows = scenarios(hc, urls, paths, ref, args.skip_dask, not args.undisturbed_only)
 
     print(f"\n{'scenario':24s} {'s':>7s} {'ratio':>6s}  {'checksum':8s}  facts")
     for name, secs, ratio, crc, facts in rows:
