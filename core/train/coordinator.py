@@ -51,131 +51,19 @@ import uuid
 from ..framework.device_spec import DeviceSpec
 from ..framework.errors import (FailedPreconditionError, InvalidArgumentError,
                                 UnavailableError)
-from ..framework.graph import Graph, device
 from ..runtime.cluster import events as cluster_events
 from ..runtime.cluster.spec import ClusterSpec, scheduler_identity
 from ..runtime.session import Session
 from ..runtime.wire_names import TOPIC_WORKERS
-from .device_setter import replica_device_setter
+from .coordinator_worker import Worker
 from .remote_value import Closure, ClosureQueue, PerWorkerValues, RemoteValue
-from .replicas import ReplicaContext, _run_options
+from .replicas import ReplicaContext
 
 __all__ = ["ClusterCoordinator", "Worker", "RemoteValue", "PerWorkerValues"]
 
 _log = logging.getLogger("tensorvm")
 MAX_ATTEMPTS = 5  # runs of a closure that met a transient error (not a lost worker)
 LOST_RETRY_S = 5.0  # a worker listed again at the address it was lost at: retried after this
-
-
-class Worker:
-    """One task of the job ``worker`` as the coordinator runs closures on it; the first
-    argument of every scheduled function. ``task``, ``device``, ``name`` (its Dask worker's
-    name), ``graph`` (its replica graph), ``model`` (what ``model_fn`` returned there),
-    ``session`` (its :class:`~tensorvm.Session`), ``ctx`` (the ``ReplicaContext``)."""
-
-    def __init__(self, coord: ClusterCoordinator, ctx: ReplicaContext):
-        self.ctx, self.task, self.device = ctx, ctx.task, ctx.device
-        self.name: str | None = None
-        self.graph = Graph()
-        self.model = None
-        self.once = None  # the exactly-once guard of the graph's updates
-        self._coord = coord
-        self._setter = replica_device_setter(cluster=ctx.cluster, worker_device=ctx.device)
-        self._values: dict = {}  # PerWorkerValues name -> the value built here
-        self._local_init = (None, -1)  # (op, local variables it covers)
-        self._opts: dict = {}  # fetch names -> RunOptions (the data plane)
-        self._token: bytes | None = None
-        self._runs = 0
-        self.session: Session | None = None
-        self.finished = 0  # closures that finished here
-        self.lives = 0  # threads started for it (a worker lost and back: 2)
-        self.generation = -1  # the coordinator's state generation its local state is of
-
-    def __repr__(self):
-        return f"<Worker {self.device} on {self.name!r}>"
-
-    def _build(self, model_fn) -> None:
-        with self.graph.as_default(), device(self._setter):
-            from .optimizers import get_or_create_global_step
-            get_or_create_global_step()
-            if model_fn is None:
-                return
-            if self._coord._exactly_once:
-                from .exactly_once import exactly_once
-                with exactly_once() as once:
-                    self.model = model_fn(self.ctx)
-                self.once = once
-            else:
-                self.model = model_fn(self.ctx)
-
-    def value_of(self, per_worker: PerWorkerValues):
-        """This worker's value of ``per_worker`` (built in its graph on first use, its new
-        local variables initialised)."""
-        if per_worker.name not in self._values:
-            from ..ops.state.variables import variables_initializer
-            with self.graph.as_default():
-                before = set(map(id, _locals(self.graph)))
-                with device(self._setter):
-                    value = per_worker.fn(self.ctx)
-                new = [v for v in _locals(self.graph) if id(v) not in before]
-                if new:
-                    self.session.run(variables_initializer(new))
-            self._values[per_worker.name] = value
-        return self._values[per_worker.name]
-
-    def _init_local(self) -> None:
-        """Run the graph's local initialisers (its input positions, buffers): on every new
-        life of the worker, and after the PS state was restored."""
-        from .monitored_session import Scaffold
-        n = len(_locals(self.graph))
-        op, covered = self._local_init
-        if covered != n:
-            op = Scaffold.default_local_init_op(self.graph)
-            self._local_init = (op, n)
-        if op is not None:
-            self.session.run(op)
-
-    def run(self, fetches, feed_dict=None, steps: int = 1, options=None):
-        """``Session.run`` of this worker's replica graph, on the direct data plane unless an
-        op may block, with the closure's step token fed to the exactly-once guard (``steps=1``
-only: the guard gives the K steps of one run one token). A string
-        fetch names an entry of ``model`` (a dict) or a graph element."""
-        fetches = self._named(fetches)
-        feeds = dict(feed_dict or {})
-        # one token a run: a run of K steps (which would apply only its first) is unguarded
-        if self.once is not None and self._token is not None and steps == 1:
-            feeds[self.once.token] = b"%s/%d" % (self._token, self._runs)
-        self._runs += 1
-        if options is None:
-            flat = _flatten(fetches)
-            key = tuple(getattr(f, "name", id(f)) for f in flat)
-            if key not in self._opts:
-                self._opts[key] = _run_options(self._coord._plane, *flat)
-            options = self._opts[key]
-        return self.session.run(fetches, feeds or None, options, steps=steps)
-
-    def _named(self, fetches):
-        if isinstance(fetches, str):
-            if isinstance(self.model, dict) and fetches in self.model:
-                return self.model[fetches]
-            return self.graph.as_graph_element(fetches)
-        if isinstance(fetches, (list, tuple)) and not hasattr(fetches, "_fields"):
-            return type(fetches)(self._named(f) for f in fetches)
-        if isinstance(fetches, dict):
-            return {k: self._named(v) for k, v in fetches.items()}
-        return fetches
-
-
-def _locals(graph) -> list:
-    return list(graph.get_collection("local_variables"))
-
-
-def _flatten(x) -> list:
-    if isinstance(x, dict):
-        return [y for v in x.values() for y in _flatten(v)]
-    if isinstance(x, (list, tuple)):
-        return [y for v in x for y in _flatten(v)]
-    return [x]
 
 
 class ClusterCoordinator:
