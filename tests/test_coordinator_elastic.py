@@ -256,3 +256,15 @@ def test_a_lost_ps_is_restored_from_the_checkpoint(hc, session, tmp_path):
         recoveries = coord.recoveries
     assert recoveries == 1
     assert n - every - 2 <= count <= n, count
+
+
+def test_a_session_joined_by_address_reads_the_jobs_from_the_worker_names(hc, session):
+    """No ClusterSpec (``tv.Session(address)``): the jobs and tasks are those of the workers
+    named ``<job>-<k>`` (ps-0, worker-0, worker-1 here)."""
+    with tv.Session(hc.address, graph=tv.Graph(), verbose=False) as bare:
+        with ClusterCoordinator(bare, _counter()) as coord:
+            assert (coord.spec.num_tasks("ps"), coord.spec.num_tasks("worker")) == (1, 2)
+            rvs = [coord.schedule(_step) for _ in range(20)]
+            coord.join()
+            assert int(coord.run_on_chief("count")) == 20
+            assert set(coord.fetch(rvs)) <= {"worker-0", "worker-1"}
