@@ -211,13 +211,13 @@ class ClusterCoordinator:
 
     def counters(self) -> dict:
         """The exactly-once guard's counts over the PS ledgers: ``{"applied", "dropped"}``
-        (updates applied, late twins dropped); ``{}`` without the guard."""
+        (updates applied, late twins dropped), also sent to the running job's page
+        (``tv.job.report``); ``{}`` without the guard or with no update to guard."""
         once = self._chief.once
-        if once is None:
+        if once is None or not once.ledgers:
             return {}
         with self._state_lock:
-            out = self._chief_sess.run(once.counters())
-        return {k: int(v) for k, v in out.items()}
+            return once.report(self._chief_sess)
 
     def run_on_chief(self, fetches, feed_dict=None):
         """Run ``fetches`` of the chief's replica graph (e.g. read the variables) in the
