@@ -6,7 +6,7 @@ included) mid-run and restarted 1 s later, a worker that joins a run begun witho
 Each step adds one to a PS counter: the counter equals the number of scheduled steps exactly
 when every step was applied once. Failures first: before the coordinator nothing scheduled
 steps to whichever worker was free (``run_replicas`` bound a replica to a task for the whole
-run, and a worker that joined got nothing: ``test_run_replicas_gives_a_joining_worker_steps``
+run, and one absent at the start stopped the run: ``test_run_replicas_gives_a_joining_worker_steps``
 fails on the old ``run_replicas``); without the step token (``exactly_once=False``, TF 2's
 at-least-once) the update of a step whose worker died after it reached the PS counts twice.
 """
@@ -175,9 +175,9 @@ def test_a_worker_that_joins_takes_steps_at_once(hc, session):
 
 def test_run_replicas_gives_a_joining_worker_steps(hc, session):
     """``run_replicas(sync=False)`` begun with worker-1 stopped: worker-1, started after 50
-    global steps, takes steps. The old ``run_replicas`` bound replica 1 to task 1 for the run
-    and, with no worker named worker-1 at the start, mapped the task onto another task's
-    worker: the worker that joined got no step (the task's device stayed elsewhere)."""
+    global steps, takes steps. The old ``run_replicas`` bound replica 1 to task 1 for the
+    whole run and could not even start without worker-1: replica 1's session failed to map
+    its task (UnavailableError), and the run ended in a KeyError; worker-1 got no step."""
     hc.stop_worker("worker-1")
     X = np.random.default_rng(1).normal(size=(64, 2)).astype(np.float32)
     counts: dict = {0: 0, 1: 0}
