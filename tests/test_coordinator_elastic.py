@@ -7,8 +7,8 @@ Each step adds one to a PS counter: the counter equals the number of scheduled s
 when every step was applied once. Failures first: before the coordinator nothing scheduled
 steps to whichever worker was free (``run_replicas`` bound a replica to a task for the whole
 run, and a worker absent at the start stopped the run:
-``test_run_replicas_gives_a_joining_worker_steps`` fails on the old ``run_replicas``); without the step token (``exactly_once=False``, TF 2's
-at-least-once) the update of a step whose worker died after it reached the PS counts twice.
+``test_run_replicas_gives_a_joining_worker_steps`` fails on the old ``run_replicas``); without
+the step token (``exactly_once=False``, TF 2's at-least-once) the update of a step whose worker died after it reached the PS counts twice.
 """
 from __future__ import annotations
 

@@ -342,7 +342,8 @@ def run_replicas(model_fn, cluster=None, *, session=None, sync: bool = False,
 
 
 def _elastic(model_fn, spec, session, settings, hooks_fn, announced) -> TrainResult:
-    """``sync=False``: the steps on a ClusterCoordinator (:mod:`tensorvm.train.elastic_replicas`)."""
+    """``sync=False``: the steps on a ClusterCoordinator
+    (:mod:`tensorvm.train.elastic_replicas`)."""
     from .elastic_replicas import run_async
     try:
         gs, wall, runs, recoveries, values, history, by_name, counters = run_async(
