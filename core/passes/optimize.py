@@ -48,8 +48,8 @@ def _attrs_key(attrs: dict) -> tuple:
     items = []
     for k, v in attrs.items():
         cls = v.__class__
-        if cls is np.ndarray and v.dtype.kind != "O" and v.nbytes <= 4096:
-            items.append((k, ("nd", v.dtype.str, v.shape, v.tobytes())))
+        if cls is np.ndarray and v.nbytes <= 4096 and (dt := v.dtype).kind != "O":
+            items.append((k, ("nd", dt.str, v.shape, v.tobytes())))
         elif cls is str or cls is int or cls is float or cls is bool or v is None or \
                 cls is DType:  # (a DType is hashable and never callable)
             items.append((k, v))
@@ -129,6 +129,7 @@ def optimize(nodes: dict[str, Node], fetches: list, targets: list, feeds: set,
     alias_op: dict[str, str] = {}  # node name -> node that replaces it (control edges)
     seen: dict[tuple, str] = {}
     fed_ops = {r[0] for r in feeds}
+    alias_get = alias.get
     defs: dict[str, tuple] = {}  # op type -> (OpDef, whether its ops may fold)
 
     def ref(r):
@@ -149,9 +150,11 @@ def optimize(nodes: dict[str, Node], fetches: list, targets: list, feeds: set,
                 else:
                     ins = None  # nothing to rewrite
             if ins is not None:
+                new_ins = []
+                for r in ins:
+                    new_ins.append(r if r[0] in fed_ops and r in feeds else alias_get(r, r))
                 node = node.replace(
-                    inputs=tuple([r if r[0] in fed_ops and r in feeds else alias.get(r, r)
-                                  for r in ins]),
+                    inputs=tuple(new_ins),
                     control_inputs=tuple(dict.fromkeys([alias_op.get(c, c) for c in ctl]))
                     if ctl else ())
         typ = node.type
@@ -201,8 +204,11 @@ def optimize(nodes: dict[str, Node], fetches: list, targets: list, feeds: set,
                    node.num_outputs, _attrs_key(attrs) if attrs else ())
             first = seen.setdefault(key, name)  # (the key hashed once)
             if first is not name:
-                for i in range(max(node.num_outputs, 1)):
-                    alias[(name, i)] = (first, i)
+                if node.num_outputs <= 1:
+                    alias[(name, 0)] = (first, 0)
+                else:
+                    for i in range(node.num_outputs):
+                        alias[(name, i)] = (first, i)
                 alias_op[name] = first
                 continue
         out[name] = node
