@@ -70,6 +70,15 @@ class Node(namedtuple("_NodeRecord", _FIELDS)):
             raise TypeError(f"Node has no field {e.args[0]!r}") from None
         return _tuple_new(Node, vals)
 
+    def rewired(self, inputs: tuple, control_inputs: tuple, device: str) -> "Node":
+        """A copy with these ``inputs``, ``control_inputs`` and ``device`` (as
+        :meth:`replace`, positionally: partition copies every node so)."""
+        (name, typ, _, _, attrs, _, colocation, stateful, num_outputs, location, out_dtypes,
+         in_shapes, in_dtypes, out_shapes) = self
+        return _tuple_new(Node, (name, typ, inputs, control_inputs, attrs, device, colocation,
+                                 stateful, num_outputs, location, out_dtypes, in_shapes,
+                                 in_dtypes, out_shapes))
+
     def __setattr__(self, name, value):
         raise FrozenInstanceError(f"cannot assign to field {name!r}")
 

@@ -153,10 +153,10 @@ def optimize(nodes: dict[str, Node], fetches: list, targets: list, feeds: set,
                 new_ins = []
                 for r in ins:
                     new_ins.append(r if r[0] in fed_ops and r in feeds else alias_get(r, r))
-                node = node.replace(
-                    inputs=tuple(new_ins),
-                    control_inputs=tuple(dict.fromkeys([alias_op.get(c, c) for c in ctl]))
-                    if ctl else ())
+                node = node.rewired(
+                    tuple(new_ins),
+                    tuple(dict.fromkeys([alias_op.get(c, c) for c in ctl])) if ctl else (),
+                    node.device)
         typ = node.type
         facts = defs.get(typ)
         if facts is None:

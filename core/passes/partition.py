@@ -284,6 +284,6 @@ def partition(nodes: dict[str, Node], devices: dict[str, str], feeds: set,
         if controls:
             controls = tuple([c if devices[c] == dev else recv_for((c, -1), dev)
                               for c in controls])
-        out[name] = node.replace(inputs=inputs, control_inputs=controls, device=dev)
+        out[name] = node.rewired(inputs, controls, dev)
     return Partition(out, tuple(pairs.values()), tuple(sorted(set(devices.values()))),
                      fetches, copies, frames)
