@@ -324,7 +324,7 @@ class SyncReplicasOptimizer(Optimizer):
                 if gs_attrs.get("var_name") else None
             by_device: dict[str, list] = {}
             for g, v in gv:
-                by_device.setdefault(v.op.colocation or v.op.name, []).append((g, v))
+                by_device.setdefault(_accumulator_key(v), []).append((g, v))
             applied, taken, acc_inits = [], [], []
             for key, group_gv in sorted(by_device.items()):
                 acc = f"{base}/acc/{key}"
@@ -407,6 +407,18 @@ class SyncReplicasOptimizer(Optimizer):
 
     def variables(self):
         return self._opt.variables()
+
+
+def _accumulator_key(v) -> str:
+    """The accumulator ``v``'s gradients go to: one per PS task (a device that names its
+    task, as ``replica_device_setter`` gives), so a worker's step hands that task all its
+    gradients in one ``SyncAccApply`` and the chief takes them in one ``SyncAccTake`` (one
+    per variable made a step wait, wake and hop once per variable); a variable with no task
+    yet (placed later) keeps one of its own, by its colocation group."""
+    dev = v.op.device or ""
+    if "/task:" in dev:
+        return re.sub(r"[^A-Za-z0-9_.]+", "_", dev).strip("_")
+    return v.op.colocation or v.op.name
 
 
 REPLICA_JOBS = ("chief", "master", "worker")  # the jobs whose tasks are training replicas

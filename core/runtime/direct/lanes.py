@@ -8,6 +8,8 @@ import asyncio
 import logging
 import socket
 
+import msgpack
+
 logger = logging.getLogger("tensorvm")
 
 
@@ -32,10 +34,14 @@ class LaneReceiver(asyncio.Protocol):
         self.buf = bytearray()
 
     def data_received(self, data):
-        import msgpack
         if self.transport.is_closing():
             return
         buf = self.buf
+        if not buf and len(data) >= 4 and \
+                len(data) == 4 + int.from_bytes(data[:4], "little") <= 4 + self.plane.max_frame:
+            # the common case: exactly one whole frame (one push), read without a copy
+            self._frame(memoryview(data)[4:])
+            return
         buf += data
         while len(buf) >= 4:
             n = int.from_bytes(buf[:4], "little")
@@ -47,14 +53,21 @@ class LaneReceiver(asyncio.Protocol):
                 break
             frame = bytes(buf[4:4 + n])
             del buf[:4 + n]
-            self.plane.lane_frames += 1
-            try:
-                step, items = msgpack.unpackb(frame)
-                self.plane.send(None, step, items)
-            except Exception as exc:  # noqa: BLE001 - a garbled stream: drop the connection
-                self._refuse(f"a frame that is not [step, items] ({type(exc).__name__}: "
-                             f"{str(exc)[:200]})")
+            if not self._frame(frame):
                 return
+
+    def _frame(self, frame) -> bool:
+        """One frame's ``[step, items]`` into the rendezvous; False (the lane refused and
+        closed) if it is not that."""
+        self.plane.lane_frames += 1
+        try:
+            step, items = msgpack.unpackb(frame)
+            self.plane.send(None, step, items)
+        except Exception as exc:  # noqa: BLE001 - a garbled stream: drop the connection
+            self._refuse(f"a frame that is not [step, items] ({type(exc).__name__}: "
+                         f"{str(exc)[:200]})")
+            return False
+        return True
 
     def _refuse(self, why: str) -> None:
         plane = self.plane

@@ -125,6 +125,9 @@ _QUICK_STATEFUL = frozenset((
     "ScatterSub", "ScatterUpdate", "ScatterMul", "ScatterDiv", "ScatterMin", "ScatterMax",
     "ScatterNdUpdate", "ScatterNdAdd", "ScatterNdSub", "RandomUniform", "RandomUniformInt",
     "RandomStandardNormal", "TruncatedNormal", "Multinomial", "Dropout"))
+# The optimizers' dense updates (``var -= f(grad, slots)``): their work is in proportion to the
+# gradient, an input of the stage, which the inline bound (the stage's input bytes) covers.
+_QUICK_APPLY = frozenset(("ApplyGradientDescent", "ApplyMomentum", "ApplyAdagrad", "ApplyAdam"))
 _SLOW = frozenset(("PyFunc", "PyFuncStateless", "While", "StatelessWhile", "WhileGrad"))
 MAX_INLINE_OPS = 64
 
@@ -166,7 +169,8 @@ def _never_blocks(program) -> bool:
     waits (queues, readers, barriers), calls user code, loops, or does I/O."""
     if len(program.instrs) > MAX_INLINE_OPS:
         return False
-    return all(i.type not in _SLOW and (not i.needs_ctx or i.type in _QUICK_STATEFUL)
+    return all(i.type not in _SLOW and (not i.needs_ctx or i.type in _QUICK_STATEFUL
+                                        or i.type in _QUICK_APPLY)
                for i in program.instrs)
 
 

@@ -65,6 +65,7 @@ import select
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import msgpack
 import numpy as np
 
 from ...framework import errors
@@ -378,6 +379,8 @@ def _footprint(value, depth: int = 0) -> int:
 
 
 _NO_LANE = object()
+_FEED, _LOCAL, _REMOTE = 0, 1, 2  # where a task's argument comes from (DataPlane._table)
+_INLINE, _WAITING, _POOL = 0, 1, 2  # where a task runs: the event loop (small inputs), ...
 
 
 class DataPlane:
@@ -406,6 +409,7 @@ class DataPlane:
         self.lane_frames = 0  # frames read from lanes
         self.lane_frames_refused = 0  # frames that closed their lane (over the cap, garbled)
         self._lane_warned = False
+        self._tables: dict = {}  # (plan id, device) -> (partition, its table: _table)
 
     def stats(self) -> dict:
         """This worker's rendezvous (:meth:`Rendezvous.stats`) and lanes: frames read,
@@ -423,9 +427,13 @@ class DataPlane:
     # ---- handlers -------------------------------------------------------------------------
     def register(self, comm=None, parts=()) -> int:
         self.plans.add(parts)
+        _freeze_heap()
         return len(self.plans)
 
     def drop(self, comm=None, plan_ids=None, prefix=None) -> int:
+        for key in [k for k in self._tables if (plan_ids is not None and k[0] in plan_ids)
+                    or (prefix is not None and k[0].startswith(prefix))]:
+            del self._tables[key]
         return self.plans.drop(plan_ids, prefix)
 
     def send(self, comm=None, step=None, items=()) -> None:
@@ -483,47 +491,48 @@ class DataPlane:
         if self._check is None:
             self._check = loop.call_later(CLIENT_CHECK_S, self._check_clients)
         try:
-            for k in range(steps):
+            table = self._table(part)
+            if table is None:  # no tensor from or to another device: K steps in one thread
+                results = await self._run_local(loop, part, step, steps, feeds, infos)
+            for k in range(steps if table is not None else 0):
                 results: dict = {}
                 received: dict = {}
-                for t in part.tasks:
+                for t, program, argspec, mode, pushes, drops in table:
                     args = []
-                    for a in t.args:
-                        if a.__class__ is Feed:
-                            args.append(feeds[a.index])
-                        elif a.__class__ is Result and a.task in results:
-                            args.append(results[a.task])
+                    for kind, v in argspec:
+                        if kind == _FEED:
+                            args.append(feeds[v])
+                        elif kind == _LOCAL:
+                            args.append(results[v])
                         else:  # from another device (an argument may be read more than once)
-                            if a not in received:
-                                received[a] = await self.rendezvous.get(
-                                    step, f"{k}|{edge_key(a)}")
-                            args.append(received[a])
-                    if t.name in part.inline and _nbytes_args(args) <= INLINE_BYTES:
+                            got = received.get(v, _NO_LANE)
+                            if got is _NO_LANE:
+                                got = received[v] = await self.rendezvous.get(step, f"{k}|{v}")
+                            args.append(got)
+                    if mode == _INLINE and _nbytes_args(args) <= INLINE_BYTES:
                         # a quick stage: a thread hop would cost more than the kernels
-                        out = self._run_task(t.program, step, args, infos)
-                    elif t.name in part.waiting:
+                        out = self._run_task(program, step, args, infos)
+                    elif mode == _WAITING:
                         out = await self._run_waiting(loop, part, t, step, args, infos)
                     else:
-                        out = await loop.run_in_executor(self.pool, self._run_task, t.program,
+                        out = await loop.run_in_executor(self.pool, self._run_task, program,
                                                          step, args, infos)
                     results[t.name] = out
-                    dests = part.pushes.get(t.name)
-                    if dests:
-                        # one message per destination; written at once (the write does not
-                        # wait for the peer), so the next task runs right after
-                        by_dst: dict = {}
-                        for edge, dst, index in dests:
+                    # one message per destination; written at once (the write does not wait
+                    # for the peer), so the next task runs right after
+                    for dst, edges in pushes:
+                        items = []
+                        for edge, index in edges:
                             value = out if index < 0 else StageResult((out[index],))
                             if sent is not None:
                                 sent.append([edge, dst, _nbytes(value)])
-                            by_dst.setdefault(dst, []).append((f"{k}|{edge}", value))
-                        for dst, items in by_dst.items():
-                            await self._push(part, dst, step, items)
+                            items.append((f"{k}|{edge}", value))
+                        await self._push(part, dst, step, items)
                     # results no later task reads: let go of them now (a variable's value read
                     # for another device must not be alive when this step's update runs)
-                    for name in part.drops.get(t.name, ()):
+                    for name in drops:
                         del results[name]
-                    out = value = by_dst = items = None
+                    out = value = items = None
         except Exception as exc:  # noqa: BLE001 - handed to the session, which raises it
             self.rendezvous.abort(step, exc)
             # As a value, not a raise: Dask's server would log an expected error (a cancelled
@@ -534,6 +543,69 @@ class DataPlane:
             self.rendezvous.close_step(step)
         fetched = [[pos, pack(results[task][index])] for pos, task, index in part.fetches]
         return {"fetches": fetched, "trace": infos, "sent": sent}
+
+    def _table(self, part) -> tuple | None:
+        """How ``tvm_run`` walks ``part``'s tasks each iteration (made once per partition):
+        per task ``(task, program, argument sources, mode, pushes by destination, results
+        dropped after it)``; None for a partition that neither receives from nor sends to
+        another device and holds a stage that runs in a thread (a sync chief's
+        take-apply-release, a step on one device): its K iterations then run in one thread
+        (:meth:`_run_local`), not one thread hop each."""
+        key = (part.plan_id, part.device)
+        hit = self._tables.get(key)
+        if hit is not None and hit[0] is part:
+            return hit[1]
+        names = {t.name for t in part.tasks}
+        table = []
+        for t in part.tasks:
+            argspec = tuple((_FEED, a.index) if a.__class__ is Feed else
+                            (_LOCAL, a.task) if a.__class__ is Result and a.task in names else
+                            (_REMOTE, edge_key(a)) for a in t.args)
+            mode = _WAITING if t.name in part.waiting else \
+                _INLINE if t.name in part.inline else _POOL
+            by_dst: dict = {}
+            for edge, dst, index in part.pushes.get(t.name, ()):
+                by_dst.setdefault(dst, []).append((edge, index))
+            table.append((t, t.program, argspec, mode,
+                          tuple((d, tuple(e)) for d, e in by_dst.items()),
+                          tuple(part.drops.get(t.name, ()))))
+        local = not part.pushes and all(kind != _REMOTE for entry in table
+                                        for kind, _ in entry[2])
+        if local and any(entry[3] != _INLINE for entry in table):
+            table = None
+        if len(self._tables) > 4096:  # partitions of plans dropped long ago
+            self._tables.clear()
+        self._tables[key] = (part, table)
+        return table
+
+    async def _run_local(self, loop, part, step, steps, feeds, infos) -> dict:
+        """All ``steps`` iterations of a partition that exchanges nothing with other devices,
+        in one call on a thread (the waiting pool's when a stage may wait); returns the last
+        iteration's results."""
+        def run_all():
+            results: dict = {}
+            for _ in range(steps):
+                results = {}
+                for t in part.tasks:
+                    args = [feeds[a.index] if a.__class__ is Feed else results[a.task]
+                            for a in t.args]
+                    results[t.name] = self._run_task(t.program, step, args, infos)
+                    for name in part.drops.get(t.name, ()):
+                        del results[name]
+            return results
+        if not part.waiting:
+            return await loop.run_in_executor(self.pool, run_all)
+        if self.waiting >= WAITING_STEPS:
+            raise errors.ResourceExhaustedError(
+                f"{part.device}: {self.waiting} stages that wait for other steps (token waits, "
+                f"accumulators) run on this worker already, the most allowed "
+                f"(tensorvm.runtime.direct.rendezvous.WAITING_STEPS = {WAITING_STEPS}); "
+                f"step {step} was not started")
+        self.waiting += 1
+        try:
+            return await loop.run_in_executor(self.wait_pool, run_all)
+        finally:
+            self.waiting -= 1
 
     # ---- helpers --------------------------------------------------------------------------
     async def _run_waiting(self, loop, part, t, step, args, infos):
@@ -587,16 +659,18 @@ class DataPlane:
             for key, value in items:
                 self.rendezvous.put(step, key, value)
             return
-        import msgpack
-        from distributed.comm.core import CommClosedError
-        packed = [[key, pack(value)] for key, value in items]
+        packed, nbytes = [], 0
+        for key, value in items:
+            packed.append([key, pack(value)])
+            nbytes += _nbytes(value)
         try:
             lane = self._lanes.get(addr, _NO_LANE)
             if lane is _NO_LANE or (lane is not None and not lane.usable):
                 lane = await self._open_lane(addr)
             try:
-                frame = msgpack.packb([step, packed]) if lane is not None else None
+                frame = _PACKER.pack([step, packed]) if lane is not None else None
             except TypeError:  # a value that travels as frames of its own: Dask's comm
+                _PACKER.reset()
                 frame = None
             if frame is not None and len(frame) > lane.max_frame:
                 frame = None  # longer than the receiver takes on its lane: Dask's comm
@@ -608,7 +682,7 @@ class DataPlane:
                     comm = await self._connect(addr)
                 await comm.write({"op": SEND, "reply": False, "step": step,
                                   "items": packed})
-        except (OSError, CommClosedError) as exc:
+        except (OSError, _comm_closed()) as exc:
             bad = self._peers.pop(addr, None)
             if bad is not None:
                 bad.abort()
@@ -616,7 +690,7 @@ class DataPlane:
             raise device_unavailable(
                 dst, f"its worker ({addr}) cannot be reached from {part.device} "
                      f"({type(exc).__name__}: {exc})", certain=False) from None
-        self.bytes_pushed += sum(_nbytes(v) for _, v in items)
+        self.bytes_pushed += nbytes
 
     async def _open_lane(self, addr: str):
         """A lane to the worker at ``addr`` (its port asked over Dask's comm), or None where it
@@ -651,6 +725,34 @@ class DataPlane:
                 comm = await _dask_private.open_comm(self.worker.rpc, addr)
                 self._peers[addr] = comm
             return comm
+
+
+# One msgpack packer for the event loop's pushes (packb makes one per call).
+_PACKER = msgpack.Packer(autoreset=True)
+
+
+def _comm_closed() -> type:
+    """Dask's CommClosedError (imported on first use: this module is imported on clients
+    that never push)."""
+    from distributed.comm.core import CommClosedError
+    return CommClosedError
+
+
+_FROZEN = False
+
+
+def _freeze_heap() -> None:
+    """Move this worker process's objects into the garbage collector's permanent generation
+    (``gc.freeze``), once, when its data plane receives its first plan: the tens of thousands
+    of long-lived objects of a Dask worker and tensorvm (modules, classes, the worker's
+    state) are then never traversed again, so a full collection that a training loop's
+    allocations trigger costs a few ms instead of ~50 ms of stalled steps. Objects made later
+    are collected as before; only cyclic garbage already present at this point is kept."""
+    global _FROZEN
+    if not _FROZEN:
+        _FROZEN = True
+        import gc
+        gc.freeze()
 
 
 _HANGUP = getattr(select, "POLLRDHUP", 0x2000) | select.POLLHUP | select.POLLERR
