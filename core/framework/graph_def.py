@@ -108,7 +108,11 @@ def snapshot(graph) -> dict[str, Node]:
     stateful = {}  # op type -> its OpDef's stateful flag
     new = tuple.__new__
     # Per op: no comprehension (each is a function call before Python 3.12) for the common
-    # one-output, one- or two-input ops; one tuple per field, built from the tensors once.
+    # one-output, one- or two-input ops. The small tuples of shapes and dtypes are shared
+    # between ops alike (most are): far fewer objects for the garbage collector to walk
+    # once the snapshot is made (it keeps them as long as the graph version lives).
+    one: dict = {}  # shape, or id(dtype) -> the 1-tuple of it
+    two: dict = {}  # (shape, shape), or (id(dtype), id(dtype)) -> the 2-tuple
     for op in graph._ops:
         ins, outs, typ = op.inputs, op.outputs, op.type
         st = stateful.get(typ)
@@ -116,25 +120,42 @@ def snapshot(graph) -> dict[str, Node]:
             st = stateful[typ] = registry[typ].stateful
         ctl = op._control_inputs
         n_in = len(ins)
-        if n_in == 1:
-            a = ins[0]
-            inputs, in_shapes, in_dtypes = ((a.op.name, a.value_index),), (a._shape,), (a.dtype,)
-        elif n_in == 2:
-            a, b = ins
-            inputs = ((a.op.name, a.value_index), (b.op.name, b.value_index))
-            in_shapes, in_dtypes = (a._shape, b._shape), (a.dtype, b.dtype)
-        elif n_in:
+        try:
+            if n_in == 1:
+                a = ins[0]
+                inputs = ((a.op.name, a.value_index),)
+                sa, da = a._shape, a.dtype
+                in_shapes = one.get(sa) or one.setdefault(sa, (sa,))
+                in_dtypes = one.get(id(da)) or one.setdefault(id(da), (da,))
+            elif n_in == 2:
+                a, b = ins
+                inputs = ((a.op.name, a.value_index), (b.op.name, b.value_index))
+                k = (a._shape, b._shape)
+                in_shapes = two.setdefault(k, k)
+                k = (id(a.dtype), id(b.dtype))
+                in_dtypes = two.get(k) or two.setdefault(k, (a.dtype, b.dtype))
+            elif n_in:
+                inputs = tuple([(t.op.name, t.value_index) for t in ins])
+                in_shapes = tuple([t._shape for t in ins])
+                in_dtypes = tuple([t.dtype for t in ins])
+            else:
+                inputs = in_shapes = in_dtypes = ()
+            if len(outs) == 1:
+                o = outs[0]
+                so, do = o._shape, o.dtype
+                out_shapes = one.get(so) or one.setdefault(so, (so,))
+                out_dtypes = one.get(id(do)) or one.setdefault(id(do), (do,))
+            elif outs:
+                out_dtypes = tuple([t.dtype for t in outs])
+                out_shapes = tuple([t._shape for t in outs])
+            else:
+                out_dtypes = out_shapes = ()
+        except TypeError:  # a shape that cannot be a key (not a tuple of ints): not shared
             inputs = tuple([(t.op.name, t.value_index) for t in ins])
-            in_shapes, in_dtypes = tuple([t._shape for t in ins]), tuple([t.dtype for t in ins])
-        else:
-            inputs = in_shapes = in_dtypes = ()
-        if len(outs) == 1:
-            o = outs[0]
-            out_dtypes, out_shapes = (o.dtype,), (o._shape,)
-        elif outs:
-            out_dtypes, out_shapes = tuple([t.dtype for t in outs]), tuple([t._shape for t in outs])
-        else:
-            out_dtypes = out_shapes = ()
+            in_shapes = tuple([t._shape for t in ins])
+            in_dtypes = tuple([t.dtype for t in ins])
+            out_dtypes = tuple([t.dtype for t in outs])
+            out_shapes = tuple([t._shape for t in outs])
         name = op.name
         out[name] = new(Node, (name, typ, inputs, tuple([c.name for c in ctl]) if ctl else (),
                                op.attrs, op.device, op.colocation, st, len(outs), op.location,

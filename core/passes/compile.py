@@ -167,6 +167,9 @@ class _Compiler:
         self.tokens = tokens
         self.tok: dict[str, int] = {}  # op -> its exported token's own slot
         self.needs_ctx: dict[str, bool] = {}  # op type -> its OpDef's needs_ctx
+        # slot tuples alike shared between instructions (most are: (0,), (3, 1) ...): far
+        # fewer objects for the garbage collector to walk while the plan lives
+        self.shared: dict = {}  # slot tuple -> itself; slot -> its 1-tuple
         self.out_bytes: dict[tuple, int] = {}  # (shape, dtype) -> _out_bytes
 
     def export(self, ref) -> tuple[str, int]:
@@ -240,6 +243,7 @@ class _Compiler:
         tok_of, tokens = self.tok, self.tokens
         needs_ctx, out_bytes = self.needs_ctx, self.out_bytes
         make_instr = _make_instr
+        shared = self.shared
         instrs = []
         stateful = False
         for n in group:
@@ -257,6 +261,7 @@ class _Compiler:
                     else:
                         in_slots.append(local_slot[ref])
                 in_slots = tuple(in_slots)
+                in_slots = shared.setdefault(in_slots, in_slots)
             else:
                 in_slots = ()
             ctl = ()
@@ -274,7 +279,7 @@ class _Compiler:
             base[name] = k_slot
             n_outs = n.num_outputs
             if n_outs <= 1:
-                outs = (k_slot,)
+                outs = shared.get(k_slot) or shared.setdefault(k_slot, (k_slot,))
                 k_slot += 1
             else:
                 outs = tuple(range(k_slot, k_slot + n_outs))
