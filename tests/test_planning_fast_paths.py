@@ -170,3 +170,19 @@ def test_a_control_token_read_by_another_task_gets_a_slot_of_its_own():
     assert instr["w"].tok == 2 and t0.program.nslots == 3
     # its exports: the fetched output, then the token (read by the control Send)
     assert set(t0.program.exports) == {1, 2}
+
+
+def test_a_fed_output_read_on_another_device_keeps_its_producer_at_its_stage():
+    # k (a constant on /A) is read by c on /A at stage 2, and fed to f on /B (no Recv: the
+    # feed goes to /B): k stays at stage 0, as if it were read on /B; not fed, it sinks
+    nodes = {"a": Node("a", "Const"), "b": Node("b", "Neg", (("a", 0),)),
+             "k": Node("k", "Const"), "c": Node("c", "Add", (("b", 0), ("k", 0))),
+             "f": Node("f", "Neg", (("k", 0),))}
+    devs = {"a": "/A", "b": "/B", "k": "/A", "c": "/A", "f": "/B"}
+    part = partition(nodes, devs, {("k", 0)})
+    assert part.fed_across == {"k"} and part.nodes["f"].inputs == (("k", 0),)
+    st = stage(part)
+    assert (st["a"], st["b"], st["c"], st["k"]) == (0, 1, 2, 0)
+    nodes["f"] = Node("f", "Neg", (("a", 0),))
+    st = stage(partition(nodes, devs, set()))
+    assert (st["c"], st["k"]) == (2, 2)

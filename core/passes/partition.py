@@ -58,6 +58,9 @@ class Partition:
     fetches: tuple = ()  # the fetches, a GPU tensor replaced by its host copy
     copies: tuple = ()  # the names of the host<->device copy ops inserted
     frames: tuple = ()  # the names of its loop frame ops (frame_op), in order
+    # ops whose output some op on another device reads as a feed (no Recv: the feed goes
+    # there): every other edge of the partition joins two ops of one device
+    fed_across: frozenset = frozenset()
 
     def by_device(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {d: [] for d in self.devices}
@@ -272,18 +275,24 @@ def partition(nodes: dict[str, Node], devices: dict[str, str], feeds: set,
         return sr.recv
 
     dev_of = devices.get
+    fed_across: set[str] = set()
     for name, node in nodes.items():
         dev = devices[name]
         inputs = node.inputs
+        cut = False
         for ref in inputs:
-            if dev_of(ref[0]) != dev and ref not in feeds:  # a cut edge: its Recv
-                inputs = tuple([r if r in feeds or devices[r[0]] == dev
-                                else (recv_for(r, dev), 0) for r in inputs])
-                break
+            if dev_of(ref[0]) != dev:
+                if ref not in feeds:  # a cut edge: its Recv
+                    cut = True
+                elif ref[0] in devices:  # read as the feed, its producer elsewhere
+                    fed_across.add(ref[0])
+        if cut:
+            inputs = tuple([r if r in feeds or devices[r[0]] == dev
+                            else (recv_for(r, dev), 0) for r in inputs])
         controls = node.control_inputs
         if controls:
             controls = tuple([c if devices[c] == dev else recv_for((c, -1), dev)
                               for c in controls])
         out[name] = node.rewired(inputs, controls, dev)
     return Partition(out, tuple(pairs.values()), tuple(sorted(set(devices.values()))),
-                     fetches, copies, frames)
+                     fetches, copies, frames, frozenset(fed_across))

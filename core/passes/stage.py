@@ -66,21 +66,24 @@ def stage(part: Partition) -> dict[str, int]:
             s = max(s, last_frame + 1) if frames - {name} else s
             last_frame = s
         st[name] = s
-    st = _sink_sources(nodes, st, frames)
+    st = _sink_sources(nodes, st, frames, part.fed_across)
     if frames:
         st = {name: 2 * s + (name in frames) for name, s in st.items()}
     return st
 
 
-def _sink_sources(nodes, st: dict[str, int], frames=frozenset()) -> dict[str, int]:
+def _sink_sources(nodes, st: dict[str, int], frames=frozenset(),
+                  fed_across=frozenset()) -> dict[str, int]:
     """Run each node as late as its consumers allow when they all sit on its own device
     (reverse topological order), so that a constant, a read of a feed or a variable does not
-    make a task of its own: it joins its earliest consumer's stage."""
+    make a task of its own: it joins its earliest consumer's stage. ``nodes`` is a
+    partition's: every edge joins two ops of one device, but for the fed outputs of
+    ``fed_across`` (read on another device, so they stay)."""
     # One walk from the last node back: a node's consumers all come after it, so their stages
     # are final when it is reached; each node then tells its producers its stage.
     low: dict[str, int] = {}  # producer -> the earliest stage of its consumers so far
-    pinned: set[str] = set()  # producers read on another device or by a Send
-    get, low_get, pin = nodes.get, low.get, pinned.add
+    pinned = set(fed_across)  # producers read on another device or by a Send
+    low_get, pin = low.get, pinned.add
     for name, node in reversed(nodes.items()):
         typ = node.type
         s = st[name]
@@ -88,26 +91,20 @@ def _sink_sources(nodes, st: dict[str, int], frames=frozenset()) -> dict[str, in
         if lo is not None and lo > s and typ != "_Send" and typ != "_Recv" \
                 and name not in pinned and name not in frames:
             st[name] = s = lo
-        dev, send = node.device, typ == "_Send"
+        if typ == "_Send":
+            for r in node.inputs:
+                pin(r[0])
+            for x in node.control_inputs:
+                pin(x)
+            continue
+        # (a fed tensor's producer outside the partition gets an entry never read)
         for r in node.inputs:
             x = r[0]
-            p = get(x)
-            if p is None:  # a fed tensor's producer
-                continue
-            if send or p.device != dev:
-                pin(x)
-            else:
-                lo = low_get(x)
-                if lo is None or s < lo:
-                    low[x] = s
+            lo = low_get(x)
+            if lo is None or s < lo:
+                low[x] = s
         for x in node.control_inputs:
-            p = get(x)
-            if p is None:
-                continue
-            if send or p.device != dev:
-                pin(x)
-            else:
-                lo = low_get(x)
-                if lo is None or s < lo:
-                    low[x] = s
+            lo = low_get(x)
+            if lo is None or s < lo:
+                low[x] = s
     return st
