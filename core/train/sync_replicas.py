@@ -99,8 +99,10 @@ def _gate(ctx, name) -> _Held:
     return ctx.resources.lookup_or_create("", name, lambda: _Held(sync_state.TokenGate()))
 
 
-def _wait_for(ctx, held: _Held, attempt):
-    """``attempt()`` under the lock until it returns non-None, waiting on the condition."""
+def _wait_for(ctx, held: _Held, attempt, wakes=None):
+    """``attempt()`` under the lock until it returns non-None, waiting on the condition; then
+    the other waiters are woken, or only when ``wakes(result)`` says the change may let one
+    go on (each wake is a thread switch on the PS, every step)."""
     from ..vm.queues import Waiter
     w = Waiter(ctx)
     try:
@@ -108,7 +110,8 @@ def _wait_for(ctx, held: _Held, attempt):
             while True:
                 out = attempt()
                 if out is not None:
-                    held.cond.notify_all()
+                    if wakes is None or wakes(out):
+                        held.cond.notify_all()
                     return out
                 w.wait(held.cond)
     finally:
@@ -127,8 +130,10 @@ def _apply_kernel(ctx, local_step, *flat, acc, kinds, num_required, replica=None
         else:
             grads.append((np.asarray(flat[i]), np.asarray(flat[i + 1])))
             i += 2
+    # only an accepted gradient that completes the set lets a waiting take go on
     decision = _wait_for(ctx, held,
-                         lambda: held.machine.apply(int(local_step), grads, replica))
+                         lambda: held.machine.apply(int(local_step), grads, replica),
+                         lambda d: d == sync_state.ACCEPTED and held.machine.ready())
     return np.int32(_CODES[decision])
 
 
@@ -178,7 +183,8 @@ def _token_wait_kernel(ctx, local_step, *, gate):
         if got is None and not since:
             since.append(held.machine.restarts)
         return got
-    return np.int64(_wait_for(ctx, held, attempt))
+    # a token taken lets no other waiter go on (fewer are left): no wake
+    return np.int64(_wait_for(ctx, held, attempt, lambda _: False))
 
 
 def _token_release_kernel(ctx, step, *, gate, tokens, restart=False):
