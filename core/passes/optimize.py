@@ -45,6 +45,11 @@ def _attr_key(v):
 
 def _attrs_key(attrs: dict) -> tuple:
     """``_attr_key`` of an op's attrs (a dict of str keys; the common small values inline)."""
+    if len(attrs) == 2:  # a Const's (value, dtype): one per constant, so many
+        v, dt = attrs.get("value"), attrs.get("dtype")
+        if v.__class__ is np.ndarray and dt.__class__ is DType and v.nbytes <= 4096 \
+                and (vdt := v.dtype).kind != "O":
+            return (("dtype", dt), ("value", ("nd", vdt.str, v.shape, v.tobytes())))
     items = []
     for k, v in attrs.items():
         cls = v.__class__
