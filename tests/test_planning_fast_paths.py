@@ -186,3 +186,15 @@ def test_a_fed_output_read_on_another_device_keeps_its_producer_at_its_stage():
     nodes["f"] = Node("f", "Neg", (("a", 0),))
     st = stage(partition(nodes, devs, set()))
     assert (st["c"], st["k"]) == (2, 2)
+
+
+def test_compile_makes_instructions_equal_to_the_plan_formats_own():
+    import importlib
+    from tensorvm.vm.program import Instr
+    c = importlib.import_module("tensorvm.passes.compile")  # (the module, not the function)
+    assert c._make_instr is not Instr  # Instr's fields are the ten compile knows
+    args = ("Add", "add", (0, 1), {"k": 1}, (2,), False, "f.py:1", (3,), 4, 16)
+    made = c._make_instr(*args)
+    assert type(made) is Instr and made == Instr(*args)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.name = "x"
