@@ -165,3 +165,28 @@ def test_worker_killed_after_the_ps_applied_its_step_rerun_is_counted_once(clean
     np.testing.assert_allclose(_w(s, parts), one, rtol=1e-6)
     assert int(s.run(gs)) == 1
     assert _counts(s, once) == {"applied": 3, "dropped": 3}
+
+
+def test_a_restored_checkpoint_on_the_ps_processes_forgets_the_tokens_it_forgot(clean,
+                                                                                 tmp_path):
+    """Each PS process saves its ledgers with its variables (its own shard) and gets them
+    back on restore: a token applied before the save is still dropped, one applied after it
+    (its update gone with the restore) is applied again."""
+    lr = 0.1
+    g, parts, gs, train, once, init, _ = _model(tv.train.GradientDescentOptimizer(lr),
+                                                name="c")
+    with g.as_default():
+        saver = tv.train.Saver()
+    s = clean.session(g)
+    s.run(init)
+    s.run(train, {once.token: b"a"})
+    path = saver.save(s, (tmp_path / "ckpt").as_uri() + "/model", global_step=1)
+    s.run(train, {once.token: b"b"})
+    saver.restore(s, path)
+    one = W0 - lr * _grad(W0)
+    s.run(train, {once.token: b"a"})
+    np.testing.assert_allclose(_w(s, parts), one, rtol=1e-6)
+    s.run(train, {once.token: b"b"})
+    np.testing.assert_allclose(_w(s, parts), one - lr * _grad(one), rtol=1e-6)
+    assert int(s.run(gs)) == 2
+    assert _counts(s, once) == {"applied": 6, "dropped": 3}
