@@ -60,8 +60,12 @@ was taken between steps (a save while steps are in flight reads each variable at
 moment, as TF's async checkpoints do: a step in flight may be in the ledger but not in every
 variable, or the reverse).
 
-*Costs and limits.* A PS stage holding a gate runs the interpreter's dead-aware loop (no
-straight-line code). ``run(..., steps=K)`` runs its K steps with one token: only the first
+*Costs and limits.* A claim costs about 12 us (a dict lookup and a ring slot written in
+place), and a PS stage holding a gate runs the interpreter's dead-aware loop instead of
+straight-line code (measured in process: +80 us a step for a stage of 50 variables' updates).
+The ledger's ops hold string tensors, which have no GPU kernels: a guarded variable on a GPU
+device is placed on its task's CPU with them (its colocation group moves as a whole; untested
+on a GPU). ``run(..., steps=K)`` runs its K steps with one token: only the first
 applies unless the token is ``b""``. A data edge (not a control edge) from one region into
 another carries a dropped region's deadness with it, and so does a control edge made after the
 block onto a guarded op itself. An update kernel that raises after its region's claim leaves the
