@@ -14,15 +14,25 @@ data and the model are :mod:`tensorvm.jobs.logreg`'s (shards generated on their 
   imports; default ``$TENSORVM_TF_PYTHON``, else this one if it imports ``tensorflow``);
 * ``tensorvm-async`` / ``tensorvm-sync`` — ``tensorvm.jobs.logreg.logreg`` on a LocalCluster
   of 1 PS + 2 worker processes, 50 steps per message per worker on the direct data plane
-  (sync: each of the 50 waits for its token inside the message).
+  (sync: each of the 50 waits for its token inside the message), each run in a fresh process;
+* ``base-async`` / ``base-sync`` — the same from another source tree (``--compare-tree DIR``:
+  a folder whose ``tensorvm`` package is imported instead, e.g. an older commit's ``core/``
+  copied to ``DIR/tensorvm`` with ``jobs``, ``storage``, ``mapreduce``, ``scheduler_ext``
+  inside it), for before/after figures in one run.
 
-The ratios are against TF async of the same run (the issue's target: tensorvm async <= 1.0x,
-sync <= 1.5x); without a TF interpreter they use the issue's 3.29 s (marked "quoted").
-``--rounds R`` repeats TF async, tensorvm async and sync R times, interleaved, and reports the
+Every distributed contender gets the same processes and threads: 1 PS + 2 worker processes,
+one thread each for kernels (TF: ``intra_op_parallelism_threads=1``,
+``inter_op_parallelism_threads=1``; tensorvm: ``tensorvm.worker-threads=1``, and its direct
+plane runs a step's stages one at a time), BLAS single-threaded (Dask's nannies set
+``OMP_NUM_THREADS=1``; the TF peer sets it too), the same data, target and evaluation.
+
+The ratios are against TF async of the same run (issue 26's target: tensorvm async <= 0.5x,
+sync <= 1.0x); without a TF interpreter they use issue 26's 2.70 s (marked "quoted").
+``--rounds R`` (default 3) repeats every contender R times, interleaved, and reports the
 medians (timings on a shared machine are noisy).
 
 Run: ``python -m bench.bench_training [--rows N] [--skip-sync] [--rounds R]
-[--tf-python /path/to/tf-venv/bin/python]``.
+[--tf-python /path/to/tf-venv/bin/python] [--compare-tree DIR]``.
 """
 from __future__ import annotations
 
@@ -36,7 +46,7 @@ import time
 
 import numpy as np
 
-TF_ASYNC_QUOTED_S = 3.29  # issue 12, TF 1.x async 1 PS + 2 workers on this machine
+TF_ASYNC_QUOTED_S = 2.70  # issue 26, TF 1.x async 1 PS + 2 workers on this machine
 TF_LOCAL_QUOTED_S = 0.49
 
 
@@ -133,43 +143,80 @@ def _median_run(runs: list) -> dict:
                 median_s=statistics.median(t for t, _ in ok))
 
 
+TENSORVM_RUN = """
+import json, sys
+from tensorvm.jobs.logreg import logreg
+if __name__ == "__main__":
+    kw = json.loads(sys.argv[1])
+    r = logreg(**kw)
+    import tensorvm
+    r["tensorvm"] = tensorvm.__file__
+    print(json.dumps(r, default=str))
+"""
+
+
+def tensorvm_run(kw: dict, tree: str | None = None) -> dict:
+    """One ``logreg`` run in a fresh process (its own LocalCluster), from ``tree`` (a folder
+    holding a ``tensorvm`` package put first on the path) or this checkout."""
+    env = dict(os.environ)
+    env.setdefault("DASK_TENSORVM__WORKER_THREADS", "1")
+    for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env.setdefault(v, "1")  # the client's held-out evaluation, as the TF peer's chief
+    if tree:
+        env["PYTHONPATH"] = os.pathsep.join([os.path.abspath(tree)] + (
+            [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    t = time.perf_counter()
+    try:
+        out = subprocess.run([sys.executable, "-c", TENSORVM_RUN, json.dumps(kw)],
+                             capture_output=True, text=True, timeout=900, check=True,
+                             env=env, cwd=tree or None).stdout
+        r = json.loads(out.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:
+        err = getattr(exc, "stderr", "") or ""
+        print(f"  (tensorvm run failed: {exc} {err[-500:]})")
+        return {"seconds_to_target": None}
+    r["wall_with_cluster_s"] = time.perf_counter() - t
+    return r
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--features", type=int, default=100)
     ap.add_argument("--max-steps", type=int, default=20_000)
     ap.add_argument("--skip-sync", action="store_true")
-    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--tf-python", default=tf_python_default())
+    ap.add_argument("--compare-tree", default=None,
+                    help="a folder whose tensorvm package runs as base-async/base-sync")
     a = ap.parse_args(argv)
     common = {"rows": a.rows, "features": a.features, "shards": 8, "seed": 0, "lr": 0.05,
               "batch": 128, "holdout": 50_000, "tol": 0.002, "max_steps": a.max_steps}
     out = {"numpy": numpy_sgd(**common)}
     tf = tf_local(**common)
     out["tf-local"] = tf or {"seconds_to_target": TF_LOCAL_QUOTED_S, "quoted": True}
-    from tensorvm.jobs.logreg import logreg
     kw = {"workers": 2, "steps": a.max_steps, "rows": a.rows, "features": a.features,
           "shards": 8, "batch_size": 128, "lr": 0.05, "holdout": 50_000, "tolerance": 0.002,
-          "eval_every": 100}
+          "eval_every": 100, "steps_per_run": 50}
+    modes = [("async", False)] + ([] if a.skip_sync else [("sync", True)])
+    trees = [("tensorvm", None)] + ([("base", a.compare_tree)] if a.compare_tree else [])
     rounds: dict = {}
     for _ in range(a.rounds):  # interleaved: each round runs every contender once
         r = tf_async(a.tf_python, **common)
         if r is not None:
             rounds.setdefault("tf-async", []).append(r)
-        modes = [("tensorvm-async", False)] + ([] if a.skip_sync else [("tensorvm-sync", True)])
-        for name, sync in modes:
-            t = time.perf_counter()
-            r = logreg(sync=sync, steps_per_run=50, **kw)
-            r["wall_with_cluster_s"] = time.perf_counter() - t
-            rounds.setdefault(name, []).append(r)
-    for name in ("tf-async", "tensorvm-async", "tensorvm-sync"):
+        for label, tree in trees:
+            for mode, sync in modes:
+                rounds.setdefault(f"{label}-{mode}", []).append(
+                    tensorvm_run(dict(kw, sync=sync), tree))
+    for name in ["tf-async"] + [f"{label}-{mode}" for label, _ in trees for mode, _ in modes]:
         if name in rounds:
             out[name] = _median_run(rounds[name])
     quoted = "tf-async" not in out or not out["tf-async"].get("seconds_to_target")
-    tf_s = TF_ASYNC_QUOTED_S if quoted else out["tf-async"]["seconds_to_target"]
+    tf_s = TF_ASYNC_QUOTED_S if quoted else out["tf-async"]["median_s"]
     print(f"{'run':<16}{'to target (s)':>14}{'global steps':>14}{'x TF async':>12}")
     for name, r in out.items():
-        s = r.get("seconds_to_target")
+        s = r.get("median_s") or r.get("seconds_to_target")
         ratio = f"{s / tf_s:.2f}" if s else "-"
         steps = r.get("global_step", "")
         note = " (quoted)" if r.get("quoted") else ""
@@ -178,7 +225,8 @@ def main(argv=None):
         print(f"{name:<16}{(f'{s:.2f}' if s else 'not reached'):>14}{steps!s:>14}"
               f"{ratio:>12}{note}")
     print(f"TF 1.x async 1 PS + 2 workers: {tf_s:.2f} s"
-          + (" (quoted from issue 12: no TF interpreter)" if quoted else " (this run)"))
+          + (" (quoted from issue 26: no TF interpreter)" if quoted else
+             f" (this run, median of {len(rounds.get('tf-async', []))})"))
     print(json.dumps(out, default=str))
 
 

@@ -28,6 +28,10 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+# one thread each, as tensorvm's workers (Dask's nannies set these for them): TF's kernels
+# (intra/inter op threads 1) and NumPy's BLAS in the chief's held-out evaluation
+for _v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -46,7 +50,8 @@ def _free_port():
 
 
 def _config(tf):
-    return tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=2)
+    """One thread for kernels, one for scheduling them (tensorvm's workers run one thread)."""
+    return tf.ConfigProto(intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
 
 
 def serve_ps(spec_json):
