@@ -21,6 +21,9 @@ from typing import Any
 
 __all__ = ["ReadOptions"]
 
+# A registered format's own options, by format name (storage.splits.register_format fills it).
+_FORMAT_OPTIONS: dict[str, tuple[str, ...]] = {}
+
 _ENCODINGS = ("utf-8", "utf8", None)  # what storage.lines reads (None: bytes)
 _COMPRESSION_TYPES = ("", "NONE", "GZIP", "ZLIB")  # storage.tfrecord's, upper-cased
 _SCALARS = (str, int, float, bool, type(None))  # a format's own options: JSON scalars
@@ -193,9 +196,21 @@ def _builtin_names() -> frozenset:
     return _BUILTIN
 
 
+def declare_format_options(format_name: str, names: tuple[str, ...] | None) -> None:
+    """Record the options of the input format ``format_name`` beyond ReadOptions' fields
+    (``None``: the format is gone). Called by ``register_format``."""
+    if names is None:
+        _FORMAT_OPTIONS.pop(format_name, None)
+        return
+    clash = sorted(set(names) & _BUILTIN)
+    if clash:
+        raise ValueError(f"input format {format_name!r} declares option {clash[0]!r}, a "
+                         "field of ReadOptions")
+    _FORMAT_OPTIONS[format_name] = tuple(names)
+
+
 def _declared_extra_names() -> set:
-    from .splits import FORMATS  # the registry (splits imports this module)
-    return {n for fmt in FORMATS.values() for n in getattr(fmt, "option_names", ())}
+    return {n for names in _FORMAT_OPTIONS.values() for n in names}
 
 
 _BUILTIN = frozenset(f.name for f in fields(ReadOptions) if f.name != "extra")

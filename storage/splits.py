@@ -40,7 +40,7 @@ from fsspec.utils import infer_compression
 from .errors import DataLossError
 from .fsio import to_fs
 from .output import committed_files
-from .read_options import NO_OPTIONS, ReadOptions
+from .read_options import NO_OPTIONS, ReadOptions, declare_format_options
 
 __all__ = ["Split", "ReadOptions", "InputFormat", "register_format", "input_formats",
            "infer_format", "splits", "read", "DEFAULT_SPLIT_SIZE"]
@@ -190,8 +190,15 @@ def register_format(fmt: InputFormat, clobber: bool = False) -> InputFormat:
         raise ValueError("an InputFormat needs a name")
     if fmt.name in _FORMATS and not clobber:
         raise ValueError(f"input format {fmt.name!r} is already registered (clobber=True)")
+    declare_format_options(fmt.name, tuple(fmt.option_names))
     _FORMATS[fmt.name] = fmt
     return fmt
+
+
+def _unregister_format(name: str) -> None:
+    """Forget the format ``name`` and its options (tests that register one of their own)."""
+    _FORMATS.pop(name, None)
+    declare_format_options(name, None)
 
 
 def input_formats() -> types.MappingProxyType:

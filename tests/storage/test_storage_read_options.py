@@ -11,7 +11,7 @@ import pytest
 
 from tensorvm import storage
 from tensorvm.storage import ReadOptions, Split, read, splits
-from tensorvm.storage.splits import _FORMATS, InputFormat
+from tensorvm.storage.splits import InputFormat, _unregister_format
 
 
 @pytest.mark.parametrize("options, message", [
@@ -119,6 +119,6 @@ def test_a_registered_format_declares_its_own_options():
                                              "bool, None or a list of those, got {}"):
             ReadOptions.of(step={})
     finally:
-        _FORMATS.pop("every-nth-test")
+        _unregister_format("every-nth-test")
     with pytest.raises(ValueError, match="unknown read option 'step'"):
         ReadOptions.of(step=2)  # no registered format declares it now
