@@ -122,3 +122,16 @@ def test_a_registered_format_declares_its_own_options():
         _unregister_format("every-nth-test")
     with pytest.raises(ValueError, match="unknown read option 'step'"):
         ReadOptions.of(step=2)  # no registered format declares it now
+
+
+def test_a_format_cannot_declare_a_field_of_read_options():
+    class Clash(InputFormat):
+        name, option_names = "clash-test", ("header",)
+
+        def read(self, split, f, batch_size, url):
+            yield []
+
+    with pytest.raises(ValueError, match="input format 'clash-test' declares option 'header', "
+                                         "a field of ReadOptions"):
+        storage.register_format(Clash())
+    assert "clash-test" not in storage.input_formats()
