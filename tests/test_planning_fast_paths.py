@@ -198,3 +198,26 @@ def test_compile_makes_instructions_equal_to_the_plan_formats_own():
     assert type(made) is Instr and made == Instr(*args)
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.name = "x"
+
+
+def test_a_snapshot_knows_it_is_in_order_until_a_control_edge_to_a_later_op_is_set():
+    import numpy as np
+    import tensorvm as tv
+    from tensorvm.framework.graph_def import snapshot
+    g = tv.Graph()
+    with g.as_default():
+        x = tv.placeholder(tv.float32, [2], name="x")
+        a = tv.add(x, 1.0, name="a")
+        late = tv.multiply(x, 3.0, name="late")  # made after "a"
+        out = tv.identity(a, name="out")
+    snap = snapshot(g)
+    assert snap.in_order and list(prune_ordered(snap, [("out", 0)], [], {("x", 0)})[0]) == \
+        ["Const", "a", "out"]
+    a.op._add_control_input(late.op)  # "a" now waits for an op made after it
+    snap = snapshot(g)
+    assert not snap.in_order
+    kept, ordered = prune_ordered(snap, [("out", 0)], [], {("x", 0)})
+    assert not ordered and list(topological(kept, {("x", 0)})).index("late") < \
+        list(topological(kept, {("x", 0)})).index("a")
+    with tv.Session(graph=g) as sess:  # planned in an order that runs "late" first
+        np.testing.assert_allclose(sess.run(out, {x: np.ones(2, np.float32)}), [2.0, 2.0])

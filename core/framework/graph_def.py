@@ -94,9 +94,13 @@ class Node(namedtuple("_NodeRecord", _FIELDS)):
 
 class Snapshot(dict):
     """A graph version's ops as Nodes (a dict that can be weakly referenced, so facts derived
-    from it — the step pipeline's placement constraints — are cached as long as it lives)."""
+    from it — the step pipeline's placement constraints — are cached as long as it lives).
 
-    __slots__ = ("__weakref__",)
+    ``in_order``: every op comes after the ops it waits for. An op's inputs are made before
+    it (a tensor exists before an op reads it, and inputs never change), so only a control
+    input set by hand after both ops were made (``op._add_control_input``) can break it."""
+
+    __slots__ = ("__weakref__", "in_order")
 
 
 def snapshot(graph) -> dict[str, Node]:
@@ -113,12 +117,17 @@ def snapshot(graph) -> dict[str, Node]:
     # once the snapshot is made (it keeps them as long as the graph version lives).
     one: dict = {}  # shape, or id(dtype) -> the 1-tuple of it
     two: dict = {}  # (shape, shape), or (id(dtype), id(dtype)) -> the 2-tuple
+    in_order = True
     for op in graph._ops:
         ins, outs, typ = op.inputs, op.outputs, op.type
         st = stateful.get(typ)
         if st is None:
             st = stateful[typ] = registry[typ].stateful
         ctl = op._control_inputs
+        if ctl and in_order:
+            for c in ctl:
+                if c.name not in out:
+                    in_order = False
         n_in = len(ins)
         try:
             if n_in == 1:
@@ -160,6 +169,7 @@ def snapshot(graph) -> dict[str, Node]:
         out[name] = new(Node, (name, typ, inputs, tuple([c.name for c in ctl]) if ctl else (),
                                op.attrs, op.device, op.colocation, st, len(outs), op.location,
                                out_dtypes, in_shapes, in_dtypes, out_shapes))
+    out.in_order = in_order
     graph._snapshot_cache = (graph.version, out)
     return out
 

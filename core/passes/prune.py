@@ -39,7 +39,10 @@ def prune_ordered(nodes: dict[str, Node], fetches, targets, feeds) -> tuple[dict
     waits for (then :func:`topological` would return it as it is; False: not known)."""
     fed_ops = {n for n, _ in feeds}
     roots = [n for n, _ in fetches if (n, _) not in feeds] + list(targets)
-    found = _needed_in_order(nodes, roots, fed_ops, feeds)
+    if getattr(nodes, "in_order", False):  # a snapshot known in order: so is any part
+        found = _needed_sweep(nodes, roots, fed_ops, feeds)
+    else:
+        found = _needed_in_order(nodes, roots, fed_ops, feeds)
     if found is None:  # not every node after its inputs: a walk from the roots
         need, ordered = _needed(nodes, roots, fed_ops, feeds), False
     else:
@@ -55,6 +58,25 @@ def prune_ordered(nodes: dict[str, Node], fetches, targets, feeds) -> tuple[dict
                 v = v.replace(control_inputs=tuple([c for c in ctl if c in need]))
             out[k] = v
     return out, ordered
+
+
+def _needed_sweep(nodes, roots, fed_ops, feeds) -> tuple[set, bool] | None:
+    """:func:`_needed_in_order` of nodes known to be in order: the sweep without the order
+    check (None where a needed node is not in ``nodes``)."""
+    need = set(roots)
+    add = need.add
+    swept = 0
+    for name, node in reversed(nodes.items()):
+        if name in need:
+            swept += 1
+            for ref in node.inputs:
+                p = ref[0]
+                if p not in fed_ops or ref not in feeds:
+                    add(p)
+            for c in node.control_inputs:
+                if c not in fed_ops:
+                    add(c)
+    return (need, True) if swept == len(need) else None
 
 
 def _needed_in_order(nodes, roots, fed_ops, feeds) -> tuple[set, bool] | None:
