@@ -200,6 +200,11 @@ class ClusterCoordinator:
         with self._lock:
             return {k: w for k, w in self._workers.items() if w.name is not None}
 
+    def num_workers(self) -> int:
+        """Worker threads running now (one per live worker of the job)."""
+        with self._lock:
+            return sum(1 for t in self._threads.values() if t.is_alive())
+
     def steps_by_worker(self) -> dict:
         """``{Dask worker name: closures finished there}``."""
         out: collections.Counter = collections.Counter()
@@ -221,9 +226,11 @@ class ClusterCoordinator:
 
     def run_on_chief(self, fetches, feed_dict=None):
         """Run ``fetches`` of the chief's replica graph (e.g. read the variables) in the
-        coordinator's own session."""
+        coordinator's own session, on the direct data plane unless an op may block (as
+        ``Worker.run``: a monitor's evaluation every N steps must not go through Dask)."""
+        fetches = self._chief._named(fetches)
         with self._state_lock:
-            return self._chief_sess.run(self._chief._named(fetches), feed_dict)
+            return self._chief_sess.run(fetches, feed_dict, self._chief._options(fetches))
 
     def session_of(self, worker: Worker) -> Session:
         """``worker``'s session (made on first use)."""

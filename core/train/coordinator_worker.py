@@ -97,12 +97,17 @@ only: the guard gives the K steps of one run one token). A string
             feeds[self.once.token] = b"%s/%d" % (self._token, self._runs)
         self._runs += 1
         if options is None:
-            flat = _flatten(fetches)
-            key = tuple(getattr(f, "name", id(f)) for f in flat)
-            if key not in self._opts:
-                self._opts[key] = _run_options(self._coord._plane, *flat)
-            options = self._opts[key]
+            options = self._options(fetches)
         return self.session.run(fetches, feeds or None, options, steps=steps)
+
+    def _options(self, fetches):
+        """The RunOptions of ``fetches``: the direct data plane unless an op may block (or
+        the session's forced plane), worked out once per set of fetches."""
+        flat = _flatten(fetches)
+        key = tuple(getattr(f, "name", id(f)) for f in flat)
+        if key not in self._opts:
+            self._opts[key] = _run_options(self._coord._plane, *flat)
+        return self._opts[key]
 
     def _named(self, fetches):
         if isinstance(fetches, str):

@@ -150,6 +150,19 @@ def run_async(model_fn, spec, session, settings, hooks_fn, final, monitor, annou
             with chief.graph.as_default():
                 final_fetch = final(chief.ctx, chief.graph)
             watched = (chief.model["global_step"], final_fetch)
+        # Each live worker makes its session and plans before the clock starts (the old
+        # per-task loop's start barrier): one closure each, held until all have one.
+        ready = threading.Barrier(max(coord.num_workers(), 1), timeout=60)
+
+        def prepare(w):
+            r.session(coord, w)
+            try:
+                ready.wait()
+            except threading.BrokenBarrierError:
+                pass  # a worker lost or late: the others go on
+        for _ in range(ready.parties):
+            coord.schedule(prepare)
+        coord.join()
         step_fn = r.closure(coord)
         t0 = time.monotonic()
         pending: collections.deque = collections.deque()
