@@ -1,14 +1,24 @@
-"""On the Dask plane the client gathers only the fetched exports of a task, not its whole
-stage result (issue 23: a TeraSort map task's shuffle buckets, 100 MB, came back to the driver
-with its two counters, ~0.8 s of a 1.4 s sort).
+"""Picks on the Dask plane (issue 23, a 200 MB TeraSort on 2 workers x 1 thread):
 
-What the driver receives is read where it lands: the results handed to ``fetch_values``."""
+* the client gathers only the fetched exports of a task, not its whole stage result (a map
+  task's shuffle buckets, 100 MB, came back to the driver with its two counters: ~0.8 s of a
+  1.4 s sort). What the driver receives is read where it lands: the results handed to
+  ``fetch_values``.
+* a floating task's picks (its Sends) run on the worker holding its result: each pick is a
+  Dask task group of its own. A group of more than twice the cluster's threads fed by one
+  task is root-ish to Dask, queued and handed to any free thread, so a map task's 2R picks
+  ran on the other worker too, copying the whole stage result there.
+"""
 import numpy as np
 import pytest
+from distributed import get_task_stream
+from distributed.utils import key_split_group
 
 import tensorvm as tv
+import tensorvm.mapreduce as mr
 from tensorvm.runtime import dask_plane
 from tensorvm.runtime.dask_graph import pick_fetched, step_graph
+from tensorvm.vm.interpreter import pick
 
 TV_CLUSTER = {"worker": 2}
 TV_CLUSTER_SHARED = True
@@ -83,3 +93,57 @@ def test_step_graph_asks_for_picks_on_a_cluster_only():
 def test_pick_fetched():
     assert pick_fetched(("a", "b", "c"), (0, 2)) == {0: "a", 2: "c"}
     assert pick_fetched(("a",), ()) == {}  # a sink: waited for, nothing carried
+
+
+def _map_reduce_plan(reducers: int):
+    g = tv.Graph()
+    with g.as_default():
+        x = tv.placeholder(tv.float64, [None], name="x")
+        with tv.device("/job:worker/task:*map0"):
+            parts = [x * float(r) for r in range(reducers)]
+        outs = []
+        for r in range(reducers):
+            with tv.device(f"/job:worker/task:*reduce{r}"):
+                outs.append(tv.reduce_sum(parts[r]))
+    with tv.Session(graph=g) as s:
+        return s.plan(outs, {x: np.ones(4)})
+
+
+def test_each_pick_of_a_floating_task_is_a_dask_group_of_its_own():
+    plan = _map_reduce_plan(6)
+    dsk, outs, _ = step_graph(plan, [np.ones(4)], "t.0", 1, None)
+    picks = [k for k, v in dsk.items() if v[0] in (pick, pick_fetched)]
+    assert len(picks) >= 6 + len(outs)
+    assert len({key_split_group(k) for k in picks}) == len(picks)
+
+
+def test_a_map_tasks_picks_run_where_its_output_is(cluster, tmp_path):
+    """8 reducers: 16 picks per map task, more than twice the 2 threads of the cluster."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    words = np.array([f"w{i}" for i in range(500)])
+    text = {}
+    for f in range(2):
+        text[f] = "\n".join(" ".join(rng.choice(words, 8)) for _ in range(2000)) + "\n"
+        (folder / f"in-{f}.txt").write_text(text[f])
+    job = mr.Job(mr.text(f"{folder.as_uri()}/*.txt"),
+                 lambda lines: mr.emit(tv.strings.split(lines), 1), reduce="sum",
+                 combine="sum", num_reducers=8, map_tasks=2, name="picks")
+    s = cluster.session(tv.Graph())
+    with get_task_stream(cluster.client) as ts:
+        got = job.run(s).to_dict()
+    expected: dict = {}
+    for t in text.values():
+        for w in t.split():
+            expected[w] = expected.get(w, 0) + 1
+    assert got == expected
+    ran = {rec["key"]: rec["worker"] for rec in ts.data}
+    maps = {k[0].rsplit("-", 1)[1]: w for k, w in ran.items()
+            if "_s0-map" in k[0]}  # group name (map0, map1) -> its worker
+    assert len(maps) == 2, ran
+    picks = {k: w for k, w in ran.items() if "_send-map" in k[0]}
+    assert len(picks) == 2 * (2 * 8 + 1)
+    moved = [k for k, w in picks.items()
+             if w != maps[k[0].rsplit("-", 1)[1].split("_")[0]]]
+    assert not moved, f"{len(moved)} picks ran away from their map task's output: {moved[:3]}"

@@ -56,7 +56,7 @@ def step_graph(plan, feed_values, step_id: str, steps: int, rt, trace: bool = Fa
     for s in plan.sends:
         if s.elided:
             continue
-        key = (_send_name(s.task), step_id, s.index)
+        key = (_send_name(s.task, s.index), step_id, s.index)
         dsk[key] = (pick, task_keys[s.task], s.index)
         send_keys[s.name] = key
         by_device[s.device].append(key)
@@ -87,7 +87,7 @@ def step_graph(plan, feed_values, step_id: str, steps: int, rt, trace: bool = Fa
     devices = {t.name: t.device for t in plan.tasks}
     outputs = []
     for n in plan.outputs:
-        key = (_send_name(n), step_id, "fetch")  # (a Send to the client: counted as one)
+        key = (_send_name(n, "fetch"), step_id, "fetch")  # (a Send to the client)
         dsk[key] = (pick_fetched, task_keys[n], tuple(sorted(set(fetched[n]))))
         by_device[devices[n]].append(key)
         outputs.append(key)
@@ -105,16 +105,22 @@ def _root(task) -> bool:
     return all(a.__class__ is Feed for a in task.args)
 
 
-def _send_name(task: str) -> str:
-    """A Send's key name: ``<task>-send``; a floating task's (``<name>-<group>``, see
-    :func:`tensorvm.passes.compile._task_name`) ``<name>_send-<group>``, so that its picks are
-    a Dask task prefix apart from the map tasks (their own bar in Dask's progress).
+def _send_name(task: str, index) -> str:
+    """The key name of the pick of export ``index`` (or ``"fetch"``: the client's) of
+    ``task``: ``<task>-send``; a floating task's (``<name>-<group>``, see
+    :func:`tensorvm.passes.compile._task_name`) ``<name>_send-<group>_<index>``, so that its
+    picks are a Dask task prefix apart from the map tasks (their own bar in Dask's progress,
+    ``<name>_send``), and each pick is a Dask task group of its own: a group larger than
+    twice the cluster's threads with one upstream task is root-ish to Dask, queued and handed
+    to any free thread, and a map task's 2R picks then ran on the other worker, copying the
+    whole stage result there (issue 23). A pinned pick has its device's resource, which Dask
+    never counts root-ish.
 
-    >>> _send_name("tvm_g1_ps_0_cpu0_s0"), _send_name("tvm_g1_worker_float_cpu0_s0-map3")
-    ('tvm_g1_ps_0_cpu0_s0-send', 'tvm_g1_worker_float_cpu0_s0_send-map3')
+    >>> _send_name("tvm_g1_ps_0_cpu0_s0", 2), _send_name("tvm_g1_worker_float_cpu0_s0-map3", 2)
+    ('tvm_g1_ps_0_cpu0_s0-send', 'tvm_g1_worker_float_cpu0_s0_send-map3_2')
     """
     base, dash, group = task.rpartition("-")
-    return f"{base}_send-{group}" if dash and "_float_" in base else f"{task}-send"
+    return f"{base}_send-{group}_{index}" if dash and "_float_" in base else f"{task}-send"
 
 
 def fill_metadata(md, plan, infos) -> None:
