@@ -172,3 +172,30 @@ def test_join_after_close_is_a_failed_precondition(clean):
                            match=r"the ClusterCoordinator is closed \(close\(\) was called\): "
                                  "schedule, join and done need an open coordinator"):
             call()
+
+
+def test_workers_not_named_after_tasks_are_mapped_by_the_coordinator():
+    """A plain LocalCluster (workers named 0, 1), a session joined by address and a
+    {ps: 1, worker: 1} spec, as the CLI's ``--scheduler`` runs give: the coordinator maps the
+    worker task onto a worker that holds no task and runs closures there (it found no worker
+    named worker-0 and waited for ever: ``tensorvm run logreg --scheduler`` hung)."""
+    from distributed import LocalCluster
+
+    def model_fn(ctx):  # the variables and their initial values on the PS only: the
+        with tv.device("/job:ps/task:0"):  # coordinator's init does not map the worker task
+            count = tv.Variable(np.int64(0), name="count")
+        one = tv.Variable(np.int64(1), name="one", collections=["local_variables"])
+        return {"count": count, "step": count.assign_add(one.read_value())}
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None) as lc, \
+            tv.Session(lc.scheduler_address, graph=tv.Graph(), verbose=False) as sess, \
+            ClusterCoordinator(sess, model_fn, cluster={"ps": 1, "worker": 1},
+                               exactly_once=False) as coord:
+        rvs = [coord.schedule(lambda w: (w.run(w.model["step"]), w.name)[1])
+               for _ in range(10)]
+        coord.join(timeout=120)
+        assert int(coord.run_on_chief("count")) == 10
+        assert len({rv.worker for rv in rvs}) == 1
+        mapped = coord._chief_sess.devices
+        assert mapped["ps-0"] != mapped["worker-0"], mapped

@@ -52,6 +52,7 @@ from ..framework.device_spec import DeviceSpec
 from ..framework.errors import (FailedPreconditionError, InvalidArgumentError,
                                 UnavailableError)
 from ..runtime.cluster import events as cluster_events
+from ..runtime.cluster.device_map import resource_name
 from ..runtime.cluster.spec import ClusterSpec, scheduler_identity
 from ..runtime.session import Session
 from ..runtime.wire_names import TOPIC_WORKERS
@@ -137,6 +138,7 @@ class ClusterCoordinator:
         self._chief_sess = self._session(self._chief.graph, f"/job:{ps}/task:0")
         try:
             self._create_state(restore=True)
+            self._map_unnamed()
             self._changed = threading.Event()
             self._sub = cluster_events.subscribe(client, TOPIC_WORKERS, self._on_event)
             self._reconcile()
@@ -288,16 +290,37 @@ class ClusterCoordinator:
         return Session(graph=graph, client=self.client, cluster=self.spec if named else None,
                        default_device=default_device, verbose=False)
 
-    def _task_of(self, name: str, addr: str) -> int | None:
-        for job, task in self.spec.tasks():
-            if job != self.job:
-                continue
-            want = self.spec.worker_for(job, task)
-            if want is not None and str(want) in (name, addr):
+    def _task_of(self, name: str, addr: str, resources=()) -> int | None:
+        """The task of the job a Dask worker is: the one the spec names it for, else the one
+        whose device it holds (mapped by a session), else the one it is named after."""
+        tasks = [t for j, t in self.spec.tasks() if j == self.job]
+        for task in tasks:
+            want = self.spec.worker_for(self.job, task)
+            if str(want if want is not None else f"{self.job}-{task}") in (name, addr):
                 return task
-            if want is None and name == f"{job}-{task}":
+        if any(str(n) == name for n in self.spec.task_names()):
+            return None  # named after another task (ps-0): not a worker of the job
+        for task in tasks:
+            if self.spec.worker_for(self.job, task) is None and \
+                    resource_name(self.job, task) in resources:
                 return task
         return None
+
+    def _map_unnamed(self) -> None:
+        """A cluster whose workers are not named after tasks (a plain LocalCluster, workers
+        started with no ``--name``): each task of the job is mapped now, by the runtime's
+        rule (a worker that holds no task), through the coordinator's own session, so the
+        scheduler's worker resources say which worker is which task."""
+        workers = scheduler_identity(self.client)["workers"].values()
+        if {str(w.get("name")) for w in workers} & set(self.spec.task_names()):
+            return  # named workers: each task is the worker named after it
+        devices = getattr(getattr(self._chief_sess, "_backend", None), "_devices", None)
+        for job, task in self.spec.tasks():
+            if job == self.job and devices is not None:
+                try:
+                    devices.ensure_mapped(job, task)
+                except Exception:  # noqa: BLE001 - more tasks than workers: those wait
+                    _log.debug("could not map %s-%d", job, task, exc_info=True)
 
     def _worker(self, task: int) -> Worker:
         """The task's :class:`Worker`, its replica graph built on first use."""
@@ -335,7 +358,7 @@ class ClusterCoordinator:
         """Start a thread for every live worker of the job that has none."""
         live = {}
         for addr, info in scheduler_identity(self.client)["workers"].items():
-            task = self._task_of(str(info.get("name")), addr)
+            task = self._task_of(str(info.get("name")), addr, info.get("resources") or {})
             if task is not None:
                 live[task] = (addr, str(info.get("name")))
         with self._lock:
