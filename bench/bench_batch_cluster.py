@@ -62,6 +62,7 @@ class _Reruns(logging.Handler):
     def emit(self, record):
         if "running it again" in record.getMessage():
             self.count += 1
+            print(f"  ({record.getMessage()})", flush=True)
 
 
 SPLIT_SIZE = None  # --split-mb: the job's split size (None: the job's default)
