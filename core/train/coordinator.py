@@ -58,7 +58,7 @@ from ..runtime.session import Session
 from ..runtime.wire_names import TOPIC_WORKERS
 from .coordinator_worker import Worker
 from .remote_value import Closure, ClosureQueue, PerWorkerValues, RemoteValue
-from .replicas import ReplicaContext
+from .replica_context import ReplicaContext
 
 __all__ = ["ClusterCoordinator", "Worker", "RemoteValue", "PerWorkerValues"]
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from ..framework.graph import Graph, device
 from .device_setter import replica_device_setter
 from .remote_value import PerWorkerValues
-from .replicas import ReplicaContext, _run_options
+from .replica_context import ReplicaContext, _run_options
 
 if TYPE_CHECKING:
     from ..runtime.session import Session

@@ -82,7 +82,7 @@ class _Replicas:
     def closure(self, coord: ClusterCoordinator):
         """The closure every scheduled run is: ``steps_per_run`` steps on the worker that
         takes it; the global step after them (None: training had stopped)."""
-        from .replicas import _run_options
+        from .replica_context import _run_options
         s = self
 
         def train(w):

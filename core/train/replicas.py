@@ -63,24 +63,15 @@ from ..runtime.cluster.spec import ClusterSpec
 from ..framework.errors import CancelledError, InvalidArgumentError, OutOfRangeError
 from ..framework.graph import Graph, Tensor, control_dependencies, device, get_default_graph
 from ..runtime.job_api import TOPIC_JOBS, program_name
-from ..runtime.session import RunOptions, Session
+from ..runtime.session import Session
 from ..ops.state.variables import Variable, assign
 from .device_setter import replica_device_setter
 from .hooks import StopAtStepHook
 from .monitored_session import MonitoredTrainingSession
 from .optimizers import get_or_create_global_step
+from .replica_context import ReplicaContext, _run_options, may_block  # noqa: F401 (re-exported)
 
 _log = logging.getLogger("tensorvm")
-
-
-@dataclass(frozen=True)
-class ReplicaContext:
-    """What ``model_fn`` is told about the replica it builds."""
-    task: int
-    num_workers: int
-    device: str
-    is_chief: bool
-    cluster: ClusterSpec
 
 
 @dataclass
@@ -176,40 +167,6 @@ def split_batches(queue, width: int, batch_size: int, device: str | None = None,
         with control_dependencies([advance]):
             batch = ops.reshape(ops.gather(buf.value(), idx), [batch_size, width])
     return batch, reload
-
-
-def may_block(*fetches) -> bool:
-    """Whether an op that ``fetches`` need may block on a queue, reader or barrier (the op
-    table's ``waits`` fact, read as :func:`tensorvm.runtime.direct.registered_plans.waits` reads it). Those
-    that do not may run on the direct data plane from their first step.
-
-    >>> import tensorvm as tv
-    >>> q = tv.FIFOQueue(4, [tv.float32])
-    >>> may_block(q.dequeue()), may_block(tv.constant(1.0) + 1.0)
-    (True, False)
-    """
-    from ..runtime.direct.registered_plans import op_waits
-    from ..framework.op_registry import registry
-    seen: set = set()
-    todo = [getattr(f, "op", f) for f in fetches]
-    while todo:
-        op = todo.pop()
-        if op.name in seen:
-            continue
-        seen.add(op.name)
-        if registry[op.type].needs_ctx and op_waits(op.type):
-            return True
-        todo.extend(t.op for t in op.inputs)
-        todo.extend(op.control_inputs)
-    return False
-
-
-def _run_options(plane: str, *fetches):
-    """How a loop runs ``fetches``: the session's forced data plane, else the direct plane
-    unless an op may block (None: the session's ``"auto"``)."""
-    if plane != "auto":
-        return RunOptions(data_plane=plane)
-    return None if may_block(*fetches) else RunOptions(data_plane="direct")
 
 
 class _Announced:
