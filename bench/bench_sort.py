@@ -5,16 +5,20 @@
 Data (generated here with ``jobs.sort.teragen``, deterministic, cached under ``--dir``):
 ``--records`` records of 100 bytes (10-byte random key compared as unsigned bytes, 90-byte
 payload) in ``--files`` files. Timed: read + (sample) + partition + sort + write part files whose
-concatenation is globally sorted, two worker processes for the distributed ones (clusters
-started beforehand and warmed up with one run):
+concatenation is globally sorted (clusters started beforehand and warmed up with one run).
+The distributed contenders get **2 worker processes x 1 thread** each (issue 23, "equal
+resources"; checked before timing), against the single-process limit:
 
-* ``numpy``: one process reads every file, ``np.lexsort`` over the 10 key byte columns, one
-  take, one file written.
-* ``tensorvm``: ``jobs.sort.terasort`` (sampled range partition, 2 reducers) on a
-  ``{"worker": 2}`` LocalCluster; ``teravalidate`` checks the output once.
+* ``numpy``: one process, one thread, reads every file, ``np.lexsort`` over the 10 key byte
+  columns, one take, one file written.
+* ``tensorvm``: ``jobs.sort.terasort_job`` (sampled range partition, 2 map tasks, 2 reducers)
+  on a ``{"worker": 2}`` LocalCluster of 2 processes x 1 thread
+  (``tensorvm.worker-threads=1``; Arrow's pool in each worker set to 1); ``teravalidate``
+  checks the output once.
 * ``dask.delayed``: a hand-written range-partition sort: sample, partition each file, sort
-  each range, write — 2 processes x 1 thread.
-* ``dask.dataframe``: ``sort_values`` on the key as two big-endian integer columns.
+  each range, write — a LocalCluster of 2 processes x 1 thread (Arrow's pool set to 1).
+* ``dask.dataframe``: ``sort_values`` on the key as two big-endian integer columns, same
+  cluster.
 
 The methods run in turn, ``--repeat`` rounds; medians and ratios against ``numpy``; the best run; CPU seconds of the
 driver and the workers (steadier than wall time on a shared machine).
@@ -104,6 +108,14 @@ def dask_dataframe_sort(client, inputs: list, out: str) -> None:
     df.sort_values(["k1", "k2"]).to_parquet(out, write_index=False)
 
 
+def worker_threads(client) -> list:
+    """Threads per worker process of ``client``'s cluster, sorted; Arrow's pool in each worker
+    is set to one thread on the way (a Dask thread is one thread of work)."""
+    import pyarrow as pa
+    client.run(pa.set_cpu_count, 1)
+    return sorted(client.nthreads().values())
+
+
 def interleaved(methods: dict, repeat: int) -> dict:
     """``{name: (median s, runs, median cpu s)}``, the methods run in turn each round (so a
     burst of other load on a shared machine hits them all alike). CPU seconds: this process
@@ -131,15 +143,19 @@ def main(argv=None):
     ap.add_argument("--skip-dask", action="store_true")
     args = ap.parse_args(argv)
 
+    import dask
+
     import tensorvm as tv
     from tensorvm.jobs.sort import teravalidate
     folder = make_data(args.dir, args.records, args.files)
     inputs = sorted(os.path.join(folder, "in", f) for f in os.listdir(os.path.join(folder, "in"))
                     if not f.startswith(("_", ".")))
     outs = tempfile.mkdtemp(dir=args.dir, prefix="tvm-bench-sort-out-")
-    sess = tv.Session(cluster={"worker": 2}, graph=tv.Graph(), verbose=False)
+    with dask.config.set({"tensorvm.worker-threads": 1}):
+        sess = tv.Session(cluster={"worker": 2}, graph=tv.Graph(), verbose=False)
     stack = contextlib.ExitStack()
     try:
+        threads = {"numpy": "1 process x 1 thread", "tensorvm": worker_threads(sess.client)}
         tensorvm_sort(sess, folder, f"{outs}/tv")
         check = teravalidate(f"file://{outs}/tv", f"file://{folder}/in")
         assert check["ok"], check["errors"]
@@ -151,6 +167,7 @@ def main(argv=None):
             lc = stack.enter_context(LocalCluster(n_workers=2, threads_per_worker=1,
                                                   processes=True, dashboard_address=None))
             client = stack.enter_context(Client(lc))
+            threads["dask"] = worker_threads(client)
             methods["dask.delayed"] = (lambda: dask_delayed_sort(client, inputs,
                                                                  f"{outs}/dd"), client)
             try:
@@ -162,6 +179,10 @@ def main(argv=None):
                     shutil.rmtree(f"{outs}/ddf", ignore_errors=True)
                     dask_dataframe_sort(client, inputs, f"{outs}/ddf")
                 methods["dask.dataframe"] = (ddf, client)
+        assert threads["tensorvm"] == [1, 1], threads
+        assert threads.get("dask", [1, 1]) == [1, 1], threads
+        print("threads of work: " + ", ".join(f"{k} {v}" for k, v in threads.items()) +
+              " (worker processes x threads)")
         results = interleaved(methods, args.repeat)
     finally:
         stack.close()

@@ -4,16 +4,20 @@
 
 Data (generated here, deterministic, cached under ``--dir``): ``--mb`` MB in ``--files`` text
 files, lines of 4-20 lowercase ASCII words drawn from Zipf(s=1.0) over a 50,000-word vocabulary.
-Timed: read + tokenize + count + the whole (word, count) table back to the driver, with two
-worker processes (clusters started beforehand and warmed up with one run):
+Timed: read + tokenize + count + the whole (word, count) table back to the driver (clusters
+started beforehand and warmed up with one run). Every contender gets the same two threads of
+work (issue 23, "equal resources"), checked before timing:
 
-* ``pyarrow-2thr``: the single-process limit — 2 threads, each reads a file, splits lines and
-  words with ``pyarrow.compute`` and counts them (``value_counts``); tables merged by a
-  ``group_by`` sum.
+* ``pyarrow-2thr``: the single-process limit — one process, 2 threads (a 2-thread pool, and
+  Arrow's own pool set to 2), each reads a file, splits lines and words with
+  ``pyarrow.compute`` and counts them (``value_counts``); tables merged by a ``group_by`` sum.
 * ``tensorvm``: ``jobs.wordcount`` (``mr.emit(tv.strings.split(lines), 1)``, combine and reduce
-  ``sum``, 2 reducers) in one ``Session.run`` on a ``{"worker": 2}`` LocalCluster.
-* ``dask.bag``: ``read_text().str.split().flatten().frequencies()``, 2 processes x 1 thread.
-* ``bag+Counter``: ``map_partitions(Counter)`` per file, merged on the driver.
+  ``sum``, 2 map tasks, 2 reducers) in one ``Session.run`` on a ``{"worker": 2}``
+  LocalCluster of **2 worker processes x 1 thread** (``tensorvm.worker-threads=1``; Arrow's
+  pool in each worker set to 1).
+* ``dask.bag``: ``read_text().str.split().flatten().frequencies()`` on a LocalCluster of 2
+  processes x 1 thread (Arrow's pool in each set to 1, as for tensorvm).
+* ``bag+Counter``: ``map_partitions(Counter)`` per file, merged on the driver, same cluster.
 
 The methods run in turn, ``--repeat`` rounds; medians, ratios against ``pyarrow-2thr`` and ``dask.bag``; ``cpu s``: CPU
 seconds of the driver and the workers (steadier than wall time on a shared machine). A per-phase
@@ -112,8 +116,18 @@ def _arrow_counts(path: str) -> pa.Table:
     return pa.table({"w": vc.field("values"), "n": vc.field("counts")})
 
 
+THREADS = 2  # the threads of work every contender gets (see the module docstring)
+
+
+def worker_threads(client) -> list:
+    """Threads per worker process of ``client``'s cluster, sorted; Arrow's pool in each worker
+    is set to one thread on the way (a Dask thread is one thread of work)."""
+    client.run(pa.set_cpu_count, 1)
+    return sorted(client.nthreads().values())
+
+
 def pyarrow_2threads(paths):
-    with ThreadPoolExecutor(2) as ex:
+    with ThreadPoolExecutor(THREADS) as ex:
         tables = list(ex.map(_arrow_counts, paths))
     t = pa.concat_tables(tables).group_by("w").aggregate([("n", "sum")])
     return dict(zip(t.column("w").to_pylist(), t.column("n_sum").to_pylist()))
@@ -220,11 +234,17 @@ def main(argv=None):
     ap.add_argument("--skip-dask", action="store_true")
     args = ap.parse_args(argv)
 
+    import dask
+
     import tensorvm as tv
     paths = make_data(args.dir, args.mb, args.files)
     print(f"data: {sum(os.path.getsize(p) for p in paths) / 1e6:.0f} MB in {len(paths)} files")
+    pa.set_cpu_count(THREADS)
     ref = pyarrow_2threads(paths)
-    sess = tv.Session(cluster={"worker": 2}, graph=tv.Graph(), verbose=False)
+    with dask.config.set({"tensorvm.worker-threads": 1}):
+        sess = tv.Session(cluster={"worker": THREADS}, graph=tv.Graph(), verbose=False)
+    threads = {"pyarrow-2thr": f"1 process x {THREADS} threads",
+               "tensorvm": worker_threads(sess.client)}
     methods = {"pyarrow-2thr": (lambda: pyarrow_2threads(paths), None),
                "tensorvm": (lambda: tensorvm_run(sess, paths), sess.client)}
     stack = contextlib.ExitStack()
@@ -235,9 +255,14 @@ def main(argv=None):
             lc = stack.enter_context(LocalCluster(n_workers=2, threads_per_worker=1,
                                                   processes=True, dashboard_address=None))
             client = stack.enter_context(Client(lc))
+            threads["dask"] = worker_threads(client)
             assert dask_bag(client, paths) == ref
             methods["dask.bag"] = (lambda: dask_bag(client, paths), client)
             methods["bag+Counter"] = (lambda: bag_counter(client, paths), client)
+        assert threads["tensorvm"] == [1] * THREADS, threads
+        assert threads.get("dask", threads["tensorvm"]) == threads["tensorvm"], threads
+        print("threads of work: " + ", ".join(f"{k} {v}" for k, v in threads.items()) +
+              " (worker processes x threads)")
         results = interleaved(methods, args.repeat)
         phases = traced_phases(sess, paths)
     finally:
