@@ -24,6 +24,7 @@ import threading
 import time
 
 from ..framework.errors import CancelledError, OutOfRangeError
+from ..ops.array.array_ops import no_op
 from .coordinator import ClusterCoordinator
 from .hooks import CheckpointSaverHook, StepCounterHook, StopAtStepHook
 from .monitored_session import MonitoredSession, Scaffold
@@ -63,7 +64,9 @@ class _Replicas:
         if ms is None:
             s, hooks = self.s, list(w.model["hooks"])
             with w.graph.as_default():
-                scaffold = Scaffold().finalize(w.graph)
+                # the coordinator ran the local initializers when it made the worker: running
+                # them again would make cycling_batch's data a second time
+                scaffold = Scaffold(local_init_op=no_op(name="local_init_done")).finalize(w.graph)
                 if w is coord.chief:
                     if s.checkpoint_dir:
                         hooks.append(CheckpointSaverHook(
