@@ -1,6 +1,7 @@
 """Word count: tensorvm's map-reduce beside pyarrow, dask.bag and a Counter merge (issue 10).
 
     python bench/bench_wordcount.py [--mb 200] [--files 16] [--repeat 3] [--skip-dask]
+                                    [--map-tasks M] [--reducers R]
 
 Data (generated here, deterministic, cached under ``--dir``): ``--mb`` MB in ``--files`` text
 files, lines of 4-20 lowercase ASCII words drawn from Zipf(s=1.0) over a 50,000-word vocabulary.
@@ -12,7 +13,9 @@ work (issue 23, "equal resources"), checked before timing:
   Arrow's own pool set to 2), each reads a file, splits lines and words with
   ``pyarrow.compute`` and counts them (``value_counts``); tables merged by a ``group_by`` sum.
 * ``tensorvm``: ``jobs.wordcount`` (``mr.emit(tv.strings.split(lines), 1)``, combine and reduce
-  ``sum``, 2 map tasks, 2 reducers) in one ``Session.run`` on a ``{"worker": 2}``
+  ``sum``; map tasks and reducers the job's own choice unless ``--map-tasks``/``--reducers``
+  say: 8 of each here, a map task per ~25 MB, where 2 map tasks of 100 MB each cost ~1.5x
+  the CPU) in one ``Session.run`` on a ``{"worker": 2}``
   LocalCluster of **2 worker processes x 1 thread** (``tensorvm.worker-threads=1``; Arrow's
   pool in each worker set to 1).
 * ``dask.bag``: ``read_text().str.split().flatten().frequencies()`` on a LocalCluster of 2
@@ -133,11 +136,14 @@ def pyarrow_2threads(paths):
     return dict(zip(t.column("w").to_pylist(), t.column("n_sum").to_pylist()))
 
 
+MAP_TASKS = REDUCERS = None  # None: the job's own choice (--map-tasks, --reducers)
+
+
 def tensorvm_run(session, paths):
     from tensorvm.jobs.wordcount import wordcount_job
-    job = wordcount_job([f"file://{p}" for p in paths], num_reducers=2, map_tasks=2)
-    res = job.run(session)
-    return res
+    job = wordcount_job([f"file://{p}" for p in paths], num_reducers=REDUCERS,
+                        map_tasks=MAP_TASKS)
+    return job.run(session)
 
 
 def dask_bag(client, paths):
@@ -187,8 +193,11 @@ def traced_phases(session, paths) -> dict:
     """Map and reduce task seconds of one traced run (per task, summed over workers)."""
     import tensorvm as tv
     from tensorvm.jobs.wordcount import wordcount_job
-    job = wordcount_job([f"file://{p}" for p in paths], num_reducers=2, map_tasks=2)
-    built = job.build(session.graph, 2, "trace", job._splits())
+    job = wordcount_job([f"file://{p}" for p in paths], num_reducers=REDUCERS,
+                        map_tasks=MAP_TASKS)
+    splits = job._splits()
+    job._size_reducers(session, splits, 2)  # (as Job.run sizes them)
+    built = job.build(session.graph, 2, "trace", splits, client=session.client)
     from tensorvm.mapreduce.common import _flat
     meta = tv.RunMetadata()
     t0 = time.perf_counter()
@@ -232,7 +241,13 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--dir", default=tempfile.gettempdir())
     ap.add_argument("--skip-dask", action="store_true")
+    ap.add_argument("--map-tasks", type=int, default=None,
+                    help="tensorvm's map tasks (default: the job's, one per ~25 MB here)")
+    ap.add_argument("--reducers", type=int, default=None,
+                    help="tensorvm's reducers (default: the job's, sized to the input)")
     args = ap.parse_args(argv)
+    global MAP_TASKS, REDUCERS
+    MAP_TASKS, REDUCERS = args.map_tasks, args.reducers
 
     import dask
 
@@ -249,7 +264,9 @@ def main(argv=None):
                "tensorvm": (lambda: tensorvm_run(sess, paths), sess.client)}
     stack = contextlib.ExitStack()
     try:
-        assert tensorvm_run(sess, paths).to_dict() == ref, "tensorvm differs from pyarrow"
+        first = tensorvm_run(sess, paths)
+        assert first.to_dict() == ref, "tensorvm differs from pyarrow"
+        tv_shape = (first.num_map_tasks, first.num_reducers)
         if not args.skip_dask:
             from dask.distributed import Client, LocalCluster
             lc = stack.enter_context(LocalCluster(n_workers=2, threads_per_worker=1,
@@ -279,6 +296,8 @@ def main(argv=None):
               f"{' '.join(f'{t:.2f}' for t in times)}")
     print("\ntensorvm traced run: wall %.2fs; longest map task %.2fs (%d), reduce %.2fs (%d)"
           % (phases["wall"], *phases.get("map", (0, 0)), *phases.get("reduce", (0, 0))))
+    print(f"tensorvm job: {tv_shape[0]} map tasks x {tv_shape[1]} reducers "
+          f"(--map-tasks {MAP_TASKS}, --reducers {REDUCERS}; None: the job's choice)")
     one = map_phases(paths[0])
     tot = sum(one.values())
     print("map kernels on one file (%.1f MB): " % (os.path.getsize(paths[0]) / 1e6) +
