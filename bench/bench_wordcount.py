@@ -244,7 +244,7 @@ def main(argv=None):
     ap.add_argument("--skip-dask", action="store_true")
     ap.add_argument("--map-tasks", type=int, default=None,
                     help="tensorvm's map tasks (default: the job's, one per ~25 MB here)")
-    ap.add_argument("--reducers", type=int, default=REDUCERS,
+    ap.add_argument("--reducers", type=int, default=2,
                     help="tensorvm's reducers (default 2, one per worker thread; 0: the "
                          "job's, sized to the input)")
     args = ap.parse_args(argv)
