@@ -136,18 +136,28 @@ def shared_clusters():
         handles.popitem()[1].close()
 
 
+@pytest.fixture(scope="session")
+def shared_cluster_of(shared_clusters):
+    """``shared_cluster_of(spec)``: the shared :class:`ClusterHandle` of ``spec`` (started on
+    first use), for a module that needs a second spec beside its ``TV_CLUSTER``; the module
+    must kill no worker, leave no state, and call ``close_sessions()`` when it is done."""
+    def get(spec: dict) -> ClusterHandle:
+        key = json.dumps(spec, sort_keys=True)
+        if key not in shared_clusters:
+            shared_clusters[key] = ClusterHandle(spec)
+        return shared_clusters[key]
+    return get
+
+
 @pytest.fixture(scope="module")
-def tv_cluster(request, shared_clusters):
+def tv_cluster(request, shared_cluster_of):
     spec = getattr(request.module, "TV_CLUSTER", DEFAULT_CLUSTER)
     if not getattr(request.module, "TV_CLUSTER_SHARED", False):
         handle = ClusterHandle(spec)
         yield handle
         handle.close()
         return
-    key = json.dumps(spec, sort_keys=True)
-    if key not in shared_clusters:
-        shared_clusters[key] = ClusterHandle(spec)
-    handle = shared_clusters[key]
+    handle = shared_cluster_of(spec)
     yield handle
     handle.close_sessions()  # left as found for the next module
 

@@ -454,7 +454,11 @@ def test_sigterm_mid_job_exits_143_with_no_output_and_a_rerun_works(tmp_path):
             def wait(x):
                 if not os.path.exists(os.environ["TVM_GO"]):
                     print("ready", flush=True)
-                    time.sleep(4)  # the in-process thread is joined at exit
+                    # running until the test has sent SIGTERM and says so (TVM_SENT): the
+                    # in-process thread is joined at exit, so a fixed sleep here was waited out
+                    end = time.monotonic() + 60
+                    while not os.path.exists(os.environ["TVM_SENT"]) and time.monotonic() < end:
+                        time.sleep(0.02)
                 return x
             return mr.emit(tv.py_func(wait, [lines], tv.string, stateful=False), 1)
 
@@ -467,12 +471,14 @@ def test_sigterm_mid_job_exits_143_with_no_output_and_a_rerun_works(tmp_path):
     out, go = tmp_path / "out", tmp_path / "go"
     argv = [TVM, "run", str(path), "--input", str(tmp_path / "in.txt"), "--output",
             f"file://{out}", "--in-process", "--quiet"]
-    env = {**os.environ, "TVM_GO": str(go)}
+    sent = tmp_path / "sent"
+    env = {**os.environ, "TVM_GO": str(go), "TVM_SENT": str(sent)}
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env=env)
     try:
         assert p.stdout.readline().strip() == "ready"
-        p.send_signal(signal.SIGTERM)
+        p.send_signal(signal.SIGTERM)  # handled in the main thread before the step returns
+        sent.write_text("")
         _, err = p.communicate(timeout=60)
     finally:
         if p.poll() is None:

@@ -258,7 +258,7 @@ def _tmux_run(tmp_path, argv, timeout=600) -> tuple[str, int]:
         deadline = time.monotonic() + timeout
         while not rc_file.exists() or not rc_file.read_text().strip():
             assert time.monotonic() < deadline, "the command did not finish"
-            time.sleep(0.5)
+            time.sleep(0.1)
         screen = subprocess.run([*tmux, "capture-pane", "-p", "-t", session, "-S", "-200"],
                                 capture_output=True, text=True, check=True).stdout
         return screen.rstrip() + "\n", int(rc_file.read_text())

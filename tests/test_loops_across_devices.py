@@ -120,6 +120,7 @@ def test_a_variable_on_another_device_that_the_loop_updates_is_read_each_iterati
 
 # ---- on a {"ps": 1, "worker": 1} cluster of processes, both data planes ----------------------
 TV_CLUSTER = {"ps": 1, "worker": 1}
+TV_CLUSTER_SHARED = True  # kills no worker, leaves no state
 PLANES = [tv.RunOptions(data_plane="dask"), tv.RunOptions(data_plane="direct")]
 
 
@@ -319,10 +320,10 @@ def test_a_loop_whose_gradient_runs_on_one_device_on_a_cluster(tv_cluster, g):
 
 
 @pytest.fixture(scope="module")
-def cluster3(cluster_handle):
-    handle = cluster_handle({"ps": 1, "worker": 2})
+def cluster3(shared_cluster_of):
+    handle = shared_cluster_of({"ps": 1, "worker": 2})  # the suite's shared one of this spec
     yield handle
-    handle.close()
+    handle.close_sessions()
 
 
 @pytest.mark.cluster
