@@ -341,7 +341,7 @@ def test_unreachable_scheduler_exits_1():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     one_line_error(tvm("run", "wordcount", "--input", "x", "--scheduler",
-                       f"tcp://127.0.0.1:{port}", "--connect-timeout", "1"), 1,
+                       f"tcp://127.0.0.1:{port}", "--connect-timeout", "0.2"), 1,
                    "cannot reach the Dask scheduler", str(port))
 
 
