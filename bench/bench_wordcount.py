@@ -16,9 +16,10 @@ work (issue 23, "equal resources"), checked before timing:
   ``sum``) in one ``Session.run`` on a ``{"worker": 2}`` LocalCluster of **2 worker
   processes x 1 thread** (``tensorvm.worker-threads=1``; Arrow's pool in each worker set to
   1). Map tasks: the job's own grain unless ``--map-tasks`` says (12 here, ~25 MB each: 2 map
-  tasks of 100 MB cost ~1.5x the CPU, their memory fresh each time). Reducers: 2, one per
-  worker thread (``--reducers 0``: the job's sizing, which spreads to 4 per thread by input
-  bytes — 8 here, ~0.4 s more CPU for a shuffle the combiner made ~1,000x smaller).
+  tasks of 100 MB cost ~1.5x the CPU, their memory fresh each time). Reducers: the job's
+  own sizing unless ``--reducers`` says (one per worker thread here: a job with a combiner
+  is not spread over more, smaller reducers — its shuffle is ~1,000x smaller than its input,
+  and 8 reducers cost ~0.4 s more CPU).
 * ``dask.bag``: ``read_text().str.split().flatten().frequencies()`` on a LocalCluster of 2
   processes x 1 thread (Arrow's pool in each set to 1, as for tensorvm).
 * ``bag+Counter``: ``map_partitions(Counter)`` per file, merged on the driver, same cluster.
@@ -137,7 +138,7 @@ def pyarrow_2threads(paths):
     return dict(zip(t.column("w").to_pylist(), t.column("n_sum").to_pylist()))
 
 
-MAP_TASKS, REDUCERS = None, 2  # None: the job's own choice (--map-tasks, --reducers)
+MAP_TASKS, REDUCERS = None, None  # None: the job's own choice (--map-tasks, --reducers)
 
 
 def tensorvm_run(session, paths):
@@ -244,9 +245,8 @@ def main(argv=None):
     ap.add_argument("--skip-dask", action="store_true")
     ap.add_argument("--map-tasks", type=int, default=None,
                     help="tensorvm's map tasks (default: the job's, one per ~25 MB here)")
-    ap.add_argument("--reducers", type=int, default=2,
-                    help="tensorvm's reducers (default 2, one per worker thread; 0: the "
-                         "job's, sized to the input)")
+    ap.add_argument("--reducers", type=int, default=0,
+                    help="tensorvm's reducers (default 0: the job's own sizing)")
     args = ap.parse_args(argv)
     global MAP_TASKS, REDUCERS
     MAP_TASKS, REDUCERS = args.map_tasks, args.reducers or None

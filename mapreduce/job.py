@@ -327,7 +327,8 @@ class Job:
                        floating: bool = True) -> int:
         """Set ``num_reducers`` for this run: the given count (warned about when a reducer's
         share of the input exceeds its budget), else :func:`.sizing.choose_reducers` — on a
-        cluster, for ``floating`` reducers, spread (:func:`.sizing.spread_reducers`)."""
+        cluster, for ``floating`` reducers of a job without a combiner, spread
+        (:func:`.sizing.spread_reducers`)."""
         part = self.partition
         if self.reducers_arg is None and isinstance(part, RangePartition) and \
                 part.boundaries is not None:
@@ -338,7 +339,11 @@ class Job:
         size, fraction = sizing.input_bytes(splits), sizing.memory_fraction()
         if self.reducers_arg is None:
             self.num_reducers = sizing.choose_reducers(size, workers, fraction)
-            if floating and session is not None and session.client is not None:
+            # spread over more, smaller reducers (a slow worker holds back one small one)
+            # only when the reducers' work follows the input: after a combiner the shuffle is
+            # a summary of it, and every reducer more is only a task's overhead
+            if floating and self.combine is None and session is not None and \
+                    session.client is not None:
                 self.num_reducers = sizing.spread_reducers(self.num_reducers, size,
                                                            sum(t for _, t in workers))
             logger.info("mr job %s: %d reducers for %.1f MiB of input (each at most %.1f MiB: "
