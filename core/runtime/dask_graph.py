@@ -34,7 +34,8 @@ def step_graph(plan, feed_values, step_id: str, steps: int, rt, trace: bool = Fa
     On a cluster (``rt`` None: the results stay on the workers) an output task is asked for
     through a pick of its fetched exports (:func:`pick_fetched`), so only those travel to the
     client: a map task's counters, not its shuffle buckets (issue 23: a 200 MB TeraSort
-    brought every bucket to the driver, ~0.8 s of its 1.4 s).
+    brought every bucket to the driver, ~0.8 s of its 1.4 s); a task whose exports are all
+    fetched is gathered whole, with no pick task (a training step's, on the Dask plane).
 
     >>> import tensorvm as tv
     >>> g = tv.Graph()
@@ -85,10 +86,15 @@ def step_graph(plan, feed_values, step_id: str, steps: int, rt, trace: bool = Fa
         if f.__class__ is Result:
             fetched[f.task].append(f.index)
     devices = {t.name: t.device for t in plan.tasks}
+    exports = {t.name: len(t.program.exports) for t in plan.tasks}
     outputs = []
     for n in plan.outputs:
+        wanted = set(fetched[n])
+        if len(wanted) == exports[n]:  # every export fetched: no pick (a task less a step)
+            outputs.append(task_keys[n])
+            continue
         key = (_send_name(n, "fetch"), step_id, "fetch")  # (a Send to the client)
-        dsk[key] = (pick_fetched, task_keys[n], tuple(sorted(set(fetched[n]))))
+        dsk[key] = (pick_fetched, task_keys[n], tuple(sorted(wanted)))
         by_device[devices[n]].append(key)
         outputs.append(key)
     return dsk, outputs, by_device
