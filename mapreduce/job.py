@@ -291,11 +291,14 @@ class Job:
 
     def _through_storage(self, session, splits: list) -> bool:
         """``shuffle="auto"``: go through storage when the input is more than half of the
-        workers' memory (``memory_limit``) — the shuffle is about as large as the input."""
+        workers' memory (``memory_limit``) — the shuffle is about as large as the input —
+        unless the job has a combiner: its map outputs are summaries of their splits (a map
+        task's that is still large spills its buckets, ``spill_bytes``), and the in-memory
+        step keeps its map tasks floating (elastic), where the phased steps pin them."""
         if self.shuffle != "auto":
             return self.shuffle == "storage"
         client = session.client
-        if client is None:
+        if client is None or self.combine is not None:
             return False
         from tensorvm.runtime.cluster.spec import scheduler_identity
         limits = [w.get("memory_limit") or 0
