@@ -1,14 +1,15 @@
 """One submission of a compiled plan as a Dask graph, and reading its results back.
 
 A leaf shared by both backends (:mod:`tensorvm.runtime.backends`, :mod:`tensorvm.runtime.dask_plane`):
-it imports only the stage runtime.
+it imports only the stage runtime and :mod:`.durable_tasks`.
 
 ``step_graph`` turns a :class:`~tensorvm.passes.Plan` into a Dask graph for one submission:
 each (device, stage) task is ``(run_stage, program, rt, step_id, steps, *inputs)`` in process,
 or — once the plan is registered on the workers (:mod:`tensorvm.runtime.direct.registered_plans`) —
 ``(run_registered, plan_id, device, task, step_id, steps, trace, *inputs)``, which carries
-no program; each non-elided Send is ``(pick, stage key, index)``; feeds are inlined as
-arguments. Keys are ``(task name, step id)`` (step ids are ``token.N``, one per submission).
+no program, or ``(run_durable, url, run_stage, ...)`` for a floating root task whose
+outputs are kept (``durable``); each non-elided Send is ``(pick, stage key, index)``; feeds
+are inlined as arguments. Keys are ``(task name, step id)`` (step ids are ``token.N``, one per submission).
 A task's result is a :class:`~tensorvm.vm.results.StageResult`, indexed by export.
 """
 from __future__ import annotations
