@@ -86,6 +86,7 @@ from .dask_graph import fetch_values, fill_metadata, step_graph
 
 CLOSE_WAIT_S = 5.0  # how long close waits for the steps it cancelled to give up
 CONNECT_TIMEOUT_S = 20.0  # how long a session or reset tries to reach a scheduler
+CLUSTER_CLOSE_S = 60.0  # the most a session waits for the LocalCluster it started to close
 POLL_S = 1.0  # the liveness poll, only on a scheduler without DeviceHomes (no events)
 LOST_GRACE_S = 1.0  # how long a failed step waits for a lost-worker event to name the cause
 logger = logging.getLogger("tensorvm")
@@ -593,7 +594,18 @@ class DistributedBackend(Backend):
                 self.client.close()
             finally:
                 if self._cluster is not None:
-                    self._cluster.close()
+                    self._close_cluster()
+
+    def _close_cluster(self) -> None:
+        """Close the LocalCluster this session started, waiting at most
+        :data:`CLUSTER_CLOSE_S`: once its workers were killed and restarted many times, Dask's
+        close was seen to wait for ever with every worker process already gone (a session's
+        close must not hang, as TF's does not)."""
+        try:
+            self._cluster.close(timeout=CLUSTER_CLOSE_S)
+        except Exception as exc:  # noqa: BLE001 - a timeout: say so, and let the session go
+            logger.warning("the local cluster did not close within %gs (%r); leaving it",
+                           CLUSTER_CLOSE_S, exc)
 
     def __repr__(self):
         return f"dask.distributed at {self.client.scheduler.address}"
