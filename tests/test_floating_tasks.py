@@ -221,18 +221,29 @@ def test_stopped_worker_does_not_hold_the_job(cluster, tmp_path):
 
 
 # ---- b: a worker that joins mid-job takes map tasks ------------------------------------------
-def _held(who: str):
-    """A hold for :func:`_recording`: worker ``who``'s first map call waits (up to a minute)
-    for the file ``release``, after marking ``started-<who>``; every other call goes on."""
+def _held_after(who: str, n: int):
+    """A hold for :func:`_recording`: worker ``who``'s map calls after its first ``n`` wait (up
+    to a minute) for the file ``release``, after marking ``started-<who>``; every other call
+    goes on."""
     def hold(name, folder):
         import time
         if name != who or (folder / "release").exists():
+            return
+        log = folder / "maps.log"
+        done = sum(1 for line in (log.read_text().splitlines() if log.exists() else [])
+                   if line.split("\t")[0] == who) if n else 0
+        if done < n:
             return
         (folder / f"started-{who}").touch()
         deadline = time.monotonic() + 60
         while not (folder / "release").exists() and time.monotonic() < deadline:
             time.sleep(0.02)
     return hold
+
+
+def _held(who: str):
+    """:func:`_held_after` from worker ``who``'s first map call."""
+    return _held_after(who, 0)
 
 
 @pytest.mark.timeout(120)
@@ -286,25 +297,6 @@ def test_killed_worker_reruns_only_its_tasks(cluster, tmp_path, caplog):
         f"the whole job ran {res.attempts} times: {whole}"
     survivor = collections.Counter(d for name, _, d in _maps(tmp_path) if name == "worker-0")
     assert max(survivor.values()) == 1, "the surviving worker redid its finished map tasks"
-
-
-def _held_after(who: str, n: int):
-    """A hold for :func:`_recording`: worker ``who``'s map calls after its first ``n`` wait (up
-    to a minute) for the file ``release``, after marking ``started-<who>``."""
-    def hold(name, folder):
-        import time
-        if name != who or (folder / "release").exists():
-            return
-        log = folder / "maps.log"
-        done = sum(1 for line in (log.read_text().splitlines() if log.exists() else [])
-                   if line.split("\t")[0] == who)
-        if done < n:
-            return
-        (folder / f"started-{who}").touch()
-        deadline = time.monotonic() + 60
-        while not (folder / "release").exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-    return hold
 
 
 @pytest.mark.timeout(180)
