@@ -35,7 +35,10 @@ builds apply at most once per token on each PS), and a closure run again after i
 lost keeps its token. TF 2 says "a function may be executed more than once"; here its update
 is applied once: the late twin's update is dropped on the PS and counted
 (:meth:`ClusterCoordinator.counters`). A closure's ``i``-th ``worker.run`` feeds
-``token/i``, so a closure of several runs is guarded run by run.
+``token/i``, so a closure of several runs is guarded run by run, and each of the K steps of a
+``run(..., steps=K)`` claims its own token (``token/i#k``,
+:func:`~tensorvm.ops.state.ledger.step_token`): a twin re-run of K steps applies exactly those
+of them whose first run did not reach the PS.
 """
 from __future__ import annotations
 
@@ -80,7 +83,11 @@ class ClusterCoordinator:
     ``checkpoint_dir`` when there is one) before any closure runs; with
     ``save_checkpoint_steps`` it saves one every that many finished closures.
     ``exactly_once=False`` builds no step-token guard. ``cluster`` (a ClusterSpec or dict)
-    replaces the session's.
+    replaces the session's. ``after_state_init(coordinator, session)`` is called with the
+    coordinator's own session each time it has initialised or restored the PS variables (at the start and
+    after each recovery from a lost PS), ``after_worker_init(worker)`` each time a worker's
+    local state was initialised (a new life of its worker, or after a restore): a
+    synchronous ``run_replicas`` sets its accumulators and local steps there.
 
     >>> # coord = tv.train.ClusterCoordinator(session, model_fn)
     >>> # rv = coord.schedule(lambda worker: worker.run(["train_op", "loss"])[1])
@@ -90,7 +97,7 @@ class ClusterCoordinator:
     def __init__(self, session, model_fn=None, *, job: str = "worker", cluster=None,
                  checkpoint_dir: str | None = None, save_checkpoint_steps: int | None = None,
                  exactly_once: bool = True, max_wait_secs: float = 600.0,
-                 max_recoveries: int = 10):
+                 max_recoveries: int = 10, after_state_init=None, after_worker_init=None):
         client = getattr(session, "client", None)
         if client is None:
             raise InvalidArgumentError(
@@ -115,6 +122,7 @@ class ClusterCoordinator:
         self._exactly_once = bool(exactly_once and model_fn is not None)
         self._dir = checkpoint_dir.rstrip("/") if checkpoint_dir else None
         self._save_every = save_checkpoint_steps
+        self._after_state_init, self._after_worker_init = after_state_init, after_worker_init
         self._max_wait, self._max_recoveries = max_wait_secs, max_recoveries
         self._id = uuid.uuid4().hex[:10].encode()
         self._seq = itertools.count()
@@ -508,6 +516,8 @@ class ClusterCoordinator:
             if latest is not None and sc.saver is not None:
                 sc.saver.restore(self._chief_sess, latest)
                 _log.info("coordinator: restored %s", latest)
+            if self._after_state_init is not None:
+                self._after_state_init(self, self._chief_sess)
 
     def _recover(self, exc: BaseException, seen: int) -> None:
         """A PS was lost (its state with it): once per loss, wait until its task has a

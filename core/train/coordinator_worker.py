@@ -84,16 +84,17 @@ class Worker:
             self._local_init = (op, n)
         if op is not None:
             self.session.run(op)
+        if self._coord._after_worker_init is not None:
+            self._coord._after_worker_init(self)
 
     def run(self, fetches, feed_dict=None, steps: int = 1, options=None):
         """``Session.run`` of this worker's replica graph, on the direct data plane unless an
-        op may block, with the closure's step token fed to the exactly-once guard (``steps=1``
-only: the guard gives the K steps of one run one token). A string
+        op may block, with the closure's step token fed to the exactly-once guard (each of
+        the K steps of ``steps=K`` claims its own, ``token#k``). A string
         fetch names an entry of ``model`` (a dict) or a graph element."""
         fetches = self._named(fetches)
         feeds = dict(feed_dict or {})
-        # one token a run: a run of K steps (which would apply only its first) is unguarded
-        if self.once is not None and self._token is not None and steps == 1:
+        if self.once is not None and self._token is not None:
             feeds[self.once.token] = b"%s/%d" % (self._token, self._runs)
         self._runs += 1
         if options is None:

@@ -16,6 +16,32 @@ per-task loop: ``StopAtStepHook``, the model's ``hooks`` and ``hooks_fn(ctx)``'s
 chief (the coordinator's first task) the ``CheckpointSaverHook`` and ``StepCounterHook``. The
 coordinator initialises the variables (restoring the latest checkpoint of ``checkpoint_dir``)
 once, before any closure runs, and restores it again after a PS is lost.
+
+Synchronous runs (``sync=True``, :func:`run_sync`) are the same stream of closures, each one
+gradient computation (``steps_per_run`` of them on the direct data plane) of a
+:class:`~tensorvm.train.SyncReplicasOptimizer`'s ``train_op`` on whichever worker is free:
+apply the gradient to the PS accumulators, wait for the step to be applied, go on at the
+released step. TF 1.x's protocol stays (the first ``replicas_to_aggregate`` gradients of the
+current step win, stale ones are dropped, one apply per global step), with three changes for
+replicas that are not tasks:
+
+* the chief's loop (take the N gradients, apply, increment, release) runs in the
+  coordinator's own session, on the PS only: no worker's loss stops it; it is started after
+  the coordinator has initialised (or restored) the PS state, with the accumulators and the
+  token gate set to the global step (``chief_init_op``), and again after each recovery;
+* every run feeds its closure's step token (each of its K steps its own, ``token#k``): an
+  accumulator accepts a token once, for good, so a closure run again on another worker after
+  its first run's gradient arrived (a twin) adds nothing and does not wait for a token — its
+  worker takes the next closure at once; a worker's ``local_step`` is set to the global step
+  on each new life of its worker (``local_step_init_op``);
+* a release lets go every worker whose gradient was for an older step (no count of tokens):
+  a worker takes one closure at a time, so its local step already limits it to one gradient
+  a step, and a lost worker's token wait, left on the PS, can take no live worker's token.
+
+A worker killed mid-run costs at most its in-flight gradient (its closure runs again on
+another worker; if the gradient had arrived the twin is dropped); a worker that joins takes
+closures at once and its gradients count from the step it joins at; with
+``backup_workers=0`` each step's N gradients are one from each live worker, as before.
 """
 from __future__ import annotations
 
@@ -31,12 +57,17 @@ from .monitored_session import MonitoredSession, Scaffold
 from .optimizers import get_or_create_global_step
 
 
-class _Replicas:
-    """What the closures of one asynchronous run share (its settings, each worker's
-    MonitoredSession and input state, the stop flag)."""
+UNLIMITED_TOKENS = 1 << 62  # a sync release lets every waiting worker go (see the docstring)
 
-    def __init__(self, model_fn, settings, hooks_fn):
+
+class _Replicas:
+    """What the closures of one run share (its settings, each worker's MonitoredSession and
+    input state, the stop flag; with ``n_required``, a synchronous run's)."""
+
+    def __init__(self, model_fn, settings, hooks_fn, n_required: int | None = None):
         self.model_fn, self.s, self.hooks_fn = model_fn, settings, hooks_fn
+        self.n_required = n_required  # sync: gradients a step needs (None: async)
+        self.seen = 0  # the largest global step a run returned
         self.stop = threading.Event()
         self.sessions: dict = {}  # task -> MonitoredSession
         self.left: dict = collections.defaultdict(int)  # task -> steps left in its split
@@ -52,7 +83,19 @@ class _Replicas:
         if "loss" not in model or "optimizer" not in model:
             from ..framework.errors import InvalidArgumentError
             raise InvalidArgumentError("model_fn must return a dict with 'loss' and 'optimizer'")
-        model["train_op"] = model["optimizer"].minimize(model["loss"], global_step=gs)
+        opt = model["optimizer"]
+        if self.n_required is not None:
+            from .replica_context import _run_options
+            from .sync_replicas import SyncReplicasOptimizer
+            opt = SyncReplicasOptimizer(opt, replicas_to_aggregate=self.n_required,
+                                        total_num_replicas=ctx.num_workers)
+            opt.step_tokens, opt.tokens_per_step = True, UNLIMITED_TOKENS
+            model["_sync"] = opt
+        model["train_op"] = opt.minimize(model["loss"], global_step=gs)
+        if self.n_required is not None:  # the chief's loop: direct, K steps a run
+            opt.chief_run_options = _run_options(self.s.plane, opt.chief_train_op)
+            if getattr(opt.chief_run_options, "data_plane", "") == "direct":
+                opt.chief_steps_per_run = self.s.steps_per_run
         model["global_step"] = gs
         model["hooks"] = [StopAtStepHook(last_step=self.s.last_step)] + \
             list(model.get("hooks") or []) + list(self.hooks_fn(ctx) if self.hooks_fn else [])
@@ -107,6 +150,14 @@ class _Replicas:
                                                                   s.left[w.task])
                 if "_opts" not in model:
                     model["_opts"] = _run_options(s.s.plane, model["train_op"])
+                if s.n_required is not None:
+                    # sync: K steps a run only on the direct plane (each waits for its token
+                    # inside the message); none past last_step (the step read lags by <= 1)
+                    if s.seen >= s.s.last_step:
+                        return None
+                    if getattr(model["_opts"], "data_plane", "") != "direct":
+                        k = 1
+                    k = max(min(k, s.s.last_step - s.seen - 1), 1)
                 out = w_run(w, ms, [model["train_op"], model["global_step"]],
                             model["_opts"], k)
             except OutOfRangeError:  # the input is done: training ends
@@ -117,6 +168,7 @@ class _Replicas:
                     return None
                 raise
             s.left[w.task] -= k
+            s.seen = max(s.seen, int(out[1]))
             s.runs[w.task] += 1
             s.by_name[w.name] += 1
             if ms.should_stop():
@@ -127,23 +179,83 @@ class _Replicas:
 
 def w_run(w, ms: MonitoredSession, fetches, options, steps: int):
     """Run ``fetches`` through ``w``'s MonitoredSession (its hooks) with the closure's token
-    (one a run, for ``steps=1``)."""
+    (one a run; each of its K steps claims ``token#k``): the exactly-once guard's, or a
+    synchronous run's accumulators'."""
     feeds = None
-    if w.once is not None and w._token is not None and steps == 1:
-        feeds = {w.once.token: b"%s/%d" % (w._token, w._runs)}
+    if w._token is not None:
+        sync = w.model.get("_sync") if isinstance(w.model, dict) else None
+        placeholder = w.once.token if w.once is not None else \
+            sync.step_token if sync is not None else None
+        if placeholder is not None:
+            feeds = {placeholder: b"%s/%d" % (w._token, w._runs)}
     w._runs += 1
     return ms.run(fetches, feeds, options=options, steps=steps)
+
+
+class _SyncChief:
+    """A synchronous run's chief loop, in the coordinator's own session: (re)started each
+    time the coordinator has initialised or restored the PS state."""
+
+    def __init__(self):
+        self.runner = None
+        self.sess = None
+        self.opt = None
+        self.closed = False
+
+    def state_init(self, coord, sess) -> None:
+        opt = coord.chief.model["_sync"]
+        if self.runner is not None:  # a PS was lost: its loop failed with it
+            self.runner.stop(timeout=0.25)
+        sess.run(opt.chief_init_op)  # the accumulators and the gate at the global step
+        self.sess, self.opt = sess, opt
+        self.runner = opt.get_chief_queue_runner().start(sess)
+
+    @staticmethod
+    def worker_init(w) -> None:
+        w.session.run(w.model["_sync"].local_step_init_op)
+
+    def error(self):
+        """The chief loop's error, unless a lost PS (the coordinator recovers from it)."""
+        from ..framework.errors import UnavailableError
+        err = self.runner.error if self.runner is not None else None
+        return None if err is None or isinstance(err, UnavailableError) else err
+
+    def close(self) -> None:
+        """End the loop; the workers still waiting for a step are let go
+        (OutOfRangeError: the closure ends quietly)."""
+        if self.runner is not None and not self.closed:
+            self.closed = True
+            try:
+                self.runner.stop(self.sess)
+            except Exception:  # noqa: BLE001 - the PS may be what failed
+                self.runner.stop(timeout=0.25)
 
 
 def run_async(model_fn, spec, session, settings, hooks_fn, final, monitor, announced):
     """``run_replicas(sync=False)``: see the module docstring. Returns
     ``(global step, wall seconds, runs per task, recoveries, final values, history,
     runs per Dask worker name, the exactly-once counters)``."""
-    r = _Replicas(model_fn, settings, hooks_fn)
+    return _run(model_fn, spec, session, settings, hooks_fn, final, monitor, None)
+
+
+def run_sync(model_fn, spec, session, settings, hooks_fn, final, monitor, n_required: int):
+    """``run_replicas(sync=True)``: the closures of :func:`run_async`, each a gradient of a
+    :class:`~tensorvm.train.SyncReplicasOptimizer` step (see the module docstring). Returns
+    what :func:`run_async` returns, the counters the accumulators' (``accepted``,
+    ``taken``, ``stale``, ``surplus``, ``ahead``, ``duplicate``, summed over the PS tasks)."""
+    return _run(model_fn, spec, session, settings, hooks_fn, final, monitor, n_required)
+
+
+def _run(model_fn, spec, session, settings, hooks_fn, final, monitor, n_required):
+    r = _Replicas(model_fn, settings, hooks_fn, n_required)
     s = settings
-    coord = ClusterCoordinator(session, r.build, cluster=spec, checkpoint_dir=s.checkpoint_dir,
-                               exactly_once=s.steps_per_run == 1,
-                               max_recoveries=s.max_recoveries)
+    sync = n_required is not None
+    chief_loop = _SyncChief() if sync else None
+    coord = ClusterCoordinator(
+        session, r.build, cluster=spec, checkpoint_dir=s.checkpoint_dir,
+        exactly_once=not sync, max_recoveries=s.max_recoveries,
+        after_state_init=chief_loop.state_init if sync else None,
+        after_worker_init=_SyncChief.worker_init if sync else None)
     history: list = []
     try:
         chief = coord.chief
@@ -174,29 +286,57 @@ def run_async(model_fn, spec, session, settings, hooks_fn, final, monitor, annou
             want = 2 * max(len(coord.workers()), 1)
             while not r.stop.is_set() and len(pending) < want:
                 pending.append(coord.schedule(step_fn))
+            if sync and r.stop.is_set():
+                chief_loop.close()  # workers still waiting for a step are let go
             if not pending:
                 break
-            got = pending.popleft().fetch()
+            got = _fetch(pending[0], chief_loop)
+            pending.popleft()
             if got is not None:
                 step = max(step, got)
-            if monitor is not None and watched is not None and step >= next_check:
+            # (a sync run's step read may lag its token's step by one: read it again)
+            if monitor is not None and watched is not None and step + sync >= next_check:
                 gs_now, values = coord.run_on_chief(watched)
-                next_check = (int(gs_now) // s.monitor_every + 1) * s.monitor_every
-                done = monitor(int(gs_now), values)
-                history.append((int(gs_now), time.monotonic() - t0, done))
-                if done:
-                    r.stop.set()
+                if int(gs_now) >= next_check:
+                    next_check = (int(gs_now) // s.monitor_every + 1) * s.monitor_every
+                    done = monitor(int(gs_now), values)
+                    history.append((int(gs_now), time.monotonic() - t0, done))
+                    if done:
+                        r.stop.set()
         coord.join()
         wall = time.monotonic() - t0
+        if sync:
+            chief_loop.close()
         for ms in r.sessions.values():
             ms.close()
         gs = int(coord.run_on_chief(chief.model["global_step"]))
         values = coord.run_on_chief(watched[1]) if watched is not None else {}
         by_name = dict(r.by_name)
         recoveries = coord.recoveries + coord.worker_losses
-        counters = coord.counters()
+        if sync:
+            from .sync_replicas import COUNTS
+            counters = {k: int(v) for k, v in
+                        zip(COUNTS, coord.run_on_chief(chief.model["_sync"].counts))}
+        else:
+            counters = coord.counters()
     finally:
+        if sync:
+            chief_loop.close()
         coord.close()
     n = spec.num_tasks("worker")
     return (gs, wall, [r.runs.get(k, 0) for k in range(n)], recoveries, values, history,
             by_name, counters)
+
+
+def _fetch(rv, chief_loop):
+    """``rv``'s value; in a sync run, the chief loop's error (other than a lost PS, which
+    the coordinator recovers from) as soon as it has one: no step could end after it."""
+    if chief_loop is None:
+        return rv.fetch()
+    while True:
+        try:
+            return rv.fetch(timeout=1.0)
+        except TimeoutError:
+            err = chief_loop.error()
+            if err is not None:
+                raise err

@@ -2,57 +2,51 @@
 
 Design
 ------
-Each worker task ``k`` of the cluster gets its own graph, built by ``model_fn(ctx)`` under
-``replica_device_setter`` (variables on the PS tasks, the rest on ``/job:worker/task:k``),
-its own :class:`~tensorvm.Session` on the shared Dask client and its own
-:class:`~tensorvm.train.MonitoredSession` (worker 0 is the chief: it initialises or restores,
-saves checkpoints, and with ``sync=True`` runs the chief's loop of the
-:class:`SyncReplicasOptimizer`). Variables are shared by name on the PS tasks, as in TF. The
-workers' loops run in threads of this process; what they run executes on their Dask workers.
+The training is a stream of steps scheduled on a :class:`~tensorvm.train.ClusterCoordinator`
+(:mod:`tensorvm.train.elastic_replicas`): each worker task ``k`` of the cluster gets its own
+graph, built by ``model_fn(ctx)`` under ``replica_device_setter`` (variables on the PS tasks,
+the rest on ``/job:worker/task:k``), its own :class:`~tensorvm.Session` on the shared Dask
+client and its own :class:`~tensorvm.train.MonitoredSession`; variables are shared by name on
+the PS tasks, as in TF. A step (``steps_per_run`` of them on the direct data plane: one
+message, the per-step scheduler cost paid once per K) is taken by whichever live worker of the
+job is free, so the replicas are not bound to tasks: a worker that dies loses nothing (its
+closure runs again elsewhere with its step token, each of its K steps applied once) and a
+worker that joins — a Dask worker named after a task of the job, absent at the start or back
+after a loss — takes steps at once (``TrainResult.steps_by_worker``). The coordinator (its
+first task is the chief) initialises or restores the variables and saves checkpoints.
 
-* ``sync=False`` — asynchronous (Hogwild): each worker applies its own gradients to the PS
-  without waiting for the others, ``steps_per_run`` steps per submission (one Dask graph of K
-  chained steps: the per-step scheduler cost is paid once per K steps). The replicas are not
-  bound to tasks: the steps are closures of a :class:`~tensorvm.train.ClusterCoordinator`
-  (:mod:`tensorvm.train.elastic_replicas`), each taken by whichever live worker of the job is
-  free, so a worker that dies loses nothing (its closure runs again elsewhere, its update
-  applied once with ``steps_per_run=1``: the step token) and a worker that joins — a Dask
-  worker named after a task of the job, absent at the start or back after a loss — takes
-  steps at once (``TrainResult.steps_by_worker``). The sections below describe the per-task
-  replicas that ``sync=True`` keeps.
+* ``sync=False`` — asynchronous (Hogwild): each step applies its own gradients to the PS
+  without waiting for the others; every update applied once per step token (the
+  exactly-once guard; ``TrainResult.counters``: ``applied``, ``dropped``).
 * ``sync=True`` — :class:`SyncReplicasOptimizer` with ``replicas_to_aggregate`` (default: the
-  number of workers less ``backup_workers``) and every worker a replica; ``steps_per_run=K``
-  runs K synchronous steps per message on the direct data plane (each waits for its token
-  inside the message; the chief's loop also runs K per message), so no step waits for a
-  round trip to this process; without the direct plane (a step that may block on a queue),
-  one step per submission.
+  number of workers less ``backup_workers``): a global step takes the first N gradients from
+  whichever workers compute them (stale ones dropped, one apply per global step, the chief's
+  loop in the coordinator's own session on the PS); each gradient carries its step's token, so
+  a closure run again after its worker was lost never adds a gradient twice
+  (``TrainResult.counters``: ``accepted`` = global steps x N, ``taken``, the dropped
+  ``stale``/``surplus``/``ahead``/``duplicate``). With ``backup_workers=0`` each step's N
+  gradients are one from each live worker: the result is synchronous SGD's.
 
-Both run their steps on the direct data plane from the first (:func:`may_block` says when a
-step cannot: an op that may block on a queue or reader keeps it on Dask), unless ``session``
-was made with ``ConfigProto(data_plane="dask"|"direct")``: then every step goes that way.
+Steps go on the direct data plane from the first (:func:`may_block` says when a step cannot:
+an op that may block on a queue or reader keeps it on Dask, one step per submission in sync
+mode), unless ``session`` was made with ``ConfigProto(data_plane="dask"|"direct")``: then
+every step goes that way.
 
-Failures (each exercised with killed worker processes in ``tests/test_ps_cluster.py``):
+Failures (exercised with killed worker processes in ``tests/test_ps_cluster.py``,
+``tests/test_coordinator_elastic.py`` and ``tests/test_sync_elastic.py``):
 
-* a lost PS worker: every replica's step fails with ``UnavailableError``; the chief restores
-  the latest checkpoint in ``checkpoint_dir`` once the PS task has a worker again — its own,
-  restarted by its Nanny, or a new worker that holds no task; never another task's worker
-  (:mod:`tensorvm.runtime.cluster.device_map`) — the others wait until it has, and all go on
-  (:mod:`tensorvm.train.monitored_session`);
-* a lost worker (not the chief): its replica recovers (its local state, e.g. its input
-  position, starts again) while the others go on; in sync mode with backup workers the steps
-  go on without it, and its gradient of a half-done step counts at most once;
-* the chief's worker lost: the chief restores the latest checkpoint (TF's chief does the
-  same when it restarts) and its loop restarts; the other replicas' progress since that
-  checkpoint is undone, and in sync mode the old chief loop gives way to the new one.
+* a lost PS worker: the steps fail with ``UnavailableError``; with ``checkpoint_dir`` the
+  coordinator restores the latest checkpoint once the PS task has a worker again (sync: the
+  chief's loop restarts at the restored step) and the steps go on;
+* a lost worker (the chief's task included: the chief's loop does not run on it): its
+  in-flight step runs again on another worker; when it is back it takes steps again.
 
 ``model_fn(ctx)`` returns a dict: ``loss`` (a scalar tensor), ``optimizer`` (a plain
 optimizer), optionally ``batch_size`` (examples per worker step) and ``hooks``.
 """
 from __future__ import annotations
 
-import contextvars
 import logging
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -60,15 +54,11 @@ from dataclasses import dataclass, field
 from .. import ops
 from ..framework import dtypes
 from ..runtime.cluster.spec import ClusterSpec
-from ..framework.errors import CancelledError, InvalidArgumentError, OutOfRangeError
-from ..framework.graph import Graph, Tensor, control_dependencies, device, get_default_graph
+from ..framework.errors import InvalidArgumentError
+from ..framework.graph import Graph, Tensor, control_dependencies, get_default_graph
 from ..runtime.job_api import TOPIC_JOBS, program_name
 from ..runtime.session import Session
 from ..ops.state.variables import Variable, assign
-from .device_setter import replica_device_setter
-from .hooks import StopAtStepHook
-from .monitored_session import MonitoredTrainingSession
-from .optimizers import get_or_create_global_step
 from .replica_context import ReplicaContext, _run_options, may_block  # noqa: F401 (re-exported)
 
 _log = logging.getLogger("tensorvm")
@@ -209,32 +199,6 @@ class _Announced:
                     "reason": None if error is None else f"{type(error).__name__}: {error}"})
 
 
-def _build(model_fn, ctx: ReplicaContext, sync: bool, n_required: int, total: int,
-           steps_per_run: int = 1, plane: str = "auto"):
-
-    from .sync_replicas import SyncReplicasOptimizer
-    g = Graph()
-    with g.as_default(), device(replica_device_setter(cluster=ctx.cluster,
-                                                         worker_device=ctx.device)):
-        gs = get_or_create_global_step()
-        model = dict(model_fn(ctx))
-        if "loss" not in model or "optimizer" not in model:
-            raise InvalidArgumentError("model_fn must return a dict with 'loss' and 'optimizer'")
-        opt = model["optimizer"]
-        hooks = list(model.get("hooks") or [])
-        if sync:
-            opt = SyncReplicasOptimizer(opt, replicas_to_aggregate=n_required,
-                                        total_num_replicas=total)
-            hooks.append(opt.make_session_run_hook(ctx.is_chief))
-        train_op = opt.minimize(model["loss"], global_step=gs)
-        if sync:  # the chief's loop: direct, K steps a run
-            opt.chief_run_options = _run_options(plane, opt.chief_train_op)
-            if getattr(opt.chief_run_options, "data_plane", "") == "direct":
-                opt.chief_steps_per_run = steps_per_run
-    model["_close_op"] = getattr(opt, "close_op", None)
-    return g, gs, train_op, model, hooks
-
-
 def run_replicas(model_fn, cluster=None, *, session=None, sync: bool = False,
                  last_step: int = 1000, steps_per_run: int = 1,
                  replicas_to_aggregate: int | None = None, backup_workers: int = 0,
@@ -269,43 +233,26 @@ def run_replicas(model_fn, cluster=None, *, session=None, sync: bool = False,
     settings = _Settings(
         sync, last_step, steps_per_run, checkpoint_dir, save_checkpoint_steps, final, job_name,
         slow_workers, log_step_count_steps, max_recoveries, monitor, monitor_every, plane)
-    if not sync:  # on a ClusterCoordinator: steps go to whichever worker is free
-        try:
-            return _elastic(model_fn, spec, session, settings, hooks_fn, announced)
-        finally:
-            if own:
-                session.close()
-    replicas = [_replica(model_fn, ReplicaContext(k, n, f"/job:worker/task:{k}", k == 0, spec),
-                         sync, n_required, n, steps_per_run, plane, last_step, hooks_fn)
-                for k in range(n)]
-    training = _Training(session, spec, n, settings)
-    # each thread runs in a copy of this context: job_api.report reaches the caller's job
-    threads = [threading.Thread(target=contextvars.copy_context().run,
-                                args=(training.work, *r),
-                                name=f"tv-replica-{r[0].task}", daemon=True)
-               for r in replicas]
     try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        announced.end(training.results.get("global_step"), next(
-            (e for _, e in training.errors if not isinstance(e, threading.BrokenBarrierError)),
-            training.errors[0][1] if training.errors else None))
+        return _elastic(model_fn, spec, session, settings, hooks_fn, announced, n_required)
     finally:
         if own:
             session.close()
-    return training.result()
 
 
-def _elastic(model_fn, spec, session, settings, hooks_fn, announced) -> TrainResult:
-    """``sync=False``: the steps on a ClusterCoordinator
-    (:mod:`tensorvm.train.elastic_replicas`)."""
-    from .elastic_replicas import run_async
+def _elastic(model_fn, spec, session, settings, hooks_fn, announced,
+             n_required: int) -> TrainResult:
+    """The steps on a ClusterCoordinator (:mod:`tensorvm.train.elastic_replicas`), each
+    taken by whichever worker is free."""
+    from .elastic_replicas import run_async, run_sync
     try:
-        gs, wall, runs, recoveries, values, history, by_name, counters = run_async(
-            model_fn, spec, session, settings, hooks_fn, settings.final, settings.monitor,
-            announced)
+        if settings.sync:
+            out = run_sync(model_fn, spec, session, settings, hooks_fn, settings.final,
+                           settings.monitor, n_required)
+        else:
+            out = run_async(model_fn, spec, session, settings, hooks_fn, settings.final,
+                            settings.monitor, announced)
+        gs, wall, runs, recoveries, values, history, by_name, counters = out
     except BaseException as exc:
         announced.end(None, exc)
         raise
@@ -334,17 +281,6 @@ def _check_args(cluster, sync, replicas_to_aggregate, backup_workers, steps_per_
     return spec, n, n_required
 
 
-def _replica(model_fn, ctx, sync, n_required, total, steps_per_run, plane, last_step,
-             hooks_fn) -> tuple:
-    """One replica's ``(ctx, graph, global step, train op, model, hooks)``."""
-    g, gs, train_op, model, hooks = _build(model_fn, ctx, sync, n_required, total,
-                                           steps_per_run, plane)
-    with g.as_default():  # hooks_fn builds in the replica's graph
-        hooks = [StopAtStepHook(last_step=last_step)] + hooks + \
-            list(hooks_fn(ctx) if hooks_fn else [])
-    return ctx, g, gs, train_op, model, hooks
-
-
 @dataclass(frozen=True)
 class _Settings:
     """The arguments of :func:`run_replicas` that every replica's loop reads."""
@@ -361,142 +297,3 @@ class _Settings:
     monitor: object
     monitor_every: int
     plane: str
-
-
-class _Training:
-    """What the replica threads of one :func:`run_replicas` share: the start barrier, the
-    event that stops them all, and what each reports (its runs, the chief's global step and
-    final values, the monitor's history, the errors)."""
-
-    def __init__(self, session, spec, n: int, settings: _Settings):
-        self.session, self.spec, self.n, self.s = session, spec, n, settings
-        self.results: dict = {}
-        self.errors: list = []
-        self.history: list = []
-        self.stop_all = threading.Event()
-        self.start = threading.Barrier(n)
-        self.t0 = 0.0  # when the replicas started (set by the chief)
-
-    def work(self, ctx, g, gs, train_op, model, hooks) -> None:
-        """One replica's thread: its session, its training loop, its report."""
-        sess = Session(graph=g, client=self.session.client, cluster=self.spec, verbose=False)
-        try:
-            ms = self._monitored(ctx, g, sess, model, hooks)
-            self.start.wait()
-            if ctx.is_chief:
-                self.t0 = time.monotonic()
-            runs = self._train(ctx, g, sess, ms, gs, train_op, model)
-            self._report(ctx, g, sess, ms, gs, runs)
-            ms.close()
-        except BaseException as exc:  # noqa: BLE001 - reported by the caller's thread
-            self._failed(ctx, sess, model, exc)
-        finally:
-            sess.close()
-
-    def _monitored(self, ctx, g, sess, model, hooks):
-        s = self.s
-        with g.as_default():
-            return MonitoredTrainingSession(
-                is_chief=ctx.is_chief, session=sess, hooks=hooks,
-                checkpoint_dir=s.checkpoint_dir if ctx.is_chief else None,
-                save_checkpoint_steps=s.save_checkpoint_steps,
-                log_step_count_steps=s.log_step_count_steps if ctx.is_chief else 0,
-                job_name=s.job_name, batch_size=model.get("batch_size"),
-                loss=model["loss"], max_recoveries=s.max_recoveries,
-                stop_event=self.stop_all)
-
-    def _train(self, ctx, g, sess, ms, gs, train_op, model) -> int:
-        """The replica's training loop until its session or another replica stops it;
-        returns how many runs it made."""
-        s = self.s
-        delay = (s.slow_workers or {}).get(ctx.task, 0.0)
-        watch = s.monitor is not None and ctx.is_chief and s.final is not None
-        if watch:
-            with g.as_default():
-                watched = (gs, s.final(ctx, g))
-        next_check = s.monitor_every
-        reload, left = model.get("reload"), 0
-        # A training loop's steps go on the direct data plane from the first (the
-        # session's "auto" runs a plan's first step on Dask: unrolled K steps, seconds),
-        # unless an op of the step may block on a queue or reader.
-        opts = _run_options(s.plane, train_op)
-        # Sync K steps a run: each of the K waits for its token inside the one message
-        # (direct plane only: unrolled on Dask the waits would hold K tasks at once).
-        direct = getattr(opts, "data_plane", "") == "direct"
-        per_run = s.steps_per_run if not s.sync or direct else 1
-        fetch, seen, runs = [train_op, gs], 0, 0
-        per_split = max(int(model.get("batch_size") or 1), 1)
-        try:
-            while not ms.should_stop() and not self.stop_all.is_set():
-                if reload is not None and left <= 0:  # the split is used up: lease one
-                    left = int(ms.run(reload)) // per_split
-                    continue
-                if delay:
-                    time.sleep(delay)  # the straggler's slowness, by request
-                k = per_run if reload is None else min(per_run, left)
-                if s.sync:  # not past last_step: the step read lags the gate by <= 1
-                    k = max(min(k, s.last_step - seen - 1), 1)
-                out = ms.run(fetch, options=opts, steps=k)
-                seen = int(out[1])
-                left -= k
-                runs += 1
-                if watch and seen + k >= next_check:  # the step read may lag by k
-                    next_check = self._watch(sess, watched, opts, next_check)
-        except OutOfRangeError:
-            pass  # sync: the chief closed the token gate (training ended)
-        except CancelledError:
-            if not self.stop_all.is_set():
-                raise  # (a replica stopped by the others' stop event ends quietly)
-        return runs
-
-    def _watch(self, sess, watched, opts, next_check: int) -> int:
-        """Call the monitor once the global step has reached ``next_check`` (True from it
-        stops every replica); returns the step of the next check."""
-        step, values = sess.run(watched, options=opts)
-        if step >= next_check:
-            next_check = (int(step) // self.s.monitor_every + 1) * self.s.monitor_every
-            done = self.s.monitor(int(step), values)
-            self.history.append((int(step), time.monotonic() - self.t0, done))
-            if done:
-                self.stop_all.set()
-        return next_check
-
-    def _report(self, ctx, g, sess, ms, gs, runs: int) -> None:
-        self.results[ctx.task] = {"runs": runs, "recoveries": ms.recoveries,
-                                  "end": time.monotonic()}
-        if ctx.is_chief:
-            self.results["global_step"] = int(sess.run(gs))
-            if self.s.final is not None:
-                with g.as_default():
-                    self.results["final"] = sess.run(self.s.final(ctx, g))
-
-    def _failed(self, ctx, sess, model, exc: BaseException) -> None:
-        """A replica failed: record why and stop the others."""
-        # a replica told to stop while it waited (CancelledError) is not the cause: the
-        # caller learns why from the replica that set the stop event
-        if not (isinstance(exc, CancelledError) and self.stop_all.is_set()):
-            self.errors.append((ctx.task, exc))
-            if not isinstance(exc, threading.BrokenBarrierError):
-                _log.warning("replica %d failed: %r", ctx.task, exc)
-        self.start.abort()
-        self.stop_all.set()
-        if model.get("_close_op") is not None:  # sync: release replicas waiting on the PS
-            try:
-                sess.run(model["_close_op"])
-            except Exception:  # noqa: BLE001 - the PS may be the thing that failed
-                _log.debug("closing the sync state failed", exc_info=True)
-
-    def result(self) -> TrainResult:
-        """The :class:`TrainResult`; raises the first replica's error (a real one before a
-        barrier broken by it)."""
-        errors = self.errors
-        real = [(k, e) for k, e in errors if not isinstance(e, threading.BrokenBarrierError)]
-        if real or errors:
-            k, exc = (real or errors)[0]
-            raise exc
-        n, results = self.n, self.results
-        wall = results[0]["end"] - self.t0
-        return TrainResult(results.get("global_step", 0), wall,
-                           [results[k]["runs"] for k in range(n)],
-                           sum(results[k]["recoveries"] for k in range(n)),
-                           results.get("final") or {}, history=self.history)

@@ -78,6 +78,7 @@ from .optimizers import Optimizer
 _log = logging.getLogger("tensorvm")
 _CODES = {sync_state.ACCEPTED: 0, sync_state.STALE: 1, sync_state.SURPLUS: 2,
           sync_state.AHEAD: 3, sync_state.DUPLICATE: 4}
+TWIN = 5  # a DUPLICATE of a step token: the twin of a closure whose gradient arrived already
 
 
 # ---- resources: a machine and a condition to wait on --------------------------------------
@@ -120,8 +121,14 @@ def _wait_for(ctx, held: _Held, attempt, wakes=None):
 
 # ---- kernels ------------------------------------------------------------------------------
 
-def _apply_kernel(ctx, local_step, *flat, acc, kinds, num_required, replica=None):
+def _apply_kernel(ctx, local_step, *flat, acc, kinds, num_required, replica=None,
+                  tokened=False):
     held = _acc(ctx, acc, kinds, num_required)
+    tok = b""
+    if tokened:  # the last input: the step's token (SyncReplicasOptimizer.step_tokens)
+        from ..ops.state.ledger import token_bytes
+        tok = token_bytes(flat[-1], ctx.op_name)
+        flat = flat[:-1]
     grads, i = [], 0
     for kind in kinds:
         if kind == "dense":
@@ -132,8 +139,10 @@ def _apply_kernel(ctx, local_step, *flat, acc, kinds, num_required, replica=None
             i += 2
     # only an accepted gradient that completes the set lets a waiting take go on
     decision = _wait_for(ctx, held,
-                         lambda: held.machine.apply(int(local_step), grads, replica),
+                         lambda: held.machine.apply(int(local_step), grads, replica, tok),
                          lambda d: d == sync_state.ACCEPTED and held.machine.ready())
+    if decision == sync_state.DUPLICATE and tok:
+        return np.int32(TWIN)
     return np.int32(_CODES[decision])
 
 
@@ -174,7 +183,12 @@ def _acc_set_kernel(ctx, step, *, acc, kinds, num_required):
     return np.int64(step)
 
 
-def _token_wait_kernel(ctx, local_step, *, gate):
+def _token_wait_kernel(ctx, local_step, *decisions, gate):
+    if decisions and all(int(d) == TWIN for d in decisions):
+        # a closure's twin (its gradient arrived already, from its first run): nothing was
+        # added, so the worker goes on at once at its step (no token: it computed nothing
+        # new for any step; its next gradient is for the same step)
+        return np.int64(local_step)
     held = _gate(ctx, gate)
     since: list = []  # the gate's restarts when this wait began
 
@@ -209,6 +223,20 @@ def _close_kernel(ctx, *, acc, gate):
     return np.int64(1)
 
 
+def _counts_kernel(ctx, *, acc):
+    try:
+        held = ctx.resources.lookup("", acc)
+    except Exception:  # noqa: BLE001 - no gradient arrived yet
+        return np.zeros(len(COUNTS), np.int64)
+    with held.cond:
+        m = held.machine
+        return np.array([m.accepted, m.taken] + [m.dropped[k] for k in COUNTS[2:]], np.int64)
+
+
+COUNTS = ("accepted", "taken", sync_state.STALE, sync_state.SURPLUS, sync_state.AHEAD,
+          sync_state.DUPLICATE)  # the fields of SyncAccCounts
+
+
 def _scalar_i64(inputs, attrs):
     return [(_dt.int64, ())]
 
@@ -229,6 +257,11 @@ for _op, _shape, _kernel, _waits in (
         ("SyncClose", _scalar_i64, _close_kernel, "never")):
     register_op(_op, _shape, _kernel, stateful=True, needs_ctx=True, differentiable=False,
                 waits=_waits)
+register_op("SyncAccCounts", lambda i, a: [(_dt.int64, (len(COUNTS),))], _counts_kernel,
+            stateful=True, needs_ctx=True, differentiable=False, waits="never",
+            reads_only=True,
+            cpu_only="gradient accumulators are host resources (TF's ConditionalAccumulator "
+                     "is CPU-only too)")
 
 
 # ---- the optimizer ------------------------------------------------------------------------
@@ -282,6 +315,15 @@ class SyncReplicasOptimizer(Optimizer):
         # direct data plane, K steps a run).
         self.chief_run_options = None
         self.chief_steps_per_run = 1
+        # Set before minimize/apply_gradients (the ClusterCoordinator's run_replicas does):
+        # step_tokens=True makes :attr:`step_token` a placeholder whose value tags the
+        # gradients of a run (one token per step of it), deduplicated for good by the
+        # accumulators; tokens_per_step replaces total_num_replicas as the tokens a release
+        # gives.
+        self.step_tokens = False
+        self.tokens_per_step = None
+        self.step_token = None
+        self.counts = None  # SyncAccCounts summed over the accumulators (after apply_gradients)
         self._local_step = None
         self._global_step = None
 
@@ -331,7 +373,14 @@ class SyncReplicasOptimizer(Optimizer):
             by_device: dict[str, list] = {}
             for g, v in gv:
                 by_device.setdefault(_accumulator_key(v), []).append((g, v))
-            applied, taken, acc_inits = [], [], []
+            if self.step_tokens:  # fed per run; each of a run's K steps gets its own
+                from ..ops.array.array_ops import placeholder_with_default
+                from ..ops.state.ledger import step_token
+                with graph.control_dependencies(None):
+                    self.step_token = placeholder_with_default(
+                        np.asarray(b"", dtype=object), [], name="step_token")
+                    tok = step_token(self.step_token, name="step_token_k")
+            applied, taken, acc_inits, counts = [], [], [], []
             for key, group_gv in sorted(by_device.items()):
                 acc = f"{base}/acc/{key}"
                 kinds, flat, specs = [], [], []
@@ -348,14 +397,18 @@ class SyncReplicasOptimizer(Optimizer):
                         specs.append((v.dtype.name, tuple(v.shape.dims)))
                 attrs = {"acc": acc, "kinds": tuple(kinds), "num_required": self._n}
                 with graph.colocate_with(group_gv[0][1].op):
-                    applied.append(apply_op("SyncAccApply", [self._local_step.value()] + flat,
-                                            {**attrs, "replica": tag},
-                                            name="accumulate").outputs[0])
+                    applied.append(apply_op(
+                        "SyncAccApply", [self._local_step.value()] + flat +
+                        ([tok] if self.step_tokens else []),
+                        {**attrs, "replica": tag, "tokened": bool(self.step_tokens)},
+                        name="accumulate").outputs[0])
                     outs = apply_op("SyncAccTake", [gs_value],
                                     {**attrs, "specs": tuple(specs), "global_step": gs_key},
                                     name="take").outputs
                     acc_inits.append(apply_op("SyncAccSetStep", [gs_value], dict(attrs),
                                               name="acc_set_step").outputs[0])
+                    counts.append(apply_op("SyncAccCounts", [], {"acc": acc},
+                                           name="acc_counts").outputs[0])
                 i = 0
                 for kind, (g, v) in zip(kinds, group_gv):
                     if kind == "dense":
@@ -365,8 +418,10 @@ class SyncReplicasOptimizer(Optimizer):
                         taken.append((IndexedSlices(outs[i + 1], outs[i], g.dense_shape), v))
                         i += 2
             gate = f"{base}/tokens"
-            with graph.colocate_with(global_step.op), graph.control_dependencies(applied):
-                token = apply_op("SyncTokenWait", [self._local_step.value()],
+            tokens = int(self.tokens_per_step or self._total)
+            with graph.colocate_with(global_step.op):
+                # the accumulators' decisions: a closure's twin does not wait (see the kernel)
+                token = apply_op("SyncTokenWait", [self._local_step.value()] + applied,
                                  {"gate": gate}, name="token_wait").outputs[0]
             update = self._opt.apply_gradients(taken, global_step=global_step)
             with graph.colocate_with(global_step.op):
@@ -374,9 +429,9 @@ class SyncReplicasOptimizer(Optimizer):
                     # the step the update made: a read made under the dependency sees it
                     self.chief_train_op = apply_op(
                         "SyncTokenRelease", [global_step.read_value()],
-                        {"gate": gate, "tokens": self._total}, name="release")
+                        {"gate": gate, "tokens": tokens}, name="release")
                 release_now = apply_op("SyncTokenRelease", [gs_value],
-                                       {"gate": gate, "tokens": self._total, "restart": True},
+                                       {"gate": gate, "tokens": tokens, "restart": True},
                                        name="release_restored").outputs[0]
                 closes = [apply_op("SyncClose", [], {"acc": None, "gate": gate},
                                    name="close_gate").outputs[0]]
@@ -386,6 +441,8 @@ class SyncReplicasOptimizer(Optimizer):
                                                              "gate": None},
                                            name="close_acc").outputs[0])
             self.chief_init_op = group(release_now, *acc_inits, name="chief_init")
+            from ..ops.math.math_ops import add_n
+            self.counts = counts[0] if len(counts) == 1 else add_n(counts, name="acc_counts")
             self.close_op = group(*closes, name="close")
             with graph.colocate_with(self._local_step.op):
                 train_op = self._local_step.assign(token).op

@@ -13,7 +13,12 @@ on a condition where a call says "not yet"):
   deduplicated (summed per row) at ``take``. A replica counts once per step: a second gradient
   of the same replica for the same step (its step re-run after its worker was lost, the first
   gradient already accepted) is dropped (``"duplicate"``), so no replica's gradient is averaged
-  in twice. Every ``set_step`` and every completed ``take`` starts a new *generation*; a take
+  in twice. A gradient may instead carry a *step token* (the
+  :class:`~tensorvm.train.ClusterCoordinator`'s closures, whose replicas are not tied to a
+  worker): a token accepted once, in this step or an earlier one, is a duplicate for good (the
+  last :data:`TOKEN_MEMORY` accepted tokens are remembered), so a closure run again on another
+  worker after its first run's gradient arrived adds nothing. ``accepted`` and ``taken`` count
+  the gradients kept and the steps handed to the chief. Every ``set_step`` and every completed ``take`` starts a new *generation*; a take
   still waiting from an older generation (the loop of a chief that was replaced) gives up with
   ``AbortedError`` instead of resetting the step under the new chief.
 * :class:`TokenGate`: the chief ``release``\\ s step ``s`` with ``tokens`` tokens (one per
@@ -46,14 +51,16 @@ from ..framework.errors import AbortedError, InvalidArgumentError, OutOfRangeErr
 
 ACCEPTED, STALE, SURPLUS, AHEAD, DUPLICATE = "accepted", "stale", "surplus", "ahead", \
     "duplicate"
+TOKEN_MEMORY = 1 << 16  # accepted step tokens an accumulator remembers (a FIFO)
 
 
 class GradientAccumulator:
     """Gradients of one step for a group of variables (``kinds``: "dense" or "sparse" each).
 
-    ``apply(local_step, grads, replica)`` with ``grads[i]`` an array (dense) or
+    ``apply(local_step, grads, replica, token)`` with ``grads[i]`` an array (dense) or
     ``(indices, values)`` (sparse) -> a decision, or None (wait) until the chief has set the
-    step; ``take(step, since)`` -> the averages in the same layout, or None while fewer than
+    step (``token``: the gradient's step token, ``b""`` or None for none: then ``replica``
+    counts once per step); ``take(step, since)`` -> the averages in the same layout, or None while fewer than
     ``num_required`` were accepted (``since``: the generation the waiting take began in).
     """
 
@@ -68,6 +75,9 @@ class GradientAccumulator:
         self._replicas: set = set()  # the replicas whose gradient of this step was accepted
         self.generation = 0  # bumped by set_step and by every completed take
         self.dropped = {STALE: 0, SURPLUS: 0, AHEAD: 0, DUPLICATE: 0}
+        self.accepted = 0  # gradients kept (each averaged into exactly one taken step)
+        self.taken = 0  # steps handed to the chief
+        self._tokens: dict = {}  # accepted step tokens (insertion order: the oldest first)
 
     def set_step(self, step: int) -> None:
         """The chief's (re)start: accept gradients of ``step`` from now on (reopens)."""
@@ -81,7 +91,8 @@ class GradientAccumulator:
         """Training ended: a waiting ``take`` fails with OutOfRangeError."""
         self.closed = True
 
-    def apply(self, local_step: int, grads: list, replica=None) -> str:
+    def apply(self, local_step: int, grads: list, replica=None, token: bytes | None = None
+              ) -> str:
         if self.step is None:  # a fresh PS (started, or replaced after a loss): wait for
             if self.closed:  # the chief to set the step (its chief_init_op)
                 raise OutOfRangeError("the gradient accumulator was closed (training ended)")
@@ -96,14 +107,23 @@ class GradientAccumulator:
         if local_step > self.step:  # computed before a restore moved the step back
             self.dropped[AHEAD] += 1
             return AHEAD
-        if replica is not None and replica in self._replicas:
+        if token:  # a closure's gradient: once for good, whichever worker computed it
+            if token in self._tokens:
+                self.dropped[DUPLICATE] += 1
+                return DUPLICATE
+        elif replica is not None and replica in self._replicas:
             self.dropped[DUPLICATE] += 1
             return DUPLICATE
         if len(self._grads) >= self.num_required:
             self.dropped[SURPLUS] += 1
             return SURPLUS
         self._grads.append(list(grads))
-        if replica is not None:
+        self.accepted += 1
+        if token:
+            self._tokens[token] = None
+            if len(self._tokens) > TOKEN_MEMORY:
+                del self._tokens[next(iter(self._tokens))]
+        elif replica is not None:
             self._replicas.add(replica)
         return ACCEPTED
 
@@ -135,6 +155,7 @@ class GradientAccumulator:
                 out.append(dedupe(np.concatenate([np.asarray(p[0]) for p in parts]),
                                   np.concatenate([np.asarray(p[1]) for p in parts]), n))
         self.step += 1
+        self.taken += 1
         self._grads = []
         self._replicas = set()
         self.generation += 1
