@@ -7,15 +7,19 @@ on the ClusterCoordinator, on a cluster started by hand (``dask scheduler``; ``p
   name 1 s later (target: wall time <= 1.25x undisturbed, every update counted once: the global
   step equals the runs made and the exactly-once guard's ``applied``);
 * ``joined`` — the run begins with worker-0 alone and worker-1 is started 3 s in (target:
-  global steps/s once worker-1 takes steps >= 1.6x the rate before).
+  global steps/s once worker-1 takes steps >= 1.6x the rate before);
+* ``sync_undisturbed``, ``sync_killed`` — the same two for ``run_replicas(sync=True)``, two
+  gradients a step (no backup worker), ``--sync-steps`` global steps: the killed run waits
+  for the restarted worker-1 (a step needs its gradient); every step applied once when the
+  accumulators accepted global steps x 2 gradients and handed out one set a step.
 
 The model is logistic regression (:mod:`tensorvm.jobs.logreg`'s data: ``--rows`` rows x
 ``--features`` in two shards, one read on each worker, minibatch 128, plain SGD lr 0.05), one
 step a run (``steps_per_run=1``: each run carries a step token), ``--steps`` global steps;
 the held-out log-loss of the final weights is printed beside the true model's.
 
-Run: ``python -m bench.bench_training_elastic [--steps N] [--rows N] [--features N]
-[--rounds R]`` (R rounds of the three, interleaved: medians; the machine is shared).
+Run: ``python -m bench.bench_training_elastic [--steps N] [--sync-steps N] [--rows N]
+[--features N] [--rounds R] [--only KIND]`` (R rounds of the three, interleaved: medians; the machine is shared).
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 SPEC = {"ps": 1, "worker": 2}
+KINDS = ("undisturbed", "killed", "joined", "sync_undisturbed", "sync_killed")
 
 
 def _hand_cluster(folder: Path):
@@ -62,6 +67,7 @@ def _final(ctx, g):
 
 def run(hc, kind: str, steps: int, rows: int, features: int) -> dict:
     import tensorvm as tv
+    sync = kind.startswith("sync_")
     names = ("ps-0", "worker-0", "worker-1")
     for name in names:
         p = hc.procs.get(name)
@@ -97,7 +103,7 @@ def run(hc, kind: str, steps: int, rows: int, features: int) -> dict:
         seen.append((step, time.monotonic()))
         if t0[0] is None:
             t0[0] = time.monotonic()
-        if kind == "killed" and "kill" not in events and step >= steps // 3:
+        if kind.endswith("killed") and "kill" not in events and step >= steps // 3:
             events["kill"] = step
             threading.Thread(target=kill_and_restart, daemon=True).start()
         if kind == "joined" and "start" not in events and time.monotonic() - t0[0] >= 3.0:
@@ -106,7 +112,7 @@ def run(hc, kind: str, steps: int, rows: int, features: int) -> dict:
         return False
 
     with sess:
-        r = tv.train.run_replicas(_model(rows, features), SPEC, session=sess, sync=False,
+        r = tv.train.run_replicas(_model(rows, features), SPEC, session=sess, sync=sync,
                                   last_step=steps, final=_final, monitor=monitor,
                                   monitor_every=50, hooks_fn=lambda ctx: [FirstRun(ctx.task)])
     from tensorvm.jobs.logreg import B_TRUE, log_loss, make_shard, true_weights
@@ -116,8 +122,12 @@ def run(hc, kind: str, steps: int, rows: int, features: int) -> dict:
            "counters": r.counters, "recoveries": r.recoveries,
            "heldout_loss": round(log_loss(Xh, yh, r.final["w"], r.final["b"]), 5),
            "true_loss": round(log_loss(Xh, yh, true_weights(0, features), B_TRUE), 5)}
-    out["exactly_once"] = (r.global_step == out["runs"]
-                           == r.counters.get("applied", -1))
+    if sync:
+        out["exactly_once"] = (r.counters.get("taken") == r.global_step and
+                               r.counters.get("accepted") == 2 * r.global_step)
+    else:
+        out["exactly_once"] = (r.global_step == out["runs"]
+                               == r.counters.get("applied", -1))
     if kind == "joined" and 1 in first_run:
         # global steps/s from the monitor's history, before worker-1's first step and after
         join = first_run[1]
@@ -136,17 +146,19 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=6000)
     ap.add_argument("--rows", type=int, default=40_000)
     ap.add_argument("--features", type=int, default=100)
-    ap.add_argument("--only", choices=("undisturbed", "killed", "joined"), action="append")
+    ap.add_argument("--sync-steps", type=int, default=2000)
+    ap.add_argument("--only", choices=KINDS, action="append")
     ap.add_argument("--rounds", type=int, default=1,
                     help="runs of each kind, interleaved; the medians are reported")
     args = ap.parse_args(argv)
-    kinds = args.only or ["undisturbed", "killed", "joined"]
+    kinds = args.only or list(KINDS)
     rounds: dict = {k: [] for k in kinds}
     with tempfile.TemporaryDirectory(prefix="tvm-bench-elastic-") as tmp, \
             _hand_cluster(Path(tmp)) as hc:
         for _ in range(args.rounds):
             for kind in kinds:
-                rounds[kind].append(run(hc, kind, args.steps, args.rows, args.features))
+                steps = args.sync_steps if kind.startswith("sync_") else args.steps
+                rounds[kind].append(run(hc, kind, steps, args.rows, args.features))
                 print(json.dumps(rounds[kind][-1]), flush=True)
     med = {k: statistics.median(r["wall_s"] for r in rs) for k, rs in rounds.items()}
     if "undisturbed" in rounds and "killed" in rounds:
@@ -154,6 +166,12 @@ def main(argv=None):
         print(f"killed/undisturbed wall (medians of {args.rounds}): {med['killed']:.2f} s / "
               f"{med['undisturbed']:.2f} s = {med['killed'] / med['undisturbed']:.2f}x "
               f"(target <= 1.25x); every update applied once: {once}")
+    if "sync_undisturbed" in rounds and "sync_killed" in rounds:
+        once = all(r["exactly_once"] for r in rounds["sync_killed"])
+        print(f"sync killed/undisturbed wall (medians of {args.rounds}): "
+              f"{med['sync_killed']:.2f} s / {med['sync_undisturbed']:.2f} s = "
+              f"{med['sync_killed'] / med['sync_undisturbed']:.2f}x; every step applied once "
+              f"with 2 gradients: {once}")
     ups = [r["speedup_after_join"] for r in rounds.get("joined", ()) if "speedup_after_join" in r]
     if ups:
         print(f"joined: steps/s after the join {statistics.median(ups):.2f}x the rate before "
