@@ -259,7 +259,6 @@ for _op, _shape, _kernel, _waits in (
                 waits=_waits)
 register_op("SyncAccCounts", lambda i, a: [(_dt.int64, (len(COUNTS),))], _counts_kernel,
             stateful=True, needs_ctx=True, differentiable=False, waits="never",
-            reads_only=True,
             cpu_only="gradient accumulators are host resources (TF's ConditionalAccumulator "
                      "is CPU-only too)")
 
