@@ -1,12 +1,13 @@
-"""Asynchronous ``run_replicas`` on a :class:`~tensorvm.train.ClusterCoordinator`: replicas not
-pinned to a fixed set of tasks.
+"""``run_replicas`` (async and sync) on a :class:`~tensorvm.train.ClusterCoordinator`: replicas
+not pinned to a fixed set of tasks.
 
 The training is a stream of closures, each ``steps_per_run`` steps of the replica graph of
 whichever worker is free (its graph built by ``model_fn(ctx)`` under ``replica_device_setter``,
 as before, once per worker task). This thread keeps about two closures per live worker queued
 until the global step reaches ``last_step`` (a worker's ``StopAtStepHook``), the monitor says
 stop, or the input ends. So a worker that dies mid-run loses nothing: its closure runs again on
-another worker, with its step token when ``steps_per_run`` is 1 (the PS applies it once); a
+another worker, with its step token (each of its K steps claims ``token#k``: the PS applies
+each step once); a
 worker that joins (a Dask worker named after a task of the job) takes closures at once; a worker
 that comes back takes them again.
 

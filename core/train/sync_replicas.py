@@ -29,6 +29,15 @@ steps run, the client's ``tvm_cancel`` after a timeout or a lost device marks th
 accumulator and the gate to the restored global step, and each worker's
 ``local_step_init_op`` sets its local step to it; :meth:`make_session_run_hook` runs both.
 
+Step tokens (``step_tokens=True``, set before ``minimize``; ``run_replicas(sync=True)`` on the
+:class:`~tensorvm.train.ClusterCoordinator` does): :attr:`step_token` is a placeholder fed with
+each run's token, made distinct per step of a K-step run on the worker
+(:func:`~tensorvm.ops.state.ledger.step_token`) and sent with the gradients; an accumulator
+accepts a token once, for good, so the twin of a gradient that arrived already is dropped
+(``duplicate``) and its run does not wait for a token. :attr:`counts` (``SyncAccCounts``,
+summed over the accumulators, fields :data:`COUNTS`) says how many gradients were accepted,
+how many steps taken, and how many dropped, by reason.
+
 Failures: a replica counts once per step (its step re-run after its worker was lost, with
 its first gradient already accepted, is dropped as a duplicate); the chief's restart lets go
 the workers that waited for a token (their gradients went with the reset), and a take of the
