@@ -168,3 +168,43 @@ def test_a_worker_joining_a_sync_run_takes_steps(hc, session):
                               hooks_fn=lambda ctx: [_Runs(ctx.task, runs)])
     assert started and r.steps_by_worker.get("worker-1", 0) >= 20, r.steps_by_worker
     _assert_each_step_applied_once(r, 1)
+
+
+def test_a_k_step_closure_whose_worker_dies_mid_run_applies_each_step_once(
+        hc, session, tmp_path):
+    """Async on the coordinator, 5 steps a run (``worker.run(..., steps=5)``): worker-1
+    dies inside a run, after its first step's update reached the PS. The closure runs again on
+    worker-0 with its token: the twin's first step is dropped and its other four applied, so
+    every closure adds exactly 5. Before per-step tokens a K-step run was unguarded (the twin
+    added 5 more: 5 x closures + 1)."""
+    import os
+
+    from test_coordinator_elastic import _counter
+
+    from tensorvm.train.coordinator import ClusterCoordinator
+    flag = str(tmp_path / "kill-pid")
+    n, k = 20, 5
+
+    def run_k(w):
+        w.run(w.model["after"], steps=k)
+        return w.name
+
+    with ClusterCoordinator(session, _counter(flag)) as coord:
+        warm = threading.Barrier(2, timeout=120)
+        for _ in range(2):
+            coord.schedule(lambda w: (warm.wait(), run_k(w)))
+        coord.join()
+        addr = hc.workers()["worker-1"]
+        pid = hc.client.run(os.getpid, workers=[addr])[addr]
+        with open(flag, "w") as f:
+            f.write(str(pid))
+        rvs = [coord.schedule(run_k) for _ in range(n)]
+        coord.join()
+        names = [rv.fetch() for rv in rvs]  # no error
+        count = int(coord.run_on_chief("count"))
+        counters = coord.counters()
+        losses = coord.worker_losses
+    assert not os.path.exists(flag), "worker-1 never ran a step after the kill was armed"
+    assert losses >= 1 and set(names) <= {"worker-0", "worker-1"}
+    assert count == k * (n + 2), count
+    assert counters["applied"] == k * (n + 2) and counters["dropped"] >= 1, counters
