@@ -316,8 +316,11 @@ def _run(model_fn, spec, session, settings, hooks_fn, final, monitor, n_required
         recoveries = coord.recoveries + coord.worker_losses
         if sync:
             from .sync_replicas import COUNTS
+            from ..runtime.job_api import report
             counters = {k: int(v) for k, v in
                         zip(COUNTS, coord.run_on_chief(chief.model["_sync"].counts))}
+            # the job's page shows them (as exactly_once's counts for async runs)
+            report(**{f"sync_gradients_{k}": v for k, v in counters.items()})
         else:
             counters = coord.counters()
     finally:
