@@ -11,7 +11,7 @@ import pytest
 from distributed import Client, LocalCluster
 
 import tensorvm as tv
-from tensorvm.runtime import wire_names
+from tensorvm.runtime import wire_names, worker_extension
 from tensorvm.runtime.worker_extension import TensorvmExtension, TensorvmWorkerPlugin
 
 
@@ -52,6 +52,9 @@ def test_a_worker_of_another_version_fails_the_session_at_connect(inproc, monkey
     # what the workers report: the package's __version__ (this process's client side reads
     # tensorvm.framework.versions, which keeps the real one)
     monkeypatch.setattr(tv, "__version__", "0.0.9")
+    # a worker process's version never changes, so check_versions asks each one once per
+    # process: forget the answers of the sessions before (same workers, real version)
+    monkeypatch.setattr(worker_extension, "_SAME_VERSION", {})
     with pytest.raises(tv.errors.FailedPreconditionError) as e:
         tv.Session(client=client, verbose=False)
     msg = str(e.value)

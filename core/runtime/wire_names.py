@@ -13,6 +13,7 @@ from ..framework.versions import __version__ as VERSION
 
 WORKER_PLUGIN = f"tensorvm-{VERSION}"  # installs worker.extensions["tensorvm"]
 DEVICE_HOMES = f"tensorvm-device-homes-{VERSION}"  # the scheduler plugin of device homes
+STRAGGLER_MOVES = f"tensorvm-straggler-moves-{VERSION}"  # moves floating tasks off stragglers
 
 
 # Event topics (``Client.log_event``, ``Client.subscribe_topic``): plain names without the

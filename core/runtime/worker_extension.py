@@ -95,6 +95,10 @@ class TensorvmWorkerPlugin(WorkerPlugin):
         install(worker)
 
 
+# scheduler address -> (address, id) of the worker processes that answered VERSION
+_SAME_VERSION: dict[str, set] = {}
+
+
 def check_versions(client) -> None:
     """Raise FailedPreconditionError naming both versions when a worker of ``client``'s
     cluster runs another tensorvm version than this process (one round trip). Workers that
@@ -102,12 +106,22 @@ def check_versions(client) -> None:
 
     The question is one that every tensorvm version answers the same way — the package's
     ``__version__`` — so it never depends on a module or class of this version existing on the
-    worker."""
+    worker.
+
+    Each worker is asked once per process (:data:`_SAME_VERSION`): a session on a cluster
+    whose workers all answered before costs no round trip to them, so a stopped or busy
+    worker does not delay it (a restarted worker is a new worker id, asked again)."""
     facade = importlib.import_module("tensorvm")  # pickled by name: the worker's own package
-    answers = client.run(getattr, facade, "__version__", on_error="return")
+    checked = _SAME_VERSION.setdefault(str(client.scheduler.address), set())
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    ids = {a: (a, w.get("id")) for a, w in workers.items()}
+    todo = [a for a, ident in ids.items() if ident not in checked]
+    if not todo:
+        return
+    answers = client.run(getattr, facade, "__version__", workers=todo, on_error="return")
+    checked.update(ids[a] for a, v in answers.items() if v == VERSION and a in ids)
     other = {a: v for a, v in answers.items() if isinstance(v, str) and v != VERSION}
     if other:
-        workers = client.scheduler_info(n_workers=-1)["workers"]
         raise FailedPreconditionError(_mismatch(VERSION, [
             f"worker {workers.get(a, {}).get('name', a)!r} ({a}) runs tensorvm {v}"
             for a, v in sorted(other.items())]))

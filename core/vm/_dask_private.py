@@ -172,6 +172,75 @@ def subscribe_on_scheduler(scheduler, topic: str, client_id: str) -> None:
     scheduler.subscribe_topic(topic, client_id)
 
 
+def floating_tail(scheduler, kind_of, moved: dict) -> tuple[list, list]:
+    """``(idle workers, running)`` when the scheduler has nothing queued, else ``([], [])``.
+
+    ``moved``: ``{worker address: keys taken from it}`` — a task the scheduler released
+    from a worker while it ran there (a *zombie*) keeps that worker's thread until it ends.
+    Idle: a running worker with no task processing and no zombie running. Running: ``(key,
+    kind, worker, elapsed, movable)`` of each task whose ``kind_of(key)`` is not None,
+    processing on a worker (``movable``) or a zombie there (not movable). ``elapsed``:
+    seconds since it started, from the worker's last heartbeat; None if it waits on the
+    worker behind others. For :mod:`tensorvm.runtime.cluster.stragglers`.
+
+    Private: ``Scheduler.queued``/``unrunnable``, ``WorkerState.processing``/``executing``
+    (durations as of ``last_seen``, the worker's last heartbeat) and ``status``; waits for a
+    public view of the tasks each worker is running, and since when."""
+    from distributed.core import Status
+    if scheduler.queued or scheduler.unrunnable:
+        return [], []
+    workers = scheduler.workers
+
+    def zombies(addr, ws):
+        gone = moved.get(addr)
+        return [ts for ts in ws.executing if ts.key in gone] if gone else []
+
+    idle = [a for a, ws in workers.items()
+            if not ws.processing and ws.status == Status.running and not zombies(a, ws)]
+    if not idle:
+        return [], []
+    from time import time
+    now = time()
+    running = []
+    for addr, ws in workers.items():
+        since = now - ws.last_seen
+        for ts, movable in [(ts, True) for ts in ws.processing] + \
+                [(ts, False) for ts in zombies(addr, ws)]:
+            kind = kind_of(ts.key)
+            if kind is not None:
+                e = ws.executing.get(ts)
+                running.append((ts.key, kind, addr, None if e is None else e + since, movable))
+    return idle, running
+
+
+def executing_keys(scheduler, address: str) -> set:
+    """The keys worker ``address`` reported running at its last heartbeat (empty if it left).
+
+    Private: ``WorkerState.executing``; waits for the same public view as
+    :func:`floating_tail`."""
+    ws = scheduler.workers.get(address)
+    return {ts.key for ts in ws.executing} if ws is not None else set()
+
+
+def move_task(scheduler, key, worker: str, stimulus_id: str) -> bool:
+    """Run the processing task ``key`` again on ``worker``: released where it runs (that
+    worker drops its result, as for any cancelled task) and sent to ``worker`` (a loose
+    restriction: elsewhere if ``worker`` is gone by then). False if it is no longer
+    processing or ``worker`` left.
+
+    Private: ``TaskState.worker_restrictions``/``loose_restrictions`` and
+    ``Scheduler.transitions`` (processing -> released -> waiting -> processing, the path
+    Dask's own ``reschedule`` takes); waits for a public "move this task" on the scheduler."""
+    ts = scheduler.tasks.get(key)
+    if ts is None or ts.state != "processing" or worker not in scheduler.workers \
+            or ts.processing_on is None or ts.processing_on.address == worker:
+        return False
+    ts.worker_restrictions = {worker}
+    ts.loose_restrictions = True
+    scheduler.transitions({key: "released"}, stimulus_id)
+    return True
+
+
 # ---- the session's own LocalCluster (runtime.cluster.local) -------------------------------------
 
 def spec_clusters() -> set:

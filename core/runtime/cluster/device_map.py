@@ -53,7 +53,8 @@ from ..direct.client import scheduler_gone
 from ...framework.errors import DeadlineExceededError, InvalidArgumentError, UnavailableError
 from ...vm import _dask_private
 from ...vm.interpreter import resources_of
-from ..wire_names import DEVICE_HOMES, TOPIC_WORKERS
+from .stragglers import StragglerMoves
+from ..wire_names import DEVICE_HOMES, STRAGGLER_MOVES, TOPIC_WORKERS
 
 REPLACEMENT_WAIT_S = 10.0  # how long remapping a lost device waits for its worker's restart
 TOPIC_MADE = "tensorvm-resources-made"  # worker event: a queue/reader/iterator made, or cleared
@@ -94,6 +95,12 @@ class DeviceHomes(SchedulerPlugin):
     async def start(self, scheduler) -> None:
         for addr, name in _dask_private.scheduler_worker_names(scheduler).items():
             self.workers[addr] = name
+        import dask
+        if dask.config.get("tensorvm.move-stragglers", True) and \
+                _dask_private.scheduler_plugin(scheduler, STRAGGLER_MOVES) is None:
+            moves = StragglerMoves()  # floating tasks off a straggler at a step's tail
+            scheduler.add_plugin(moves, idempotent=True)
+            await moves.start(scheduler)
 
     def add_worker(self, scheduler, worker: str) -> None:
         name = _dask_private.scheduler_worker_names(scheduler).get(worker, worker)
