@@ -39,10 +39,22 @@ def test_a_task_that_overran_its_workers_usual_time_moves():
 
 
 def test_a_task_on_a_worker_with_no_finished_task_of_its_kind():
+    # a worker that joined: the kind's usual 0.4 s there too
     d = {("k", "fast"): [0.4]}
-    assert choose_moves([Running("m", "k", "new", 0.5)], ["fast"], d) == []  # 0.5 < 0.6
-    assert choose_moves([Running("m", "k", "new", 0.7)], ["fast"], d) == [("m", "new", "fast")]
+    assert choose_moves([Running("m", "k", "new", 0.1)], ["fast"], d) == []  # 0.3 s left
+    assert choose_moves([Running("m", "k", "new", 1.1)], ["fast"], d) == [("m", "new", "fast")]
     assert choose_moves([Running("m", "k", "new", None)], ["fast"], d) == []  # nothing ahead
+    running = [Running("m1", "k", "new", 0.05), Running("m2", "k", "new", None)]
+    assert choose_moves(running, ["fast"], d) == [("m2", "new", "fast")]  # 0.35 + 0.4 s
+
+
+def test_one_slow_task_does_not_make_a_worker_slow():
+    # a restarted worker's first task (imports, cold caches) took 2 s: one sample is not its
+    # speed, the kind's median (0.5 s) is; with a second slow one it is
+    d = {("k", "a"): [0.5, 0.5], ("k", "b"): [2.0]}
+    assert choose_moves([Running("m", "k", "b", 0.2)], ["a"], d) == []
+    d["k", "b"].append(2.0)
+    assert choose_moves([Running("m", "k", "b", 0.2)], ["a"], d) == [("m", "b", "a")]
 
 
 def test_a_task_waiting_behind_a_slow_one_counts_the_wait():

@@ -178,10 +178,12 @@ def floating_tail(scheduler, kind_of, moved: dict) -> tuple[list, list]:
     ``moved``: ``{worker address: keys taken from it}`` — a task the scheduler released
     from a worker while it ran there (a *zombie*) keeps that worker's thread until it ends.
     Idle: a running worker with no task processing and no zombie running. Running: ``(key,
-    kind, worker, elapsed, movable)`` of each task whose ``kind_of(key)`` is not None,
-    processing on a worker (``movable``) or a zombie there (not movable). ``elapsed``:
-    seconds since it started, from the worker's last heartbeat; None if it waits on the
-    worker behind others. For :mod:`tensorvm.runtime.cluster.stragglers`.
+    kind, worker, elapsed, movable, presumed)`` of each task whose ``kind_of(key)`` is not
+    None, processing on a worker (``movable``) or a zombie there (not movable). ``elapsed``:
+    seconds since it started, from the worker's last heartbeat; None if not reported
+    running. ``presumed``: on a worker that reported none of its tasks running, the first by
+    Dask's priority (the order a worker runs its ready tasks in) is presumed running. For
+    :mod:`tensorvm.runtime.cluster.stragglers`.
 
     Private: ``Scheduler.queued``/``unrunnable``, ``WorkerState.processing``/``executing``
     (durations as of ``last_seen``, the worker's last heartbeat) and ``status``; waits for a
@@ -204,12 +206,15 @@ def floating_tail(scheduler, kind_of, moved: dict) -> tuple[list, list]:
     running = []
     for addr, ws in workers.items():
         since = now - ws.last_seen
-        for ts, movable in [(ts, True) for ts in ws.processing] + \
-                [(ts, False) for ts in zombies(addr, ws)]:
+        tasks = [(ts, True) for ts in ws.processing] + [(ts, False) for ts in zombies(addr, ws)]
+        first = None if any(ts in ws.executing for ts, _ in tasks) else \
+            min((ts for ts, _ in tasks), key=lambda ts: ts.priority or (), default=None)
+        for ts, movable in tasks:
             kind = kind_of(ts.key)
             if kind is not None:
                 e = ws.executing.get(ts)
-                running.append((ts.key, kind, addr, None if e is None else e + since, movable))
+                running.append((ts.key, kind, addr, None if e is None else e + since, movable,
+                                ts is first))
     return idle, running
 
 

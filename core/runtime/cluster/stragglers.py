@@ -46,6 +46,7 @@ MIN_REMAINING_S = 0.1  # never worth a move: less than this left (scheduling cos
 CHECK_S = 0.1  # how often the plugin looks (besides when a floating task ends)
 RECHECK_S = 0.02  # a task's end makes it look again at most this often
 SAMPLES = 16  # durations kept per (kind, worker)
+OWN_SAMPLES = 2  # a worker's own median counts once it has finished this many of a kind
 KINDS = 64  # kinds whose durations are kept (the latest steps')
 ZOMBIE_GRACE_S = 2.0  # a moved task's old worker is watched this long for it (heartbeats)
 TOPIC_MOVES = "tensorvm-moves"
@@ -99,11 +100,11 @@ def choose_moves(running: list[Running], idle: list[str], durations: dict,
     ``durations``: ``{(kind, worker): [seconds, ...]}`` of finished tasks. A task moves to an
     idle worker when its expected remaining time on its own worker exceeds ``factor`` times
     its expected time on the idle one (and :data:`MIN_REMAINING_S`); the longest such task
-    goes first. A task's expected time on a worker is the worker's median for the kind, else
-    the kind's median. Remaining time of a started task: ``m - elapsed`` on a worker with a
-    median ``m``, or, past ``m``, ``elapsed - m`` (a task that overran its worker's usual
-    time by ``t`` is expected to run about ``t`` more: a hung one ends up moved); on a worker
-    that has finished none of the kind, the elapsed time itself. A task waiting on its worker
+    goes first. A task's expected time ``m`` on a worker is the worker's median for the kind
+    (once it has finished :data:`OWN_SAMPLES`: a restarted worker's first, cold task says
+    little), else the kind's median. Remaining time of a started task: ``m - elapsed``, or, past
+    ``m``, ``elapsed - m`` (a task that overran its worker's usual time by ``t`` is expected
+    to run about ``t`` more: a hung one ends up moved). A task waiting on its worker
     behind others (``movable`` or not: a moved task's first attempt keeps its thread): their
     longest remaining time plus its own expected time. A key in ``moved`` never moves
     again.
@@ -121,16 +122,16 @@ def choose_moves(running: list[Running], idle: list[str], durations: dict,
     by_kind: dict = defaultdict(list)
     medians = {}
     for (kind, worker), secs in durations.items():
-        if secs:
-            by_kind[kind].extend(secs)
+        by_kind[kind].extend(secs)
+        if len(secs) >= OWN_SAMPLES:
             medians[kind, worker] = statistics.median(secs)
     overall = {kind: statistics.median(secs) for kind, secs in by_kind.items()}
     remaining: dict = {}
     busy: dict = defaultdict(float)  # worker -> longest remaining of the tasks it runs
     for r in running:
         if r.elapsed is not None and r.kind in overall:
-            own = medians.get((r.kind, r.worker))
-            remaining[r.key] = r.elapsed if own is None else abs(own - r.elapsed)
+            own = medians.get((r.kind, r.worker), overall[r.kind])
+            remaining[r.key] = abs(own - r.elapsed)
             busy[r.worker] = max(busy[r.worker], remaining[r.key])
     for r in running:
         if r.elapsed is None and r.kind in overall:
@@ -174,6 +175,7 @@ class StragglerMoves(SchedulerPlugin):
         self.scheduler = None
         self._pending = False
         self._last = 0.0  # time.monotonic() of the last look
+        self._presumed: dict = {}  # key -> time.monotonic() since it is presumed running
         self._ticker = None
 
     async def start(self, scheduler) -> None:
@@ -245,10 +247,17 @@ class StragglerMoves(SchedulerPlugin):
         idle, found = _dask_private.floating_tail(s, task_kind, self.zombies)
         if not idle or not found:
             return []
-        running = [Running(*r) for r in found]
+        now = time.monotonic()
+        presumed = {r[0]: self._presumed.get(r[0], now) for r in found if r[5]}
+        self._presumed = presumed  # since when each is presumed running (none reported yet)
+        running = [Running(key, kind, worker,
+                           now - presumed[key] if key in presumed else elapsed, movable)
+                   for key, kind, worker, elapsed, movable, _ in found]
         durations = {(kind, w): list(d) for kind in {r.kind for r in running}
                      for w, d in self.durations.get(kind, {}).items()}
         moves = choose_moves(running, idle, durations, self.factor, frozenset(self.moved))
+        if not moves and logger.isEnabledFor(logging.DEBUG):
+            logger.debug("tensorvm: no move to idle %s; running %s", idle, running)
         for key, src, dst in moves:
             if _dask_private.move_task(s, key, dst, f"tensorvm-move-{uuid.uuid4().hex[:8]}"):
                 self.moved.append(key)
