@@ -22,8 +22,9 @@ the counts back to the driver. Scenarios, each timed from the job's start to its
 ``--mb 100 --files 2000``).
 
 Each line gives the seconds, the ratio to its undisturbed run, a checksum of the counts (all
-equal to pyarrow's on this machine, or the run is refused), the map tasks, the attempts and
-how many times the job was run again whole (the ``running it again`` warnings).
+equal to pyarrow's on this machine, or the run is refused), the map tasks, the attempts, how
+many times the job was run again whole (the ``running it again`` warnings) and how many
+floating tasks the scheduler moved off a straggler (:mod:`tensorvm.runtime.cluster.stragglers`).
 """
 from __future__ import annotations
 
@@ -131,6 +132,13 @@ def slowed(hc: HandCluster, stopped_s: float = 0.2, period_s: float = 0.3):
     return disturb
 
 
+def _moves(hc: HandCluster) -> int:
+    """Floating tasks the scheduler has moved off a straggler so far (tensorvm's plugin,
+    :mod:`tensorvm.runtime.cluster.stragglers`)."""
+    from tensorvm.runtime.cluster.stragglers import TOPIC_MOVES
+    return len(hc.client.get_events(TOPIC_MOVES))
+
+
 def ensure_both(hc: HandCluster) -> None:
     """Both workers running (a killed or absent worker-1 started again)."""
     p = hc.procs.get("worker-1")
@@ -149,10 +157,14 @@ def scenarios(hc: HandCluster, urls: list, paths: list, ref: dict, skip_dask: bo
     def one(name, disturb, base=None, run=None):
         """Time one scenario (``base``: the seconds its ratio is to; None: it is a base);
         a job that fails is a row too (its error, no time)."""
+        ours = run is None
         run = run or (lambda: run_tensorvm(hc.address, urls, reruns))
         present = set(hc.workers())
+        moved = _moves(hc)
         try:
             secs, (counts, facts) = disturbed(run, disturb)
+            if ours:
+                facts["moves"] = _moves(hc) - moved
         except Exception as e:  # (the figure is that it failed)
             rows.append((name, None, None, "-", {"failed": str(e).splitlines()[0]}))
             print(f"  {name}: failed: {rows[-1][-1]['failed']}", flush=True)
