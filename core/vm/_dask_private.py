@@ -178,8 +178,10 @@ def floating_tail(scheduler, kind_of, moved: dict) -> tuple[list, list]:
     ``moved``: ``{worker address: keys taken from it}`` — a task the scheduler released
     from a worker while it ran there (a *zombie*) keeps that worker's thread until it ends.
     Idle: a running worker with no task processing and no zombie running. Running: ``(key,
-    kind, worker, elapsed, movable, presumed)`` of each task whose ``kind_of(key)`` is not
-    None, processing on a worker (``movable``) or a zombie there (not movable). ``elapsed``:
+    kind, worker, elapsed, movable, presumed, reads)`` of each task whose ``kind_of(key)`` is
+    not None, processing on a worker (``movable``) or a zombie there (not movable); ``reads``:
+    whether it depends on other tasks and may have started (not: every thread of its worker
+    runs another of these). ``elapsed``:
     seconds since it started, from the worker's last heartbeat; None if not reported
     running. ``presumed``: on a worker that reported none of its tasks running, the first by
     Dask's priority (the order a worker runs its ready tasks in) is presumed running. For
@@ -209,12 +211,14 @@ def floating_tail(scheduler, kind_of, moved: dict) -> tuple[list, list]:
         tasks = [(ts, True) for ts in ws.processing] + [(ts, False) for ts in zombies(addr, ws)]
         first = None if any(ts in ws.executing for ts, _ in tasks) else \
             min((ts for ts, _ in tasks), key=lambda ts: ts.priority or (), default=None)
+        # every thread runs one of these: the others surely wait
+        full = sum(ts in ws.executing for ts, _ in tasks) >= ws.nthreads
         for ts, movable in tasks:
             kind = kind_of(ts.key)
             if kind is not None:
                 e = ws.executing.get(ts)
                 running.append((ts.key, kind, addr, None if e is None else e + since, movable,
-                                ts is first))
+                                ts is first, bool(ts.dependencies) and (e is not None or not full)))
     return idle, running
 
 

@@ -12,8 +12,13 @@ on another worker whose expected remaining time there is well over its expected 
 idle worker is **moved** there: the scheduler releases it (the slow worker drops its result
 when it finishes, as for any cancelled task) and runs it again on the idle worker. That is
 safe because a floating task is stateless (Dask's retries and lineage recomputation rely on
-the same); a pinned task is never moved. Unlike a backup, the straggler's attempt is given
-up, so a move needs the idle worker to be clearly faster: :data:`MOVE_FACTOR`.
+the same); a pinned task is never moved. Only tasks that read no other task's output (map
+tasks: their inputs are splits and feeds, and a kept map output is written all or nothing)
+and picks move, and tasks that surely have not started (every thread of their worker runs
+another): a reducer that has started would fetch its inputs again, and its first attempt,
+still running, would write the same output attempt file as the second. Unlike a backup, the
+straggler's attempt is given up, so a move needs the idle worker to be clearly faster
+(:data:`MOVE_FACTOR`).
 
 Expected times come from finished tasks of the same *kind* (a task's name without its
 trailing index, in one submission: the map tasks of one step are one kind, its reducers
@@ -251,8 +256,9 @@ class StragglerMoves(SchedulerPlugin):
         presumed = {r[0]: self._presumed.get(r[0], now) for r in found if r[5]}
         self._presumed = presumed  # since when each is presumed running (none reported yet)
         running = [Running(key, kind, worker,
-                           now - presumed[key] if key in presumed else elapsed, movable)
-                   for key, kind, worker, elapsed, movable, _ in found]
+                           now - presumed[key] if key in presumed else elapsed,
+                           movable and (not reads or kind[0].endswith("_send")))
+                   for key, kind, worker, elapsed, movable, _, reads in found]
         durations = {(kind, w): list(d) for kind in {r.kind for r in running}
                      for w, d in self.durations.get(kind, {}).items()}
         moves = choose_moves(running, idle, durations, self.factor, frozenset(self.moved))
