@@ -73,6 +73,13 @@ def test_one_task_per_idle_worker_and_never_twice():
     assert choose_moves(running, ["fast"], D, moved={"a", "b"}) == []
 
 
+def test_a_task_that_cannot_move_still_keeps_its_worker_busy():
+    # m1 was moved away already (or is a started reducer): it stays, but m2 waits behind it
+    running = [Running("m1", "k", "slow", 0.1, movable=False), Running("m2", "k", "slow", None)]
+    assert choose_moves(running, ["fast"], D) == [("m2", "slow", "fast")]
+    assert choose_moves(running[:1], ["fast"], D) == []
+
+
 def test_no_figures_for_a_kind_no_move():
     assert choose_moves([Running("m", "other", "slow", 9.0)], ["fast"], D) == []
 
