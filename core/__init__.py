@@ -24,23 +24,73 @@ the old flat module paths keep importing through ``_aliases``.
 """
 from __future__ import annotations
 
+import importlib as _importlib
+import threading as _threading
+
 from . import _aliases
 
 _aliases.install()  # the module paths before core/ was laid out by layer keep importing
 
+# Names loaded on first use (PEP 562): ``import tensorvm`` — in every Dask worker, every CLI
+# command — leaves out the upper layers most steps never touch. name -> (module, attribute;
+# None: the module itself). A function or class of these pickles by reference as before.
+_LAZY = {
+    "train": ("tensorvm.train", None),
+    "estimator": ("tensorvm.estimator", None),
+    "feature_column": ("tensorvm.estimator.feature_column", None),
+    "data": ("tensorvm.tf_api.data", None),
+    "app": ("tensorvm.tf_api.app", None),
+    "flags": ("tensorvm.tf_api.app", "flags"),
+}
+# The lazy modules that register ops (a plan unpickled in a worker may hold their ops).
+_LAZY_OPS = ("tensorvm.train", "tensorvm.tf_api.data")
+_install_lock = _threading.Lock()
+_ops_loaded = False
+
+
+def _install_gpu_kernels() -> None:
+    from .vm.kernels import array_api
+    with _install_lock:  # two threads' installs would both register one op's GPU kernel
+        array_api.install()
+
+
+def _load_ops() -> None:
+    """Import the lazy modules that register ops, then give their ops GPU kernels: the op
+    table as a full ``import tensorvm`` made it (:func:`~tensorvm.framework.op_registry.load_all_ops`
+    runs this where an op type is missing)."""
+    global _ops_loaded
+    if _ops_loaded:
+        return
+    for module in _LAZY_OPS:
+        _importlib.import_module(module)
+    _install_gpu_kernels()
+    _ops_loaded = True
+
 
 def __getattr__(name: str):
+    lazy = _LAZY.get(name)
+    if lazy is not None:
+        value = _importlib.import_module(lazy[0])
+        if lazy[1] is not None:
+            value = getattr(value, lazy[1])
+        if lazy[0].startswith(_LAZY_OPS):
+            _install_gpu_kernels()  # the ops it registered get their GPU kernels
+        globals()[name] = value
+        return value
     # ``tv.session``, ``tv.registry`` … (a module that moved, reached as an attribute)
     module = _aliases.moved_module(name)
     if module is None:
         raise AttributeError(f"module 'tensorvm' has no attribute {name!r}")
     return module
 
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
 # ruff: noqa: F401  (this module re-exports the public API)
 
-from .tf_api import app, compat
+from .tf_api import compat
 from .framework import dtypes, errors
-from .tf_api.app import flags
 from .framework.device_spec import DeviceSpec
 from .framework.dtypes import (DType, as_dtype, bool_ as bool, complex64, complex128, float16,
                                float32, float64, int8, int16, int32, int64, string, uint8, uint16,
@@ -64,7 +114,6 @@ from .ops.state.variables import (Variable, all_variables, assign, assign_add, a
 from .runtime.session import (ConfigProto, InteractiveSession, RunMetadata, RunOptions, Session,
                               get_default_session)  # noqa: F401
 from .runtime.config_options import GPUOptions, GraphOptions, OptimizerOptions  # noqa: F401
-from . import train  # noqa: F401,E402
 from .runtime.job_api import job  # noqa: F401,E402  (@tv.job: a batch job for the tensorvm CLI)
 from .ops.control import debug_ops as debugging  # noqa: E402  (tv.debugging.check_numerics)
 from .ops.control.debug_ops import add_check_numerics_ops, check_numerics  # noqa: E402
@@ -88,9 +137,6 @@ from .tf_api import gfile  # noqa: E402  (tv.gfile, tv.io.gfile: TF's file API o
 io.gfile = gfile.io_gfile  # noqa: F405
 from .tf_api import random_api as random  # noqa: E402  (tv.random: tf.random.normal ...)
 from .tf_api.summary import Event, Summary  # noqa: E402  (tf.Summary(value=[...]) protos)
-from .tf_api import data  # noqa: E402  (tv.data: TF 1.x's tf.data)
-from . import estimator  # noqa: E402  (tv.estimator: TF 1.x's tf.estimator)
-from .estimator import feature_column  # noqa: E402  (tv.feature_column)
 from .ops.control.tensor_array import TensorArray  # noqa: E402,F401  (tf.TensorArray)
 from .tf_api import image  # noqa: E402  (tv.image: TF 1.x's tf.image)
 from .tf_api.image import random_crop  # noqa: E402,F401  (tf.random_crop)
@@ -113,7 +159,12 @@ from .ops.state.variables import (scatter_div, scatter_max, scatter_min, scatter
                                   scatter_nd_add, scatter_nd_sub, scatter_nd_update)  # noqa: E402,F401
 from .ops.gradients import AggregationMethod, UnconnectedGradients  # noqa: E402,F401
 from .tf_api.summary import SessionLog  # noqa: E402,F401
-from .vm.kernels import array_api as _kernels_gpu  # noqa: E402
-_kernels_gpu.install()  # every op registered above: its GPU kernel or its CPU-only mark
+_install_gpu_kernels()  # every op registered above: its GPU kernel or its CPU-only mark
 from .tf_api import math_api as math  # noqa: E402  (tv.math: TF's tf.math names)
 from .tf_api.math_api import (accumulate_n, confusion_matrix)  # noqa: E402,F401  (tf.confusion_matrix)
+
+from .framework import op_registry as _op_registry  # noqa: E402
+
+_op_registry.add_op_loader(_load_ops)
+# ``from tensorvm import *``: every public name, the lazy ones too (the star import loads them)
+__all__ = sorted({n for n in globals() if not n.startswith("_")} | set(_LAZY))

@@ -29,11 +29,10 @@ and TF 1.x checkpoints (:mod:`.tensor_bundle`: ``<prefix>.index`` + ``<prefix>.d
 processes (a distributed Saver, a map-reduce job's output) refuse it.
 """
 
-from .checkpoint import (checkpoint_url, commit, data_file_name, latest_checkpoint,
-                         read_index, read_slices, read_tensors, write_shard)
+import importlib as _importlib
+
 from .errors import CheckpointNotFoundError, DataLossError
 from .fsio import is_process_local
-from .inspection import list_checkpoints, show_checkpoint, verify_checkpoint
 from .splits import (DEFAULT_SPLIT_SIZE, InputFormat, ReadOptions, Split, infer_format,
                      input_formats, read, register_format, splits)
 from . import readers as _readers, columnar as _columnar  # noqa: E402,F401  (register formats)
@@ -49,3 +48,25 @@ __all__ = [
     "infer_format", "DEFAULT_SPLIT_SIZE",
     "OutputCommitter", "write_output", "register_writer", "output_writers",
 ]
+
+# The checkpoint code loads on first use (PEP 562): ``import tensorvm`` in a worker or a CLI
+# command seldom needs it. Inputs and outputs stay eager: ``tensorvm.storage.splits`` is both a
+# submodule and a function here, and the input formats register when their modules import.
+_LAZY = {name: "checkpoint" for name in ("checkpoint_url", "commit", "data_file_name",
+                                          "latest_checkpoint", "read_index", "read_slices",
+                                          "read_tensors", "write_shard")}
+_LAZY.update({name: "inspection" for name in ("list_checkpoints", "show_checkpoint",
+                                                "verify_checkpoint")})
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import glob
+import itertools
 import os
 
 import google_crc32c
@@ -39,10 +40,9 @@ LEGACY_ALGORITHM = "wsum64"
 def _load_clib():
     """``crc32c_extend`` of the C library google-crc32c is built on, or ``None``."""
     here = os.path.dirname(google_crc32c.__file__)
-    candidates = sorted(glob.glob(os.path.join(here, "..", "google_crc32c.libs", "libcrc32c*")))
-    found = ctypes.util.find_library("crc32c")
-    candidates += [found] if found else []
-    for path in candidates:
+    bundled = sorted(glob.glob(os.path.join(here, "..", "google_crc32c.libs", "libcrc32c*")))
+    # find_library runs ldconfig (~10 ms of every import): asked only when no bundled one loads
+    for path in itertools.chain(bundled, _system_crc32c()):
         try:
             fn = ctypes.CDLL(path).crc32c_extend
         except (OSError, AttributeError):
@@ -52,6 +52,12 @@ def _load_clib():
         if fn(0, b"123456789", 9) == 0xE3069283:  # refuse anything but CRC-32C itself
             return fn
     return None
+
+
+def _system_crc32c():
+    found = ctypes.util.find_library("crc32c")
+    if found:
+        yield found
 
 
 _CLIB = _load_clib()

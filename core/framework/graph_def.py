@@ -24,7 +24,7 @@ import numpy as np
 from . import dtypes as _dt
 from .errors import InvalidArgumentError, NotFoundError
 from .graph import Graph
-from .op_registry import get_op_def, registry
+from .op_registry import get_op_def, load_all_ops, registry
 from ..storage.splits import Split
 
 Ref = tuple  # (node name, output index)
@@ -371,6 +371,8 @@ def _build_nodes(g, nodes, where: str = "GraphDef", clear_devices: bool = False)
                     not isinstance(n.get("op"), str):
                 raise InvalidArgumentError(f"{where}: malformed node {str(n)[:80]!r}")
             name = n["name"]
+            if n["op"] not in registry:
+                load_all_ops()  # an op of a module tensorvm loads on first use (tv.train …)
             if n["op"] not in registry:
                 raise InvalidArgumentError(
                     f"{where}: node {name!r} has op type {n['op']!r}, which is not registered"

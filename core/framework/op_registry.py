@@ -281,4 +281,29 @@ def get_op_def(op_type: str) -> OpDef:
     try:
         return _REGISTRY[op_type]
     except KeyError:
+        load_all_ops()
+    try:
+        return _REGISTRY[op_type]
+    except KeyError:
         raise NotFoundError(f"no op type {op_type!r} is registered") from None
+
+
+# Importers of op modules that the package loads on first use (``import tensorvm`` leaves
+# ``tv.train``'s and ``tv.data``'s modules for later): an op type missing from the table may be
+# one of theirs. Each loader is idempotent and cheap once it has run.
+_OP_LOADERS: list[Callable[[], None]] = []
+
+
+def add_op_loader(load: Callable[[], None]) -> None:
+    """Register ``load``, which imports op modules not imported yet (:func:`load_all_ops`)."""
+    if load not in _OP_LOADERS:
+        _OP_LOADERS.append(load)
+
+
+def load_all_ops() -> None:
+    """Import every op module the package loads lazily, so the table holds every op type of
+    tensorvm (a process that unpickles a plan may not have imported the modules of its ops).
+    Called where an op type is looked up and missing: :func:`get_op_def`, the interpreter's
+    kernel table, a GraphDef's import."""
+    for load in tuple(_OP_LOADERS):
+        load()

@@ -32,7 +32,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..framework.op_registry import generation, registry
+from ..framework.op_registry import generation, load_all_ops, registry
 from . import straight_line
 from .kernels.threads import begin_task
 from .op_errors import cancelled_before, op_failed
@@ -58,6 +58,9 @@ class _Bound:
     def __init__(self, program: StageProgram):
         self.gen = generation()
         kernels = _kernel_table(program.device_type)
+        if any(i.type not in kernels for i in program.instrs):
+            load_all_ops()  # a plan from another process: ops of modules not imported here yet
+            kernels = _kernel_table(program.device_type)
         frees = _free_after(program)
         self.table = tuple(
             (kernels[i.type], i.args, i.attrs, i.outs[0] if len(i.outs) == 1 else i.outs,
