@@ -227,7 +227,11 @@ def frame_devices(funcs, device: str) -> tuple:
 # ---- the sharded run, in worker processes -----------------------------------------------------
 class _Exchange:
     """Pushes to and receives from the other shards of a loop, through this worker's data
-    plane (:class:`tensorvm.runtime.direct.rendezvous.DataPlane`), from the kernel's thread."""
+    plane (:class:`tensorvm.runtime.direct.rendezvous.DataPlane`), from the kernel's thread:
+    a push is written by this thread on the loop lane to the peer's worker, a value comes
+    from the worker's loop box, handed straight to this thread by the lane's reader
+    (:mod:`tensorvm.runtime.direct.loop_lane`); no event loop on the way. Values a lane cannot
+    carry go on Dask's comm, written by the event loop."""
 
     POLL_S = 0.2  # a wait checks this often whether the step was cancelled
     CHECK_S = 1.0  # a push still under way this long asks the scheduler whether its peer moved
@@ -237,14 +241,14 @@ class _Exchange:
         self.ctx, self.step = ctx, str(ctx.step_id)
         self.worker = get_worker()
         self.plane = service("data_plane")(self.worker)
+        self.box = self.plane.rendezvous.loops
         self.loop = self.worker.loop.asyncio_loop
         self.devices = devices
         self.part = types.SimpleNamespace(device=device, peers=_peers(self.worker, devices))
         self.out: dict = {}  # destination -> [(key, value)] not written yet
-        self.pending: list = []  # writes under way
+        self.pending: list = []  # writes on Dask's comm under way
         self.task = None  # (worker, key) of the Dask task, once it left the thread pool
-        self.ready: dict = {}  # values taken from the rendezvous before their recv
-        self.prefix = ""  # the keys of this loop: set by the run
+        self.ready = _Ready(self.box, self.step)  # values here already, taken without a wait
 
     def _call(self, coro):
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
@@ -255,65 +259,104 @@ class _Exchange:
         self.out.setdefault(dst, []).extend(items)
 
     def flush(self) -> None:
-        """Write the buffered values, one message per destination, without waiting for the
-        writes (a failed one fails the shard at its next flush or at its end)."""
+        """Write the buffered values, one message per destination (a failed write on Dask's
+        comm fails the shard at its next flush, wait or end)."""
         self._check_pushes()
-        for dst, items in self.out.items():
-            self.pending.append(self._call(self._push(dst, items)))
-        self.out = {}
+        out, self.out = self.out, {}
+        for dst, items in out.items():
+            self._write(dst, items)
+
+    def _write(self, dst: str, items: list) -> None:
+        """``items`` to ``dst``: on the loop lane (opened on the first push there), else on
+        Dask's comm; where the peer's worker is gone and the scheduler names another for
+        ``dst`` (restarted), to that one."""
+        plane, part, step, check = self.plane, self.part, self.step, self._check
+        for again in (False, True):
+            try:
+                if plane.loop_push(part, dst, step, items, check, self.POLL_S):
+                    return
+                if not plane.loop_lane_known(part.peers[dst]):  # the first push there
+                    self._wait(self._call(self._moved(
+                        dst, lambda: plane.open_loop_lane(part, dst))))
+                    if plane.loop_push(part, dst, step, items, check, self.POLL_S):
+                        return
+                break
+            except UnavailableError:
+                if again or not self._wait(self._call(self._moved_since(dst))):
+                    raise
+        # values the lane cannot carry (large, not plain data; a TLS cluster): Dask's comm
+        self.pending.append(self._call(self._moved(
+            dst, lambda: plane._push(part, dst, step, items, loop=True))))
 
     def _check_pushes(self) -> None:
         """Raise a finished push's error (a gone peer: UnavailableError); forget the rest."""
+        if not self.pending:
+            return
         for fut in self.pending:
             if fut.done():
                 fut.result()
         self.pending = [f for f in self.pending if not f.done()]
 
-    async def _push(self, dst: str, items: list) -> None:
-        """One push; where it fails, or is still connecting after :data:`CHECK_S` (Dask keeps
-        retrying a refused connection for its whole connect timeout, 30 s by default), and the
-        scheduler now names another worker for ``dst`` (the worker was restarted since this
-        process last asked), once more to that one: the old worker is gone, so nothing of
-        this step reached it."""
-        old = self.part.peers[dst]
-        push = asyncio.ensure_future(self.plane._push(self.part, dst, self.step, items))
+    def _check(self, key: str | None = None) -> None:
+        """While this shard waits: raise a failed push's error, or CancelledError where the
+        step was cancelled."""
+        self._check_pushes()  # a push that failed: its peer never answers
+        if self.ctx.cancelled() or (self.task is not None and _task_cancelled(self.task)):
+            what = f"loop {key.split('|')[0]!r} waited for {key!r}" if key else "a loop pushed"
+            raise CancelledError(f"step {self.step} was cancelled while {what}") from None
+
+    def _wait(self, fut):
+        """The result of ``fut`` (an event-loop call), checking for cancellation meanwhile."""
+        while True:
+            try:
+                return fut.result(self.POLL_S)
+            except concurrent.futures.TimeoutError:
+                try:
+                    self._check()
+                except BaseException:
+                    fut.cancel()
+                    raise
+
+    async def _moved(self, dst: str, call) -> None:
+        """``call()`` (on the event loop, to ``dst``'s worker as ``part.peers`` names it); where
+        it fails, or is still connecting
+        after :data:`CHECK_S` (Dask keeps retrying a refused connection for its whole connect
+        timeout, 30 s by default), and the scheduler now names another worker for ``dst`` (the
+        worker was restarted since this process last asked), once more to that one: the old
+        worker is gone, so nothing of this step reached it."""
+        first = asyncio.ensure_future(call())
         try:
-            await asyncio.wait_for(asyncio.shield(push), self.CHECK_S)
+            await asyncio.wait_for(asyncio.shield(first), self.CHECK_S)
             return
         except asyncio.TimeoutError:
-            try:
-                fresh = await _ask_peers(self.worker, self.devices)
-            except InvalidArgumentError:  # not back yet: the push fails or lands as it does
-                fresh = {}
-            if fresh.get(dst, old) == old:
-                await push  # a slow peer, not a gone one: wait as long as the push does
+            if not await self._moved_since(dst):
+                await first  # a slow peer, not a gone one: wait as long as the call does
                 return
-            push.cancel()
+            first.cancel()
         except UnavailableError:
-            fresh = await _ask_peers(self.worker, self.devices)
-            if fresh.get(dst, old) == old:
+            if not await self._moved_since(dst):
                 raise
+        await call()
+
+    async def _moved_since(self, dst: str) -> bool:
+        """Whether the scheduler now names another worker for ``dst`` than this shard knew
+        (``part.peers`` updated then); False while the device has no worker yet."""
+        old = self.part.peers[dst]
+        try:
+            fresh = await _ask_peers(self.worker, self.devices)
+        except InvalidArgumentError:  # not back yet: the push fails or lands as it does
+            return False
+        if fresh.get(dst, old) == old:
+            return False
         self.part.peers = fresh
-        await self.plane._push(self.part, dst, self.step, items)
+        return True
 
     def recv(self, key: str):
-        got = self.ready.pop(key, _MISSING)
+        got = self.box.take(self.step, key, _MISSING)
         if got is not _MISSING:
             return got
         self.flush()
-        fut = self._call(self.plane.rendezvous.get_with_ready(self.step, key, self.prefix))
-        while True:
-            try:
-                value, ready = fut.result(self.POLL_S)
-                self.ready.update(ready)
-                return value
-            except concurrent.futures.TimeoutError:
-                self._check_pushes()  # a push that failed: its peer never answers
-                if self.ctx.cancelled() or (self.task is not None and
-                                            _task_cancelled(self.task)):
-                    fut.cancel()
-                    raise CancelledError(f"step {self.step} was cancelled while loop "
-                                         f"{key.split('|')[0]!r} waited for {key!r}") from None
+        return self.box.get(self.step, key, self.POLL_S, lambda: self._check(key))
 
     def open(self):
         """Claim the step's values here; on the Dask plane leave the worker's thread pool
@@ -321,10 +364,7 @@ class _Exchange:
         from ...vm.queues import _current_task, _try_secede
         if _try_secede():
             self.task = _current_task()
-
-        async def go():
-            self.plane.rendezvous.open_step(self.step)
-        self._call(go()).result()
+        self.box.open_step(self.step)
 
     def close(self, wait: bool = True):
         if wait:
@@ -332,14 +372,27 @@ class _Exchange:
             for fut in self.pending:
                 fut.result()
         self.pending = []
-
-        async def go():
-            self.plane.rendezvous.close_step(self.step)
-        self._call(go()).result()
+        self.box.close_step(self.step)
         if self.task is not None:
             from distributed import rejoin
             self.task = None
             rejoin()
+
+
+class _Ready:
+    """The values of one step already in the loop box, as a pipelined shard peeks at them
+    (``key in ready``, ``ready.pop(key, default)``) without waiting."""
+
+    __slots__ = ("box", "step")
+
+    def __init__(self, box, step: str):
+        self.box, self.step = box, step
+
+    def __contains__(self, key) -> bool:
+        return self.box.has(self.step, key)
+
+    def pop(self, key, default=_MISSING):
+        return self.box.take(self.step, key, default)
 
 
 _PEERS: dict = {}  # device resource -> worker address, as the scheduler said last
@@ -424,7 +477,6 @@ def run_sharded(ctx, ins, *, cond, body, n, ncc, nbc, has_max, frame, home, devi
         needs[cf.fetches[0][1]] = set(everyone)
     holders = [set(everyone) for _ in range(n)]
     ex = _Exchange(ctx, me, devices)
-    ex.prefix = f"{tag}|"
     ex.open()
     try:
         lp = types.SimpleNamespace(
@@ -583,7 +635,6 @@ def run_sharded_grad(ctx, ins, *, grad, nbc, nv, fc, frame, tape_idx, home, devi
     t_from = {base + nv + m: (n + t) for m, t in enumerate(tape_idx)}
     acc: list = [None] * len(fc)
     ex = _Exchange(ctx, me, devices)
-    ex.prefix = f"{fkey}/grad|"
     ex.open()
     try:
         for i in range(len(tape) - 1, -1, -1):

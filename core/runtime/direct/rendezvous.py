@@ -62,6 +62,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import select
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -74,6 +75,7 @@ from ..unavailable import device_unavailable
 from .config import (LANE_MAX_FRAME_BYTES, UNCLAIMED_MAX_BYTES, UNCLAIMED_MAX_VALUES,  # noqa: F401
                      UNCLAIMED_TTL_S, lane_max_frame_bytes, unclaimed_bounds)
 from .lanes import LaneReceiver, LaneSender
+from .loop_lane import LoopBox, LoopLaneOut, LoopLaneServer
 from ..wire_names import handler
 from ...vm import _dask_private
 from ...vm.interpreter import run_stage
@@ -179,6 +181,8 @@ class Rendezvous:
         self.steps_dropped = 0
         self._timer = None
         self._warned = False
+        # the values of loops across devices, waited for by kernel threads (loop_lane)
+        self.loops = LoopBox(self.ttl, self.max_values, self.max_bytes, clock)
 
     def _slot(self, step: str, key: str) -> asyncio.Future:
         slots = self._steps.setdefault(step, {})
@@ -219,8 +223,10 @@ class Rendezvous:
 
     def abort(self, step: str, exc: BaseException) -> None:
         # Kept for late Recvs: a fresh error without a traceback (frames would hold tensors).
-        self._give_up(step, errors.CancelledError(
-            f"step {step} was given up ({type(exc).__name__}: {str(exc)[:200]})"))
+        fresh = errors.CancelledError(
+            f"step {step} was given up ({type(exc).__name__}: {str(exc)[:200]})")
+        self._give_up(step, fresh)
+        self.loops.abort(step, fresh)
 
     def _give_up(self, step: str, exc: BaseException) -> None:
         self._aborted[step] = exc
@@ -337,22 +343,6 @@ class Rendezvous:
             self._timer.cancel()
             self._timer = None
 
-    async def get_with_ready(self, step: str, key: str, prefix: str) -> tuple:
-        """``get(step, key)``, then the values already here for keys of ``step`` that start
-        with ``prefix`` and have no ``/`` after it, taken too: ``(value, {key: value})`` (a
-        loop across devices reads what one message brought in one hop from its thread to the
-        event loop; the keys of a loop nested in it, ``<prefix><iteration>/...``, are left to
-        that loop)."""
-        value = await self.get(step, key)
-        ready = {}
-        slots = self._steps.get(step)
-        if slots:
-            for k, fut in list(slots.items()):
-                if k.startswith(prefix) and "/" not in k[len(prefix):] and fut.done() and \
-                        not fut.cancelled() and fut.exception() is None:
-                    ready[k] = await self.get(step, k)
-        return value, ready
-
     def stats(self) -> dict:
         """``values`` held or awaited now, ``unclaimed_values``/``unclaimed_bytes`` of steps
         no ``tvm_run`` here runs, ``steps_dropped`` since the worker started."""
@@ -403,6 +393,8 @@ class DataPlane:
         self._locks: dict = {}  # address -> lock while connecting
         self._lanes: dict = {}  # address -> _LaneSender to that worker, or None (no lane)
         self._lane_server = None
+        self._loop_server = None  # loop shards' lanes into this worker (loop_lane)
+        self._loop_outs: dict = {}  # address -> LoopLaneOut to that worker, or None (no lane)
         self._lane_lock = None
         self._incoming: set = set()  # transports of the lanes from peers
         self.max_frame = lane_max_frame_bytes()
@@ -414,9 +406,11 @@ class DataPlane:
     def stats(self) -> dict:
         """This worker's rendezvous (:meth:`Rendezvous.stats`) and lanes: frames read,
         frames refused (each closed its connection), lanes from peers open now."""
-        return {**self.rendezvous.stats(), "lane_frames": self.lane_frames,
+        loop_in = self._loop_server
+        return {**self.rendezvous.stats(), **self.rendezvous.loops.stats(),
+                "lane_frames": self.lane_frames + (loop_in.frames if loop_in else 0),
                 "lane_frames_refused": self.lane_frames_refused,
-                "lanes_in": len(self._incoming)}
+                "lanes_in": len(self._incoming) + (loop_in.connections if loop_in else 0)}
 
     def handlers(self) -> dict:
         """The worker's comm handlers, by versioned name (:mod:`tensorvm.runtime.wire_names`)."""
@@ -436,14 +430,22 @@ class DataPlane:
             del self._tables[key]
         return self.plans.drop(plan_ids, prefix)
 
-    def send(self, comm=None, step=None, items=()) -> None:
+    def send(self, comm=None, step=None, items=(), loop=False) -> None:
+        put = self.rendezvous.loops.put if loop else self.rendezvous.put
         for key, data in items:
-            self.rendezvous.put(step, key, unpack(data))
+            put(step, key, unpack(data))
+
+    def _loop_deliver(self, step, items) -> None:
+        """A loop lane's frame into the loop box (on the lane's reader thread)."""
+        put = self.rendezvous.loops.put
+        for key, data in items:
+            put(step, key, unpack(data))
 
     async def lane(self, comm=None):
-        """This worker's lane, ``{"port", "max_frame_bytes"}`` (started on first use), or
-        None where the worker's comms are not plain TCP (TLS: pushes keep to Dask's encrypted
-        comms). A peer sends longer frames on Dask's comm instead."""
+        """This worker's lanes, ``{"port", "loop_port", "max_frame_bytes"}`` (started on first
+        use; ``loop_port``: the loop shards' lane, :mod:`~tensorvm.runtime.direct.loop_lane`),
+        or None where the worker's comms are not plain TCP (TLS: pushes keep to Dask's
+        encrypted comms). A peer sends longer frames on Dask's comm instead."""
         from distributed.comm.addressing import get_address_host, parse_address
         if parse_address(self.worker.address)[0] != "tcp":
             return None
@@ -453,8 +455,19 @@ class DataPlane:
             if self._lane_server is None:
                 self._lane_server = await asyncio.get_running_loop().create_server(
                     lambda: LaneReceiver(self), get_address_host(self.worker.address), 0)
+            if self._loop_server is None:
+                self._loop_server = LoopLaneServer(
+                    get_address_host(self.worker.address), self._loop_deliver, self.max_frame,
+                    self._loop_refused, self.rendezvous.loops.expire)
         return {"port": self._lane_server.sockets[0].getsockname()[1],
-                "max_frame_bytes": self.max_frame}
+                "loop_port": self._loop_server.port, "max_frame_bytes": self.max_frame}
+
+    def _loop_refused(self, why: str, peer) -> None:
+        self.lane_frames_refused += 1
+        log = logger.debug if self._lane_warned else logger.warning
+        self._lane_warned = True
+        log("tensorvm data plane: loop lane connection from %s closed: %s (logged once; see "
+            "data_plane_stats()['lane_frames_refused'])", peer, why)
 
     def close(self) -> None:
         """The worker closes: its lane and its connections to peers go."""
@@ -464,6 +477,13 @@ class DataPlane:
         if self._lane_server is not None:
             self._lane_server.close()
             self._lane_server = None
+        if self._loop_server is not None:
+            self._loop_server.close()
+            self._loop_server = None
+        for out in list(self._loop_outs.values()):
+            if out is not None:
+                out.close()
+        self._loop_outs.clear()
         for lane in self._lanes.values():
             if lane is not None and lane.transport is not None:
                 lane.transport.close()
@@ -650,21 +670,23 @@ class DataPlane:
                           "export_bytes": [_nbytes(v) for v in out]})
             return out
 
-    async def _push(self, part, dst: str, step: str, items: list) -> None:
-        """Hand ``items`` (``[(key, value)]``) to ``dst``'s rendezvous: one one-way
+    async def _push(self, part, dst: str, step: str, items: list, loop: bool = False) -> None:
+        """Hand ``items`` (``[(key, value)]``) to ``dst``'s rendezvous (its loop box where
+        ``loop``: values a loop lane could not carry, :meth:`loop_push`): one one-way
         ``tvm_send`` message on this worker's connection to the peer (the Recv side sends no
         acknowledgement; a lost peer still fails the write, and its own step fails with it)."""
         addr = part.peers[dst]
         if addr == self.worker.address:
+            put = self.rendezvous.loops.put if loop else self.rendezvous.put
             for key, value in items:
-                self.rendezvous.put(step, key, value)
+                put(step, key, value)
             return
         packed, nbytes = [], 0
         for key, value in items:
             packed.append([key, pack(value)])
             nbytes += _nbytes(value)
         try:
-            lane = self._lanes.get(addr, _NO_LANE)
+            lane = None if loop else self._lanes.get(addr, _NO_LANE)
             if lane is _NO_LANE or (lane is not None and not lane.usable):
                 lane = await self._open_lane(addr)
             try:
@@ -680,17 +702,93 @@ class DataPlane:
                 comm = self._peers.get(addr)
                 if comm is None or comm.closed():
                     comm = await self._connect(addr)
-                await comm.write({"op": SEND, "reply": False, "step": step,
-                                  "items": packed})
+                msg = {"op": SEND, "reply": False, "step": step, "items": packed}
+                if loop:
+                    msg["loop"] = True
+                await comm.write(msg)
         except (OSError, _comm_closed()) as exc:
             bad = self._peers.pop(addr, None)
             if bad is not None:
                 bad.abort()
             self._lanes.pop(addr, None)
+            self._loop_outs.pop(addr, None)
             raise device_unavailable(
                 dst, f"its worker ({addr}) cannot be reached from {part.device} "
                      f"({type(exc).__name__}: {exc})", certain=False) from None
         self.bytes_pushed += nbytes
+
+    # ---- loops across devices (loop_lane) ------------------------------------------------------
+    def loop_push(self, part, dst: str, step: str, items: list, check, poll_s: float) -> bool:
+        """From a loop shard's kernel thread: ``items`` (``[(key, value)]``) into ``dst``'s loop
+        box — put here at once where ``dst`` is on this worker, else written by this thread on
+        the loop lane to its worker (``check`` and ``poll_s``: :meth:`LoopLaneOut.write`).
+        False where that lane is not open yet (:meth:`open_loop_lane`) or cannot carry them
+        (then :meth:`_push` with ``loop=True``: Dask's comm). UnavailableError where the
+        worker cannot be reached."""
+        addr = part.peers[dst]
+        if addr == self.worker.address:
+            put = self.rendezvous.loops.put
+            for key, value in items:
+                put(step, key, value)
+            return True
+        out = self._loop_outs.get(addr)
+        if out is None or out.closed:
+            return False
+        frame = out.frame(step, [[key, pack(value)] for key, value in items])
+        if frame is None:
+            return False
+        try:
+            out.write(frame, check, poll_s)
+        except OSError as exc:
+            if self._loop_outs.get(addr) is out:
+                self._loop_outs.pop(addr, None)
+            raise device_unavailable(
+                dst, f"its worker ({addr}) cannot be reached from {part.device} "
+                     f"({type(exc).__name__}: {exc})", certain=False) from None
+        self.bytes_pushed += sum(_nbytes(v) for _, v in items)
+        return True
+
+    def loop_lane_known(self, addr: str) -> bool:
+        """Whether :meth:`loop_push` knows how to reach ``addr`` (an open loop lane, or none
+        to be had: a TLS cluster)."""
+        out = self._loop_outs.get(addr, _NO_LANE)
+        return out is None or (out is not _NO_LANE and not out.closed)
+
+    async def open_loop_lane(self, part, dst: str) -> None:
+        """Connect the loop lane to ``dst``'s worker (its port asked over Dask's comm); where
+        it has none, remember that (its loop values go on Dask's comm). UnavailableError
+        where the worker cannot be reached."""
+        addr = part.peers[dst]
+        try:
+            await self._open_loop_lane(addr)
+        except (OSError, _comm_closed()) as exc:
+            raise device_unavailable(
+                dst, f"its worker ({addr}) cannot be reached from {part.device} "
+                     f"({type(exc).__name__}: {exc})", certain=False) from None
+
+    async def _open_loop_lane(self, addr: str) -> None:
+        lock = self._locks.get(addr)
+        if lock is None:
+            lock = self._locks[addr] = asyncio.Lock()
+        async with lock:
+            if self.loop_lane_known(addr):
+                return
+            from distributed.comm.addressing import get_address_host
+            info = await getattr(self.worker.rpc(addr), LANE)()
+            out = None
+            if info is not None and info.get("loop_port"):
+                loop = asyncio.get_running_loop()
+                family, kind, proto, _, where = (await loop.getaddrinfo(
+                    get_address_host(addr), info["loop_port"], type=socket.SOCK_STREAM))[0]
+                sock = socket.socket(family, kind, proto)
+                sock.setblocking(False)
+                try:
+                    await loop.sock_connect(sock, where)
+                except BaseException:
+                    sock.close()
+                    raise
+                out = LoopLaneOut(sock, int(info["max_frame_bytes"]))
+            self._loop_outs[addr] = out
 
     async def _open_lane(self, addr: str):
         """A lane to the worker at ``addr`` (its port asked over Dask's comm), or None where it
