@@ -275,7 +275,7 @@ def test_a_non_string_token_is_refused():
     with tv.Session(graph=g) as s:
         s.run(init)
         with pytest.raises(tv.errors.InvalidArgumentError,
-                           match=r"exactly_once/step_token: the step token must be a scalar "
+                           match=r"exactly_once/ledger_0/claim: the step token must be a scalar "
                                  r"string \(bytes or str\), got int 7"):
             s.run(train, {once.token: 7})
         with pytest.raises(tv.errors.InvalidArgumentError,

@@ -1,5 +1,5 @@
 """Step tokens, in process: each of the K steps of ``run(..., steps=K)`` claims its own token
-(``token#k``, :func:`tensorvm.ops.state.ledger.step_token`), for the exactly-once guard and for
+(``token#k``, :func:`tensorvm.ops.state.ledger.per_step_token`), for the exactly-once guard and for
 a :class:`SyncReplicasOptimizer` whose gradients carry tokens (``step_tokens=True``: what
 ``run_replicas(sync=True)`` builds on the coordinator).
 
@@ -52,24 +52,23 @@ def test_each_of_k_steps_applies_once():
         assert s.run([w, gs]) == [9.0, 9]
 
 
-def test_step_token_counts_the_steps_of_one_run():
-    from tensorvm.ops.state.ledger import step_token
-    g = tv.Graph()
-    with g.as_default():
-        tok = tv.placeholder(tv.string, [])
-        k = step_token(tok)
-        v = tv.Variable(np.int64(0))
-        with tv.control_dependencies([v.assign_add(np.int64(1))]):
-            out = tv.identity(k)
-    with tv.Session(graph=g) as s:
-        s.run(v.initializer)
-        assert s.run(k, {tok: b"x"}) == b"x#0"
-        assert s.run(k, {tok: b"x"}) == b"x#0"  # a new run: counted again from 0
-        assert s.run(out, {tok: b"y"}, steps=4) == b"y#3"  # the last of 4 steps
-        assert s.run(k, {tok: b""}) == b""  # no token stays none
-        with pytest.raises(tv.errors.InvalidArgumentError,
-                           match=r"StepToken: the step token must be a scalar string"):
-            s.run(k, {tok: 7})
+def test_per_step_token_counts_the_runs_of_an_op_in_one_step():
+    """``token#k``: k counts the runs of one op in one step id (the K steps of a run); a
+    new step id (a new ``session.run``: a twin) counts from 0 again; ``b""`` stays none."""
+    from tensorvm.ops.state.ledger import SEQ_STEPS, per_step_token
+    from tensorvm.vm.resources import KernelContext, ResourceMgr
+    rm = ResourceMgr("/cpu:0")
+
+    def ctx(op, step):
+        return KernelContext(rm, op, step, "/cpu:0")
+    assert [per_step_token(ctx("claim", "s.1"), b"t") for _ in range(3)] == \
+        [b"t#0", b"t#1", b"t#2"]
+    assert per_step_token(ctx("claim", "s.2"), b"t") == b"t#0"  # the twin's run
+    assert per_step_token(ctx("other", "s.1"), b"t") == b"t#0"  # each op counts its own
+    assert per_step_token(ctx("claim", "s.1"), b"") == b""
+    for i in range(SEQ_STEPS):  # the oldest step ids are forgotten
+        per_step_token(ctx("claim", f"x.{i}"), b"t")
+    assert per_step_token(ctx("claim", "s.1"), b"t") == b"t#0"
 
 
 def _sync(n_required, total):

@@ -37,7 +37,7 @@ is applied once: the late twin's update is dropped on the PS and counted
 (:meth:`ClusterCoordinator.counters`). A closure's ``i``-th ``worker.run`` feeds
 ``token/i``, so a closure of several runs is guarded run by run, and each of the K steps of a
 ``run(..., steps=K)`` claims its own token (``token/i#k``,
-:func:`~tensorvm.ops.state.ledger.step_token`): a twin re-run of K steps applies exactly those
+:func:`~tensorvm.ops.state.ledger.per_step_token`): a twin re-run of K steps applies exactly those
 of them whose first run did not reach the PS.
 """
 from __future__ import annotations

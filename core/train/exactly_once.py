@@ -66,8 +66,8 @@ straight-line code (measured in process: +80 us a step for a stage of 50 variabl
 The ledger's ops hold string tensors, which have no GPU kernels: a guarded variable on a GPU
 device is placed on its task's CPU with them (its colocation group moves as a whole; untested
 on a GPU). ``run(..., steps=K)`` fed one token gives each of its K steps its own (``token#0`` ..
-``token#K-1``, derived on the device that runs the step by
-:func:`~tensorvm.ops.state.ledger.step_token`, counting the step's iterations), so all K apply
+``token#K-1``, counted by each claim over the step's iterations:
+:func:`~tensorvm.ops.state.ledger.per_step_token`), so all K apply
 once, and a twin run fed the same token drops exactly those of its K steps whose first runs
 applied. A data edge (not a control edge) from one region into
 another carries a dropped region's deadness with it, and so does a control edge made after the
@@ -150,8 +150,6 @@ class ExactlyOnce:
             self._scope = scope
             self.token = placeholder_with_default(
                 np.asarray(b"", dtype=object), [], name="token")
-            # each step of a run(..., steps=K) claims its own token (``token#k``)
-            self._step_token = _ledger.step_token(self.token, name="step_token")
         self._start = len(g.get_operations())
         open_[id(g)] = self
         return self
@@ -164,7 +162,7 @@ class ExactlyOnce:
             return
         created = g.get_operations()[self._start:]
         with g.as_default(), g.control_dependencies(None), g.name_scope(self._scope):
-            self.ledgers = _guard(g, created, self._step_token, self.capacity)
+            self.ledgers = _guard(g, created, self.token, self.capacity)
             if self.ledgers:  # now, while the graph may still grow (before it is finalized)
                 self._counters = self._count()
 

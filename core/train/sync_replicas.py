@@ -31,8 +31,8 @@ accumulator and the gate to the restored global step, and each worker's
 
 Step tokens (``step_tokens=True``, set before ``minimize``; ``run_replicas(sync=True)`` on the
 :class:`~tensorvm.train.ClusterCoordinator` does): :attr:`step_token` is a placeholder fed with
-each run's token, made distinct per step of a K-step run on the worker
-(:func:`~tensorvm.ops.state.ledger.step_token`) and sent with the gradients; an accumulator
+each run's token, made distinct per step of a K-step run where the gradients arrive
+(:func:`~tensorvm.ops.state.ledger.per_step_token`: ``token#k``); an accumulator
 accepts a token once, for good, so the twin of a gradient that arrived already is dropped
 (``duplicate``) and its run does not wait for a token. :attr:`counts` (``SyncAccCounts``,
 summed over the accumulators, fields :data:`COUNTS`) says how many gradients were accepted,
@@ -134,9 +134,9 @@ def _apply_kernel(ctx, local_step, *flat, acc, kinds, num_required, replica=None
                   tokened=False):
     held = _acc(ctx, acc, kinds, num_required)
     tok = b""
-    if tokened:  # the last input: the step's token (SyncReplicasOptimizer.step_tokens)
-        from ..ops.state.ledger import token_bytes
-        tok = token_bytes(flat[-1], ctx.op_name)
+    if tokened:  # the last input: the run's token (SyncReplicasOptimizer.step_tokens)
+        from ..ops.state.ledger import per_step_token, token_bytes
+        tok = per_step_token(ctx, token_bytes(flat[-1], ctx.op_name))  # token#k
         flat = flat[:-1]
     grads, i = [], 0
     for kind in kinds:
@@ -381,13 +381,11 @@ class SyncReplicasOptimizer(Optimizer):
             by_device: dict[str, list] = {}
             for g, v in gv:
                 by_device.setdefault(_accumulator_key(v), []).append((g, v))
-            if self.step_tokens:  # fed per run; each of a run's K steps gets its own
+            if self.step_tokens:  # fed per run; each of a run's K steps claims its own
                 from ..ops.array.array_ops import placeholder_with_default
-                from ..ops.state.ledger import step_token
                 with graph.control_dependencies(None):
-                    self.step_token = placeholder_with_default(
+                    tok = self.step_token = placeholder_with_default(
                         np.asarray(b"", dtype=object), [], name="step_token")
-                    tok = step_token(self.step_token, name="step_token_k")
             applied, taken, acc_inits, counts = [], [], [], []
             for key, group_gv in sorted(by_device.items()):
                 acc = f"{base}/acc/{key}"

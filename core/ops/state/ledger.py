@@ -26,13 +26,15 @@ The claim's other inputs (``deps``) are not read: they make it wait until every 
 guarded updates need has arrived on the device, so a step that dies before its gradients
 arrive has claimed nothing (see :mod:`tensorvm.train.exactly_once`).
 
-``StepToken(token)`` gives each step of a run its own token: ``token + b"#" + k`` for the
-``k``-th time the op runs in one session step (``run(..., steps=K)`` runs the K steps of a
-plan under one step id, so they get ``#0`` .. ``#K-1``); ``b""`` stays ``b""``. The count
-restarts with every ``session.run`` (a new step id), so a run fed the same token again — the
-twin of a step whose worker was lost, on another worker — derives the same K tokens, in the
-same order where the K steps run one after another (the direct data plane; on Dask's unrolled
-K steps each is one of the K, whichever order they run in).
+Each step of a multi-step run claims its own token: the claim uses ``token + b"#" + k`` for the
+``k``-th time it runs in one session step (``run(..., steps=K)`` runs the K steps of a plan
+under one step id, so they claim ``#0`` .. ``#K-1``; :func:`per_step_token`); ``b""`` stays
+``b""``. The count restarts with every ``session.run`` (a new step id), so a run fed the same
+token again — the twin of a step whose worker was lost, on another worker — claims the same K
+tokens, in the same order where the K steps run one after another (the direct data plane; on
+Dask's unrolled K steps each claims one of the K, whichever order they run in). It is counted
+where the claim runs, on the PS: the fed token goes there as it is, and the worker's stage
+gets no extra op.
 
 >>> import numpy as np, tensorvm as tv
 >>> tokens = tv.Variable(tv.zeros([2], tv.string), trainable=False, name="tokens")
@@ -54,7 +56,6 @@ import numpy as np
 
 from ...framework import dtypes as _dt
 from ...framework.errors import InvalidArgumentError
-from ...framework.graph import get_default_graph
 from ...framework.op_def_library import apply_op
 from ...framework.op_registry import register_op
 from ...framework.tensor_conversion import convert_to_tensor
@@ -105,7 +106,7 @@ def token_bytes(token, op_name: str = "LedgerClaim") -> bytes:
 
 
 def _claim_kernel(ctx, token, *deps, tokens_name, state_name, container, capacity):
-    tok = token_bytes(token, ctx.op_name)
+    tok = per_step_token(ctx, token_bytes(token, ctx.op_name))
     ring_var = _var(ctx, tokens_name, container, _dt.string, (capacity,))
     state_var = _var(ctx, state_name, container, _dt.int64, (3,))
     index = ctx.resources.lookup_or_create(container, tokens_name + "/index", _Index)
@@ -139,7 +140,7 @@ def _claim_kernel(ctx, token, *deps, tokens_name, state_name, container, capacit
 
 
 class _Seq:
-    """The runs of one ``StepToken`` op per step id (the latest :data:`SEQ_STEPS` steps)."""
+    """The runs of one op per step id (the latest :data:`SEQ_STEPS` steps)."""
 
     __slots__ = ("lock", "counts")
 
@@ -158,37 +159,16 @@ class _Seq:
             return k
 
 
-SEQ_STEPS = 256  # step ids a StepToken op remembers (steps in flight on one device at once)
+SEQ_STEPS = 256  # step ids an op's count remembers (steps in flight on one device at once)
 
 
-def _step_token_kernel(ctx, token):
-    tok = token_bytes(token, ctx.op_name)
+def per_step_token(ctx, tok: bytes) -> bytes:
+    """``tok#k`` for the ``k``-th run of ``ctx``'s op in ``ctx``'s session step (see the
+    module docstring); ``b""`` stays ``b""``."""
     if not tok:
-        return np.asarray(b"", dtype=object)
+        return tok
     seq = ctx.resources.lookup_or_create("", ctx.op_name + "/seq", _Seq)
-    return np.asarray(b"%s#%d" % (tok, seq.next(ctx.step_id)), dtype=object)
-
-
-def _step_token_shape(inputs, attrs):
-    token = inputs[0]
-    if token.dtype != _dt.string:
-        raise InvalidArgumentError(f"StepToken: the step token must be a string tensor, got "
-                                   f"{token.dtype.name} ({token.name})")
-    return [(_dt.string, ())]
-
-
-register_op("StepToken", _step_token_shape, _step_token_kernel, stateful=True, needs_ctx=True,
-            differentiable=False, waits="never",
-            cpu_only="step tokens are host strings (a counter of the host's step ids)")
-
-
-def step_token(token, name=None):
-    """``StepToken``: ``token`` made distinct for each step of a multi-step run (see the
-    module docstring); placed by the enclosing device scopes (the worker that runs the
-    step)."""
-    with get_default_graph().as_default():
-        token = convert_to_tensor(token)
-        return apply_op("StepToken", [token], {}, name=name or "StepToken").outputs[0]
+    return b"%s#%d" % (tok, seq.next(ctx.step_id))
 
 
 def _claim_shape(inputs, attrs):
