@@ -36,6 +36,7 @@ class Result:
     num_reducers: int = 0
     attempts: int = 1
     skipped: list = field(default_factory=list)  # "url@offset" of skipped failing records
+    rerun: list = field(default_factory=list)  # tasks a lost worker made run again: "map3"
 
     def to_dict(self) -> dict:
         """``{key: value}`` of a job with no output (keys as Python scalars/str/bytes)."""

@@ -41,6 +41,7 @@ from tensorvm.framework.op_def_library import apply_op
 from tensorvm.framework.device_spec import DeviceSpec
 from tensorvm.framework.op_registry import registry
 from tensorvm.ops.mapreduce import mapreduce_ops as mro
+from tensorvm.runtime.cluster.stragglers import rerun_tasks
 
 from . import recovery, sizing
 from .api import CounterSink, Input, Output, RangePartition, hash_partition, range_partition
@@ -547,6 +548,7 @@ class Job:
                  self.num_reducers)
         report_progress("start", *shape)
         durable = self._durable_url(session, attempt)
+        since = time.time()
         try:
             if built.reducers or not recovered:
                 vals = session.run(built.fetches, options=run_options(durable))
@@ -565,6 +567,7 @@ class Job:
                 if fs.exists(path):
                     fs.rm(path, recursive=True)
         counters = _sum_counters(vals, built)
+        rerun = self._reruns(session, built, since)
         urls: list = []
         keys = values = None
         if committer is not None:
@@ -583,7 +586,24 @@ class Job:
         logger.info("mr job %s: %d maps x %d reducers in %.2fs", self.name,
                     built.num_map_tasks, self.num_reducers, time.perf_counter() - t0)
         return Result(counters, urls, keys, values, time.perf_counter() - t0,
-                      built.num_map_tasks, self.num_reducers)
+                      built.num_map_tasks, self.num_reducers, rerun=rerun)
+
+    def _reruns(self, session, built, since: float) -> list[str]:
+        """The map and reduce tasks of this step that ran again because a worker left after
+        ``since`` (Dask recomputes a floating task's lost work; the step goes on), logged."""
+        if session.client is None or not built.reducers:
+            return []
+        try:
+            names = [t.name for t in session.plan(_flat(built.fetches)).tasks]
+            groups = rerun_tasks(session.client, names, since)
+        except Exception:  # noqa: BLE001 - a report: it never fails a finished job
+            logger.debug("mr job %s: no re-run report", self.name, exc_info=True)
+            return []
+        if groups:
+            logger.warning("mr job %s: a worker left mid-job; %s ran again (of %d map tasks "
+                           "and %d reducers; the others kept their work)", self.name,
+                           ", ".join(groups), built.num_map_tasks, self.num_reducers)
+        return groups
 
 
 def _device(floating: bool, group: str, task: int) -> str:

@@ -132,7 +132,17 @@ def _session(hc):
 @pytest.fixture
 def cluster(hand_cluster):  # noqa: F811
     """The module's hand-started cluster with both workers back (running, not stopped) after
-    the test."""
+    the test. Its scheduler moves no task off a straggler: these tests hold a worker in a map
+    call on purpose, and Dask's own placement is what they test (moves:
+    test_straggler_moves.py)."""
+    def moves_off(dask_scheduler):  # (nested: travels by value, not by module name)
+        from tensorvm.runtime.cluster.stragglers import StragglerMoves
+        for plugin in dask_scheduler.plugins.values():
+            if isinstance(plugin, StragglerMoves):
+                plugin.factor = float("inf")
+
+    with _session(hand_cluster):  # (a session installs tensorvm's scheduler plugins)
+        hand_cluster.client.run_on_scheduler(moves_off)
     yield hand_cluster
     restore(hand_cluster)
 
@@ -297,6 +307,10 @@ def test_killed_worker_reruns_only_its_tasks(cluster, tmp_path, caplog):
         f"the whole job ran {res.attempts} times: {whole}"
     survivor = collections.Counter(d for name, _, d in _maps(tmp_path) if name == "worker-0")
     assert max(survivor.values()) == 1, "the surviving worker redid its finished map tasks"
+    # the driver names what ran again: the one map task worker-1 was running, nothing else
+    assert len(res.rerun) == 1 and res.rerun[0].startswith("map"), res.rerun
+    said = [r.getMessage() for r in caplog.records if "ran again" in r.getMessage()]
+    assert len(said) == 1 and f"{res.rerun[0]} ran again" in said[0], said
 
 
 @pytest.mark.timeout(180)

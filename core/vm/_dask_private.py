@@ -222,6 +222,27 @@ def floating_tail(scheduler, kind_of, moved: dict) -> tuple[list, list]:
     return idle, running
 
 
+def started_keys(scheduler, keys) -> set:
+    """Those of the processing tasks ``keys`` (of a worker being removed) that had started
+    there: reported running at its last heartbeat or, if it reported none of them, the first
+    by priority; the others waited in its queue and never ran.
+
+    Private: ``TaskState.processing_on`` and ``WorkerState.executing``; waits for the same
+    public view as :func:`floating_tail`."""
+    tasks = [scheduler.tasks[k] for k in keys if k in scheduler.tasks]
+    by_worker: dict = {}
+    for ts in tasks:
+        if ts.processing_on is not None:
+            by_worker.setdefault(ts.processing_on, []).append(ts)
+    started = set()
+    for ws, mine in by_worker.items():
+        running = [ts for ts in mine if ts in ws.executing]
+        if not running and mine:
+            running = [min(mine, key=lambda ts: ts.priority or ())]
+        started.update(ts.key for ts in running)
+    return started
+
+
 def executing_keys(scheduler, address: str) -> set:
     """The keys worker ``address`` reported running at its last heartbeat (empty if it left).
 

@@ -56,10 +56,45 @@ KINDS = 64  # kinds whose durations are kept (the latest steps')
 ZOMBIE_GRACE_S = 2.0  # a moved task's old worker is watched this long for it (heartbeats)
 TOPIC_MOVES = "tensorvm-moves"
 """Scheduler event of each move: ``{"key": str, "from": address, "to": address,
-"remaining_s": float, "elsewhere_s": float}``."""
+"time": seconds since the epoch}``."""
+TOPIC_RERUNS = "tensorvm-reruns"
+"""Scheduler event of each worker that left with floating work: ``{"worker": address,
+"time": seconds since the epoch, "tasks": [[task name, step id], ...]}``, the stage tasks
+that run again because of it (started there, or their outputs held only there; not those
+that only waited in its queue): a job's driver names them (:func:`rerun_tasks`)."""
 logger = logging.getLogger("tensorvm")
 
 _INDEX = re.compile(r"\d+$")
+
+
+def lost_tasks(keys) -> list[tuple[str, str]]:
+    """``[(task name, step id)]`` of the floating stage tasks behind ``keys`` (Dask keys a
+    lost worker was running or alone held): a pick stands for the task it picks from.
+
+    >>> lost_tasks([("tvm_g2_worker_float_cpu0_s0_send-map3_1", "ab.0", 1),
+    ...             ("tvm_g2_worker_float_cpu0_s0-map3", "ab.0"), ("tvm_g2_ps_0_cpu0_s0", "ab.0")])
+    [('tvm_g2_worker_float_cpu0_s0-map3', 'ab.0')]
+    """
+    out = set()
+    for key in keys:
+        if not isinstance(key, tuple) or len(key) < 2 or not isinstance(key[0], str) or \
+                "_float_" not in key[0]:
+            continue
+        base, send, rest = key[0].partition("_send-")
+        out.add((f"{base}-{rest.rsplit('_', 1)[0]}" if send else key[0], str(key[1])))
+    return sorted(out)
+
+
+def rerun_tasks(client, names, since: float) -> list[str]:
+    """The floating tasks among ``names`` (a step's task names) that ran again because a
+    worker left after ``since`` (``time.time()``), from the scheduler's
+    :data:`TOPIC_RERUNS` events: each task's group (``map3``, ``reduce1``), in order."""
+    names = set(names)
+    groups = {name.rpartition("-")[2] for ev_time, msg in client.get_events(TOPIC_RERUNS)
+              if isinstance(msg, dict) and msg.get("time", ev_time) >= since
+              for name, _ in msg.get("tasks", ()) if name in names}
+    return sorted(groups, key=lambda g: (g.rstrip("0123456789"), int(_INDEX.search(g)[0])
+                                         if _INDEX.search(g) else -1))
 
 
 def task_kind(key) -> tuple | None:
@@ -124,6 +159,8 @@ def choose_moves(running: list[Running], idle: list[str], durations: dict,
     >>> choose_moves([Running("m0", "k", "fast", 0.1)], ["slow"], d)  # slower elsewhere
     []
     """
+    if factor == float("inf"):  # moves off
+        return []
     by_kind: dict = defaultdict(list)
     medians = {}
     for (kind, worker), secs in durations.items():
@@ -216,6 +253,19 @@ class StragglerMoves(SchedulerPlugin):
         if not self._pending and time.monotonic() - self._last > RECHECK_S:
             self._pending = True
             asyncio.get_running_loop().call_soon(self._check_soon)
+
+    def log_event(self, topic, msg) -> None:
+        """A worker that left: name the floating tasks that run again (:data:`TOPIC_RERUNS`)."""
+        if topic != "all" or not isinstance(msg, dict) or msg.get("action") != "remove-worker":
+            return
+        if self.scheduler is None:
+            return
+        started = _dask_private.started_keys(self.scheduler, msg.get("processing-tasks", ()))
+        tasks = lost_tasks([*started, *msg.get("lost-computed-tasks", ())])
+        if tasks:
+            self.scheduler.log_event(TOPIC_RERUNS, {"worker": msg.get("worker"),
+                                                    "time": time.time(),
+                                                    "tasks": [list(t) for t in tasks]})
 
     def _record(self, kind, worker, seconds: float) -> None:
         per_worker = self.durations.get(kind)
