@@ -23,8 +23,9 @@ the counts back to the driver. Scenarios, each timed from the job's start to its
 
 Each line gives the seconds, the ratio to its undisturbed run, a checksum of the counts (all
 equal to pyarrow's on this machine, or the run is refused), the map tasks, the attempts, how
-many times the job was run again whole (the ``running it again`` warnings) and how many
-floating tasks the scheduler moved off a straggler (:mod:`tensorvm.runtime.cluster.stragglers`).
+many times the job was run again whole (the ``running it again`` warnings), how many of its
+tasks ran again because a worker left (``Result.rerun``) and how many floating tasks the
+scheduler moved off a straggler (:mod:`tensorvm.runtime.cluster.stragglers`).
 """
 from __future__ import annotations
 
@@ -78,7 +79,8 @@ def run_tensorvm(address: str, urls: list, reruns: _Reruns) -> tuple[dict, dict]
     with tv.Session(address, graph=tv.Graph(), verbose=False) as s:
         res = wordcount_job(urls, **kw).run(s)
     return res.to_dict(), {"maps": res.num_map_tasks, "reducers": res.num_reducers,
-                           "attempts": res.attempts, "reruns": reruns.count - before}
+                           "attempts": res.attempts, "reruns": reruns.count - before,
+                           "tasks_rerun": len(res.rerun)}
 
 
 def disturbed(job, disturb) -> tuple[float, object]:
