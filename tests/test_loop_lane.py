@@ -88,6 +88,13 @@ def test_a_wait_stops_when_its_check_raises_and_leaves_no_waiter():
     assert box.stats()["loop_values"] == 0
     box.put("s", "k", 2.0)  # kept for a later wait, not handed to the gone one
     assert box.take("s", "k") == 2.0
+    # the thread's next waits (its one waiter, reused) get their own values
+    th = threading.Timer(0.05, box.put, ("s", "k2", 3.0))
+    th.start()
+    assert box.get("s", "k2", 0.01, _no_check) == 3.0
+    box.put("s", "k3", 4.0)
+    assert box.get("s", "k3", 0.01, _no_check) == 4.0
+    th.join()
 
 
 def test_unclaimed_values_are_bounded_in_count_and_time_but_an_open_step_keeps_its_own():

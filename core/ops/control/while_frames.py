@@ -42,6 +42,7 @@ import types
 import numpy as np
 
 from ...framework.errors import CancelledError, InvalidArgumentError, UnavailableError
+from ...vm.interpreter import pick, run_stage
 from ...vm.program import Feed, Result
 from ...vm.queues import _task_cancelled
 from ...vm.services import service
@@ -110,7 +111,6 @@ class Frame:
 
     def run(self, ctx, feeds: list) -> list:
         """Every device's tasks, in this process (see the module docstring)."""
-        from ...vm.interpreter import pick, run_stage
         if in_dask_worker():
             raise InvalidArgumentError(
                 f"while_loop frame {self.frame!r} spans devices {list(self.devices)}: in a "
@@ -134,7 +134,6 @@ class Frame:
         """:meth:`run_part` as a generator that yields each :class:`Slot` it waits for (a
         value from another device, or a feed not made yet) and returns the fetches; ``made(k,
         value)`` is told each fetch as soon as its task has run."""
-        from ...vm.interpreter import pick, run_stage
         results: dict = {}
         received: dict = {}  # an argument may be read more than once
         for q, (dev, program, args) in enumerate(self.tasks):
@@ -352,10 +351,11 @@ class _Exchange:
         return True
 
     def recv(self, key: str):
-        got = self.box.take(self.step, key, _MISSING)
-        if got is not _MISSING:
-            return got
-        self.flush()
+        if self.out:  # what this shard buffered goes before it waits, unless no wait
+            got = self.box.take(self.step, key, _MISSING)
+            if got is not _MISSING:
+                return got
+            self.flush()
         return self.box.get(self.step, key, self.POLL_S, lambda: self._check(key))
 
     def open(self):

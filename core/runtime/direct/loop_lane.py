@@ -38,12 +38,14 @@ from .config import unclaimed_bounds
 
 logger = logging.getLogger("tensorvm")
 MISSING = object()
+_LOCAL = threading.local()  # .packer: this thread's msgpack packer; .waiter: its _Waiter
 EXPIRE_S = 1.0  # how often a worker's box drops unclaimed values past their time to live
 
 
 class _Waiter:
     """A kernel thread waiting for one value: it sleeps on ``lock`` (held from the start), which
-    the value's arrival (or the step's abort) releases."""
+    the value's arrival (or the step's abort) releases. Once its wait is over the thread
+    holds the lock again, so each thread keeps one waiter for all its waits (:func:`_waiter`)."""
 
     __slots__ = ("lock", "value", "exc")
 
@@ -137,7 +139,7 @@ class LoopBox:
                     del self._values[step]
                 self._unloose(step, 1, _footprint(value) if step in self._loose else 0)
                 return value
-            w = self._waiters[(step, key)] = _Waiter()
+            w = self._waiters[(step, key)] = _waiter()
         try:
             while not w.lock.acquire(timeout=poll_s):
                 check()
@@ -145,10 +147,15 @@ class LoopBox:
             with self._lock:
                 if self._waiters.get((step, key)) is w:
                     del self._waiters[(step, key)]
+                else:  # handed its value (or the abort) meanwhile: the step fails anyway
+                    w.lock.acquire()  # released already: held again for the next wait
+                    w.value = w.exc = None
             raise
-        if w.exc is not None:
-            raise w.exc
-        return w.value
+        value, exc = w.value, w.exc
+        w.value = w.exc = None
+        if exc is not None:
+            raise exc
+        return value
 
     def abort(self, step: str, exc: BaseException) -> None:
         """Give ``step`` up: its waiting threads raise ``exc``, its kept and later values go."""
@@ -247,6 +254,13 @@ class LoopBox:
             self._give_up(step, errors.ResourceExhaustedError(
                 f"loop values sent for step {step} were dropped on this worker before its "
                 f"shard took them: {why}"))
+
+
+def _waiter() -> _Waiter:
+    w = getattr(_LOCAL, "waiter", None)
+    if w is None:
+        w = _LOCAL.waiter = _Waiter()
+    return w
 
 
 class LoopLaneServer:
@@ -366,9 +380,13 @@ class LoopLaneOut:
     def frame(self, step: str, packed: list):
         """The bytes of one frame ``[step, packed]``, or None where it does not fit this lane
         (a value that is not plain data, or over the receiver's cap)."""
+        packer = getattr(_LOCAL, "packer", None)
+        if packer is None:  # one per thread (packb would make one per call)
+            packer = _LOCAL.packer = msgpack.Packer(autoreset=True)
         try:
-            body = msgpack.packb([step, packed])
+            body = packer.pack([step, packed])
         except TypeError:  # a value that travels as Dask serialises it
+            packer.reset()
             return None
         if len(body) > self.max_frame:
             return None
