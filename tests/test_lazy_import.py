@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -161,9 +162,14 @@ with tv.Session(graph=g) as s:
 
 def test_a_fresh_worker_process_runs_ops_of_a_module_it_has_not_imported():
     """A plan unpickled in a Dask worker names its ops by type; the worker imported tensorvm
-    lazily (with the worker plugin), so the op's module loads when the kernel table misses it."""
+    lazily (with the worker plugin), so the op's module loads when the kernel table misses it.
+    The plugin also warms the worker before its first task (the BLAS thread limit)."""
     sys.path.insert(0, str(Path(__file__).parent))
     from hand_cluster import HandCluster
+
+    def _blas_limited():
+        import sys
+        return "threadpoolctl" in sys.modules  # imported by tensorvm only to set the limit
 
     def _modules_of_interest():  # defined here: pickled by value for the worker
         import sys
@@ -181,8 +187,14 @@ def test_a_fresh_worker_process_runs_ops_of_a_module_it_has_not_imported():
                 .make_one_shot_iterator()
             nxt = it.get_next()
         with tv.Session(hc.address, graph=g, verbose=False) as s:
-            assert s.run(plain, {x: 1}) == 2  # the worker plugin is set up, tensorvm imported
             address = hc.workers()["worker-0"]
+            # the plugin's setup warms the worker beside its start: the BLAS thread limit,
+            # which its first task did cold (threadpoolctl's scan), is set before any task
+            deadline = time.monotonic() + 60
+            while not hc.client.run(_blas_limited, workers=[address])[address]:
+                assert time.monotonic() < deadline, "the worker's BLAS limit was never set"
+                time.sleep(0.05)
+            assert s.run(plain, {x: 1}) == 2
             assert hc.client.run(_modules_of_interest, workers=[address])[address] == []
             np.testing.assert_array_equal(s.run(nxt), [0, 1, 2])
             np.testing.assert_array_equal(s.run(nxt), [3, 4, 5])

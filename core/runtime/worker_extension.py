@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
+import threading
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
@@ -30,6 +31,7 @@ from ..framework.device_spec import DeviceSpec
 from ..framework.errors import FailedPreconditionError, InternalError, OpError, UnknownError
 from ..vm import _dask_private
 from ..vm.interpreter import DeviceResources
+from ..vm.kernels.threads import ensure_blas_limit
 from ..vm.on_worker import EXTENSION
 from .cluster.device_map import TOPIC_MADE, resource_name
 from .direct.registered_plans import PlanStore
@@ -73,7 +75,18 @@ def install(worker) -> TensorvmExtension:
         wlog = logging.getLogger("distributed.worker")
         if _FILTER not in wlog.filters:
             wlog.addFilter(_FILTER)
+        threading.Thread(target=_warm, name="tensorvm-warm", daemon=True).start()
     return ext
+
+
+def _warm() -> None:
+    """What a worker's first task would otherwise do cold, done beside its start: the BLAS
+    thread limit (threadpoolctl scans the loaded libraries once, ~10 ms)."""
+    try:
+        ensure_blas_limit()
+    except Exception:  # noqa: BLE001 - the first task sets it (and reports) as it always did
+        logging.getLogger("tensorvm").debug("tensorvm: warming the worker failed",
+                                            exc_info=True)
 
 
 class TensorvmWorkerPlugin(WorkerPlugin):
