@@ -13,9 +13,10 @@ Send/Recv pairs between them. Two ways to run one:
   same control logic (:func:`run_sharded`); each runs only its own device's tasks of every
   iteration. The predicate, computed on one device, is pushed to every other device each
   iteration; the values that cross devices inside an iteration, and the loop variables a
-  device reads but another made, travel through the workers' rendezvous
-  (:mod:`tensorvm.runtime.direct.rendezvous`) under the step's id and the key
-  ``"<loop>|<iteration>|<what>"``. At the exit the loop's own device (its *home*, where the
+  device reads but another made, go from the kernel thread of one shard to that of another
+  over the workers' loop lanes (:mod:`tensorvm.runtime.direct.loop_lane`: a socket written
+  by the sending thread, a reader thread that hands each value to the waiting one; no
+  event loop on the way) under the step's id and the key ``"<loop>|<iteration>|<what>"``. At the exit the loop's own device (its *home*, where the
   predicate's loop op sits) gathers the final values, which it outputs.
 
 Gradients: each forward shard keeps its own device's tape (the loop values it held and the

@@ -18,10 +18,11 @@ comm handlers it provides, as Dask's own P2P shuffle extension does
     device's earlier tasks, or — when another device produced them — from this worker's
     :class:`Rendezvous`; after each task, push the values other devices need straight to
     their workers (``tvm_send``); return the device's fetches;
-``tvm_send(step, items)``
+``tvm_send(step, items, loop=False)``
     values for local Recvs, ``[[key, packed value], ...]``: the rendezvous slots
     ``(step, key)`` (one message per task and destination, on one connection per peer that
-    the pushing worker keeps open);
+    the pushing worker keeps open); with ``loop``, values for the loop shards here (their
+    :class:`~tensorvm.runtime.direct.loop_lane.LoopBox`) that a loop lane could not carry;
 ``tvm_lane()``
     the port of this worker's *lane* (tcp:// clusters) and its frame cap: a plain socket for
     pushes whose values all travel inside the message (small arrays and scalars), each a
@@ -31,7 +32,10 @@ comm handlers it provides, as Dask's own P2P shuffle extension does
     every push on a TLS cluster, go as ``tvm_send`` on Dask's comm. A lane, like Dask's own
     tcp:// comm, takes any process that can reach the worker: a frame over the cap or not
     ``[step, items]`` closes its connection, and values for steps no ``tvm_run`` here claims
-    are bounded in count, bytes and time (:class:`Rendezvous`);
+    are bounded in count, bytes and time (:class:`Rendezvous`); and the port of its *loop
+    lane* (:mod:`tensorvm.runtime.direct.loop_lane`): the shards of a loop across devices
+    write their values there from their kernel threads, and a reader thread hands each to
+    the shard waiting for it, without the event loop;
 ``tvm_cancel(step)``
     the client gave the step up: its ops not yet started never run, its Recvs stop waiting.
 
