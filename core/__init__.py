@@ -13,7 +13,10 @@ on the workers and run by one message per step (``runtime/direct/``); ``runtime/
 a ``ClusterSpec``'s tasks onto Dask workers. Above the runtime: ``tf_api/`` (the TF 1.x surface:
 layers, losses, metrics, tf.image, summaries …), ``train/`` (optimizers, Saver, PS training) and
 ``estimator/``. An import never runs up this list (``python -m tensorvm.tools.imports --layers``);
-the old flat module paths keep importing through ``_aliases``.
+the old flat module paths keep importing through ``_aliases``. ``import tensorvm`` (in every
+Dask worker and CLI command) leaves ``tv.train``, ``tv.estimator``, ``tv.feature_column``,
+``tv.data``, ``tv.app`` and ``tv.flags`` to load on first use (``_LAZY`` below); an op type of
+theirs met first in a plan or a GraphDef loads them then (``op_registry.load_all_ops``).
 
 >>> import tensorvm as tv
 >>> x = tv.placeholder(tv.float32, [None, 3])
@@ -56,8 +59,8 @@ def _install_gpu_kernels() -> None:
 
 def _load_ops() -> None:
     """Import the lazy modules that register ops, then give their ops GPU kernels: the op
-    table as a full ``import tensorvm`` made it (:func:`~tensorvm.framework.op_registry.load_all_ops`
-    runs this where an op type is missing)."""
+    table as a full ``import tensorvm`` made it (run by
+    :func:`~tensorvm.framework.op_registry.load_all_ops` where an op type is missing)."""
     global _ops_loaded
     if _ops_loaded:
         return
@@ -73,8 +76,7 @@ def __getattr__(name: str):
         value = _importlib.import_module(lazy[0])
         if lazy[1] is not None:
             value = getattr(value, lazy[1])
-        if lazy[0].startswith(_LAZY_OPS):
-            _install_gpu_kernels()  # the ops it registered get their GPU kernels
+        _install_gpu_kernels()  # any op it registered gets its GPU kernel (idempotent, cheap)
         globals()[name] = value
         return value
     # ``tv.session``, ``tv.registry`` … (a module that moved, reached as an attribute)
