@@ -13,7 +13,8 @@ A cluster started by hand (:mod:`hand_cluster` of the tests): ``dask scheduler``
 * ``first step``: a step on ``/job:worker/task:1`` (a 64x64 matmul and a sum, mapped onto
   worker-1 by name; the session connected before worker-1 started) has returned.
 
-Then: the first step's own time (mapping the device onto worker-1 waits for the worker's event
+``import tensorvm``: how long that import took in worker-1 (``-X importtime`` in its log; it
+runs in the worker's event loop, as the plugin is unpickled). Then: the first step's own time (mapping the device onto worker-1 waits for the worker's event
 loop, so a worker still importing tensorvm shows here), the first task's compute time on
 worker-1 (Dask's task stream: the task run cold), the second step's own time (warm, on the
 direct plane), and which of the modules ``import tensorvm`` leaves for later the worker had
@@ -26,6 +27,8 @@ To compare with another checkout, run this file with ``PYTHONPATH`` pointing at 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import statistics
 import sys
 import tempfile
@@ -67,10 +70,20 @@ class Steps:
         return time.perf_counter() - t
 
 
+def _import_s(log: str) -> float:
+    """The seconds ``import tensorvm`` took in a process whose log holds ``-X importtime``."""
+    found = re.findall(r"import time:\s+\d+ \|\s+(\d+) \| +tensorvm\n", log)
+    return int(found[0]) / 1e6 if found else float("nan")
+
+
 def one_round(hc: HandCluster) -> dict:
     steps = Steps(hc.address, 1)  # connected before worker-1 starts: not timed
+    os.environ["PYTHONPROFILEIMPORTTIME"] = "1"  # worker-1's imports, timed into its log
     t0 = time.perf_counter()
-    hc.start_worker("worker-1")
+    try:
+        hc.start_worker("worker-1")
+    finally:
+        del os.environ["PYTHONPROFILEIMPORTTIME"]
     hc.wait_for(("worker-1",))
     registered = time.perf_counter() - t0
     with get_task_stream(client=hc.client) as stream:
@@ -84,8 +97,9 @@ def one_round(hc: HandCluster) -> dict:
     steps.session.close()
     hc.kill("worker-1")
     hc.wait_for((), gone=("worker-1",))
-    return {"registered": registered, "first step": done, "first step's own": first,
-            "first task's compute": compute,
+    log = max(hc.folder.glob("worker-1-*.log"), key=lambda p: p.stat().st_mtime).read_text()
+    return {"registered": registered, "import tensorvm": _import_s(log),
+            "first step": done, "first step's own": first, "first task's compute": compute,
             "second step's own": second, "later modules": later}
 
 
@@ -99,8 +113,8 @@ def main(argv=None) -> None:
         hc.wait_for(("worker-0",))
         Steps(hc.address, 0).run()  # the worker plugin is registered: a joining worker gets it
         rows = [one_round(hc) for _ in range(args.rounds)]
-    for key in ("registered", "first step", "first step's own", "first task's compute",
-                "second step's own"):
+    for key in ("registered", "import tensorvm", "first step", "first step's own",
+                "first task's compute", "second step's own"):
         values = [r[key] for r in rows]
         print(f"{key:>21}: median {statistics.median(values):.3f} s  "
               f"({', '.join(f'{v:.3f}' for v in values)})")
