@@ -260,7 +260,10 @@ def _run(model_fn, spec, session, settings, hooks_fn, final, monitor, n_required
     history: list = []
     try:
         chief = coord.chief
-        r.session(coord, chief)  # the chief's hooks are in place before the first step
+        # (the chief's MonitoredSession, with its hooks, is made by its worker's thread in
+        # `prepare` below, or at its first closure: made here, in this thread, it ran steps
+        # on the session the worker's thread was initialising, and a plan registered by one
+        # was found missing by the other — an erred task on the job's page, then a retry)
         watched = None
         if final is not None:
             with chief.graph.as_default():
