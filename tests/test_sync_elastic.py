@@ -84,10 +84,13 @@ class _Runs(tv.train.SessionRunHook):
         self.log.append((self.task, time.monotonic()))
 
 
-def _assert_each_step_applied_once(r, n_required):
+def _assert_each_step_applied_once(r, n_required, stopped_early=False):
+    """One apply a global step, N gradients each; a run stopped by its monitor may leave
+    each worker's last gradient accepted for a step the chief had not taken yet."""
     assert float(r.final["count"]) == r.global_step, (r.final, r.global_step)
     c = r.counters
-    assert c["taken"] == r.global_step and c["accepted"] == r.global_step * n_required, c
+    extra = c["accepted"] - r.global_step * n_required
+    assert c["taken"] == r.global_step and 0 <= extra <= (2 if stopped_early else 0), c
 
 
 def test_sync_k_steps_a_run_equal_numpy_sgd(hc, session):
@@ -167,7 +170,7 @@ def test_a_worker_joining_a_sync_run_takes_steps(hc, session):
                               monitor=monitor, monitor_every=10,
                               hooks_fn=lambda ctx: [_Runs(ctx.task, runs)])
     assert started and r.steps_by_worker.get("worker-1", 0) >= 20, r.steps_by_worker
-    _assert_each_step_applied_once(r, 1)
+    _assert_each_step_applied_once(r, 1, stopped_early=True)
 
 
 def test_a_k_step_closure_whose_worker_dies_mid_run_applies_each_step_once(
