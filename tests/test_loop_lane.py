@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import select
 import socket
+import sys
 import threading
 import time
 
@@ -15,7 +16,8 @@ import numpy as np
 import pytest
 
 import tensorvm as tv
-from tensorvm.runtime.direct.loop_lane import LoopBox, LoopLaneOut, LoopLaneServer, MISSING
+from tensorvm.runtime.direct.loop_lane import (LoopBox, LoopLaneOut, LoopLaneServer, MISSING,
+                                               local_socket)
 from tensorvm.runtime.direct.rendezvous import data_plane_stats, pack, unpack
 
 
@@ -125,8 +127,14 @@ def test_unclaimed_values_are_bounded_in_count_and_time_but_an_open_step_keeps_i
 
 
 # ---- the sockets ------------------------------------------------------------------------------
-@pytest.fixture
-def lane():
+LOCAL = pytest.param("local", marks=pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="Unix sockets in the abstract namespace: Linux"))
+
+
+@pytest.fixture(params=["tcp", LOCAL])
+def lane(request):
+    """A box, a lane server into it, its refusals; ``server.kind``: how ``_out`` connects
+    (TCP, or the Unix socket a worker on the same host uses)."""
     box = LoopBox()
     refused = []
 
@@ -134,12 +142,22 @@ def lane():
         for key, data in items:
             box.put(step, key, unpack(data))
     server = LoopLaneServer("127.0.0.1", deliver, 1 << 20, lambda why, peer: refused.append(why))
+    server.kind = request.param
     yield box, server, refused
     server.close()
 
 
+def _connect(server):
+    if server.kind == "tcp":
+        return socket.create_connection(("127.0.0.1", server.port))
+    sock, where = local_socket(server.local_name)
+    sock.setblocking(True)
+    sock.connect(where)
+    return sock
+
+
 def _out(server, cap=1 << 20):
-    return LoopLaneOut(socket.create_connection(("127.0.0.1", server.port)), cap)
+    return LoopLaneOut(_connect(server), cap)
 
 
 def test_frames_arrive_whole_and_bit_exact_small_and_through_partial_writes(lane):
@@ -179,7 +197,7 @@ def test_a_frame_the_lane_cannot_carry_is_left_to_daskss_comm(lane):
 ])
 def test_a_garbled_or_oversized_frame_closes_its_connection(lane, bad, why):
     box, server, refused = lane
-    sock = socket.create_connection(("127.0.0.1", server.port))
+    sock = _connect(server)
     sock.sendall(bad)
     sock.settimeout(60)
     assert sock.recv(10) == b""  # closed by the worker
@@ -234,6 +252,11 @@ def _wakeups(dask_worker):
     return counts[0]
 
 
+def _lane_families(dask_worker):
+    outs = dask_worker.extensions["tensorvm"].data_plane._loop_outs
+    return tuple(sorted({out.sock.family.name for out in outs.values() if out is not None}))
+
+
 @pytest.mark.cluster
 @pytest.mark.parametrize("plane", ["direct", "dask"])
 def test_a_loops_values_go_thread_to_thread_not_through_the_event_loops(tv_cluster, g, plane):
@@ -268,6 +291,8 @@ def test_a_loops_values_go_thread_to_thread_not_through_the_event_loops(tv_clust
     # a step's own messages and the shards' tasks cost a few; a hop through the loop one
     # or more each
     assert all(c < iters // 4 for c in calls.values()), calls
+    if sys.platform.startswith("linux"):  # workers on one host: their lanes' Unix sockets
+        assert set(client.run(_lane_families).values()) == {("AF_UNIX",)}
     stats = client.run(data_plane_stats)
     assert all(st["loop_values"] == 0 and st["loop_unclaimed_values"] == 0
                for st in stats.values()), stats

@@ -79,7 +79,7 @@ from ..unavailable import device_unavailable
 from .config import (LANE_MAX_FRAME_BYTES, UNCLAIMED_MAX_BYTES, UNCLAIMED_MAX_VALUES,  # noqa: F401
                      UNCLAIMED_TTL_S, lane_max_frame_bytes, unclaimed_bounds)
 from .lanes import LaneReceiver, LaneSender
-from .loop_lane import LoopBox, LoopLaneOut, LoopLaneServer
+from .loop_lane import LoopBox, LoopLaneOut, LoopLaneServer, local_socket
 from ..wire_names import handler
 from ...vm import _dask_private
 from ...vm.interpreter import run_stage
@@ -464,7 +464,8 @@ class DataPlane:
                     get_address_host(self.worker.address), self._loop_deliver, self.max_frame,
                     self._loop_refused, self.rendezvous.loops.expire)
         return {"port": self._lane_server.sockets[0].getsockname()[1],
-                "loop_port": self._loop_server.port, "max_frame_bytes": self.max_frame}
+                "loop_port": self._loop_server.port,
+                "loop_local": self._loop_server.local_name, "max_frame_bytes": self.max_frame}
 
     def _loop_refused(self, why: str, peer) -> None:
         self.lane_frames_refused += 1
@@ -782,15 +783,27 @@ class DataPlane:
             out = None
             if info is not None and info.get("loop_port"):
                 loop = asyncio.get_running_loop()
-                family, kind, proto, _, where = (await loop.getaddrinfo(
-                    get_address_host(addr), info["loop_port"], type=socket.SOCK_STREAM))[0]
-                sock = socket.socket(family, kind, proto)
-                sock.setblocking(False)
-                try:
-                    await loop.sock_connect(sock, where)
-                except BaseException:
-                    sock.close()
-                    raise
+                host = get_address_host(addr)
+                sock = None
+                if info.get("loop_local") and host == get_address_host(self.worker.address):
+                    # a worker on this host: its lane's Unix socket, where this process
+                    # reaches it (another network namespace does not)
+                    sock, where = local_socket(str(info["loop_local"]))
+                    try:
+                        await loop.sock_connect(sock, where)
+                    except OSError:
+                        sock.close()
+                        sock = None
+                if sock is None:
+                    family, kind, proto, _, where = (await loop.getaddrinfo(
+                        host, info["loop_port"], type=socket.SOCK_STREAM))[0]
+                    sock = socket.socket(family, kind, proto)
+                    sock.setblocking(False)
+                    try:
+                        await loop.sock_connect(sock, where)
+                    except BaseException:
+                        sock.close()
+                        raise
                 out = LoopLaneOut(sock, int(info["max_frame_bytes"]))
             self._loop_outs[addr] = out
 
