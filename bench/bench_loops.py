@@ -6,8 +6,9 @@ On a cluster of two worker processes (``/job:worker/task:0`` and ``task:1``), th
 * *one device*: the whole loop on ``worker:0`` (one While op, its body run in its task);
 * *two devices*: ``acc * 0.5 + 0.1`` on ``worker:1``, the counter, the predicate and the
   ``tanh`` on ``worker:0`` — each iteration the predicate and ``acc`` go to ``worker:1`` and
-  the product comes back: two direct-plane hops on its critical path (one WhileShard task per
-  device per loop; values through the workers' rendezvous), on each data plane.
+  the product comes back: two hops on its critical path (one WhileShard task per device per
+  loop; values from kernel thread to kernel thread over the workers' loop lanes,
+  ``tensorvm.runtime.direct.loop_lane``), on each data plane.
 
 Per-iteration cost = (time of an ``n2``-iteration run − time of an ``n1``-iteration run) /
 (``n2`` − ``n1``), medians over ``--repeat`` runs, so a step's fixed cost cancels. The cost of a

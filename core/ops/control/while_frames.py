@@ -368,16 +368,18 @@ class _Exchange:
         self.box.open_step(self.step)
 
     def close(self, wait: bool = True):
-        if wait:
-            self.flush()
-            for fut in self.pending:
-                fut.result()
-        self.pending = []
-        self.box.close_step(self.step)
-        if self.task is not None:
-            from distributed import rejoin
-            self.task = None
-            rejoin()
+        try:
+            if wait:
+                self.flush()
+                for fut in self.pending:
+                    fut.result()
+        finally:  # (a failed push: the step's values here are unclaimed from now all the same)
+            self.pending = []
+            self.box.close_step(self.step)
+            if self.task is not None:
+                from distributed import rejoin
+                self.task = None
+                rejoin()
 
 
 class _Ready:
