@@ -296,3 +296,54 @@ def test_a_loops_values_go_thread_to_thread_not_through_the_event_loops(tv_clust
     stats = client.run(data_plane_stats)
     assert all(st["loop_values"] == 0 and st["loop_unclaimed_values"] == 0
                for st in stats.values()), stats
+
+
+def _comm_loop_values(dask_worker):
+    """Loop values that came on Dask's comm (``tvm_send`` with ``loop``), counted."""
+    plane = dask_worker.extensions["tensorvm"].data_plane
+    counts = dask_worker._tv_test_comm_loop = [0]
+    real = plane.send
+
+    def send(comm=None, step=None, items=(), loop=False):
+        if loop:
+            counts[0] += len(items)
+        return real(comm, step, items, loop)
+    plane.send = send
+    from tensorvm.runtime.wire_names import handler
+    dask_worker.handlers[handler("send")] = send
+
+
+def _comm_loop_count(dask_worker):
+    plane = dask_worker.extensions["tensorvm"].data_plane
+    from tensorvm.runtime.wire_names import handler
+    del plane.send
+    dask_worker.handlers[handler("send")] = plane.send
+    return dask_worker._tv_test_comm_loop[0]
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("plane", ["direct", "dask"])
+def test_loop_values_too_large_for_a_lane_go_on_dasks_comm_bit_exact(tv_cluster, g, plane):
+    """A loop value over the rendezvous' inline size (64 KiB) does not fit a lane frame: it
+    goes on Dask's comm into the peer's loop box, and the loop's result is NumPy's."""
+    x = np.random.RandomState(1).rand(20_000)  # 160 KB
+    n = tv.placeholder(tv.int32, [])
+    with tv.device(W0):
+        def body(i, acc):
+            with tv.device(W1):
+                nxt = acc * 0.5 + 0.1
+            with tv.device(W0):
+                return i + 1, tv.tanh(nxt)
+        _, out = tv.while_loop(lambda i, acc: i < n, body, [tv.constant(0), tv.constant(x)])
+    s = tv_cluster.session(config=tv.ConfigProto(data_plane=plane))
+    want = x
+    for _ in range(5):
+        want = np.tanh(want * 0.5 + 0.1)
+    client = tv_cluster.client
+    client.run(_comm_loop_values)
+    try:
+        got = s.run(out, {n: 5})
+    finally:
+        counts = client.run(_comm_loop_count)
+    np.testing.assert_array_equal(got, want)
+    assert sum(counts.values()) >= 2 * 5, counts  # acc there, the product back, each time
