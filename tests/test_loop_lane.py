@@ -347,3 +347,35 @@ def test_loop_values_too_large_for_a_lane_go_on_dasks_comm_bit_exact(tv_cluster,
         counts = client.run(_comm_loop_count)
     np.testing.assert_array_equal(got, want)
     assert sum(counts.values()) >= 2 * 5, counts  # acc there, the product back, each time
+
+
+def _loop_outs(dask_worker):
+    outs = dask_worker.extensions["tensorvm"].data_plane._loop_outs
+    return sorted(repr(out) if out is not None else None for out in outs.values())
+
+
+@pytest.mark.cluster
+def test_on_a_tls_cluster_loop_values_keep_to_dasks_encrypted_comms():
+    """A TLS cluster's workers open no plain socket for each other (no lane, no loop lane):
+    a loop across its workers hands its values over Dask's comms, on both planes."""
+    from distributed import Security
+    g = tv.Graph()
+    with g.as_default():
+        n = tv.placeholder(tv.int32, [])
+        with tv.device(W0):
+            def body(i, acc):
+                with tv.device(W1):
+                    nxt = acc * 0.5 + 0.1
+                with tv.device(W0):
+                    return i + 1, tv.tanh(nxt)
+            _, out = tv.while_loop(lambda i, acc: i < n, body,
+                                   [tv.constant(0), tv.constant(0.3, tv.float64)])
+    want = 0.3
+    for _ in range(6):
+        want = np.tanh(want * 0.5 + 0.1)
+    with tv.Session(cluster={"worker": 2}, graph=g, security=Security.temporary(),
+                    verbose=False) as s:
+        assert s.client.scheduler.address.startswith("tls://")
+        for plane in ("direct", "dask"):
+            assert s.run(out, {n: 6}, options=tv.RunOptions(data_plane=plane)) == want
+        assert set(map(tuple, s.client.run(_loop_outs).values())) == {(None,)}
