@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import tensorvm as tv
-from tensorvm.runtime.direct.loop_lane import (LoopBox, LoopLaneOut, LoopLaneServer, MISSING,
-                                               local_socket)
+from tensorvm.runtime.direct.loop_box import MISSING, LoopBox
+from tensorvm.runtime.direct.loop_lane import LoopLaneOut, LoopLaneServer, local_socket
 from tensorvm.runtime.direct.rendezvous import data_plane_stats, pack, unpack
 
 
@@ -253,7 +253,7 @@ def _wakeups(dask_worker):
 
 
 def _lane_families(dask_worker):
-    outs = dask_worker.extensions["tensorvm"].data_plane._loop_outs
+    outs = dask_worker.extensions["tensorvm"].data_plane.loop_lanes.outs
     return tuple(sorted({out.sock.family.name for out in outs.values() if out is not None}))
 
 
@@ -350,7 +350,7 @@ def test_loop_values_too_large_for_a_lane_go_on_dasks_comm_bit_exact(tv_cluster,
 
 
 def _loop_outs(dask_worker):
-    outs = dask_worker.extensions["tensorvm"].data_plane._loop_outs
+    outs = dask_worker.extensions["tensorvm"].data_plane.loop_lanes.outs
     return sorted(repr(out) if out is not None else None for out in outs.values())
 
 

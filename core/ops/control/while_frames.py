@@ -271,14 +271,14 @@ class _Exchange:
         Dask's comm; where the peer's worker is gone and the scheduler names another for
         ``dst`` (restarted), to that one."""
         plane, part, step, check = self.plane, self.part, self.step, self._check
+        lanes = plane.loop_lanes
         for again in (False, True):
             try:
-                if plane.loop_push(part, dst, step, items, check, self.POLL_S):
+                if lanes.push(part, dst, step, items, check, self.POLL_S):
                     return
-                if not plane.loop_lane_known(part.peers[dst]):  # the first push there
-                    self._wait(self._call(self._moved(
-                        dst, lambda: plane.open_loop_lane(part, dst))))
-                    if plane.loop_push(part, dst, step, items, check, self.POLL_S):
+                if not lanes.known(part.peers[dst]):  # the first push there
+                    self._wait(self._call(self._moved(dst, lambda: lanes.open(part, dst))))
+                    if lanes.push(part, dst, step, items, check, self.POLL_S):
                         return
                 break
             except UnavailableError:

@@ -14,7 +14,7 @@ thread — about three thread wake-ups and a few hundred microseconds of Python 
 * on the receiving worker a reader thread per incoming connection (:class:`LoopLaneServer`),
   blocked in ``recv``, unpacks each frame and puts its values into the worker's
   :class:`LoopBox`, which hands a value straight to the kernel thread waiting for it (a lock it
-  sleeps on, released).
+  sleeps on, released; :mod:`tensorvm.runtime.direct.loop_box`).
 
 Values a lane cannot carry (over the receiver's frame cap, or not plain data) and every value
 on a TLS cluster go on Dask's comm (``tvm_send`` with ``loop=True``) into the same box. Like
@@ -32,238 +32,17 @@ import select
 import socket
 import sys
 import threading
-import time
 
 import msgpack
 
-from ...framework import errors
-from .config import unclaimed_bounds
+from ..unavailable import device_unavailable
+from ..wire_names import handler
+from .loop_box import LoopBox  # noqa: F401 - the box, named here with its lanes
 
 logger = logging.getLogger("tensorvm")
-MISSING = object()
-_LOCAL = threading.local()  # .packer: this thread's msgpack packer; .waiter: its _Waiter
+_LOCAL = threading.local()  # .packer: this thread's msgpack packer
 EXPIRE_S = 1.0  # how often a worker's box drops unclaimed values past their time to live
-
-
-class _Waiter:
-    """A kernel thread waiting for one value: it sleeps on ``lock`` (held from the start), which
-    the value's arrival (or the step's abort) releases. Once its wait is over the thread
-    holds the lock again, so each thread keeps one waiter for all its waits (:func:`_waiter`)."""
-
-    __slots__ = ("lock", "value", "exc")
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.lock.acquire()
-        self.value = self.exc = None
-
-
-class LoopBox:
-    """The values sent to this worker's loop shards, by step and key (thread-safe: put by lane
-    reader threads, Dask comm handlers and local shards; taken by kernel threads).
-
-    A value whose shard waits already is handed to it at once; one that comes first is kept
-    until taken. While a shard of its step runs here (:meth:`open_step` .. :meth:`close_step`)
-    a kept value stays whatever its count or age; values of steps no shard here runs are
-    *unclaimed*, bounded as the rendezvous bounds its own (``ttl`` seconds, ``max_values``,
-    ``max_bytes``: the oldest steps' go first; a step whose values were dropped is given up,
-    its later waits fail with ``ResourceExhaustedError``)."""
-
-    MAX_ABORTED = 4096
-
-    def __init__(self, ttl: float | None = None, max_values: int | None = None,
-                 max_bytes: int | None = None, clock=time.monotonic):
-        d_ttl, d_values, d_bytes = unclaimed_bounds()
-        self.ttl = d_ttl if ttl is None else float(ttl)
-        self.max_values = d_values if max_values is None else int(max_values)
-        self.max_bytes = d_bytes if max_bytes is None else int(max_bytes)
-        self.clock = clock
-        self._lock = threading.Lock()
-        self._values: dict[str, dict] = {}  # step -> {key: value} not taken yet
-        self._waiters: dict[tuple, _Waiter] = {}  # (step, key) -> the thread waiting for it
-        self._open: dict[str, int] = {}  # step -> shards of it running here
-        self._aborted: dict[str, BaseException] = {}
-        self._loose: dict[str, list] = {}  # unclaimed step -> [since, values, bytes], oldest 1st
-        self._loose_values = self._loose_bytes = 0
-        self.steps_dropped = 0
-        self._warned = False
-
-    def put(self, step: str, key: str, value) -> None:
-        """``value`` for ``(step, key)``: to its waiting thread, or kept until taken."""
-        with self._lock:
-            if step in self._aborted:
-                return
-            w = self._waiters.pop((step, key), None)
-            if w is not None:
-                w.value = value
-                w.lock.release()
-                return
-            self._values.setdefault(step, {})[key] = value
-            if step not in self._open:
-                loose = self._loose.get(step)
-                if loose is None:
-                    loose = self._loose[step] = [self.clock(), 0, 0]
-                nbytes = _footprint(value)
-                loose[1] += 1
-                loose[2] += nbytes
-                self._loose_values += 1
-                self._loose_bytes += nbytes
-                self._enforce()
-
-    def take(self, step: str, key: str, default=MISSING):
-        """The value of ``(step, key)`` if it is here (taken), else ``default``; never waits."""
-        with self._lock:
-            vals = self._values.get(step)
-            if vals is None:
-                return default
-            value = vals.pop(key, MISSING)
-            if value is MISSING:
-                return default
-            if not vals:
-                del self._values[step]
-            self._unloose(step, 1, _footprint(value) if step in self._loose else 0)
-            return value
-
-    def has(self, step: str, key: str) -> bool:
-        vals = self._values.get(step)
-        return vals is not None and key in vals
-
-    def get(self, step: str, key: str, poll_s: float, check):
-        """The value of ``(step, key)``, waiting for it; ``check()`` is called every ``poll_s``
-        seconds while it waits (it raises to stop waiting). An aborted step raises its error."""
-        with self._lock:
-            exc = self._aborted.get(step)
-            if exc is not None:
-                raise exc
-            vals = self._values.get(step)
-            value = vals.pop(key, MISSING) if vals is not None else MISSING
-            if value is not MISSING:
-                if not vals:
-                    del self._values[step]
-                self._unloose(step, 1, _footprint(value) if step in self._loose else 0)
-                return value
-            w = self._waiters[(step, key)] = _waiter()
-        try:
-            while not w.lock.acquire(timeout=poll_s):
-                check()
-        except BaseException:
-            with self._lock:
-                if self._waiters.get((step, key)) is w:
-                    del self._waiters[(step, key)]
-                else:  # handed its value (or the abort) meanwhile: the step fails anyway
-                    w.lock.acquire()  # released already: held again for the next wait
-                    w.value = w.exc = None
-            raise
-        value, exc = w.value, w.exc
-        w.value = w.exc = None
-        if exc is not None:
-            raise exc
-        return value
-
-    def abort(self, step: str, exc: BaseException) -> None:
-        """Give ``step`` up: its waiting threads raise ``exc``, its kept and later values go."""
-        with self._lock:
-            self._give_up(step, exc)
-
-    def open_step(self, step: str) -> None:
-        """A shard of ``step`` starts here: its values are claimed."""
-        with self._lock:
-            self._open[step] = self._open.get(step, 0) + 1
-            loose = self._loose.pop(step, None)
-            if loose is not None:
-                self._loose_values -= loose[1]
-                self._loose_bytes -= loose[2]
-
-    def close_step(self, step: str) -> None:
-        """A shard of ``step`` ended: when it was the last, the values still kept for the step
-        (for a shard that has not started yet, or never reads them) are unclaimed from now."""
-        with self._lock:
-            n = self._open.get(step, 0) - 1
-            if n > 0:
-                self._open[step] = n
-                return
-            self._open.pop(step, None)
-            vals = self._values.get(step)
-            if vals:
-                nbytes = sum(_footprint(v) for v in vals.values())
-                self._loose[step] = [self.clock(), len(vals), nbytes]
-                self._loose_values += len(vals)
-                self._loose_bytes += nbytes
-                self._enforce()
-
-    def expire(self) -> None:
-        """Drop the unclaimed values past their time to live (a lane thread calls it now and
-        then)."""
-        if self._loose:
-            with self._lock:
-                self._enforce()
-
-    def stats(self) -> dict:
-        """``loop_values`` kept or awaited now, ``loop_unclaimed_values``/``_bytes``,
-        ``loop_steps_dropped`` since the worker started."""
-        return {"loop_values": sum(len(v) for v in self._values.values()) + len(self._waiters),
-                "loop_unclaimed_values": self._loose_values,
-                "loop_unclaimed_bytes": self._loose_bytes,
-                "loop_steps_dropped": self.steps_dropped}
-
-    # ---- under the lock -------------------------------------------------------------------
-    def _unloose(self, step: str, values: int, nbytes: int) -> None:
-        loose = self._loose.get(step)
-        if loose is None:
-            return
-        loose[1] -= values
-        loose[2] -= nbytes
-        self._loose_values -= values
-        self._loose_bytes -= nbytes
-        if loose[1] <= 0:
-            del self._loose[step]
-
-    def _give_up(self, step: str, exc: BaseException) -> None:
-        self._aborted[step] = exc
-        while len(self._aborted) > self.MAX_ABORTED:
-            del self._aborted[next(iter(self._aborted))]
-        self._values.pop(step, None)
-        loose = self._loose.pop(step, None)
-        if loose is not None:
-            self._loose_values -= loose[1]
-            self._loose_bytes -= loose[2]
-        for sk in [sk for sk in self._waiters if sk[0] == step]:
-            w = self._waiters.pop(sk)
-            w.exc = exc
-            w.lock.release()
-
-    def _enforce(self) -> None:
-        now = self.clock()
-        while self._loose:
-            step, (since, _, _) = next(iter(self._loose.items()))
-            if now - since > self.ttl:
-                why = (f"no loop shard claimed them within {self.ttl:g} s "
-                       "(tensorvm.rendezvous.unclaimed-ttl)")
-            elif self._loose_values > self.max_values:
-                why = (f"more than {self.max_values} loop values waited unclaimed on the "
-                       "worker (tensorvm.rendezvous.unclaimed-max-values)")
-            elif self._loose_bytes > self.max_bytes:
-                why = (f"more than {self.max_bytes} bytes of loop values waited unclaimed on "
-                       "the worker (tensorvm.rendezvous.unclaimed-max-bytes)")
-            else:
-                break
-            values, nbytes = self._loose[step][1:]
-            self.steps_dropped += 1
-            log = logger.debug if self._warned else logger.warning
-            self._warned = True
-            log("tensorvm data plane: dropped %d loop value(s) (%d bytes) sent for step %s, "
-                "which no loop shard on this worker claimed: %s (logged once; see "
-                "data_plane_stats()['loop_steps_dropped'])", values, nbytes, step, why)
-            self._give_up(step, errors.ResourceExhaustedError(
-                f"loop values sent for step {step} were dropped on this worker before its "
-                f"shard took them: {why}"))
-
-
-def _waiter() -> _Waiter:
-    w = getattr(_LOCAL, "waiter", None)
-    if w is None:
-        w = _LOCAL.waiter = _Waiter()
-    return w
+LANE = handler("lane")  # the handler that tells a worker's lane ports
 
 
 class LoopLaneServer:
@@ -480,10 +259,141 @@ def local_socket(name: str) -> tuple:
     return sock, "\0" + name
 
 
-def _footprint(value) -> int:
-    nbytes = getattr(value, "nbytes", None)
-    if isinstance(nbytes, int):
-        return nbytes
-    if isinstance(value, tuple):
-        return 64 + sum(_footprint(v) for v in value)
-    return 64
+class LoopLanes:
+    """One worker's loop lanes, its data plane's part for loops across devices: the lane
+    into this worker (:meth:`start`, told to peers by ``tvm_lane``), the lanes out to its
+    peers (:meth:`push` from a shard's kernel thread, :meth:`open` on the event loop).
+    ``pack``/``unpack``: the rendezvous' value format; ``refused(why, peer)``: a frame that
+    closed its connection."""
+
+    def __init__(self, worker, box, pack, unpack, max_frame: int, refused):
+        self.worker, self.box, self.pack, self.unpack = worker, box, pack, unpack
+        self.max_frame, self.refused = max_frame, refused
+        self.server = None
+        self.outs: dict = {}  # address -> LoopLaneOut to that worker, or None (no lane)
+        self._locks: dict = {}  # address -> lock while connecting
+
+    def start(self) -> dict:
+        """This worker's lane (started on first use, on the event loop): ``{"loop_port",
+        "loop_local"}`` (the Unix socket's name for peers on this host, or None)."""
+        if self.server is None:
+            from distributed.comm.addressing import get_address_host
+            self.server = LoopLaneServer(get_address_host(self.worker.address), self.deliver,
+                                         self.max_frame, self.refused, self.box.expire)
+        return {"loop_port": self.server.port, "loop_local": self.server.local_name}
+
+    def deliver(self, step, items) -> None:
+        """A frame's values into the box (on a lane's reader thread)."""
+        put, unpack = self.box.put, self.unpack
+        for key, data in items:
+            put(step, key, unpack(data))
+
+    def push(self, part, dst: str, step: str, items: list, check, poll_s: float) -> bool:
+        """From a loop shard's kernel thread: ``items`` (``[(key, value)]``) into ``dst``'s loop
+        box — put here at once where ``dst`` is on this worker, else written by this thread on
+        the lane to its worker (``check`` and ``poll_s``: :meth:`LoopLaneOut.write`). False
+        where that lane is not open yet (:meth:`open`) or cannot carry them (then the data
+        plane's Dask-comm push with ``loop=True``). UnavailableError where the worker cannot
+        be reached."""
+        addr = part.peers[dst]
+        if addr == self.worker.address:
+            put = self.box.put
+            for key, value in items:
+                put(step, key, value)
+            return True
+        out = self.outs.get(addr)
+        if out is None or out.closed:
+            return False
+        pack = self.pack
+        frame = out.frame(step, [[key, pack(value)] for key, value in items])
+        if frame is None:
+            return False
+        try:
+            out.write(frame, check, poll_s)
+        except OSError as exc:
+            if self.outs.get(addr) is out:
+                self.outs.pop(addr, None)
+            raise device_unavailable(
+                dst, f"its worker ({addr}) cannot be reached from {part.device} "
+                     f"({type(exc).__name__}: {exc})", certain=False) from None
+        return True
+
+    def known(self, addr: str) -> bool:
+        """Whether :meth:`push` knows how to reach ``addr`` (an open lane, or none to be had:
+        a TLS cluster)."""
+        out = self.outs.get(addr, _UNKNOWN)
+        return out is None or (out is not _UNKNOWN and not out.closed)
+
+    def forget(self, addr: str) -> None:
+        """The worker at ``addr`` is gone: its lane too."""
+        out = self.outs.pop(addr, None)
+        if out is not None:
+            out.close()
+
+    async def open(self, part, dst: str) -> None:
+        """Connect the lane to ``dst``'s worker (its ports asked over Dask's comm: its Unix
+        socket where it is on this host and this process reaches it, else TCP); where it has
+        none, remember that (its loop values go on Dask's comm). UnavailableError where the
+        worker cannot be reached."""
+        from distributed.comm.core import CommClosedError
+        addr = part.peers[dst]
+        try:
+            await self._open(addr)
+        except (OSError, CommClosedError) as exc:
+            raise device_unavailable(
+                dst, f"its worker ({addr}) cannot be reached from {part.device} "
+                     f"({type(exc).__name__}: {exc})", certain=False) from None
+
+    async def _open(self, addr: str) -> None:
+        import asyncio
+        from distributed.comm.addressing import get_address_host
+        lock = self._locks.get(addr)
+        if lock is None:
+            lock = self._locks[addr] = asyncio.Lock()
+        async with lock:
+            if self.known(addr):
+                return
+            info = await getattr(self.worker.rpc(addr), LANE)()
+            out = None
+            if info is not None and info.get("loop_port"):
+                loop = asyncio.get_running_loop()
+                host = get_address_host(addr)
+                sock = None
+                if info.get("loop_local") and host == get_address_host(self.worker.address):
+                    sock, where = local_socket(str(info["loop_local"]))
+                    try:
+                        await loop.sock_connect(sock, where)
+                    except OSError:  # another network namespace: TCP
+                        sock.close()
+                        sock = None
+                if sock is None:
+                    family, kind, proto, _, where = (await loop.getaddrinfo(
+                        host, info["loop_port"], type=socket.SOCK_STREAM))[0]
+                    sock = socket.socket(family, kind, proto)
+                    sock.setblocking(False)
+                    try:
+                        await loop.sock_connect(sock, where)
+                    except BaseException:
+                        sock.close()
+                        raise
+                out = LoopLaneOut(sock, int(info["max_frame_bytes"]))
+            self.outs[addr] = out
+
+    def stats(self) -> dict:
+        """Frames read and connections open on the lane into this worker."""
+        server = self.server
+        return {"frames": server.frames if server else 0,
+                "connections": server.connections if server else 0}
+
+    def close(self) -> None:
+        """The worker closes: its lanes go."""
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+        for out in list(self.outs.values()):
+            if out is not None:
+                out.close()
+        self.outs.clear()
+
+
+_UNKNOWN = object()

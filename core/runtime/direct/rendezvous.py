@@ -22,7 +22,7 @@ comm handlers it provides, as Dask's own P2P shuffle extension does
     values for local Recvs, ``[[key, packed value], ...]``: the rendezvous slots
     ``(step, key)`` (one message per task and destination, on one connection per peer that
     the pushing worker keeps open); with ``loop``, values for the loop shards here (their
-    :class:`~tensorvm.runtime.direct.loop_lane.LoopBox`) that a loop lane could not carry;
+    :class:`~tensorvm.runtime.direct.loop_box.LoopBox`) that a loop lane could not carry;
 ``tvm_lane()``
     the port of this worker's *lane* (tcp:// clusters) and its frame cap: a plain socket for
     pushes whose values all travel inside the message (small arrays and scalars), each a
@@ -66,7 +66,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import select
-import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -79,7 +78,8 @@ from ..unavailable import device_unavailable
 from .config import (LANE_MAX_FRAME_BYTES, UNCLAIMED_MAX_BYTES, UNCLAIMED_MAX_VALUES,  # noqa: F401
                      UNCLAIMED_TTL_S, lane_max_frame_bytes, unclaimed_bounds)
 from .lanes import LaneReceiver, LaneSender
-from .loop_lane import LoopBox, LoopLaneOut, LoopLaneServer, local_socket
+from .loop_box import LoopBox
+from .loop_lane import LoopLanes
 from ..wire_names import handler
 from ...vm import _dask_private
 from ...vm.interpreter import run_stage
@@ -397,8 +397,6 @@ class DataPlane:
         self._locks: dict = {}  # address -> lock while connecting
         self._lanes: dict = {}  # address -> _LaneSender to that worker, or None (no lane)
         self._lane_server = None
-        self._loop_server = None  # loop shards' lanes into this worker (loop_lane)
-        self._loop_outs: dict = {}  # address -> LoopLaneOut to that worker, or None (no lane)
         self._lane_lock = None
         self._incoming: set = set()  # transports of the lanes from peers
         self.max_frame = lane_max_frame_bytes()
@@ -406,15 +404,18 @@ class DataPlane:
         self.lane_frames_refused = 0  # frames that closed their lane (over the cap, garbled)
         self._lane_warned = False
         self._tables: dict = {}  # (plan id, device) -> (partition, its table: _table)
+        # loops across devices: their shards' values, kernel thread to kernel thread
+        self.loop_lanes = LoopLanes(worker, self.rendezvous.loops, pack, unpack,
+                                    self.max_frame, self._loop_refused)
 
     def stats(self) -> dict:
         """This worker's rendezvous (:meth:`Rendezvous.stats`) and lanes: frames read,
         frames refused (each closed its connection), lanes from peers open now."""
-        loop_in = self._loop_server
+        loop_in = self.loop_lanes.stats()
         return {**self.rendezvous.stats(), **self.rendezvous.loops.stats(),
-                "lane_frames": self.lane_frames + (loop_in.frames if loop_in else 0),
+                "lane_frames": self.lane_frames + loop_in["frames"],
                 "lane_frames_refused": self.lane_frames_refused,
-                "lanes_in": len(self._incoming) + (loop_in.connections if loop_in else 0)}
+                "lanes_in": len(self._incoming) + loop_in["connections"]}
 
     def handlers(self) -> dict:
         """The worker's comm handlers, by versioned name (:mod:`tensorvm.runtime.wire_names`)."""
@@ -439,15 +440,10 @@ class DataPlane:
         for key, data in items:
             put(step, key, unpack(data))
 
-    def _loop_deliver(self, step, items) -> None:
-        """A loop lane's frame into the loop box (on the lane's reader thread)."""
-        put = self.rendezvous.loops.put
-        for key, data in items:
-            put(step, key, unpack(data))
-
     async def lane(self, comm=None):
-        """This worker's lanes, ``{"port", "loop_port", "max_frame_bytes"}`` (started on first
-        use; ``loop_port``: the loop shards' lane, :mod:`~tensorvm.runtime.direct.loop_lane`),
+        """This worker's lanes, ``{"port", "loop_port", "loop_local", "max_frame_bytes"}``
+        (started on first use; ``loop_*``: the loop shards' lane, TCP and the Unix socket
+        for peers on this host, :meth:`LoopLanes.start <tensorvm.runtime.direct.loop_lane.LoopLanes.start>`),
         or None where the worker's comms are not plain TCP (TLS: pushes keep to Dask's
         encrypted comms). A peer sends longer frames on Dask's comm instead."""
         from distributed.comm.addressing import get_address_host, parse_address
@@ -459,13 +455,9 @@ class DataPlane:
             if self._lane_server is None:
                 self._lane_server = await asyncio.get_running_loop().create_server(
                     lambda: LaneReceiver(self), get_address_host(self.worker.address), 0)
-            if self._loop_server is None:
-                self._loop_server = LoopLaneServer(
-                    get_address_host(self.worker.address), self._loop_deliver, self.max_frame,
-                    self._loop_refused, self.rendezvous.loops.expire)
-        return {"port": self._lane_server.sockets[0].getsockname()[1],
-                "loop_port": self._loop_server.port,
-                "loop_local": self._loop_server.local_name, "max_frame_bytes": self.max_frame}
+            loops = self.loop_lanes.start()
+        return {"port": self._lane_server.sockets[0].getsockname()[1], **loops,
+                "max_frame_bytes": self.max_frame}
 
     def _loop_refused(self, why: str, peer) -> None:
         self.lane_frames_refused += 1
@@ -482,13 +474,7 @@ class DataPlane:
         if self._lane_server is not None:
             self._lane_server.close()
             self._lane_server = None
-        if self._loop_server is not None:
-            self._loop_server.close()
-            self._loop_server = None
-        for out in list(self._loop_outs.values()):
-            if out is not None:
-                out.close()
-        self._loop_outs.clear()
+        self.loop_lanes.close()
         for lane in self._lanes.values():
             if lane is not None and lane.transport is not None:
                 lane.transport.close()
@@ -677,7 +663,7 @@ class DataPlane:
 
     async def _push(self, part, dst: str, step: str, items: list, loop: bool = False) -> None:
         """Hand ``items`` (``[(key, value)]``) to ``dst``'s rendezvous (its loop box where
-        ``loop``: values a loop lane could not carry, :meth:`loop_push`): one one-way
+        ``loop``: values a loop lane could not carry, :meth:`LoopLanes.push`): one one-way
         ``tvm_send`` message on this worker's connection to the peer (the Recv side sends no
         acknowledgement; a lost peer still fails the write, and its own step fails with it)."""
         addr = part.peers[dst]
@@ -716,96 +702,11 @@ class DataPlane:
             if bad is not None:
                 bad.abort()
             self._lanes.pop(addr, None)
-            self._loop_outs.pop(addr, None)
+            self.loop_lanes.forget(addr)
             raise device_unavailable(
                 dst, f"its worker ({addr}) cannot be reached from {part.device} "
                      f"({type(exc).__name__}: {exc})", certain=False) from None
         self.bytes_pushed += nbytes
-
-    # ---- loops across devices (loop_lane) ------------------------------------------------------
-    def loop_push(self, part, dst: str, step: str, items: list, check, poll_s: float) -> bool:
-        """From a loop shard's kernel thread: ``items`` (``[(key, value)]``) into ``dst``'s loop
-        box — put here at once where ``dst`` is on this worker, else written by this thread on
-        the loop lane to its worker (``check`` and ``poll_s``: :meth:`LoopLaneOut.write`).
-        False where that lane is not open yet (:meth:`open_loop_lane`) or cannot carry them
-        (then :meth:`_push` with ``loop=True``: Dask's comm). UnavailableError where the
-        worker cannot be reached."""
-        addr = part.peers[dst]
-        if addr == self.worker.address:
-            put = self.rendezvous.loops.put
-            for key, value in items:
-                put(step, key, value)
-            return True
-        out = self._loop_outs.get(addr)
-        if out is None or out.closed:
-            return False
-        frame = out.frame(step, [[key, pack(value)] for key, value in items])
-        if frame is None:
-            return False
-        try:
-            out.write(frame, check, poll_s)
-        except OSError as exc:
-            if self._loop_outs.get(addr) is out:
-                self._loop_outs.pop(addr, None)
-            raise device_unavailable(
-                dst, f"its worker ({addr}) cannot be reached from {part.device} "
-                     f"({type(exc).__name__}: {exc})", certain=False) from None
-        self.bytes_pushed += len(frame)  # (small values: about their bytes)
-        return True
-
-    def loop_lane_known(self, addr: str) -> bool:
-        """Whether :meth:`loop_push` knows how to reach ``addr`` (an open loop lane, or none
-        to be had: a TLS cluster)."""
-        out = self._loop_outs.get(addr, _NO_LANE)
-        return out is None or (out is not _NO_LANE and not out.closed)
-
-    async def open_loop_lane(self, part, dst: str) -> None:
-        """Connect the loop lane to ``dst``'s worker (its port asked over Dask's comm); where
-        it has none, remember that (its loop values go on Dask's comm). UnavailableError
-        where the worker cannot be reached."""
-        addr = part.peers[dst]
-        try:
-            await self._open_loop_lane(addr)
-        except (OSError, _comm_closed()) as exc:
-            raise device_unavailable(
-                dst, f"its worker ({addr}) cannot be reached from {part.device} "
-                     f"({type(exc).__name__}: {exc})", certain=False) from None
-
-    async def _open_loop_lane(self, addr: str) -> None:
-        lock = self._locks.get(addr)
-        if lock is None:
-            lock = self._locks[addr] = asyncio.Lock()
-        async with lock:
-            if self.loop_lane_known(addr):
-                return
-            from distributed.comm.addressing import get_address_host
-            info = await getattr(self.worker.rpc(addr), LANE)()
-            out = None
-            if info is not None and info.get("loop_port"):
-                loop = asyncio.get_running_loop()
-                host = get_address_host(addr)
-                sock = None
-                if info.get("loop_local") and host == get_address_host(self.worker.address):
-                    # a worker on this host: its lane's Unix socket, where this process
-                    # reaches it (another network namespace does not)
-                    sock, where = local_socket(str(info["loop_local"]))
-                    try:
-                        await loop.sock_connect(sock, where)
-                    except OSError:
-                        sock.close()
-                        sock = None
-                if sock is None:
-                    family, kind, proto, _, where = (await loop.getaddrinfo(
-                        host, info["loop_port"], type=socket.SOCK_STREAM))[0]
-                    sock = socket.socket(family, kind, proto)
-                    sock.setblocking(False)
-                    try:
-                        await loop.sock_connect(sock, where)
-                    except BaseException:
-                        sock.close()
-                        raise
-                out = LoopLaneOut(sock, int(info["max_frame_bytes"]))
-            self._loop_outs[addr] = out
 
     async def _open_lane(self, addr: str):
         """A lane to the worker at ``addr`` (its port asked over Dask's comm), or None where it
