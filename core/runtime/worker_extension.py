@@ -31,6 +31,7 @@ from ..framework.device_spec import DeviceSpec
 from ..framework.errors import FailedPreconditionError, InternalError, OpError, UnknownError
 from ..vm import _dask_private
 from ..vm.interpreter import DeviceResources
+from ..vm.kernels.malloc import keep_freed_heap
 from ..vm.kernels.threads import ensure_blas_limit
 from ..vm.on_worker import EXTENSION
 from .cluster.device_map import TOPIC_MADE, resource_name
@@ -70,6 +71,7 @@ def install(worker) -> TensorvmExtension:
     ext = worker.extensions.get(EXTENSION)
     if ext is None:
         _dask_private.unsplit_tcp_frames(UNSPLIT_BYTES)
+        keep_freed_heap()  # kernels' temporaries reuse the heap (Dask's env maps each afresh)
         ext = worker.extensions[EXTENSION] = TensorvmExtension(worker)
         worker.handlers.update(ext.data_plane.handlers())
         wlog = logging.getLogger("distributed.worker")
