@@ -53,3 +53,28 @@ def unclaimed_bounds() -> tuple[float, int, int]:
                                  UNCLAIMED_MAX_VALUES, int)),
             int(positive_config("tensorvm.rendezvous.unclaimed-max-bytes",
                                  UNCLAIMED_MAX_BYTES, parse_bytes)))
+
+
+def over_bounds(age_s: float, values: int, nbytes: int, bounds: tuple[float, int, int],
+                claimer: str = "Recv", what: str = "values") -> str | None:
+    """Why the oldest step's unclaimed values must go now, or None: past their time to live
+    (``age_s``), or the worker holds more than the bounds (:func:`unclaimed_bounds`) allow.
+    ``claimer`` and ``what`` name the store (the rendezvous', a loop box's) in the reason.
+
+    >>> over_bounds(301.0, 1, 8, (300.0, 10, 100))
+    'no Recv claimed them within 300 s (tensorvm.rendezvous.unclaimed-ttl)'
+    >>> over_bounds(1.0, 11, 8, (300.0, 10, 100), "loop shard", "loop values")[:40]
+    'more than 10 loop values waited unclaime'
+    >>> over_bounds(1.0, 1, 8, (300.0, 10, 100)) is None
+    True
+    """
+    ttl, max_values, max_bytes = bounds
+    if age_s > ttl:
+        return f"no {claimer} claimed them within {ttl:g} s (tensorvm.rendezvous.unclaimed-ttl)"
+    if values > max_values:
+        return (f"more than {max_values} {what} waited unclaimed on the worker "
+                "(tensorvm.rendezvous.unclaimed-max-values)")
+    if nbytes > max_bytes:
+        return (f"more than {max_bytes} bytes of {what} waited unclaimed on the worker "
+                "(tensorvm.rendezvous.unclaimed-max-bytes)")
+    return None

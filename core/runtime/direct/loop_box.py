@@ -8,7 +8,7 @@ import threading
 import time
 
 from ...framework import errors
-from .config import unclaimed_bounds
+from .config import over_bounds, unclaimed_bounds
 
 logger = logging.getLogger("tensorvm")
 MISSING = object()
@@ -206,16 +206,10 @@ class LoopBox:
         now = self.clock()
         while self._loose:
             step, (since, _, _) = next(iter(self._loose.items()))
-            if now - since > self.ttl:
-                why = (f"no loop shard claimed them within {self.ttl:g} s "
-                       "(tensorvm.rendezvous.unclaimed-ttl)")
-            elif self._loose_values > self.max_values:
-                why = (f"more than {self.max_values} loop values waited unclaimed on the "
-                       "worker (tensorvm.rendezvous.unclaimed-max-values)")
-            elif self._loose_bytes > self.max_bytes:
-                why = (f"more than {self.max_bytes} bytes of loop values waited unclaimed on "
-                       "the worker (tensorvm.rendezvous.unclaimed-max-bytes)")
-            else:
+            why = over_bounds(now - since, self._loose_values, self._loose_bytes,
+                              (self.ttl, self.max_values, self.max_bytes), "loop shard",
+                              "loop values")
+            if why is None:
                 break
             values, nbytes = self._loose[step][1:]
             self.steps_dropped += 1

@@ -76,7 +76,7 @@ from ...framework import errors
 from .registered_plans import edge_key
 from ..unavailable import device_unavailable
 from .config import (LANE_MAX_FRAME_BYTES, UNCLAIMED_MAX_BYTES, UNCLAIMED_MAX_VALUES,  # noqa: F401
-                     UNCLAIMED_TTL_S, lane_max_frame_bytes, unclaimed_bounds)
+                     UNCLAIMED_TTL_S, lane_max_frame_bytes, over_bounds, unclaimed_bounds)
 from .lanes import LaneReceiver, LaneSender
 from .loop_box import LoopBox
 from .loop_lane import LoopLanes
@@ -299,16 +299,9 @@ class Rendezvous:
         now = self.clock()
         while self._loose:
             step, since = next(iter(self._loose.items()))
-            if now - since > self.ttl:
-                why = (f"no Recv claimed them within {self.ttl:g} s "
-                       "(tensorvm.rendezvous.unclaimed-ttl)")
-            elif self._loose_values > self.max_values:
-                why = (f"more than {self.max_values} values waited unclaimed on the worker "
-                       "(tensorvm.rendezvous.unclaimed-max-values)")
-            elif self._loose_bytes > self.max_bytes:
-                why = (f"more than {self.max_bytes} bytes of values waited unclaimed on the "
-                       "worker (tensorvm.rendezvous.unclaimed-max-bytes)")
-            else:
+            why = over_bounds(now - since, self._loose_values, self._loose_bytes,
+                              (self.ttl, self.max_values, self.max_bytes))
+            if why is None:
                 break
             self._drop(step, why)
         self._arm()
