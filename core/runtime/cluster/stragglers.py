@@ -29,6 +29,10 @@ durations in, moves out); :class:`StragglerMoves` is the scheduler plugin that f
 applies its moves, installed with :class:`~tensorvm.runtime.cluster.device_map.DeviceHomes`
 (config ``tensorvm.move-stragglers``, default True). Every move is logged on the scheduler
 (``logging`` and the event topic :data:`TOPIC_MOVES`).
+
+The same plugin names what a lost worker costs: from Dask's remove-worker event, the floating
+stage tasks that had started there or whose outputs only it held (:data:`TOPIC_RERUNS`), which
+a map-reduce driver logs and returns (:func:`rerun_tasks`, ``mr.Result.rerun``).
 """
 from __future__ import annotations
 
