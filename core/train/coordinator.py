@@ -179,6 +179,13 @@ class ClusterCoordinator:
         """Whether every scheduled function has finished; raises the first error (once)."""
         return self._queue.done()
 
+    def wait_any(self, values, timeout: float | None = None) -> list:
+        """Wait until one of ``values`` (RemoteValues of this coordinator) has ended, or a
+        closure has failed, at most ``timeout``; returns those that have ended (in their
+        order). A caller that keeps N closures in flight tops them up from here, whichever
+        ends first (waiting for the oldest, it would wait while the others end)."""
+        return self._queue.wait_any(values, timeout)
+
     def fetch(self, values):
         """The values of ``values`` (a :class:`RemoteValue` or a list/tuple/dict of them, or
         of anything else, returned as is), waiting for each."""

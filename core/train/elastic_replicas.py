@@ -4,12 +4,14 @@ not pinned to a fixed set of tasks.
 The training is a stream of closures, each ``steps_per_run`` steps of the replica graph of
 whichever worker is free (its graph built by ``model_fn(ctx)`` under ``replica_device_setter``,
 as before, once per worker task). This thread keeps about two closures per live worker queued
-until the global step reaches ``last_step`` (a worker's ``StopAtStepHook``), the monitor says
-stop, or the input ends. So a worker that dies mid-run loses nothing: its closure runs again on
-another worker, with its step token (each of its K steps claims ``token#k``: the PS applies
-each step once); a
-worker that joins (a Dask worker named after a task of the job) takes closures at once; a worker
-that comes back takes them again.
+or running (topped up whenever any ends, whichever it is: a sync closure waits for gradients
+that only the others bring) until the global step reaches ``last_step`` (a worker's
+``StopAtStepHook``), the monitor says stop, or the input ends; a closure's error is raised at
+once, and a sync run's chief loop is closed as soon as one of these stops it. So a worker
+that dies mid-run loses nothing: its closure runs again on another worker, with its step
+token (each of its K steps claims ``token#k``: the PS applies each step once); a worker that
+joins (a Dask worker named after a task of the job) takes closures at once; a worker that
+comes back takes them again.
 
 Each worker's runs go through its own :class:`~tensorvm.train.MonitoredSession` (made once,
 ``max_recoveries=0``: a lost device is the coordinator's to handle) with the hooks of the old
@@ -284,9 +286,13 @@ def _run(model_fn, spec, session, settings, hooks_fn, final, monitor, n_required
         coord.join()
         step_fn = r.closure(coord)
         t0 = time.monotonic()
-        pending: collections.deque = collections.deque()
+        pending: list = []  # the closures scheduled that have not ended
         next_check, step = s.monitor_every, 0
         while True:
+            # about two closures per live worker, topped up as soon as any ends (not when the
+            # oldest does: a sync closure ends when its step is applied, which needs the
+            # gradients of the others; waiting for it while they all ended, nothing was left
+            # to bring them)
             want = 2 * max(len(coord.workers()), 1)
             while not r.stop.is_set() and len(pending) < want:
                 pending.append(coord.schedule(step_fn))
@@ -294,10 +300,11 @@ def _run(model_fn, spec, session, settings, hooks_fn, final, monitor, n_required
                 chief_loop.close()  # workers still waiting for a step are let go
             if not pending:
                 break
-            got = _fetch(pending[0], chief_loop)
-            pending.popleft()
-            if got is not None:
-                step = max(step, got)
+            for rv in _ended(coord, pending, chief_loop):
+                pending.remove(rv)
+                got = _value(coord, rv)
+                if got is not None:
+                    step = max(step, got)
             # (a sync run's step read may lag its token's step by one: read it again)
             if monitor is not None and watched is not None and step + sync >= next_check:
                 gs_now, values = coord.run_on_chief(watched)
@@ -335,15 +342,25 @@ def _run(model_fn, spec, session, settings, hooks_fn, final, monitor, n_required
             by_name, counters)
 
 
-def _fetch(rv, chief_loop):
-    """``rv``'s value; in a sync run, the chief loop's error (other than a lost PS, which
-    the coordinator recovers from) as soon as it has one: no step could end after it."""
-    if chief_loop is None:
-        return rv.fetch()
+def _ended(coord, pending: list, chief_loop) -> list:
+    """The closures of ``pending`` that have ended, waiting for at least one; in a sync run,
+    the chief loop's error (other than a lost PS, which the coordinator recovers from) as
+    soon as it has one: no step could end after it."""
     while True:
-        try:
-            return rv.fetch(timeout=1.0)
-        except TimeoutError:
-            err = chief_loop.error()
-            if err is not None:
-                raise err
+        ended = coord.wait_any(pending, timeout=None if chief_loop is None else 1.0)
+        if ended:
+            return ended
+        coord.done()  # an error outside these closures (a worker that could not start)
+        err = chief_loop.error() if chief_loop is not None else None
+        if err is not None:
+            raise err
+
+
+def _value(coord, rv):
+    """``rv``'s value; if its closure failed or was cancelled, the first error of the run's
+    closures (the one that cancelled the others), else its own."""
+    try:
+        return rv.fetch()
+    except BaseException:
+        coord.done()  # raises the first closure error, kept by the coordinator's queue
+        raise

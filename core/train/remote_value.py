@@ -104,7 +104,12 @@ class ClosureQueue:
     put back. Thread-safe; see the module docstring for the rules."""
 
     def __init__(self):
-        self._cv = threading.Condition()
+        lock = threading.RLock()
+        self._cv = threading.Condition(lock)
+        # closures ending (finished, failed, cancelled): a driver waiting for any of its
+        # closures waits here, not on ``_cv``, so a ``put``'s single wake-up always goes
+        # to a worker thread
+        self._ended = threading.Condition(lock)
         self._queue: collections.deque = collections.deque()
         self._inflight = 0
         self._error: BaseException | None = None
@@ -140,6 +145,16 @@ class ClosureQueue:
             self._raise_error()
             return not self._queue and not self._inflight
 
+    def wait_any(self, values, timeout: float | None = None) -> list:
+        """Wait until one of ``values`` (:class:`RemoteValue` s) has ended (finished, failed,
+        cancelled), an error is kept or the queue is closed, at most ``timeout``; returns the
+        ended ones (in their order; none after a timeout)."""
+        values = list(values)
+        with self._cv:
+            self._ended.wait_for(lambda: any(v.done() for v in values) or
+                                 self._error is not None or self._closed is not None, timeout)
+        return [v for v in values if v.done()]
+
     def pending(self) -> tuple[int, int]:
         """``(queued, running)`` closures now."""
         with self._cv:
@@ -161,6 +176,7 @@ class ClosureQueue:
         with self._cv:
             self._inflight -= 1
             self._cv.notify_all()
+            self._ended.notify_all()
 
     def put_back(self, closure: Closure) -> None:
         """A closure whose worker was lost: first in line again (same token)."""
@@ -172,6 +188,7 @@ class ClosureQueue:
             else:
                 self._queue.appendleft(closure)
             self._cv.notify_all()
+            self._ended.notify_all()
 
     def failed(self, closure: Closure, error: BaseException) -> None:
         """A closure failed: its value raises ``error``; the queued closures are cancelled
@@ -183,6 +200,7 @@ class ClosureQueue:
                 self._error = error
             self._cancel_queued(f"an earlier closure failed: {type(error).__name__}: {error}")
             self._cv.notify_all()
+            self._ended.notify_all()
 
     def fail_all(self, error: BaseException) -> None:
         """An error outside any closure (a worker that could not start): the queued closures
@@ -192,6 +210,7 @@ class ClosureQueue:
                 self._error = error
             self._cancel_queued(f"{type(error).__name__}: {error}")
             self._cv.notify_all()
+            self._ended.notify_all()
 
     def wake(self) -> None:
         """Wake the threads waiting in :meth:`get` (their ``stop()`` may have changed)."""
@@ -205,6 +224,7 @@ class ClosureQueue:
                 self._closed = why
             self._cancel_queued(f"the coordinator was closed ({why})")
             self._cv.notify_all()
+            self._ended.notify_all()
 
     # ---- inside the lock ----------------------------------------------------------------------
     def _cancel_queued(self, why: str) -> None:
