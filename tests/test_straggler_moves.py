@@ -80,6 +80,19 @@ def test_a_task_that_cannot_move_still_keeps_its_worker_busy():
     assert choose_moves(running[:1], ["fast"], D) == []
 
 
+def test_picks_behind_a_busy_thread_all_move_at_once():
+    # picks take no time: every one waiting behind the slow worker's map goes to the idle
+    # worker in one look (one a look, 0.1 s apart, held the reducers back 0.5 s)
+    d = dict(D)
+    d["p", "fast"] = [0.001, 0.001]
+    d["p", "slow"] = [0.001, 0.001]
+    running = [Running("m", "k", "slow", 0.1)] + \
+        [Running(f"pick{i}", "p", "slow", None) for i in range(6)]
+    moves = choose_moves(running, ["fast"], d)
+    assert sorted(k for k, _, _ in moves) == ["m"] + [f"pick{i}" for i in range(6)]
+    assert {(a, b) for _, a, b in moves} == {("slow", "fast")}
+
+
 def test_no_figures_for_a_kind_no_move():
     assert choose_moves([Running("m", "other", "slow", 9.0)], ["fast"], D) == []
 

@@ -139,7 +139,8 @@ class Running:
 
 def choose_moves(running: list[Running], idle: list[str], durations: dict,
                  factor: float = MOVE_FACTOR, moved=frozenset()) -> list[tuple[object, str, str]]:
-    """``[(key, from worker, to worker)]``: at most one task for each idle worker.
+    """``[(key, from worker, to worker)]``: at most one task for each idle worker, and every
+    task that takes it no time (a pick waiting behind a busy thread).
 
     ``durations``: ``{(kind, worker): [seconds, ...]}`` of finished tasks. A task moves to an
     idle worker when its expected remaining time on its own worker exceeds ``factor`` times
@@ -191,8 +192,12 @@ def choose_moves(running: list[Running], idle: list[str], durations: dict,
                 continue
             left = remaining[r.key]
             elsewhere = medians.get((r.kind, to), overall[r.kind])
-            if left > max(factor * elsewhere, MIN_REMAINING_S) and \
-                    (best is None or left > best[0]):
+            if left <= max(factor * elsewhere, MIN_REMAINING_S):
+                continue
+            if factor * elsewhere < MIN_REMAINING_S:  # no work (a pick): all go at once
+                taken.add(r.key)
+                moves.append((r.key, r.worker, to))
+            elif best is None or left > best[0]:
                 best = (left, r, elsewhere)
         if best is not None:
             left, r, elsewhere = best
