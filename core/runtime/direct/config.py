@@ -55,6 +55,15 @@ def unclaimed_bounds() -> tuple[float, int, int]:
                                  UNCLAIMED_MAX_BYTES, parse_bytes)))
 
 
+def resolve_bounds(ttl=None, max_values=None, max_bytes=None) -> tuple[float, int, int]:
+    """``(ttl, max_values, max_bytes)``: those given, the config's (:func:`unclaimed_bounds`)
+    for those None."""
+    d_ttl, d_values, d_bytes = unclaimed_bounds()
+    return (d_ttl if ttl is None else float(ttl),
+            d_values if max_values is None else int(max_values),
+            d_bytes if max_bytes is None else int(max_bytes))
+
+
 def over_bounds(age_s: float, values: int, nbytes: int, bounds: tuple[float, int, int],
                 claimer: str = "Recv", what: str = "values") -> str | None:
     """Why the oldest step's unclaimed values must go now, or None: past their time to live

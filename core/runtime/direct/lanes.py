@@ -13,6 +13,38 @@ import msgpack
 logger = logging.getLogger("tensorvm")
 
 
+class FrameTooLong(ValueError):
+    """A lane frame announced longer than the receiver's cap."""
+
+
+def take_frames(buf: bytearray, data, cap: int):
+    """The whole frames ``<u32 length><payload>`` in ``buf`` (what came before, kept between
+    calls) followed by ``data``: yields each payload and keeps the rest in ``buf``. The common
+    case, ``data`` exactly one frame with nothing pending, yields a view of it (no copy).
+    Raises :class:`FrameTooLong` for a frame announced longer than ``cap``, before any of it
+    is buffered.
+
+    >>> buf = bytearray()
+    >>> [bytes(f) for f in take_frames(buf, b"\\x02\\0\\0\\0ab\\x01\\0", 16)], bytes(buf)
+    ([b'ab'], b'\\x01\\x00')
+    """
+    if not buf and len(data) >= 4 and \
+            len(data) == 4 + int.from_bytes(data[:4], "little") <= 4 + cap:
+        yield memoryview(data)[4:]
+        return
+    buf += data
+    while len(buf) >= 4:
+        n = int.from_bytes(buf[:4], "little")
+        if n > cap:
+            raise FrameTooLong(f"a frame of {n} bytes announced, over the cap of {cap} "
+                               "(tensorvm.lane.max-frame-bytes)")
+        if len(buf) < 4 + n:
+            return
+        frame = bytes(buf[4:4 + n])
+        del buf[:4 + n]
+        yield frame
+
+
 class LaneReceiver(asyncio.Protocol):
     """The receiving end of a lane: frames ``<u32 length><msgpack [step, items]>`` put into
     the rendezvous as they arrive (on the worker's event loop, no coroutine per message). A
@@ -36,25 +68,12 @@ class LaneReceiver(asyncio.Protocol):
     def data_received(self, data):
         if self.transport.is_closing():
             return
-        buf = self.buf
-        if not buf and len(data) >= 4 and \
-                len(data) == 4 + int.from_bytes(data[:4], "little") <= 4 + self.plane.max_frame:
-            # the common case: exactly one whole frame (one push), read without a copy
-            self._frame(memoryview(data)[4:])
-            return
-        buf += data
-        while len(buf) >= 4:
-            n = int.from_bytes(buf[:4], "little")
-            if n > self.plane.max_frame:
-                self._refuse(f"a frame of {n} bytes announced, over the cap of "
-                             f"{self.plane.max_frame} (tensorvm.lane.max-frame-bytes)")
-                return
-            if len(buf) < 4 + n:
-                break
-            frame = bytes(buf[4:4 + n])
-            del buf[:4 + n]
-            if not self._frame(frame):
-                return
+        try:
+            for frame in take_frames(self.buf, data, self.plane.max_frame):
+                if not self._frame(frame):
+                    return
+        except FrameTooLong as exc:
+            self._refuse(str(exc))
 
     def _frame(self, frame) -> bool:
         """One frame's ``[step, items]`` into the rendezvous; False (the lane refused and

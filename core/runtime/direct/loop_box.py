@@ -8,7 +8,7 @@ import threading
 import time
 
 from ...framework import errors
-from .config import over_bounds, unclaimed_bounds
+from .config import over_bounds, resolve_bounds
 
 logger = logging.getLogger("tensorvm")
 MISSING = object()
@@ -43,10 +43,7 @@ class LoopBox:
 
     def __init__(self, ttl: float | None = None, max_values: int | None = None,
                  max_bytes: int | None = None, clock=time.monotonic):
-        d_ttl, d_values, d_bytes = unclaimed_bounds()
-        self.ttl = d_ttl if ttl is None else float(ttl)
-        self.max_values = d_values if max_values is None else int(max_values)
-        self.max_bytes = d_bytes if max_bytes is None else int(max_bytes)
+        self.ttl, self.max_values, self.max_bytes = resolve_bounds(ttl, max_values, max_bytes)
         self.clock = clock
         self._lock = threading.Lock()
         self._values: dict[str, dict] = {}  # step -> {key: value} not taken yet

@@ -37,6 +37,7 @@ import msgpack
 
 from ..unavailable import device_unavailable
 from ..wire_names import handler
+from .lanes import FrameTooLong, take_frames
 from .loop_box import LoopBox  # noqa: F401 - the box, named here with its lanes
 
 logger = logging.getLogger("tensorvm")
@@ -128,25 +129,13 @@ class LoopLaneServer:
                 data = conn.recv(1 << 18)
                 if not data:
                     return
-                if not buf and len(data) >= 4 and \
-                        len(data) == 4 + int.from_bytes(data[:4], "little") <= 4 + cap:
-                    # the common case: exactly one whole frame
-                    if not self._frame(conn, memoryview(data)[4:]):
-                        return
-                    continue
-                buf += data
-                while len(buf) >= 4:
-                    n = int.from_bytes(buf[:4], "little")
-                    if n > cap:
-                        self._refuse(conn, f"a frame of {n} bytes announced, over the cap of "
-                                           f"{cap} (tensorvm.lane.max-frame-bytes)")
-                        return
-                    if len(buf) < 4 + n:
-                        break
-                    frame = bytes(buf[4:4 + n])
-                    del buf[:4 + n]
-                    if not self._frame(conn, frame):
-                        return
+                try:
+                    for frame in take_frames(buf, data, cap):
+                        if not self._frame(conn, frame):
+                            return
+                except FrameTooLong as exc:
+                    self._refuse(conn, str(exc))
+                    return
         except OSError:
             return
         finally:

@@ -76,7 +76,8 @@ from ...framework import errors
 from .registered_plans import edge_key
 from ..unavailable import device_unavailable
 from .config import (LANE_MAX_FRAME_BYTES, UNCLAIMED_MAX_BYTES, UNCLAIMED_MAX_VALUES,  # noqa: F401
-                     UNCLAIMED_TTL_S, lane_max_frame_bytes, over_bounds, unclaimed_bounds)
+                     UNCLAIMED_TTL_S, lane_max_frame_bytes, over_bounds, resolve_bounds,
+                     unclaimed_bounds)
 from .lanes import LaneReceiver, LaneSender
 from .loop_box import LoopBox
 from .loop_lane import LoopLanes
@@ -170,10 +171,7 @@ class Rendezvous:
 
     def __init__(self, ttl: float | None = None, max_values: int | None = None,
                  max_bytes: int | None = None, clock=time.monotonic):
-        d_ttl, d_values, d_bytes = unclaimed_bounds()
-        self.ttl = d_ttl if ttl is None else float(ttl)
-        self.max_values = d_values if max_values is None else int(max_values)
-        self.max_bytes = d_bytes if max_bytes is None else int(max_bytes)
+        self.ttl, self.max_values, self.max_bytes = resolve_bounds(ttl, max_values, max_bytes)
         self.clock = clock
         self._steps: dict[str, dict[str, asyncio.Future]] = {}
         self._aborted: dict[str, BaseException] = {}
