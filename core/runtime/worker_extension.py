@@ -71,7 +71,8 @@ def install(worker) -> TensorvmExtension:
     ext = worker.extensions.get(EXTENSION)
     if ext is None:
         _dask_private.unsplit_tcp_frames(UNSPLIT_BYTES)
-        keep_freed_heap()  # kernels' temporaries reuse the heap (Dask's env maps each afresh)
+        # kernels' temporaries reuse the heap (Dask's env maps each afresh), within the limit
+        keep_freed_heap(getattr(getattr(worker, "memory_manager", None), "memory_limit", None))
         ext = worker.extensions[EXTENSION] = TensorvmExtension(worker)
         worker.handlers.update(ext.data_plane.handlers())
         wlog = logging.getLogger("distributed.worker")
