@@ -118,6 +118,29 @@ def test_only_floating_stage_tasks_have_a_kind():
     assert task_kind("tvm_g1_worker_float_cpu0_s0-map7") is None  # not a tensorvm step key
 
 
+def test_a_task_ending_right_after_a_look_is_looked_at_soon():
+    """Before: a floating task that ended within RECHECK_S of the last look scheduled no look
+    at all, so the worker it left idle waited for the 0.1 s tick (the slowed word count's last
+    map ended 10 ms after a look: its idle worker took the straggler's queued map 80 ms late)."""
+    import asyncio
+    import time
+
+    from tensorvm.runtime.cluster import stragglers
+
+    looks = []
+    plugin = stragglers.StragglerMoves()
+    plugin._look = lambda: looks.append(time.monotonic())
+
+    async def a_map_ends_just_after_a_look():
+        plugin._last = time.monotonic()  # a look just now
+        plugin.transition(("tvm_g1_worker_float_cpu0_s0-map7", "ab12.0"), "processing",
+                          "memory", worker="tcp://w0", startstops=[])
+        await asyncio.sleep(stragglers.RECHECK_S * 2)  # well before the tick (CHECK_S)
+    asyncio.run(a_map_ends_just_after_a_look())
+    assert len(looks) == 1
+    assert looks[0] - plugin._last >= stragglers.RECHECK_S / 2  # deferred, not immediate
+
+
 # ---- on a cluster started by hand --------------------------------------------------------------
 def _hung_after_first(who: str):
     """A hold for the recording map: worker ``who``'s map calls after its first hang until

@@ -258,10 +258,17 @@ class StragglerMoves(SchedulerPlugin):
             for ss in kwargs.get("startstops") or ():
                 if ss.get("action") == "compute":
                     self._record(kind, kwargs.get("worker"), ss["stop"] - ss["start"])
-        # look once the scheduler is done with this transition, at most every RECHECK_S
-        if not self._pending and time.monotonic() - self._last > RECHECK_S:
+        # look once the scheduler is done with this transition, at most every RECHECK_S: an
+        # end too soon after the last look is looked at when RECHECK_S is up, not dropped (the
+        # job's last map ending 10 ms after a look left its idle worker to the 0.1 s tick)
+        if not self._pending:
             self._pending = True
-            asyncio.get_running_loop().call_soon(self._check_soon)
+            wait = RECHECK_S - (time.monotonic() - self._last)
+            loop = asyncio.get_running_loop()
+            if wait > 0:
+                loop.call_later(wait, self._check_soon)
+            else:
+                loop.call_soon(self._check_soon)
 
     def log_event(self, topic, msg) -> None:
         """A worker that left: name the floating tasks that run again (:data:`TOPIC_RERUNS`)."""
