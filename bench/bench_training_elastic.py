@@ -15,11 +15,14 @@ on the ClusterCoordinator, on a cluster started by hand (``dask scheduler``; ``p
 
 The model is logistic regression (:mod:`tensorvm.jobs.logreg`'s data: ``--rows`` rows x
 ``--features`` in two shards, one read on each worker, minibatch 128, plain SGD lr 0.05), one
-step a run (``steps_per_run=1``: each run carries a step token), ``--steps`` global steps;
-the held-out log-loss of the final weights is printed beside the true model's.
+step a run (``steps_per_run=1``: each run carries a step token; ``--steps-per-run K``: K steps
+a scheduled run, one message, each step still its own ``token#k``), ``--steps`` global steps;
+the held-out log-loss of the final weights is printed beside the true model's, and the CPU a
+global step cost each process (``cpu_ms_per_step``; with it, the most a second worker can
+raise steps/s on this machine's cores).
 
 Run: ``python -m bench.bench_training_elastic [--steps N] [--sync-steps N] [--rows N]
-[--features N] [--rounds R] [--only KIND]`` (R rounds of the three, interleaved: medians; the machine is shared).
+[--features N] [--steps-per-run K] [--rounds R] [--only KIND]`` (R rounds of the three, interleaved: medians; the machine is shared).
 """
 from __future__ import annotations
 
@@ -65,7 +68,26 @@ def _final(ctx, g):
     return {"w": g.get_tensor_by_name("w:0"), "b": g.get_tensor_by_name("b:0")}
 
 
-def run(hc, kind: str, steps: int, rows: int, features: int) -> dict:
+def _cpu(hc) -> dict:
+    """``{name: (pid, CPU seconds so far)}`` of every process of the run: the cluster's
+    (:meth:`HandCluster.cpu_seconds`) and this driver's."""
+    import os
+    import resource
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    return {**hc.cpu_seconds(), "driver": (os.getpid(), me.ru_utime + me.ru_stime)}
+
+
+def _cpu_per_step(before: dict, after: dict, steps: int) -> dict:
+    """Milliseconds of CPU a global step cost each process that ran to the end (a worker
+    started during the run counts from its start; a killed one's CPU is lost with it)."""
+    out = {}
+    for name, (pid, t) in after.items():
+        pid0, t0 = before.get(name, (pid, 0.0))
+        out[name] = round((t - (t0 if pid0 == pid else 0.0)) / max(steps, 1) * 1e3, 3)
+    return out
+
+
+def run(hc, kind: str, steps: int, rows: int, features: int, steps_per_run: int = 1) -> dict:
     import tensorvm as tv
     sync = kind.startswith("sync_")
     names = ("ps-0", "worker-0", "worker-1")
@@ -111,23 +133,30 @@ def run(hc, kind: str, steps: int, rows: int, features: int) -> dict:
             hc.start_worker("worker-1")
         return False
 
+    cpu0 = _cpu(hc)
     with sess:
         r = tv.train.run_replicas(_model(rows, features), SPEC, session=sess, sync=sync,
                                   last_step=steps, final=_final, monitor=monitor,
-                                  monitor_every=50, hooks_fn=lambda ctx: [FirstRun(ctx.task)])
+                                  monitor_every=50, steps_per_run=steps_per_run,
+                                  hooks_fn=lambda ctx: [FirstRun(ctx.task)])
+    cpu = _cpu_per_step(cpu0, _cpu(hc), r.global_step)
     from tensorvm.jobs.logreg import B_TRUE, log_loss, make_shard, true_weights
     Xh, yh = make_shard(0, 10_000, 20_000, features)
     out = {"kind": kind, "wall_s": round(r.wall_s, 3), "global_step": r.global_step,
            "runs": sum(r.worker_runs), "steps_by_worker": r.steps_by_worker,
            "counters": r.counters, "recoveries": r.recoveries,
            "heldout_loss": round(log_loss(Xh, yh, r.final["w"], r.final["b"]), 5),
-           "true_loss": round(log_loss(Xh, yh, true_weights(0, features), B_TRUE), 5)}
+           "true_loss": round(log_loss(Xh, yh, true_weights(0, features), B_TRUE), 5),
+           "cpu_ms_per_step": cpu}
     if sync:
         out["exactly_once"] = (r.counters.get("taken") == r.global_step and
                                r.counters.get("accepted") == 2 * r.global_step)
     else:
-        out["exactly_once"] = (r.global_step == out["runs"]
-                               == r.counters.get("applied", -1))
+        # every step's update applied once: the global step is the guard's count, and the
+        # runs made carried that many steps (K a run; a run's last may carry fewer)
+        runs = out["runs"]
+        out["exactly_once"] = (r.global_step == r.counters.get("applied", -1) and
+                               (runs - 1) * steps_per_run < r.global_step <= runs * steps_per_run)
     if kind == "joined" and 1 in first_run:
         # global steps/s from the monitor's history, before worker-1's first step and after
         join = first_run[1]
@@ -141,12 +170,37 @@ def run(hc, kind: str, steps: int, rows: int, features: int) -> dict:
     return out
 
 
+def _cpu_bound(runs: list, before_rates: list) -> str:
+    """The CPU a global step costs each process (medians over ``runs``), and what that allows
+    a second worker: steps/s need (w + o) CPU-ms a step (w: the worker's, o: the PS's, the
+    driver's, the scheduler's), so with C cores they stay under C / (w + o) however many
+    workers take steps; a joined worker raises the one-worker rate r1 by at most
+    min(2, C / ((w + o) r1))."""
+    import os
+    names = sorted({n for r in runs for n in r["cpu_ms_per_step"]})
+    med = {n: statistics.median(r["cpu_ms_per_step"].get(n, 0.0) for r in runs) for n in names}
+    w = sum(v for n, v in med.items() if n.startswith("worker-"))
+    o = sum(v for n, v in med.items() if not n.startswith("worker-"))
+    cores = os.cpu_count() or 1
+    per = ", ".join(f"{n} {v:.3f}" for n, v in med.items())
+    line = (f"CPU ms per global step, undisturbed (medians): {per}; {cores} cores allow at "
+            f"most {cores / (w + o) * 1e3:.0f} steps/s")
+    if before_rates:
+        r1 = statistics.median(before_rates)
+        line += (f"; from the {r1:.0f} steps/s of one worker, a joined worker can raise it "
+                 f"by at most {min(2.0, cores / ((w + o) / 1e3 * r1)):.2f}x")
+    return line
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=6000)
     ap.add_argument("--rows", type=int, default=40_000)
     ap.add_argument("--features", type=int, default=100)
     ap.add_argument("--sync-steps", type=int, default=2000)
+    ap.add_argument("--steps-per-run", type=int, default=1,
+                    help="steps a scheduled closure runs (one message per run; each step "
+                         "keeps its own token)")
     ap.add_argument("--only", choices=KINDS, action="append")
     ap.add_argument("--rounds", type=int, default=1,
                     help="runs of each kind, interleaved; the medians are reported")
@@ -158,7 +212,8 @@ def main(argv=None):
         for _ in range(args.rounds):
             for kind in kinds:
                 steps = args.sync_steps if kind.startswith("sync_") else args.steps
-                rounds[kind].append(run(hc, kind, steps, args.rows, args.features))
+                rounds[kind].append(run(hc, kind, steps, args.rows, args.features,
+                                       args.steps_per_run))
                 print(json.dumps(rounds[kind][-1]), flush=True)
     med = {k: statistics.median(r["wall_s"] for r in rs) for k, rs in rounds.items()}
     if "undisturbed" in rounds and "killed" in rounds:
@@ -176,6 +231,10 @@ def main(argv=None):
     if ups:
         print(f"joined: steps/s after the join {statistics.median(ups):.2f}x the rate before "
               f"(median of {len(ups)}: {', '.join(f'{u:.2f}' for u in ups)}; target >= 1.6x)")
+    if rounds.get("undisturbed"):
+        print(_cpu_bound(rounds["undisturbed"],
+                         [r["steps_per_s_before"] for r in rounds.get("joined", ())
+                          if "steps_per_s_before" in r]))
     return rounds
 
 

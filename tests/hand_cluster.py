@@ -100,6 +100,22 @@ class HandCluster:
         _stop(self.procs[name])
         self.wait_for((), gone=(name,))
 
+    def cpu_seconds(self) -> dict:
+        """``{name: (pid, CPU seconds)}``: the CPU (user + system) used so far by the scheduler
+        and by each worker that is running (its Nanny and worker process together)."""
+        import psutil
+        out = {}
+        for name, p in [("scheduler", self._scheduler), *self.procs.items()]:
+            if p.poll() is not None:
+                continue
+            try:
+                top = psutil.Process(p.pid)
+                out[name] = (p.pid, sum(sum(q.cpu_times()[:2])
+                                        for q in [top, *top.children(recursive=True)]))
+            except psutil.Error:  # it ended meanwhile
+                continue
+        return out
+
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
