@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,7 +12,9 @@ from typing import Any
 import numpy as np
 
 import tensorvm as tv
+from tensorvm.framework.device_spec import DeviceSpec
 from tensorvm.framework.op_def_library import apply_op
+from tensorvm.framework.op_registry import registry
 from tensorvm.ops.mapreduce import mapreduce_ops as mro
 
 from .api import CounterSink, Emit, as_emit
@@ -173,3 +176,33 @@ def report_progress(event: str, job_name: str, splits: int, map_tasks: int, redu
         callback(msg)
     except Exception:  # noqa: BLE001 - a display never fails a job
         pass
+
+
+def _device(floating: bool, group: str, task: int) -> str:
+    """A map or reduce task's device: its own floating group, or pinned to ``task``."""
+    return f"/job:worker/task:*{group}" if floating else f"/job:worker/task:{task}"
+
+
+def holds_state(ops) -> bool:
+    """Whether any of ``ops`` holds state (a stateful op that is not idempotent, or one
+    colocated with a resource): a task that Dask may run twice must hold none."""
+    for op in ops:
+        d = registry.get(op.type)
+        if op.colocation or (d is not None and d.stateful and not d.idempotent):
+            return True
+    return False
+
+
+def _pin_stateful(graph, n0: int, device: str, task: int) -> None:
+    """Pin the ops made since ``n0`` on floating ``device`` to ``/job:worker/task:<task>`` if
+    any holds state (:func:`holds_state`; see :mod:`tensorvm.passes.place`)."""
+    if "task:*" not in device:
+        return
+    ops = graph.get_operations()[n0:]
+    if not holds_state(ops):
+        return
+    group = DeviceSpec.parse(device).task
+    for op in ops:
+        spec = DeviceSpec.parse(op.device)
+        if spec.task == group:
+            op._set_device(dataclasses.replace(spec, task=task).to_string())

@@ -25,7 +25,6 @@ debris.
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import tempfile
 import time
@@ -38,15 +37,13 @@ import tensorvm as tv
 from tensorvm.framework import errors
 from tensorvm import storage
 from tensorvm.framework.op_def_library import apply_op
-from tensorvm.framework.device_spec import DeviceSpec
-from tensorvm.framework.op_registry import registry
 from tensorvm.ops.mapreduce import mapreduce_ops as mro
 from tensorvm.runtime.cluster.stragglers import rerun_tasks
 
 from . import recovery, sizing
 from .api import CounterSink, Input, Output, RangePartition, hash_partition, range_partition
-from .common import (Result, _Built, _failed_map_task, _flat, _sum_counters, call_user,
-                     report_progress, run_options, written_bytes)
+from .common import (Result, _Built, _device, _failed_map_task, _flat, _pin_stateful,
+                     _sum_counters, call_user, report_progress, run_options, written_bytes)
 from .sampling import sample_boundaries
 from .speculate import run_phased
 
@@ -604,31 +601,6 @@ class Job:
                            "and %d reducers; the others kept their work)", self.name,
                            ", ".join(groups), built.num_map_tasks, self.num_reducers)
         return groups
-
-
-def _device(floating: bool, group: str, task: int) -> str:
-    """A map or reduce task's device: its own floating group, or pinned to ``task``."""
-    return f"/job:worker/task:*{group}" if floating else f"/job:worker/task:{task}"
-
-
-def _pin_stateful(graph, n0: int, device: str, task: int) -> None:
-    """Pin the ops made since ``n0`` on floating ``device`` to ``/job:worker/task:<task>`` if
-    any holds state (a stateful op that is not idempotent, or one colocated with a resource):
-    a task that Dask may run twice must be stateless (see :mod:`tensorvm.passes.place`)."""
-    if "task:*" not in device:
-        return
-    ops = graph.get_operations()[n0:]
-    for op in ops:
-        d = registry.get(op.type)
-        if op.colocation or (d is not None and d.stateful and not d.idempotent):
-            break
-    else:
-        return
-    group = DeviceSpec.parse(device).task
-    for op in ops:
-        spec = DeviceSpec.parse(op.device)
-        if spec.task == group:
-            op._set_device(dataclasses.replace(spec, task=task).to_string())
 
 
 def _worker_count(session) -> int:

@@ -2,16 +2,20 @@
 section 3.6): backup copies of slow map tasks.
 
 With ``Job(speculative=True)`` or ``Job(shuffle="storage")`` a job runs in two phases instead
-of one step. Each map task is
-its own step — each device runs one at a time and takes the next pending task when it is free —
-and writes its buckets through storage, as an attempt of an
-:class:`~tensorvm.storage.OutputCommitter` under the job's scratch folder. When a device has
-finished its map tasks while others still run, the driver starts a backup copy of a remaining
-task on the idle device if it has run ``backup_after`` times longer than the median finished
-task. The first attempt to finish commits (``commit_task``: one winner per task); the loser's
-files are deleted, and a loser that runs after the job has ended writes nothing (a ``_CLOSED``
-marker). Then one step runs the reducers — on devices not busy with losers — over the winners'
-files.
+of one step. Each map task is its own step, and writes its buckets through storage, as an
+attempt of an :class:`~tensorvm.storage.OutputCommitter` under the job's scratch folder. A map
+step that holds no state floats: Dask runs it on any worker with a free thread, and the driver
+keeps one in flight per thread of the cluster, counted again as workers join and leave (a
+worker that joins takes map tasks at once; a lost worker's step runs again elsewhere). One
+that holds state (a stateful ``py_func``) is pinned: each worker device runs one at a time and
+takes the next pending task when it is free. When a slot has no task left while others still
+run, the driver starts a backup copy of a remaining task in it if that task has run
+``backup_after`` times longer than the median finished task (floating: Dask gives the copy to
+a free thread, never the straggler's, which is busy with the first copy). The first attempt to
+finish commits (``commit_task``: one winner per task); the loser's files are deleted, and a
+loser that runs after the job has ended writes nothing (a ``_CLOSED`` marker). Then one step
+runs the reducers over the winners' files — floating too (the scheduler's straggler moves keep
+a queued one off a slow worker), or pinned on devices not busy with losers.
 
 The map outputs go under the job's scratch root (``scratch=``, else the output's
 ``_temporary``, else — no output, every worker on this machine — the temporary folder) and
@@ -38,16 +42,18 @@ import numpy as np
 
 import tensorvm as tv
 from tensorvm import storage
+from tensorvm.framework.device_spec import DeviceSpec
 from tensorvm.framework.op_def_library import apply_op
 
 from .api import CounterSink
 from .recovery import _INTERRUPTED, add_recovered, interrupted
-from .common import (Result, _Built, _sum_counters, call_user, report_progress, run_options,
-                     written_bytes)
+from .common import (Result, _Built, _device, _pin_stateful, _sum_counters, call_user,
+                     holds_state, report_progress, run_options, written_bytes)
 
 logger = logging.getLogger("tensorvm")
 
 POLL_S = 0.05
+SLOTS_EVERY_S = 1.0  # how often a floating map phase counts the cluster's threads again
 MAX_RETRIES = 3  # attempts of a map task that lost its worker, after the first
 
 
@@ -165,17 +171,42 @@ class Scratch:
             f.add_done_callback(one)
 
 
+FLOATING_MAP = "/job:worker/task:*map"  # a phased map step's device: any worker
+
+
+def live_threads(session, fallback: int) -> int:
+    """The threads of the workers a floating task may run on now (Dask's, every worker's),
+    or ``fallback`` in process or when the scheduler cannot say."""
+    client = getattr(session, "client", None)
+    if client is None:
+        return fallback
+    from tensorvm.runtime.cluster.spec import scheduler_identity
+    try:
+        workers = scheduler_identity(client)["workers"]
+    except Exception:  # noqa: BLE001 - the scheduler went: the step that runs next says so
+        return fallback
+    return max(sum(int(w.get("nthreads") or 1) for w in workers.values()), 1)
+
+
 class _MapPhase:
-    """The map phase of a phased job: each device runs one map task at a time and takes the
-    next pending one when free (Hadoop's free slots: no static assignment, so a slow device
-    just does fewer); a task that lost its worker runs again (up to ``MAX_RETRIES`` times), a
+    """The map phase of a phased job: a map task is a step of its own, and a free slot takes
+    the next pending one (Hadoop's free slots: no static assignment, so a slow worker just
+    does fewer); a task that lost its worker runs again (up to ``MAX_RETRIES`` times), a
     failing one is narrowed down in skipping mode (:func:`_bisect`), and with
     ``job.speculative`` a slow one gets a backup (:class:`BackupPolicy`). The first attempt
     of a task to finish commits in ``maps``; :meth:`run` returns when every task has a winner
-    or was skipped."""
+    or was skipped.
+
+    A map step whose ops hold no state is **floating** (:data:`FLOATING_MAP`): Dask runs it on
+    whichever worker has a free thread, and the phase keeps one step in flight per thread of
+    the cluster, counted again every :data:`SLOTS_EVERY_S` (a worker that joins takes map
+    tasks; a lost worker's step runs again elsewhere without the driver). A map step that
+    holds state (a stateful ``py_func``) is pinned: a slot per device of ``devices``, as the
+    reducers of such a job are (:func:`reduce_devices`)."""
 
     def __init__(self, job, session, groups: list, devices: list, maps, closed: str):
         self.job, self.session, self.groups, self.devices = job, session, groups, devices
+        self.pinned = list(devices)  # /job:worker/task:<i>, for steps that hold state
         self.maps, self.closed = maps, closed
         self.policy = BackupPolicy(job.backup_after)
         self.running: dict = {}  # task -> [(device, started), ...] in flight
@@ -194,23 +225,52 @@ class _MapPhase:
         self.attempts = ("a0", "b1") if job.speculative else ("a0",)
         self.pending = collections.deque(range(len(groups)))
         self.retries: collections.Counter = collections.Counter()
+        self.floating = bool(groups) and self._floats()
+        self._counted = 0.0  # time.monotonic() when the slots were last counted
+        if self.floating:
+            self._count_slots()
         self.prebuild(range(len(groups)))
 
+    def _floats(self) -> bool:
+        """Whether the map steps may float: task 0's first attempt, built on
+        :data:`FLOATING_MAP`, holds no state (it is then kept as that task's step)."""
+        graph = self.session.graph
+        n0 = len(graph.get_operations())
+        step = _map_step(self.job, self.session, 0, self.groups[0], FLOATING_MAP, self.maps,
+                         self.attempts[0], self.closed)
+        if holds_state(graph.get_operations()[n0:]):
+            return False
+        self.steps[0, None, self.attempts[0]] = step
+        return True
+
+    def _count_slots(self) -> None:
+        """A floating phase's slots: one per thread of the cluster now."""
+        self._counted = time.monotonic()
+        n = live_threads(self.session, len(self.pinned))
+        self.devices = [f"slot{i}" for i in range(n)]
+
+    def _key(self, m: int, device: str, attempt: str) -> tuple:
+        return (m, None, attempt) if self.floating else (m, device, attempt)
+
     def prebuild(self, tasks) -> None:
-        """Build the steps of ``tasks`` on every device at once, before they run: a session
-        drops the plans of older graph versions, so adding ops while steps run can fail them
-        (those are run again, up to ``MAX_RETRIES`` times)."""
+        """Build the steps of ``tasks`` (on every device, where they are pinned) at once,
+        before they run: a session drops the plans of older graph versions, so adding ops
+        while steps run can fail them (those are run again, up to ``MAX_RETRIES`` times)."""
         for m in tasks:
-            for d in self.devices:
+            for d in [FLOATING_MAP] if self.floating else self.devices:
                 for a in self.attempts:
-                    self.steps[m, d, a] = _map_step(self.job, self.session, m, self.groups[m],
-                                                    d, self.maps, a, self.closed)
+                    key = self._key(m, d, a)
+                    if key not in self.steps:
+                        self.steps[key] = _map_step(self.job, self.session, m,
+                                                    self.groups[m], d, self.maps, a,
+                                                    self.closed)
 
     def launch(self, m: int, device: str, attempt: str) -> None:
-        """Start attempt ``attempt`` of map task ``m`` on ``device``."""
-        if (m, device, attempt) not in self.steps:
+        """Start attempt ``attempt`` of map task ``m`` on ``device`` (a floating phase: in slot
+        ``device``, on whichever worker Dask gives it)."""
+        if self._key(m, device, attempt) not in self.steps:
             self.prebuild([m])
-        fetches, self.names, self.types = self.steps[m, device, attempt]
+        fetches, self.names, self.types = self.steps[self._key(m, device, attempt)]
         started = time.perf_counter()
         self.running.setdefault(m, []).append((device, started))
         self.futures[self.pool.submit(self.session.run, fetches, options=run_options())] = (
@@ -221,7 +281,9 @@ class _MapPhase:
         return {d for attempts in self.running.values() for d, _ in attempts}
 
     def fill(self) -> None:
-        """Give each free device the next pending task."""
+        """Give each free device (slot) the next pending task."""
+        if self.floating and time.monotonic() - self._counted >= SLOTS_EVERY_S:
+            self._count_slots()
         busy = self.busy()
         for d in self.devices:
             if d not in busy and self.pending:
@@ -358,18 +420,26 @@ def reduce_devices(devices: list, busy: set, stragglers: set) -> list:
 
 
 def _reduce_step(job, session, phase: _MapPhase, recovered: dict) -> tuple:
-    """One step of the reducers not ``recovered`` over the winners' files, on devices not busy
-    with losers. Returns ``(reducers, attempt, reduce values, reduce-function counters)``."""
-    free = reduce_devices(phase.devices, phase.busy(), phase.stragglers)
+    """One step of the reducers not ``recovered`` over the winners' files: floating where the
+    map steps were (Dask places them, a reducer that holds state pinned as
+    :func:`_pin_stateful` does), else on devices not busy with losers. Returns ``(reducers,
+    attempt, reduce values, reduce-function counters)``."""
+    free = phase.pinned if phase.floating else \
+        reduce_devices(phase.devices, phase.busy(), phase.stragglers)
     attempt = uuid.uuid4().hex[:12]
     reduce_fetches = []
     rsink = job._sink = CounterSink()  # a reduce function's counters
     reducers = [r for r in range(job.num_reducers) if r not in recovered]
+    graph = session.graph
     for r in reducers:
         urls = tuple(f"{phase.maps.attempt_url(m, phase.winners[m])}/m{m:05d}-r{r:05d}.arrow"
                      for m in sorted(phase.winners))
-        reduce_fetches.append(job._build_reducer(r, free[r % len(free)], [], attempt,
-                                                 urls, phase.types))
+        n0 = len(graph.get_operations())
+        device = _device(True, f"reduce{r}", 0) if phase.floating else free[r % len(free)]
+        with graph.as_default():
+            reduce_fetches.append(job._build_reducer(r, device, [], attempt, urls,
+                                                     phase.types))
+        _pin_stateful(graph, n0, device, DeviceSpec.parse(free[r % len(free)]).task)
     vals, rcounts = session.run([reduce_fetches, [t for _, t in rsink.items]],
                                 options=run_options()) if reducers else ([], [])
     return reducers, attempt, vals, list(zip([n for n, _ in rsink.items], rcounts))

@@ -257,9 +257,13 @@ def _held(who: str):
 
 
 @pytest.mark.timeout(120)
-def test_worker_joining_mid_job_runs_map_tasks(cluster, tmp_path):
+@pytest.mark.parametrize("shuffle", ["memory", "storage"])
+def test_worker_joining_mid_job_runs_map_tasks(cluster, tmp_path, shuffle):
+    """``storage``: before, the phased job's map steps were pinned to the workers there at its
+    start (``/job:worker/task:<i>``): the worker that joined got none."""
     src, expected = _corpus(tmp_path / "in", n_files=2, splits_per_file=4)
-    job = _job(src, tmp_path, _held("worker-0"))
+    job = _job(src, tmp_path, _held("worker-0"), shuffle=shuffle,
+               scratch=(tmp_path / "scratch").as_uri())
     cluster.stop_worker("worker-1")
     try:
         with _session(cluster) as s:  # a job started on one worker
