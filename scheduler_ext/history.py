@@ -24,6 +24,8 @@ Format and atomicity
     {"type": "header", "format": "tensorvm-event-log", "version": 1, "job": id, "time": t}
     {"type": "job", "time": t, "msg": {"op": "start"|"metrics"|"counters"|"finish", ...}}
     {"type": "task", "time": t, ...}      # tensorvm.scheduler_ext.events.task_record
+    {"type": "move" | "rerun", "time": t, "msg": {...}}  # tasks run again (TOPIC_MOVES,
+                                                         # the job's share of TOPIC_RERUNS)
     {"type": "snapshot", "time": t, "job": {...}}   # the registry's view of the job at its end
     {"type": "end", "time": t, "summary": {...}, "tasks": n, "tasks_dropped": k}
 
@@ -49,7 +51,7 @@ import threading
 import time
 
 from .events import MAX_TASKS, TaskLog, task_record
-from .registry import JobRegistry, redact_args
+from .registry import DETAIL_KEYS, JobRegistry, redact_args
 
 logger = logging.getLogger("tensorvm")
 
@@ -281,6 +283,14 @@ class JobHistory:
             self.writer.write(job_id, {"type": "job", "time": self.clock(), "msg": safe})
         self.sync()
 
+    def ran_again(self, job_id: str, kind: str, msg: dict) -> None:
+        """After the registry kept a task of ``job_id`` that runs again (``kind``: ``move``,
+        a :data:`~tensorvm.scheduler_ext.registry.TOPIC_MOVES` event; ``rerun``, the job's
+        share of a :data:`~tensorvm.scheduler_ext.registry.TOPIC_RERUNS` one): into its log,
+        so that a log cut short (no snapshot) still shows them."""
+        if job_id in self.open_jobs and self.urls.get(job_id):
+            self.writer.write(job_id, {"type": kind, "time": self.clock(), "msg": dict(msg)})
+
     def sync(self) -> None:
         """Open logs of jobs the registry has started (sessions start with their first
         task); commit those of jobs that ended."""
@@ -334,8 +344,7 @@ class JobHistory:
                     job = dict(job, state="incomplete",
                                reason="the scheduler closed before the job ended")
                 self.writer.write(job_id, {"type": "snapshot", "time": now, "job": job})
-            summary = {k: v for k, v in (job or {}).items()
-                       if k not in ("devices", "graph", "errors")}
+            summary = {k: v for k, v in (job or {}).items() if k not in DETAIL_KEYS}
             if summary.get("metrics"):
                 summary["metrics"] = {k: v for k, v in summary["metrics"].items()
                                       if k != "history"}
@@ -442,6 +451,10 @@ def _replayed(records: list[dict], tasks: list[dict]) -> dict:
                     reg.task_erred(key, r.get("worker"))
                 else:
                     reg.task_done(key, r.get("worker"))
+            elif r.get("type") == "move" and isinstance(r.get("msg"), dict):
+                reg.task_moved(r["msg"], job=job_id)
+            elif r.get("type") == "rerun" and isinstance(r.get("msg"), dict):
+                reg.tasks_rerun(r["msg"], job=job_id)
         except (ValueError, TypeError, KeyError):
             continue
     return reg.job(job_id) or {"id": job_id, "name": job_id, "state": "incomplete"}
@@ -504,7 +517,7 @@ class HistoryReader:
 
 
 def _summary(job: dict, log: str) -> dict:
-    out = {k: v for k, v in job.items() if k not in ("devices", "graph", "errors")}
+    out = {k: v for k, v in job.items() if k not in DETAIL_KEYS}
     out.setdefault("name", out["id"])
     out.setdefault("state", "incomplete")
     out.setdefault("elapsed", 0.0)

@@ -198,6 +198,7 @@ def job_detail(j: dict, base: str) -> str:
     if j.get("args"):
         out.append(args_table(j["args"]))
     out += ["<h2>Partitioned graph</h2>", graph_svg(j), "<h2>Devices</h2>", devices_table(j)]
+    out.append(ran_again(j))
     if j.get("counters"):
         rows = "".join(f"<tr><td>{escape(str(k))}</td><td>{_fmt(v)}</td></tr>"
                        for k, v in sorted(j["counters"].items()))
@@ -210,6 +211,57 @@ def job_detail(j: dict, base: str) -> str:
             out.append(f"<p>{rate:.3g} steps/s</p>")
         # the curves themselves are Bokeh charts after the live part (metric_charts)
     return "".join(out)
+
+
+def ran_again(j: dict) -> str:
+    """The tasks the job ran again (issue 23): those the scheduler moved off a straggler
+    (``map13: worker-1 → worker-0``) and those re-run because a worker left (``worker-1 left:
+    map7 ran again``), the latest first, each at its time since the job started; nothing
+    when there were none.
+
+    >>> html = ran_again({"started": 100.0, "moves": 1, "reruns": 2,
+    ...     "moved": [{"task": "map13", "from": "tcp://b", "from_name": "worker-1",
+    ...                "to": "tcp://a", "to_name": "worker-0", "time": 101.5}],
+    ...     "reran": [{"worker": "tcp://b", "worker_name": "w<1>", "time": 103.0,
+    ...                "tasks": ["map7", "reduce0"]}]})
+    >>> "map13: worker-1 → worker-0" in html, "w&lt;1&gt; left: map7, reduce0 ran again" in html
+    (True, True)
+    """
+    out = []
+    started = j.get("started")
+    moved, reran = j.get("moved") or [], j.get("reran") or []
+    if moved:
+        items = "".join(f"<li>{escape(str(m['task']))}: "
+                        f"{escape(_worker(m.get('from_name'), m.get('from')))} → "
+                        f"{escape(_worker(m.get('to_name'), m.get('to')))}"
+                        f"{_since(m.get('time'), started)}</li>" for m in reversed(moved))
+        out.append(f"<h2>Moved off stragglers</h2>{_latest(len(moved), j.get('moves'))}"
+                   f"<ul id='moves'>{items}</ul>")
+    if reran:
+        items = "".join(f"<li>{escape(_worker(r.get('worker_name'), r.get('worker')))}"
+                        f" left: {escape(', '.join(str(t) for t in r['tasks']))} ran again"
+                        f"{_since(r.get('time'), started)}</li>" for r in reversed(reran))
+        n = sum(len(r["tasks"]) for r in reran)
+        out.append(f"<h2>Ran again after a worker left</h2>{_latest(n, j.get('reruns'))}"
+                   f"<ul id='reruns'>{items}</ul>")
+    return "".join(out)
+
+
+def _worker(name, address) -> str:
+    return str(name or address or "?")
+
+
+def _since(t, started) -> str:
+    if not isinstance(t, (int, float)) or not isinstance(started, (int, float)):
+        return ""
+    return f" <span class='muted'>at {max(0.0, t - started):.1f} s</span>"
+
+
+def _latest(shown: int, total) -> str:
+    """Says so when the registry kept only the latest of them."""
+    if isinstance(total, int) and total > shown:
+        return f"<p class='muted'>the latest {shown} of {total}</p>"
+    return ""
 
 
 def args_table(args: dict) -> str:

@@ -4,7 +4,9 @@
 * ``update_graph`` / ``transition`` -> per device and stage progress of tensorvm keys;
 * ``log_event`` on :data:`TOPIC_JOBS` -> job start, metrics, counters, end (clients send them
   with ``Client.log_event``); on :data:`TOPIC_STEPS` -> the steps clients ran on the direct
-  data plane (which the scheduler's task hooks never see);
+  data plane (which the scheduler's task hooks never see); on :data:`TOPIC_MOVES` and
+  :data:`TOPIC_RERUNS` (core's :mod:`~tensorvm.runtime.cluster.stragglers` logs them) -> the
+  tasks each job ran again: moved off a straggler, or re-run because a worker left;
 * worker arrivals and departures -> the registry, from the events on :data:`TOPIC_WORKERS`
   (``{"action": "added" | "removed", "worker": address, "name": name, ...}``) that core's
   :class:`~tensorvm.runtime.cluster.device_map.DeviceHomes` logs — the one plugin that
@@ -31,7 +33,8 @@ from tensorvm.runtime.cluster.device_map import DeviceHomes
 from . import _dask_internals
 from .history import JobHistory
 from .http import PLUGIN_NAME
-from .registry import TOPIC_JOBS, TOPIC_STEPS, TOPIC_WORKERS, JobRegistry, task_name_of
+from .registry import (TOPIC_JOBS, TOPIC_MOVES, TOPIC_RERUNS, TOPIC_STEPS, TOPIC_WORKERS,
+                       JobRegistry, task_name_of)
 
 logger = logging.getLogger("tensorvm")
 
@@ -118,6 +121,15 @@ class TensorvmPlugin(SchedulerPlugin):
                 self.registry.steps_reported(str(msg.get("client")), msg.get("steps") or [])
             except (TypeError, ValueError, AttributeError) as exc:
                 logger.warning("tensorvm: ignored a direct-step report: %s", exc)
+        elif topic in (TOPIC_MOVES, TOPIC_RERUNS) and isinstance(msg, dict):
+            try:
+                shares = self.registry.task_moved(msg) if topic == TOPIC_MOVES else \
+                    self.registry.tasks_rerun(msg)
+                for job_id, share in shares.items():  # kept in the job's event log too
+                    self.history.ran_again(job_id, "move" if topic == TOPIC_MOVES else "rerun",
+                                           share)
+            except (TypeError, ValueError, AttributeError) as exc:
+                logger.warning("tensorvm: ignored a %s event: %s", topic, exc)
         elif topic == TOPIC_WORKERS and isinstance(msg, dict) and "worker" in msg:
             if msg.get("action") == "added":
                 self.registry.worker_added(msg["worker"], msg.get("name"))

@@ -26,7 +26,11 @@ State per job (:meth:`JobRegistry.job`): id, name, user, state (``running``, ``d
 (``nodes``: one per (device, stage); ``edges``: dependencies, ``send`` where they cross
 devices), counters, metrics with a bounded history per metric (the loss curve), the rate of
 runs (``metrics.runs_per_s``: what a plain session's training loop shows, having no step
-metric) and the latest errors of failed tasks (``errors``; ``last_error`` in the summary).
+metric), the latest errors of failed tasks (``errors``; ``last_error`` in the summary), and
+the tasks it ran again (:mod:`tensorvm.scheduler_ext.moves`): those moved off a straggler
+(``moved``; ``moves`` counts them in the summary) and those re-run because a worker left
+(``reran``, one entry per departed worker; ``reruns`` counts the tasks), from core's
+scheduler events on :data:`TOPIC_MOVES` and :data:`TOPIC_RERUNS`.
 
 >>> t = iter(range(100))
 >>> reg = JobRegistry(clock=lambda: float(next(t)))
@@ -52,6 +56,9 @@ from typing import Any
 # defined once, with the other names that cross the wire, in core (which logs them)
 from tensorvm.runtime.wire_names import TOPIC_JOBS, TOPIC_STEPS, TOPIC_WORKERS  # noqa: F401
 
+from .moves import (MAX_MOVES, MAX_RERUNS, TOPIC_MOVES, TOPIC_RERUNS,  # noqa: F401
+                    event_time, keep_latest, key_of, label_order, task_label)
+
 STATES = ("running", "done", "failed", "closed")
 MAX_ERRORS = 10  # errors kept per job (the latest)
 MAX_ERROR_CHARS = 2000  # of one error's text
@@ -63,6 +70,10 @@ TF's ``OutOfRangeError`` ("iterated past the valid range": a closed queue, input
 end, the token gate and gradient accumulators that the chief of synchronous training closes
 when training ends). Tasks that end so count as ``ended``, never as ``erred``."""
 OPS = ("start", "metrics", "counters", "finish", "name")  # name: a client's program
+MAX_STEPS = 10_000  # step id -> job kept for the latest steps (a re-run of a finished task)
+MAX_DEPARTED = 256  # names kept of workers that left (their re-runs name them)
+DETAIL_KEYS = ("devices", "graph", "errors", "moved", "reran")
+"""The keys of :meth:`JobRegistry.job` that its summary (:meth:`JobRegistry.jobs`) has not."""
 
 
 def parse_task_name(name: str) -> tuple[str, str, int, bool] | None:
@@ -281,6 +292,9 @@ class _Job:
         self.runs = {"submitted": 0, "done": 0}
         self.run_points: list[list] = []  # [time, runs done] for runs/s, one per time
         self.errors: list[dict] = []  # the latest MAX_ERRORS failed tasks' errors
+        self.moved: list[dict] = []  # the latest MAX_MOVES tasks moved off a straggler
+        self.reran: list[dict] = []  # the latest MAX_RERUNS departures' re-run tasks
+        self.moves, self.reruns = 0, 0  # all of them
 
     def run_done(self, now: float, n: int = 1) -> None:
         """Count ``n`` finished runs at ``now`` (points at one time merge: direct steps
@@ -315,7 +329,11 @@ class JobRegistry:
         self._by_client: dict[str, str] = {}  # client id -> its running job
         self._keys: dict = {}  # live key -> (job id, task name)
         self._runs: dict[tuple[str, str], int] = {}  # (job, step id) -> keys not done yet
+        # step id -> job, for the latest MAX_STEPS steps: a finished key (forgotten in _keys)
+        # whose output a departed worker alone held runs again, and counts for its step's job
+        self._step_jobs: OrderedDict[str, str] = OrderedDict()
         self.workers: dict[str, str] = {}  # address -> name
+        self._departed: OrderedDict[str, str] = OrderedDict()  # address -> name, left
         self.session_names: dict[str, str] = {}  # client -> its program's name (announced)
         self.cluster_started: float | None = None  # the scheduler's start (the plugin sets it)
 
@@ -408,6 +426,10 @@ class JobRegistry:
             if step is not None:
                 if (job.id, step) not in self._runs:
                     job.runs["submitted"] += 1
+                    self._step_jobs[str(step)] = job.id
+                    self._step_jobs.move_to_end(str(step))
+                    if len(self._step_jobs) > MAX_STEPS:
+                        self._step_jobs.popitem(last=False)
                 self._runs[(job.id, step)] = self._runs.get((job.id, step), 0) + 1
             for d in deps:
                 dname = task_name_of(d)
@@ -515,7 +537,97 @@ class JobRegistry:
         self.workers[address] = str(name if name is not None else address)
 
     def worker_removed(self, address: str) -> None:
-        self.workers.pop(address, None)
+        name = self.workers.pop(address, None)
+        if name is not None:  # a re-run event may name it after it left
+            self._departed[address] = name
+            while len(self._departed) > MAX_DEPARTED:
+                self._departed.popitem(last=False)
+
+    def _worker_name(self, address) -> str | None:
+        return self.workers.get(address) or self._departed.get(address) if address else None
+
+    def _job_of_task(self, key) -> _Job | None:
+        """The job a tensorvm key counts for: its live key's, else its step's."""
+        job_id = self.job_of(key)
+        if job_id is None and _step_of(key) is not None:
+            job_id = self._step_jobs.get(str(_step_of(key)))
+        return self._jobs.get(job_id) if job_id is not None else None
+
+    def task_moved(self, msg: dict, job: str | None = None) -> dict[str, dict]:
+        """The scheduler moved a floating task off a straggler (a :data:`TOPIC_MOVES`
+        event): kept for the job whose key it is (or ``job``, when replaying a job's log).
+        ``{job id: msg with the workers' names}``, empty if no job kept here has the key.
+
+        >>> reg = JobRegistry(clock=lambda: 5.0)
+        >>> reg.workers.update({"tcp://a": "worker-0", "tcp://b": "worker-1"})
+        >>> key = ("tvm_g1_worker_float_cpu0_s0-map13", "x.0")
+        >>> reg.graph_submitted("C1", {key: []})
+        >>> reg.task_moved({"key": str(key), "from": "tcp://b", "to": "tcp://a", "time": 7.0})
+        ... # doctest: +NORMALIZE_WHITESPACE
+        {'session-C1': {'key': "('tvm_g1_worker_float_cpu0_s0-map13', 'x.0')", 'from': 'tcp://b',
+                        'to': 'tcp://a', 'time': 7.0, 'from_name': 'worker-1',
+                        'to_name': 'worker-0'}}
+        >>> m = reg.job("session-C1")["moved"][0]
+        >>> m["task"], m["from_name"], m["to_name"], m["time"], reg.jobs()[0]["moves"]
+        ('map13', 'worker-1', 'worker-0', 7.0, 1)
+        """
+        key = key_of(msg.get("key"))
+        name = task_name_of(key) if key is not None else None
+        if name is None:
+            return {}
+        j = self._jobs.get(job) if job is not None else self._job_of_task(key)
+        if j is None:
+            return {}
+        src, dst = msg.get("from"), msg.get("to")
+        names = {"from_name": msg.get("from_name") or self._worker_name(src),
+                 "to_name": msg.get("to_name") or self._worker_name(dst)}
+        step = _step_of(key)
+        j.moved = keep_latest(j.moved, {
+            "task": task_label(name, parse_task_name(name)), "name": name,
+            "step": str(step) if step is not None else None, "from": src, "to": dst,
+            **names, "time": event_time(msg, self.clock())}, MAX_MOVES)
+        j.moves += 1
+        return {j.id: {**msg, **names}}
+
+    def tasks_rerun(self, msg: dict, job: str | None = None) -> dict[str, dict]:
+        """A worker left and the floating tasks ``msg["tasks"]`` (``[[name, step id], ...]``,
+        a :data:`TOPIC_RERUNS` event) run again: each job's share kept for that job (all of
+        them for ``job``, when replaying its log). ``{job id: its share of msg, with the
+        worker's name}``.
+
+        >>> reg = JobRegistry(clock=lambda: 5.0)
+        >>> reg.worker_added("tcp://b", "worker-1")
+        >>> reg.graph_submitted("C1", {("tvm_g1_worker_float_cpu0_s0-map7", "x.0"): []})
+        >>> reg.worker_removed("tcp://b")
+        >>> reg.tasks_rerun({"worker": "tcp://b", "time": 9.0, "tasks": [
+        ...     ["tvm_g1_worker_float_cpu0_s0-map7", "x.0"], ["tvm_other_s0", "y.0"]]})
+        ... # doctest: +NORMALIZE_WHITESPACE
+        {'session-C1': {'worker': 'tcp://b', 'worker_name': 'worker-1', 'time': 9.0,
+                        'tasks': [['tvm_g1_worker_float_cpu0_s0-map7', 'x.0']]}}
+        >>> r = reg.job("session-C1")["reran"][0]
+        >>> r["worker_name"], r["tasks"], reg.jobs()[0]["reruns"]
+        ('worker-1', ['map7'], 1)
+        """
+        shares: dict[str, list] = {}
+        for task in msg.get("tasks") or ():
+            if not isinstance(task, (list, tuple)) or len(task) != 2 or \
+                    task_name_of(task[0]) is None:
+                continue
+            j = self._jobs.get(job) if job is not None else \
+                self._job_of_task((task[0], str(task[1])))
+            if j is not None:
+                shares.setdefault(j.id, []).append([task[0], str(task[1])])
+        worker, when = msg.get("worker"), event_time(msg, self.clock())
+        name = msg.get("worker_name") or self._worker_name(worker)
+        for job_id, tasks in shares.items():
+            j = self._jobs[job_id]
+            labels = sorted({task_label(n, parse_task_name(n)) for n, _ in tasks},
+                            key=label_order)
+            j.reran = keep_latest(j.reran, {"worker": worker, "worker_name": name,
+                                            "time": when, "tasks": labels}, MAX_RERUNS)
+            j.reruns += len(tasks)
+        return {job_id: {"worker": worker, "worker_name": name, "time": when, "tasks": tasks}
+                for job_id, tasks in shares.items()}
 
     def client_removed(self, client: str) -> None:
         """A client left: its session job is closed; a job it was still running failed."""
@@ -551,6 +663,8 @@ class JobRegistry:
         out["graph"] = self._graph(j)
         out["metrics"]["history"] = {k: [list(p) for p in v] for k, v in j.metrics.items()}
         out["errors"] = [dict(e) for e in j.errors]
+        out["moved"] = [dict(m) for m in j.moved]
+        out["reran"] = [dict(r, tasks=list(r["tasks"])) for r in j.reran]
         return out
 
     def _summary(self, j: _Job) -> dict:
@@ -583,6 +697,8 @@ class JobRegistry:
                     and j.submitted <= self.cluster_started <= j.started),
                 "output": j.output, "dashboard": j.dashboard,
                 "last_error": j.errors[-1]["error"] if j.errors else None,
+                # tasks run again: moved off a straggler; re-run after a worker left
+                "moves": j.moves, "reruns": j.reruns,
                 "progress": {"done": done, "total": total, "erred": erred, "ended": ended,
                              "fraction": round(fraction, 4), "runs": dict(j.runs),
                              "map_reduce": map_reduce_progress(j.counters, j.groups.values(),

@@ -34,6 +34,17 @@ TOPIC_STEPS = "tensorvm-direct-steps"
 bool, "tasks": [[task name, worker address], ...], "edges": [[src task, dst task], ...],
 "erred": [task names], "error": "Class: message"}`` (``erred`` and ``error`` only when not ok);
 read by the job registry (:mod:`tensorvm.scheduler_ext`)."""
+TOPIC_MOVES = "tensorvm-moves"
+"""Each floating task the scheduler moved off a straggler
+(:mod:`tensorvm.runtime.cluster.stragglers`): ``{"key": str(key), "from": address, "to":
+address, "time": seconds since the epoch}``; read by the job registry
+(:mod:`tensorvm.scheduler_ext`: the job page's "moved off stragglers")."""
+TOPIC_RERUNS = "tensorvm-reruns"
+"""Each worker that left with floating work (:mod:`tensorvm.runtime.cluster.stragglers`):
+``{"worker": address, "time": seconds since the epoch, "tasks": [[task name, step id], ...]}``,
+the stage tasks that run again because of it (started there, or their outputs held only
+there; not those that only waited in its queue); read by a map-reduce driver
+(``stragglers.rerun_tasks``, ``mr.Result.rerun``) and by the job registry."""
 
 
 def handler(verb: str) -> str:

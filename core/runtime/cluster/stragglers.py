@@ -48,7 +48,9 @@ from dataclasses import dataclass
 from distributed.diagnostics.plugin import SchedulerPlugin
 
 from ...vm import _dask_private
-from ..wire_names import STRAGGLER_MOVES
+# the event topics (TOPIC_MOVES: each move; TOPIC_RERUNS: what a departed worker costs),
+# exported here too: defined with the other names that cross the wire
+from ..wire_names import STRAGGLER_MOVES, TOPIC_MOVES, TOPIC_RERUNS  # noqa: F401
 
 MOVE_FACTOR = 1.5  # moved when the remaining time on its worker > this x its time elsewhere
 MIN_REMAINING_S = 0.1  # never worth a move: less than this left (scheduling costs ~ms)
@@ -58,14 +60,6 @@ SAMPLES = 16  # durations kept per (kind, worker)
 OWN_SAMPLES = 2  # a worker's own median counts once it has finished this many of a kind
 KINDS = 64  # kinds whose durations are kept (the latest steps')
 ZOMBIE_GRACE_S = 2.0  # a moved task's old worker is watched this long for it (heartbeats)
-TOPIC_MOVES = "tensorvm-moves"
-"""Scheduler event of each move: ``{"key": str, "from": address, "to": address,
-"time": seconds since the epoch}``."""
-TOPIC_RERUNS = "tensorvm-reruns"
-"""Scheduler event of each worker that left with floating work: ``{"worker": address,
-"time": seconds since the epoch, "tasks": [[task name, step id], ...]}``, the stage tasks
-that run again because of it (started there, or their outputs held only there; not those
-that only waited in its queue): a job's driver names them (:func:`rerun_tasks`)."""
 logger = logging.getLogger("tensorvm")
 
 _INDEX = re.compile(r"\d+$")
