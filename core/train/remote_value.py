@@ -175,7 +175,8 @@ class ClosureQueue:
         closure.value._set(value, worker)
         with self._cv:
             self._inflight -= 1
-            self._cv.notify_all()
+            if not self._queue and not self._inflight:  # what join waits for
+                self._cv.notify_all()  # (not every closure: worker threads wait here too)
             self._ended.notify_all()
 
     def put_back(self, closure: Closure) -> None:
