@@ -179,12 +179,14 @@ class ClusterCoordinator:
         """Whether every scheduled function has finished; raises the first error (once)."""
         return self._queue.done()
 
-    def wait_any(self, values, timeout: float | None = None) -> list:
-        """Wait until one of ``values`` (RemoteValues of this coordinator) has ended, or a
-        closure has failed, at most ``timeout``; returns those that have ended (in their
-        order). A caller that keeps N closures in flight tops them up from here, whichever
-        ends first (waiting for the oldest, it would wait while the others end)."""
-        return self._queue.wait_any(values, timeout)
+    def wait_any(self, values, timeout: float | None = None, at_least: int = 1) -> list:
+        """Wait until one of ``values`` (RemoteValues of this coordinator) has ended
+        (``at_least`` of them, at most all), or a closure has failed, at most ``timeout``;
+        returns those that have ended (in their order). A caller that keeps N closures in
+        flight tops them up from here, whichever ends first (waiting for the oldest, it
+        would wait while the others end); ``at_least`` > 1 tops them up in batches (one wake
+        of the caller a batch, not one a closure)."""
+        return self._queue.wait_any(values, timeout, at_least)
 
     def fetch(self, values):
         """The values of ``values`` (a :class:`RemoteValue` or a list/tuple/dict of them, or

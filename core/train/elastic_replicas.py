@@ -4,8 +4,9 @@ not pinned to a fixed set of tasks.
 The training is a stream of closures, each ``steps_per_run`` steps of the replica graph of
 whichever worker is free (its graph built by ``model_fn(ctx)`` under ``replica_device_setter``,
 as before, once per worker task). This thread keeps about two closures per live worker queued
-or running (topped up whenever any ends, whichever it is: a sync closure waits for gradients
-that only the others bring) until the global step reaches ``last_step`` (a worker's
+or running in a sync run (topped up whenever any ends, whichever it is: a sync closure waits
+for gradients that only the others bring), three in an async run (topped up once as many as
+there are workers have ended: one wake of this thread per batch) until the global step reaches ``last_step`` (a worker's
 ``StopAtStepHook``), the monitor says stop, or the input ends; a closure's error is raised at
 once, and a sync run's chief loop is closed as soon as one of these stops it. So a worker
 that dies mid-run loses nothing: its closure runs again on another worker, with its step
@@ -293,14 +294,20 @@ def _run(model_fn, spec, session, settings, hooks_fn, final, monitor, n_required
             # oldest does: a sync closure ends when its step is applied, which needs the
             # gradients of the others; waiting for it while they all ended, nothing was left
             # to bring them)
-            want = 2 * max(len(coord.workers()), 1)
+            # (async: three per live worker, topped up once a worker's worth have ended, so
+            # this thread wakes once per batch, not per closure, while each worker still
+            # finds its next closure queued)
+            live = max(len(coord.workers()), 1)
+            want, batch = (2 * live, 1) if sync else (3 * live, live)
             while not r.stop.is_set() and len(pending) < want:
                 pending.append(coord.schedule(step_fn))
             if sync and r.stop.is_set():
                 chief_loop.close()  # workers still waiting for a step are let go
             if not pending:
                 break
-            for rv in _ended(coord, pending, chief_loop):
+            if r.stop.is_set():
+                batch = 1
+            for rv in _ended(coord, pending, chief_loop, batch):
                 pending.remove(rv)
                 got = _value(coord, rv)
                 if got is not None:
@@ -342,12 +349,14 @@ def _run(model_fn, spec, session, settings, hooks_fn, final, monitor, n_required
             by_name, counters)
 
 
-def _ended(coord, pending: list, chief_loop) -> list:
-    """The closures of ``pending`` that have ended, waiting for at least one; in a sync run,
-    the chief loop's error (other than a lost PS, which the coordinator recovers from) as
-    soon as it has one: no step could end after it."""
+def _ended(coord, pending: list, chief_loop, batch: int = 1) -> list:
+    """The closures of ``pending`` that have ended, waiting for at least ``batch``; in a sync
+    run, the chief loop's error (other than a lost PS, which the coordinator recovers from)
+    as soon as it has one: no step could end after it."""
     while True:
-        ended = coord.wait_any(pending, timeout=None if chief_loop is None else 1.0)
+        timeout = None if chief_loop is None else 1.0
+        ended = coord.wait_any(pending, timeout, at_least=batch) if batch > 1 else \
+            coord.wait_any(pending, timeout)
         if ended:
             return ended
         coord.done()  # an error outside these closures (a worker that could not start)

@@ -112,6 +112,8 @@ class ClosureQueue:
         self._ended = threading.Condition(lock)
         self._queue: collections.deque = collections.deque()
         self._inflight = 0
+        self._ends = 0  # closures finished so far
+        self._marks: list = []  # the counts of ends the waiters in wait_any wait for
         self._error: BaseException | None = None
         self._closed: str | None = None
 
@@ -145,14 +147,27 @@ class ClosureQueue:
             self._raise_error()
             return not self._queue and not self._inflight
 
-    def wait_any(self, values, timeout: float | None = None) -> list:
+    def wait_any(self, values, timeout: float | None = None, at_least: int = 1) -> list:
         """Wait until one of ``values`` (:class:`RemoteValue` s) has ended (finished, failed,
-        cancelled), an error is kept or the queue is closed, at most ``timeout``; returns the
-        ended ones (in their order; none after a timeout)."""
+        cancelled) — ``at_least`` of them (at most all) —, an error is kept or the queue is
+        closed, at most ``timeout``; returns the ended ones (in their order; none after a
+        timeout). A closure that finishes wakes the waiter only once enough have: a loop
+        that keeps N closures in flight and tops them up in batches is not woken for each."""
         values = list(values)
+        want = max(min(at_least, len(values)), 1)
+
+        def ready():
+            return sum(1 for v in values if v.done()) >= want or self._error is not None \
+                or self._closed is not None
         with self._cv:
-            self._ended.wait_for(lambda: any(v.done() for v in values) or
-                                 self._error is not None or self._closed is not None, timeout)
+            if ready():
+                return [v for v in values if v.done()]
+            mark = self._ends + want - sum(1 for v in values if v.done())
+            self._marks.append(mark)
+            try:
+                self._ended.wait_for(ready, timeout)
+            finally:
+                self._marks.remove(mark)
         return [v for v in values if v.done()]
 
     def pending(self) -> tuple[int, int]:
@@ -175,9 +190,11 @@ class ClosureQueue:
         closure.value._set(value, worker)
         with self._cv:
             self._inflight -= 1
+            self._ends += 1
             if not self._queue and not self._inflight:  # what join waits for
                 self._cv.notify_all()  # (not every closure: worker threads wait here too)
-            self._ended.notify_all()
+            if self._marks and self._ends >= min(self._marks):
+                self._ended.notify_all()
 
     def put_back(self, closure: Closure) -> None:
         """A closure whose worker was lost: first in line again (same token)."""
