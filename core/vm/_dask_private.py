@@ -101,6 +101,15 @@ async def open_comm(rpc, addr: str):
     return comm
 
 
+def no_offload(comm) -> None:
+    """No offloading of the serialisation of replies written on ``comm``, a connection a
+    handler was called on (the direct plane's ``tvm_run``: its replies are small, or carry
+    arrays serialised already, and the size walk of each reply that decides on offloading
+    is pure cost). Private: the comm's ``allow_offload`` flag, as :func:`open_comm`."""
+    if comm is not None:
+        comm.allow_offload = False
+
+
 def raise_error_reply(reply) -> None:
     """Raise the exception of a handler's ``{"status": "uncaught-error", ...}`` reply read
     from a comm tensorvm keeps (:func:`open_comm`), as Dask's own calls do.

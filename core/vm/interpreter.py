@@ -244,18 +244,23 @@ def _run(program: StageProgram, table: tuple, dead_aware: bool, resources: Devic
     cancelled = resources._cancelled  # checked before every op: one lookup once any is set
     watched = resources._watched
     root = _step_root(step_id) if cancelled or watched else None
+    # dead-aware: the slots holding a dead value, kept as they are written (a set lookup an
+    # op, not a scan of its inputs; nothing to look at until a Switch made one)
+    dead = {i for i, v in enumerate(vals) if v is DEAD} if dead_aware else None
     for fn, ins_args, attrs, outs, needs_ctx, ins, stateful, free, donors, fwd_dead in table:
         if cancelled:
             if root is None:
                 root = _step_root(step_id)
             if root in cancelled:
                 raise cancelled_before(step_id, ins)
-        if dead_aware and not fwd_dead and (any(vals[s] is DEAD for s in ins_args) or
-                                            any(vals[s] is DEAD for s in ins.ctl)):
+        if dead and not fwd_dead and not (dead.isdisjoint(ins_args) and
+                                          dead.isdisjoint(ins.ctl)):
             for s in ins.outs:
                 vals[s] = DEAD
+                dead.add(s)
             if ins.tok >= 0:
                 vals[ins.tok] = DEAD
+                dead.add(ins.tok)
             continue
         if stateful and watched:
             started = watched.get(root or _step_root(step_id))
@@ -284,15 +289,27 @@ def _run(program: StageProgram, table: tuple, dead_aware: bool, resources: Devic
             cancelled = None  # what it began runs whole: no cancellation from here (OpDef)
         if outs.__class__ is int:
             vals[outs] = out
+            if dead_aware:
+                _track(dead, outs, out)
         else:
             for s, o in zip(outs, out):
                 vals[s] = o
+                if dead_aware:
+                    _track(dead, s, o)
             o = None
         out = None  # the slot holds it: a reference here would keep it from being donated
         if free:
             for s in free:
                 vals[s] = None
     return vals
+
+
+def _track(dead: set, slot: int, value) -> None:
+    """Keep ``dead`` (the dead-aware run's dead slots) right after ``value`` went into ``slot``."""
+    if value is DEAD:
+        dead.add(slot)
+    elif dead:
+        dead.discard(slot)
 
 
 def run_stage(program: StageProgram, rt, step_id, steps: int, *args):

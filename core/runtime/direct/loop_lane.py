@@ -69,16 +69,10 @@ class LoopLaneServer:
         # namespace: no file, gone with the process), whose writes and reads cost the
         # kernel less than TCP's loopback (about 10-30 us per round trip of two hops).
         self.local_name = self._local = None
-        if local and sys.platform.startswith("linux"):
-            name = f"tensorvm-loop-{os.getpid()}-{self.port}-{secrets.token_hex(8)}"
-            try:
-                self._local = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                self._local.bind("\0" + name)
+        if local:
+            self._local, self.local_name = local_listener("loop", self.port)
+            if self._local is not None:
                 self._local.listen()
-            except OSError:
-                self._local = None
-            else:
-                self.local_name = name
                 threading.Thread(target=self._accept, args=(self._local, None),
                                  name="tensorvm-loop-lane-accept", daemon=True).start()
 
@@ -238,6 +232,23 @@ def nodelay(sock) -> None:
     """Small frames go at once (no Nagle delay) on a TCP socket."""
     if sock.family != socket.AF_UNIX:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def local_listener(kind: str, port: int) -> tuple:
+    """A Unix socket bound to a fresh name in Linux's abstract namespace (no file; gone with
+    the process) for peers on this host, and that name: ``(socket, name)``, or ``(None,
+    None)`` off Linux or where it cannot be made. ``kind`` and ``port`` (the TCP port it
+    stands beside) make the name readable; a random part makes it unguessable."""
+    if not sys.platform.startswith("linux"):
+        return None, None
+    name = f"tensorvm-{kind}-{os.getpid()}-{port}-{secrets.token_hex(8)}"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind("\0" + name)
+    except OSError:
+        sock.close()
+        return None, None
+    return sock, name
 
 
 def local_socket(name: str) -> tuple:

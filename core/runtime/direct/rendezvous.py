@@ -66,6 +66,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import select
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -80,7 +81,7 @@ from .config import (LANE_MAX_FRAME_BYTES, UNCLAIMED_MAX_BYTES, UNCLAIMED_MAX_VA
                      unclaimed_bounds)
 from .lanes import LaneReceiver, LaneSender
 from .loop_box import LoopBox
-from .loop_lane import LoopLanes
+from .loop_lane import LoopLanes, local_listener, local_socket
 from ..wire_names import handler
 from ...vm import _dask_private
 from ...vm.interpreter import run_stage
@@ -101,17 +102,25 @@ CLIENT_CHECK_S = 0.25  # while steps run, how often their requesting connections
 INLINE_BYTES = 1 << 18  # a quick stage with inputs up to this size runs on the event loop
 SMALL_BYTES = 1 << 16  # arrays up to this size travel inside a message's header
 _PLAIN = frozenset("biufc")  # dtype kinds sent as raw bytes
+SMALL_STRINGS = 1 << 10  # string arrays of up to this many bytes objects travel as their bytes
 
 def pack(value):
     """``value`` (an array, a scalar, a tuple of them, anything Dask serialises) as data for a
     data-plane message: small numeric arrays and NumPy scalars as ``(tag, dtype, shape,
-    bytes)``, a tuple item by item, a large array behind an alignment guard as one out-of-band
+    bytes)``, small string arrays (a step token) and strings as themselves, a tuple item by
+    item, a large array behind an alignment guard as one out-of-band
     frame (received into a buffer of its own, without a copy), anything else through Dask's
     serialisation. :func:`unpack` gives back an equal value, bit for bit, with the same dtype,
     shape and memory order (arrays writeable)."""
     t = type(value)
     if t is np.ndarray:
         dt = value.dtype
+        if dt.kind == "O" and value.size <= SMALL_STRINGS and value.flags.c_contiguous:
+            # a string tensor (a step token: a 0-d array of bytes) as its bytes, where Dask's
+            # serialisation would pickle it, a pickle each way every step
+            items = value.ravel().tolist()
+            if all(map(_text, items)) and sum(map(len, items)) <= SMALL_BYTES:
+                return ("O", value.shape, items)
         if value.nbytes <= SMALL_BYTES and dt.kind in _PLAIN:
             if value.flags.c_contiguous:
                 return ("a", dt.str, value.shape, value.tobytes())
@@ -128,8 +137,27 @@ def pack(value):
         return ("r", [pack(v) for v in value])
     elif isinstance(value, np.generic) and value.dtype.kind in _PLAIN:
         return ("s", value.dtype.str, value.tobytes())
+    elif (t is bytes or t is str) and len(value) <= SMALL_BYTES and _text(value):
+        return ("y", value)
     from distributed.protocol import to_serialize
     return ("o", to_serialize(value))
+
+
+def _text(v) -> bool:
+    """Whether ``v`` travels as itself in a msgpack message: bytes, or a str UTF-8 can encode
+    (msgpack keeps the two apart; a lone surrogate would fail the message)."""
+    t = type(v)
+    if t is bytes:
+        return True
+    if t is not str:
+        return False
+    if v.isascii():
+        return True
+    try:
+        v.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def unpack(data):
@@ -143,6 +171,12 @@ def unpack(data):
         return np.frombuffer(data[2], data[1])[0]
     if tag == "t":
         return tuple(unpack(v) for v in data[1])
+    if tag == "O":
+        out = np.empty(len(data[2]), object)
+        out[:] = data[2]
+        return out.reshape(data[1])
+    if tag == "y":
+        return data[1]
     if tag == "f":
         return np.frombuffer(data[3], data[1]).reshape(data[2], order="F").copy(order="K")
     if tag == "b":
@@ -388,6 +422,7 @@ class DataPlane:
         self._locks: dict = {}  # address -> lock while connecting
         self._lanes: dict = {}  # address -> _LaneSender to that worker, or None (no lane)
         self._lane_server = None
+        self._lane_local = None  # (the lane's Unix socket server, its name) for peers here
         self._lane_lock = None
         self._incoming: set = set()  # transports of the lanes from peers
         self.max_frame = lane_max_frame_bytes()
@@ -401,12 +436,14 @@ class DataPlane:
 
     def stats(self) -> dict:
         """This worker's rendezvous (:meth:`Rendezvous.stats`) and lanes: frames read,
-        frames refused (each closed its connection), lanes from peers open now."""
+        frames refused (each closed its connection), lanes from peers open now (and of
+        those, the rendezvous lanes on a Unix socket: from peers on this host)."""
         loop_in = self.loop_lanes.stats()
         return {**self.rendezvous.stats(), **self.rendezvous.loops.stats(),
                 "lane_frames": self.lane_frames + loop_in["frames"],
                 "lane_frames_refused": self.lane_frames_refused,
-                "lanes_in": len(self._incoming) + loop_in["connections"]}
+                "lanes_in": len(self._incoming) + loop_in["connections"],
+                "lanes_in_local": sum(1 for t in self._incoming if _is_unix(t))}
 
     def handlers(self) -> dict:
         """The worker's comm handlers, by versioned name (:mod:`tensorvm.runtime.wire_names`)."""
@@ -432,9 +469,11 @@ class DataPlane:
             put(step, key, unpack(data))
 
     async def lane(self, comm=None):
-        """This worker's lanes, ``{"port", "loop_port", "loop_local", "max_frame_bytes"}``
-        (started on first use; ``loop_*``: the loop shards' lane, TCP and the Unix socket
-        for peers on this host, :meth:`LoopLanes.start <tensorvm.runtime.direct.loop_lane.LoopLanes.start>`),
+        """This worker's lanes, ``{"port", "local", "loop_port", "loop_local",
+        "max_frame_bytes"}`` (started on first use; ``local``: the name of the lane's Unix
+        socket for peers on this host, or None; ``loop_*``: the loop shards' lane, TCP and the
+        Unix socket for peers on this host,
+        :meth:`LoopLanes.start <tensorvm.runtime.direct.loop_lane.LoopLanes.start>`),
         or None where the worker's comms are not plain TCP (TLS: pushes keep to Dask's
         encrypted comms). A peer sends longer frames on Dask's comm instead."""
         from distributed.comm.addressing import get_address_host, parse_address
@@ -443,11 +482,18 @@ class DataPlane:
         if self._lane_lock is None:
             self._lane_lock = asyncio.Lock()
         async with self._lane_lock:
+            loop = asyncio.get_running_loop()
             if self._lane_server is None:
-                self._lane_server = await asyncio.get_running_loop().create_server(
+                self._lane_server = await loop.create_server(
                     lambda: LaneReceiver(self), get_address_host(self.worker.address), 0)
+                port = self._lane_server.sockets[0].getsockname()[1]
+                sock, name = local_listener("lane", port)
+                if sock is not None:
+                    self._lane_local = (await loop.create_unix_server(
+                        lambda: LaneReceiver(self), sock=sock), name)
             loops = self.loop_lanes.start()
-        return {"port": self._lane_server.sockets[0].getsockname()[1], **loops,
+        return {"port": self._lane_server.sockets[0].getsockname()[1],
+                "local": self._lane_local[1] if self._lane_local else None, **loops,
                 "max_frame_bytes": self.max_frame}
 
     def _loop_refused(self, why: str, peer) -> None:
@@ -465,6 +511,9 @@ class DataPlane:
         if self._lane_server is not None:
             self._lane_server.close()
             self._lane_server = None
+        if self._lane_local is not None:
+            self._lane_local[0].close()
+            self._lane_local = None
         self.loop_lanes.close()
         for lane in self._lanes.values():
             if lane is not None and lane.transport is not None:
@@ -489,52 +538,57 @@ class DataPlane:
         running = self.running
         key = (step, device)
         running[key] = comm
+        _dask_private.no_offload(comm)  # the reply: small values, or serialised already
         self.rendezvous.open_step(step)
         if self._check is None:
             self._check = loop.call_later(CLIENT_CHECK_S, self._check_clients)
         try:
-            table = self._table(part)
-            if table is None:  # no tensor from or to another device: K steps in one thread
-                results = await self._run_local(loop, part, step, steps, feeds, infos)
-            for k in range(steps if table is not None else 0):
-                results: dict = {}
-                received: dict = {}
-                for t, program, argspec, mode, pushes, drops in table:
-                    args = []
-                    for kind, v in argspec:
-                        if kind == _FEED:
-                            args.append(feeds[v])
-                        elif kind == _LOCAL:
-                            args.append(results[v])
-                        else:  # from another device (an argument may be read more than once)
-                            got = received.get(v, _NO_LANE)
-                            if got is _NO_LANE:
-                                got = received[v] = await self.rendezvous.get(step, f"{k}|{v}")
-                            args.append(got)
-                    if mode == _INLINE and _nbytes_args(args) <= INLINE_BYTES:
-                        # a quick stage: a thread hop would cost more than the kernels
-                        out = self._run_task(program, step, args, infos)
-                    elif mode == _WAITING:
-                        out = await self._run_waiting(loop, part, t, step, args, infos)
-                    else:
-                        out = await loop.run_in_executor(self.pool, self._run_task, program,
-                                                         step, args, infos)
-                    results[t.name] = out
-                    # one message per destination; written at once (the write does not wait
-                    # for the peer), so the next task runs right after
-                    for dst, edges in pushes:
-                        items = []
-                        for edge, index in edges:
-                            value = out if index < 0 else StageResult((out[index],))
-                            if sent is not None:
-                                sent.append([edge, dst, _nbytes(value)])
-                            items.append((f"{k}|{edge}", value))
-                        await self._push(part, dst, step, items)
-                    # results no later task reads: let go of them now (a variable's value read
-                    # for another device must not be alive when this step's update runs)
-                    for name in drops:
-                        del results[name]
-                    out = value = items = None
+            # stages on the event loop (inline) run as this worker (get_worker() in their
+            # kernels): set once for the whole run, not around each stage
+            with _dask_private.as_worker_thread(self.worker):
+                table = self._table(part)
+                if table is None:  # no tensor from or to another device: K steps in one thread
+                    results = await self._run_local(loop, part, step, steps, feeds, infos)
+                for k in range(steps if table is not None else 0):
+                    results: dict = {}
+                    received: dict = {}
+                    for t, program, argspec, mode, pushes, drops in table:
+                        args = []
+                        for kind, v in argspec:
+                            if kind == _FEED:
+                                args.append(feeds[v])
+                            elif kind == _LOCAL:
+                                args.append(results[v])
+                            else:  # from another device (an argument may be read twice)
+                                got = received.get(v, _NO_LANE)
+                                if got is _NO_LANE:
+                                    got = received[v] = await self.rendezvous.get(
+                                        step, f"{k}|{v}")
+                                args.append(got)
+                        if mode == _INLINE and _nbytes_args(args) <= INLINE_BYTES:
+                            # a quick stage: a thread hop would cost more than the kernels
+                            out = self._run_stage(program, step, args, infos)
+                        elif mode == _WAITING:
+                            out = await self._run_waiting(loop, part, t, step, args, infos)
+                        else:
+                            out = await loop.run_in_executor(self.pool, self._run_task, program,
+                                                             step, args, infos)
+                        results[t.name] = out
+                        # one message per destination; written at once (the write does not wait
+                        # for the peer), so the next task runs right after
+                        for dst, edges in pushes:
+                            items = []
+                            for edge, index in edges:
+                                value = out if index < 0 else StageResult((out[index],))
+                                if sent is not None:
+                                    sent.append([edge, dst, _nbytes(value)])
+                                items.append((f"{k}|{edge}", value))
+                            await self._push(part, dst, step, items)
+                        # results no later task reads: let go of them now (a variable's value read
+                        # for another device must not be alive when this step's update runs)
+                        for name in drops:
+                            del results[name]
+                        out = value = items = None
         except Exception as exc:  # noqa: BLE001 - handed to the session, which raises it
             self.rendezvous.abort(step, exc)
             # As a value, not a raise: Dask's server would log an expected error (a cancelled
@@ -641,16 +695,20 @@ class DataPlane:
                                                                 self._check_clients)
 
     def _run_task(self, program, step, args, infos):
+        """A stage in a thread of a pool, run as this worker (``get_worker()``)."""
         with _dask_private.as_worker_thread(self.worker):
-            if infos is None:
-                return run_stage(program, self.resources, step, 1, *args)
-            start = time.time()
-            out = run_stage(program, self.resources, step, 1, *args)
-            infos.append({"task": program.name, "device": program.device,
-                          "worker": self.worker.address, "start": start, "end": time.time(),
-                          "ops": list(program.op_names),
-                          "export_bytes": [_nbytes(v) for v in out]})
-            return out
+            return self._run_stage(program, step, args, infos)
+
+    def _run_stage(self, program, step, args, infos):
+        if infos is None:
+            return run_stage(program, self.resources, step, 1, *args)
+        start = time.time()
+        out = run_stage(program, self.resources, step, 1, *args)
+        infos.append({"task": program.name, "device": program.device,
+                      "worker": self.worker.address, "start": start, "end": time.time(),
+                      "ops": list(program.op_names),
+                      "export_bytes": [_nbytes(v) for v in out]})
+        return out
 
     async def _push(self, part, dst: str, step: str, items: list, loop: bool = False) -> None:
         """Hand ``items`` (``[(key, value)]``) to ``dst``'s rendezvous (its loop box where
@@ -708,15 +766,30 @@ class DataPlane:
         async with lock:
             lane = self._lanes.get(addr, _NO_LANE)
             if lane is _NO_LANE or (lane is not None and not lane.usable):
-                from distributed.comm.addressing import get_address_host
                 info = await getattr(self.worker.rpc(addr), LANE)()
-                lane = None
-                if info is not None:
-                    _, lane = await asyncio.get_running_loop().create_connection(
-                        lambda: LaneSender(int(info["max_frame_bytes"])),
-                        get_address_host(addr), info["port"])
+                lane = None if info is None else await self._connect_lane(addr, info)
                 self._lanes[addr] = lane
             return lane
+
+    async def _connect_lane(self, addr: str, info: dict):
+        """The sending end of the lane ``info`` (``tvm_lane``'s answer) describes: its Unix
+        socket where the worker at ``addr`` is on this host and this process reaches it,
+        else TCP."""
+        from distributed.comm.addressing import get_address_host
+        loop = asyncio.get_running_loop()
+        sender = LaneSender(int(info["max_frame_bytes"]))
+        host = get_address_host(addr)
+        if info.get("local") and host == get_address_host(self.worker.address):
+            sock, where = local_socket(str(info["local"]))
+            try:
+                await loop.sock_connect(sock, where)
+            except OSError:  # another network namespace (a container): TCP
+                sock.close()
+            else:
+                await loop.create_connection(lambda: sender, sock=sock)
+                return sender
+        await loop.create_connection(lambda: sender, host, info["port"])
+        return sender
 
     async def _connect(self, addr: str):
         """This worker's connection to the peer at ``addr`` for pushes: taken once from the
@@ -760,6 +833,11 @@ def _freeze_heap() -> None:
         _FROZEN = True
         import gc
         gc.freeze()
+
+
+def _is_unix(transport) -> bool:
+    sock = transport.get_extra_info("socket")
+    return sock is not None and sock.family == socket.AF_UNIX
 
 
 _HANGUP = getattr(select, "POLLRDHUP", 0x2000) | select.POLLHUP | select.POLLERR
