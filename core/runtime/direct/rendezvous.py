@@ -865,13 +865,21 @@ def _comm_gone(comm) -> bool:
 def _nbytes_args(args) -> int:
     n = 0
     for a in args:
-        n += _nbytes(a) if isinstance(a, tuple) else int(getattr(a, "nbytes", 0) or 0)
+        n += a.nbytes if type(a) is np.ndarray else _nbytes(a)
     return n
 
 
 def _nbytes(value) -> int:
-    if isinstance(value, tuple):
-        return sum(_nbytes(v) for v in value)
+    """The bytes of ``value``'s arrays (a tuple's, item by item); 0 for what has none.
+    Counted a value each push and stage: arrays, the common case, first."""
+    t = type(value)
+    if t is np.ndarray:
+        return value.nbytes
+    if t is StageResult or isinstance(value, tuple):
+        n = 0
+        for v in value:
+            n += v.nbytes if type(v) is np.ndarray else _nbytes(v)
+        return n
     return int(getattr(value, "nbytes", 0) or 0)
 
 
