@@ -24,8 +24,10 @@ comm handlers it provides, as Dask's own P2P shuffle extension does
     the pushing worker keeps open); with ``loop``, values for the loop shards here (their
     :class:`~tensorvm.runtime.direct.loop_box.LoopBox`) that a loop lane could not carry;
 ``tvm_lane()``
-    the port of this worker's *lane* (tcp:// clusters) and its frame cap: a plain socket for
-    pushes whose values all travel inside the message (small arrays and scalars), each a
+    the port of this worker's *lane* (tcp:// clusters), the name of its Unix socket for peers
+    on this host (about half the kernel's cost of TCP loopback a frame; the loop lanes' rule),
+    and its frame cap: a plain socket for
+    pushes whose values all travel inside the message (small arrays, scalars, strings), each a
     length-prefixed msgpack frame ``[step, items]`` handled as it arrives — a hop then costs a
     few tens of microseconds of Python on each side, not the ~100 of a Dask comm message (its
     read and dispatch); other pushes, those over the cap (:data:`LANE_MAX_FRAME_BYTES`), and
