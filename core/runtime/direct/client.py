@@ -523,40 +523,23 @@ def flush_step_reports(client) -> None:
 
 def pack_feed(value):
     """A feed's value for a ``tvm_run`` message: :func:`~tensorvm.runtime.direct.rendezvous.pack`'s
-    form, except a small object array (a string feed: a training step's token) as a pickled
-    sub-header that Dask's protocol unpickles on the worker into the array itself (what
-    ``unpack`` returns for the ``"o"`` tag), without Dask's serialisation around it: that
-    cost the client ~30 us a message (``serialize``, its header, a frame of its own) and the
-    worker ~20 us to read it; the pickle alone ~4 and ~3 (a 0-d array of bytes or str, a
-    token, as ``np.asarray(item, object)``: ~2 and ~1.5). A large one (pickled, over
-    ``SMALL_BYTES``) goes through Dask's serialisation as before (frames of its own, no copy
-    into a header)."""
-    if type(value) is np.ndarray and value.dtype.hasobject:
-        import pickle
-        from distributed.protocol.serialize import Pickled
-        if value.shape == () and value.dtype == object and type(value[()]) in (bytes, str):
-            obj = pickle.dumps(_ObjectScalar(value[()]), protocol=5)
-            if len(obj) <= SMALL_BYTES:
-                return ("o", Pickled({"pickled-obj": obj}, []))
-        else:
-            frames: list = []
-            obj = pickle.dumps(value, protocol=5, buffer_callback=frames.append)
-            if len(obj) <= SMALL_BYTES and not frames:
-                return ("o", Pickled({"pickled-obj": obj}, []))
-    return pack(value)
-
-
-class _ObjectScalar:
-    """Pickles as ``numpy.asarray(item, object)``: a 0-d object array holding ``item`` (bytes
-    or str), unpickled without this module."""
-
-    __slots__ = ("item",)
-
-    def __init__(self, item):
-        self.item = item
-
-    def __reduce__(self):
-        return np.asarray, (self.item, object)
+    form (a step's token, a small string array, travels as its strings: no pickle either
+    way), except a small object array ``pack`` leaves to Dask's serialisation, which goes as a
+    pickled sub-header that Dask's protocol unpickles on the worker into the array itself (what
+    ``unpack`` returns for the ``"o"`` tag): Dask's serialisation cost the client ~30 us a
+    message (``serialize``, its header, a frame of its own) and the worker ~20 us to read it.
+    A large one (pickled, over ``SMALL_BYTES``) goes through Dask's serialisation (frames of
+    its own, no copy into a header)."""
+    packed = pack(value)
+    if packed[0] != "o" or type(value) is not np.ndarray or not value.dtype.hasobject:
+        return packed
+    import pickle
+    from distributed.protocol.serialize import Pickled
+    frames: list = []
+    obj = pickle.dumps(value, protocol=5, buffer_callback=frames.append)
+    if len(obj) <= SMALL_BYTES and not frames:
+        return ("o", Pickled({"pickled-obj": obj}, []))
+    return packed
 
 
 def _receives(part) -> bool:
