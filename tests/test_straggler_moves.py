@@ -180,6 +180,8 @@ def test_a_hung_map_task_is_moved_and_the_job_ends_without_it(cluster, tmp_path)
             fut = _in_thread(lambda: job.run(s))
             res = fut.result(timeout=120)
             returned = (tmp_path / "returned-worker-1").exists()
+            # counted before the release: the hung call, once let go, records its map too
+            done = _per_worker(tmp_path)
     finally:
         (tmp_path / "release").touch()
         cluster.client.unsubscribe_topic(TOPIC_MOVES)
@@ -187,7 +189,6 @@ def test_a_hung_map_task_is_moved_and_the_job_ends_without_it(cluster, tmp_path)
     assert not returned, "the job waited for the hung map call on worker-1"
     assert res.to_dict() == dict(expected)
     assert res.attempts == 1
-    done = _per_worker(tmp_path)
     assert done["worker-0"] == 16 - done["worker-1"], dict(done)  # every split mapped once
     # the scheduler's event, delivered to subscribers on its stream
     assert _wait(lambda: len(events) > 0, 30), "no move was logged"
