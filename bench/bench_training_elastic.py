@@ -22,7 +22,8 @@ global step cost each process (``cpu_ms_per_step``; with it, the most a second w
 raise steps/s on this machine's cores).
 
 Run: ``python -m bench.bench_training_elastic [--steps N] [--sync-steps N] [--rows N]
-[--features N] [--steps-per-run K] [--rounds R] [--only KIND]`` (R rounds of the three, interleaved: medians; the machine is shared).
+[--features N] [--steps-per-run K] [--rounds R] [--only KIND]`` (R rounds of the kinds,
+interleaved: medians; the machine is shared).
 """
 from __future__ import annotations
 

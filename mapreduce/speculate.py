@@ -42,7 +42,6 @@ import numpy as np
 
 import tensorvm as tv
 from tensorvm import storage
-from tensorvm.framework.device_spec import DeviceSpec
 from tensorvm.framework.op_def_library import apply_op
 
 from .api import CounterSink
@@ -439,7 +438,7 @@ def _reduce_step(job, session, phase: _MapPhase, recovered: dict) -> tuple:
         with graph.as_default():
             reduce_fetches.append(job._build_reducer(r, device, [], attempt, urls,
                                                      phase.types))
-        _pin_stateful(graph, n0, device, DeviceSpec.parse(free[r % len(free)]).task)
+        _pin_stateful(graph, n0, device, r % len(free))  # (floating: free is /job:worker/task:<i>)
     vals, rcounts = session.run([reduce_fetches, [t for _, t in rsink.items]],
                                 options=run_options()) if reducers else ([], [])
     return reducers, attempt, vals, list(zip([n for n, _ in rsink.items], rcounts))

@@ -216,8 +216,8 @@ class _Coordinator:
     def done(self):
         return self._queue.done()
 
-    def wait_any(self, values, timeout=None):
-        return self._queue.wait_any(values, timeout)
+    def wait_any(self, values, timeout=None, at_least=1):  # ClusterCoordinator.wait_any's
+        return self._queue.wait_any(values, timeout, at_least)
 
     def workers(self):
         return dict(self._workers)

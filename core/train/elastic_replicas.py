@@ -3,16 +3,16 @@ not pinned to a fixed set of tasks.
 
 The training is a stream of closures, each ``steps_per_run`` steps of the replica graph of
 whichever worker is free (its graph built by ``model_fn(ctx)`` under ``replica_device_setter``,
-as before, once per worker task). This thread keeps about two closures per live worker queued
-or running in a sync run (topped up whenever any ends, whichever it is: a sync closure waits
-for gradients that only the others bring), three in an async run (topped up once as many as
-there are workers have ended: one wake of this thread per batch) until the global step reaches ``last_step`` (a worker's
-``StopAtStepHook``), the monitor says stop, or the input ends; a closure's error is raised at
-once, and a sync run's chief loop is closed as soon as one of these stops it. So a worker
-that dies mid-run loses nothing: its closure runs again on another worker, with its step
-token (each of its K steps claims ``token#k``: the PS applies each step once); a worker that
-joins (a Dask worker named after a task of the job) takes closures at once; a worker that
-comes back takes them again.
+as before, once per worker task). This thread keeps closures queued or running: about two
+per live worker in a sync run (topped up whenever any ends, whichever it is: a sync closure
+waits for gradients that only the others bring), three in an async run (topped up once as many
+as there are workers have ended: one wake of this thread per batch), until the global step
+reaches ``last_step`` (a worker's ``StopAtStepHook``), the monitor says stop, or the input
+ends; a closure's error is raised at once, and a sync run's chief loop is closed as soon as
+one of these stops it. So a worker that dies mid-run loses nothing: its closure runs again on
+another worker, with its step token (each of its K steps claims ``token#k``: the PS applies
+each step once); a worker that joins (a Dask worker named after a task of the job) takes
+closures at once; a worker that comes back takes them again.
 
 Each worker's runs go through its own :class:`~tensorvm.train.MonitoredSession` (made once,
 ``max_recoveries=0``: a lost device is the coordinator's to handle) with the hooks of the old
@@ -355,8 +355,7 @@ def _ended(coord, pending: list, chief_loop, batch: int = 1) -> list:
     as soon as it has one: no step could end after it."""
     while True:
         timeout = None if chief_loop is None else 1.0
-        ended = coord.wait_any(pending, timeout, at_least=batch) if batch > 1 else \
-            coord.wait_any(pending, timeout)
+        ended = coord.wait_any(pending, timeout, at_least=batch)
         if ended:
             return ended
         coord.done()  # an error outside these closures (a worker that could not start)
