@@ -123,3 +123,48 @@ def test_floating_ops_of_a_plain_graph_run_step_after_step(cluster):
     s.run(init)
     for i in range(3):  # the second and later runs would go direct if they could
         assert s.run(z, {x: [1.0, 2.0, float(i)]}) == 3.0 + 5.0 + 2.0 * i + 1.0
+
+
+def _fails_once_marked(folder):
+    def fn(x):
+        import os
+        open(os.path.join(folder, "failing"), "w").close()
+        raise ValueError("a value the step cannot take")
+    return fn
+
+
+def _ends_after_the_failure(folder):
+    """Waits (bounded) for the failing task's mark, lasts 0.5 s more, then marks ``ended``:
+    an op in flight when its step failed."""
+    def fn(x):
+        import os
+        import time
+        give_up = time.monotonic() + 60
+        while not os.path.exists(os.path.join(folder, "failing")) and \
+                time.monotonic() < give_up:
+            time.sleep(0.01)
+        time.sleep(0.5)
+        open(os.path.join(folder, "ended"), "w").close()
+        return x
+    return fn
+
+
+def test_a_failed_step_returns_once_no_task_of_it_runs(cluster, tmp_path):
+    """CI's failure (stop 32: a map task still running when its job failed spilled its buckets
+    after the job had removed its scratch). As TF's Session.run waits for every executor of
+    a step, a failed step returns only once its tasks in flight have ended: whatever the
+    caller cleans up after the error stays clean."""
+    g = tv.Graph()
+    with g.as_default():
+        x = tv.placeholder(tv.float32, [2])
+        with tv.device("/job:worker/task:*a"):
+            bad = tv.py_func(_fails_once_marked(str(tmp_path)), [x], tv.float32,
+                             stateful=False)
+        with tv.device("/job:worker/task:*b"):
+            slow = tv.py_func(_ends_after_the_failure(str(tmp_path)), [x], tv.float32,
+                              stateful=False)
+    s = cluster.session(graph=g)
+    with pytest.raises(tv.errors.OpError, match="cannot take"):
+        s.run([bad, slow], {x: [1.0, 2.0]})
+    assert (tmp_path / "failing").exists()
+    assert (tmp_path / "ended").exists(), "the step returned while its other task still ran"

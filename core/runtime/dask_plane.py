@@ -28,7 +28,9 @@ workers. Stateful tasks have ``retries=0``.
 Stopping: a step given up (deadline, error, Ctrl-C) is marked cancelled on its workers
 (:meth:`tensorvm.vm.interpreter.DeviceResources.cancel_step`: a running stage stops before its next op,
 a stage that starts later runs nothing) and its futures are released (Dask drops the tasks not
-yet started). A timeout names the stateful ops that may already have run.
+yet started). A step that failed on a task's error returns only once no task of it runs on any
+worker (:func:`tensorvm.runtime.step_cancel.stop_step`). A timeout names the stateful ops that
+may already have run.
 
 Data planes (issue 13): on first use a plan's per-device partitions are registered on their
 workers (:mod:`tensorvm.runtime.direct.registered_plans`; dropped when the session closes or its graph
@@ -83,6 +85,7 @@ from ..vm.interpreter import pick, pop_traces, resources_of
 from ..vm.on_worker import EXTENSION
 from .worker_extension import TensorvmWorkerPlugin, check_versions
 from .dask_graph import fetch_values, fill_metadata, step_graph
+from .step_cancel import mark_cancelled, stop_step
 
 CLOSE_WAIT_S = 5.0  # how long close waits for the steps it cancelled to give up
 CONNECT_TIMEOUT_S = 20.0  # how long a session or reset tries to reach a scheduler
@@ -171,20 +174,6 @@ class _StepResults:
 def _retrieve(task) -> None:
     if not task.cancelled():
         task.exception()
-
-
-async def _mark_cancelled(client, step_id, addrs) -> None:
-    try:
-        await client.run(_cancel_step, step_id, workers=addrs, wait=False, on_error="ignore",
-                         asynchronous=True)
-    except Exception:  # a gone worker or scheduler: nothing to cancel there
-        logger.debug("could not mark step %s cancelled on %s", step_id, addrs, exc_info=True)
-
-
-async def _cancel_step(step_id, dask_worker):
-    """On a worker: mark a step given up (its stages stop before their next op). A coroutine:
-    ``Client.run(..., wait=False)`` takes only those, and the session does not wait."""
-    resources_of(dask_worker).cancel_step(step_id)
 
 
 def _clear_resources(containers, dask_worker):
@@ -436,16 +425,21 @@ class DistributedBackend(Backend):
                         self._check_alive(pinned)
                     if deadline is not None and time.monotonic() >= deadline:
                         raise self._deadline_error(plan, step_id, timeout, dsk, by_device)
-            except BaseException:
-                # Mark the step cancelled on its workers (running stages stop before their next
-                # op), then release rather than cancel: Client.cancel trips a scheduler assertion
-                # when a fetched key is also a dependency of another task, dropping the client's
+            except BaseException as exc:
+                # Release rather than cancel: Client.cancel trips a scheduler assertion when a
+                # fetched key is also a dependency of another task, dropping the client's
                 # connection; releasing lets the scheduler forget the tasks not yet started, and
-                # waiting queue ops see their task gone and give up.
+                # waiting queue ops see their task gone and give up. Then mark the step
+                # cancelled on its workers (running stages stop before their next op); after a
+                # task's error, wait until no task of the step runs (step_cancel.stop_step).
                 waiting.give_up()
-                self._cancel_on_workers(step_id, pinned)
                 for f in futures:
                     f.release()
+                if isinstance(exc, OpError) and not isinstance(
+                        exc, (UnavailableError, DeadlineExceededError, CancelledError)):
+                    stop_step(self.client, step_id)
+                else:
+                    self._cancel_on_workers(step_id, pinned)
                 raise
             if trace:
                 traces = self.client.run(_collect_traces, step_id)
@@ -498,7 +492,7 @@ class DistributedBackend(Backend):
         addrs = sorted({a for a, _ in pinned.values() if self._direct.gone(a) is None})
         if not addrs:
             return
-        self.client.loop.add_callback(_mark_cancelled, self.client, step_id, addrs)
+        self.client.loop.add_callback(mark_cancelled, self.client, step_id, addrs)
 
     def _deadline_error(self, plan, step_id, timeout, dsk, by_device):
         states = self._task_states(by_device)

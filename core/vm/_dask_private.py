@@ -57,6 +57,15 @@ def task_still_wanted(worker, key) -> bool:
     return ts is not None and ts.state in ("executing", "long-running")
 
 
+def running_keys(worker) -> list:
+    """The keys of the tasks that occupy a thread of ``worker`` now, including those the
+    scheduler released while they ran (their function still runs until it returns).
+
+    Private: ``WorkerState.all_running_tasks``; waits for a public view of a worker's
+    threads."""
+    return [ts.key for ts in worker.state.all_running_tasks]
+
+
 @contextlib.contextmanager
 def as_worker_thread(worker):
     """Make ``distributed.get_worker()`` answer ``worker`` in a thread of tensorvm's own pool
