@@ -48,13 +48,14 @@ LOOPS = {"issue_example": (issue_example, WORKER),
          "three_devices": (three_device_loop, WORKER1)}
 
 
-def loop_graph(m, name: str, dtype):
-    """``(x, fetches)``: ``v`` (a Variable on the PS), ``x`` (a placeholder of shape [3]), the
-    loop ``name`` of :data:`LOOPS` and ``[w, loss, d loss/dx, d loss/dv]`` with
-    ``loss = sum(w * w)`` on the loop's device. Call it with ``m``'s graph as the default."""
+def loop_graph(m, name: str, dtype, var_name: str = "v"):
+    """``(x, fetches)``: ``v`` (a Variable on the PS, named ``var_name``), ``x`` (a placeholder
+    of shape [3]), the loop ``name`` of :data:`LOOPS` and ``[w, loss, d loss/dx, d loss/dv]``
+    with ``loss = sum(w * w)`` on the loop's device. Call it with ``m``'s graph as the
+    default."""
     build, home = LOOPS[name]
     with m.device(PS):
-        v = m.Variable(np.asarray(V, dtype.name), name="v")
+        v = m.Variable(np.asarray(V, dtype.name), name=var_name)
     x = m.placeholder(dtype, [3], name="x")
     w = build(m, x, v)
     with m.device(home):
@@ -71,17 +72,31 @@ def rnn_data():
     return xs, ys, rng.uniform(-0.6, 0.6, (8, 5)), rng.uniform(-0.1, 0.1, 5)
 
 
-def rnn_graph(m, cell, dtype):
-    """``dynamic_rnn(cell)`` under ``replica_device_setter(ps_tasks=1)`` (the cell's weights
-    on the PS, the loop on the worker), ``loss = mean((final_state - y)**2)`` and an SGD step:
-    ``(x, y, loss, train)``."""
+def rnn_graph(m, cell, dtype, scope=None):
+    """``dynamic_rnn(cell, scope=scope)`` under ``replica_device_setter(ps_tasks=1)`` (the
+    cell's weights on the PS, the loop on the worker), ``loss = mean((final_state - y)**2)``
+    and an SGD step: ``(x, y, loss, train)``."""
     with m.device(m.train.replica_device_setter(ps_tasks=1, worker_device=WORKER)):
         x = m.placeholder(dtype, [4, 6, 3], name="x")
         y = m.placeholder(dtype, [4, 5], name="y")
-        _, state = m.nn.dynamic_rnn(cell, x, dtype=dtype)
+        _, state = m.nn.dynamic_rnn(cell, x, dtype=dtype, scope=scope)
         loss = m.reduce_mean(m.square(state - y))
         train = m.train.GradientDescentOptimizer(LR).minimize(loss)
     return x, y, loss, train
+
+
+def tanh_grid(dtype: str) -> np.ndarray:
+    """Where tanh's error is measured: 200,001 points over [-4, 4] (beyond, tanh is +-1 to
+    within an ulp in float32 and the loops' values stay inside)."""
+    return np.linspace(-4, 4, 200_001).astype(dtype)
+
+
+def ulps_off(got: np.ndarray, x: np.ndarray) -> float:
+    """The largest error of ``got`` (a tanh of ``x``) in ulps of the exact value (NumPy's long
+    double tanh, 64-bit mantissa, as the reference)."""
+    ref = np.tanh(x.astype(np.longdouble))
+    ulp = np.spacing(np.abs(ref).astype(x.dtype)).astype(np.longdouble)
+    return float(np.max(np.abs(got.astype(np.longdouble) - ref) / ulp))
 
 
 def cell_variables(m):

@@ -126,6 +126,15 @@ def run_rnn(dtype, target):
     return {"losses": losses, "kernel": k.tolist(), "bias": b.tolist()}
 
 
+def tanh_ulps(dtype) -> float:
+    """TF's tanh error on :data:`tf_loop_graphs.TANH_GRID`, in ulps of the exact value (long
+    double NumPy as the reference): the tests' tolerances start from it."""
+    grid = lg.tanh_grid(dtype.name)
+    with tf.Session() as s:
+        got = s.run(tf.tanh(tf.constant(grid)))
+    return lg.ulps_off(got, grid)
+
+
 def _same(a, b) -> bool:
     return all(np.array_equal(a[k], b[k]) for k in a)
 
@@ -151,6 +160,7 @@ def main():
         rnn[dname]["one_device_equal"] = _same(rnn[dname], run_rnn(dtype, None))
     doc = {"made_by": "tests/data/make_tf_loop_fixtures.py",
            "tensorflow": f"{tf.__version__} (tensorflow.compat.v1, disable_v2_behavior)",
+           "tanh_ulps": {d: tanh_ulps(t) for d, t in DTYPES.items()},
            "feeds": {"x": lg.X, "v": lg.V},
            "loops": loops, "rnn": rnn}
     with open(OUT, "w") as f:
