@@ -1,7 +1,8 @@
 """Loops that span devices (issue 27): a ``while_loop`` whose cond and body run on several
 devices, each device running its part of every iteration. Checked against NumPy
 re-implementations of the same loop, against the same loop on one device, and gradients
-against central differences (tests/opcheck.py). TensorFlow is not installed here."""
+against central differences (tests/opcheck.py); against TensorFlow 1.x's own values in
+tests/test_loops_across_devices_tf.py."""
 from __future__ import annotations
 
 import os
