@@ -82,10 +82,14 @@ def run_options(durable_url: str = "") -> tv.RunOptions:
     """Options of a job's steps: Send/Recv as Dask task dependencies (where the session has
     a choice of data plane), so Dask manages the shuffle's memory and re-runs lost work
     (DESIGN.md, "Two ways to move tensors between devices"); ``durable_url``: where the map
-    tasks keep their outputs (:mod:`tensorvm.runtime.durable_tasks`)."""
+    tasks keep their outputs (:mod:`tensorvm.runtime.durable_tasks`). A failed step returns
+    once none of its tasks runs (``wait_on_error``): the job then removes its scratch and
+    temporary output, and no map task still running writes there after."""
     opts = tv.RunOptions()
     if hasattr(opts, "data_plane"):
         opts.data_plane = "dask"
+    if hasattr(opts, "wait_on_error"):
+        opts.wait_on_error = True
     if durable_url and hasattr(opts, "durable_url"):
         opts.durable_url = durable_url
     return opts

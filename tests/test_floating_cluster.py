@@ -10,6 +10,7 @@ import pytest
 
 import tensorvm as tv
 import tensorvm.mapreduce as mr
+from tensorvm.mapreduce.common import run_options
 
 TV_CLUSTER = {"worker": 2}
 SPLIT = 2048
@@ -151,9 +152,11 @@ def _ends_after_the_failure(folder):
 
 def test_a_failed_step_returns_once_no_task_of_it_runs(cluster, tmp_path):
     """CI's failure (stop 32: a map task still running when its job failed spilled its buckets
-    after the job had removed its scratch). As TF's Session.run waits for every executor of
-    a step, a failed step returns only once its tasks in flight have ended: whatever the
-    caller cleans up after the error stays clean."""
+    after the job had removed its scratch). With the options of a map-reduce job's steps
+    (``wait_on_error``, as TF's Session.run waits for every executor of a step), a failed
+    step returns only once its tasks in flight have ended: whatever the caller cleans up
+    after the error stays clean. (By default the error comes back at once:
+    test_runtime_cluster.py::test_failed_step_cancels_its_other_parts.)"""
     g = tv.Graph()
     with g.as_default():
         x = tv.placeholder(tv.float32, [2])
@@ -165,6 +168,6 @@ def test_a_failed_step_returns_once_no_task_of_it_runs(cluster, tmp_path):
                               stateful=False)
     s = cluster.session(graph=g)
     with pytest.raises(tv.errors.OpError, match="cannot take"):
-        s.run([bad, slow], {x: [1.0, 2.0]})
+        s.run([bad, slow], {x: [1.0, 2.0]}, options=run_options())
     assert (tmp_path / "failing").exists()
     assert (tmp_path / "ended").exists(), "the step returned while its other task still ran"

@@ -28,9 +28,9 @@ workers. Stateful tasks have ``retries=0``.
 Stopping: a step given up (deadline, error, Ctrl-C) is marked cancelled on its workers
 (:meth:`tensorvm.vm.interpreter.DeviceResources.cancel_step`: a running stage stops before its next op,
 a stage that starts later runs nothing) and its futures are released (Dask drops the tasks not
-yet started). A step that failed on a task's error returns only once no task of it runs on any
-worker (:func:`tensorvm.runtime.step_cancel.stop_step`). A timeout names the stateful ops that
-may already have run.
+yet started). With ``RunOptions.wait_on_error``, a step that failed on a task's error returns
+only once no task of it runs on any worker (:func:`tensorvm.runtime.step_cancel.stop_step`). A
+timeout names the stateful ops that may already have run.
 
 Data planes (issue 13): on first use a plan's per-device partitions are registered on their
 workers (:mod:`tensorvm.runtime.direct.registered_plans`; dropped when the session closes or its graph
@@ -431,12 +431,13 @@ class DistributedBackend(Backend):
                 # connection; releasing lets the scheduler forget the tasks not yet started, and
                 # waiting queue ops see their task gone and give up. Then mark the step
                 # cancelled on its workers (running stages stop before their next op); after a
-                # task's error, wait until no task of the step runs (step_cancel.stop_step).
+                # task's error, if the caller asked, wait until no task of the step runs.
                 waiting.give_up()
                 for f in futures:
                     f.release()
-                if isinstance(exc, OpError) and not isinstance(
-                        exc, (UnavailableError, DeadlineExceededError, CancelledError)):
+                if getattr(options, "wait_on_error", False) and isinstance(exc, OpError) and \
+                        not isinstance(exc, (UnavailableError, DeadlineExceededError,
+                                             CancelledError)):
                     stop_step(self.client, step_id)
                 else:
                     self._cancel_on_workers(step_id, pinned)

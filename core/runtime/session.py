@@ -29,7 +29,7 @@ Distributed steps move tensors one of two ways (``ConfigProto``/``RunOptions(dat
 as a Dask graph whose Send/Recv pairs are task dependencies (a plan's first run, batch jobs),
 or — once a plan's partitions are registered on the workers — one message per device straight
 to its worker, tensors handed worker to worker through a rendezvous
-(:mod:`tensorvm.runtime.direct.client`, :mod:`tensorvm.runtime.direct.rendezvous`).
+(:mod:`tensorvm.runtime.direct.client`, :mod:`tensorvm.runtime.direct.data_plane`).
 
 A step given up (``RunOptions(timeout_in_ms=…)``, an error, Ctrl-C) is cancelled: what has not
 started never runs (the kernel runner checks a per-step mark before every op, on every device),
@@ -74,12 +74,18 @@ class RunOptions:
     a distributed step moves tensors between devices. ``durable_url`` (the Dask plane): a
     storage URL every worker shares, under which each floating task that reads no other
     task's output keeps its results, so a worker lost after running one costs a read, not a
-    re-run (:mod:`tensorvm.runtime.durable_tasks`; the caller removes the folder)."""
+    re-run (:mod:`tensorvm.runtime.durable_tasks`; the caller removes the folder).
+    ``wait_on_error`` (the Dask plane): a step that fails on a task's error returns only once
+    no task of it runs on any worker (TF's ``Session.run`` waits for every executor of the
+    step), so whatever the caller cleans up after the error stays clean — a map-reduce job's
+    scratch and temporary output. By default the error comes back at once and the step's
+    other tasks stop before their next op, in the background."""
     trace: bool = False
     timeout_in_ms: int = 0
     trace_level: int = 0
     data_plane: str = ""
     durable_url: str = ""
+    wait_on_error: bool = False
 
     NO_TRACE = 0
     SOFTWARE_TRACE = 1
