@@ -14,7 +14,7 @@ form of ``tensorvm.vm.results.StageResult``), so the tensor gets a buffer of its
 runtime still realigns any array that arrives unaligned. On the Dask plane that buffer comes in 64 MiB shards (Dask's
 ``distributed.comm.shard``) which the receiver copies into one array — the copy plain Dask
 skips, reading a lone array's shards into one (unaligned) buffer with the header. The direct
-plane serialises a large array itself and sends it as one frame (``rendezvous.pack``): one
+plane serialises a large array itself and sends it as one frame (``packing.pack``): one
 aligned buffer, no copy. On this VM a fresh 256 MiB allocation can stall in
 transparent-hugepage compaction (the outliers of every row).
 

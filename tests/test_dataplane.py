@@ -152,12 +152,12 @@ def test_pushes_open_a_lane_and_large_values_keep_to_dasks_comm_bit_exact(cluste
 
     def lanes(dask_worker):
         plane = dask_worker.extensions["tensorvm"].data_plane
-        return {a: lane is not None and not lane.closed for a, lane in plane._lanes.items()}
+        return {a: lane is not None and not lane.closed for a, lane in plane.links._lanes.items()}
     assert cluster.client.run(lanes, workers=[w0])[w0].get(w1) is True
 
 
 def test_workers_send_a_large_tensor_as_one_frame(cluster):
-    from tensorvm.runtime.direct.rendezvous import UNSPLIT_BYTES, pack
+    from tensorvm.runtime.direct.packing import UNSPLIT_BYTES, pack
     g, v, out = _ps_graph()
     s = cluster.session(g)
     s.run(v.initializer)  # the workers have the data plane
@@ -244,7 +244,7 @@ def test_killed_ps_mid_steps_is_unavailable_naming_it_fast(cluster, tmp_path):
 def _roundtrip(value):
     """pack, a real trip through Dask's wire format (dumps/loads), unpack."""
     from distributed.protocol import dumps, loads
-    from tensorvm.runtime.direct.rendezvous import pack, unpack
+    from tensorvm.runtime.direct.packing import pack, unpack
     return unpack(loads(dumps({"v": pack(value)}))["v"])
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tensorvm.runtime.direct.client import pack_feed
-from tensorvm.runtime.direct.rendezvous import SMALL_BYTES, pack, unpack
+from tensorvm.runtime.direct.packing import SMALL_BYTES, pack, unpack
 
 
 def _trip(value, counter=None):

@@ -157,10 +157,10 @@ def _set_step_threads(n):
     def fn(dask_worker):
         from concurrent.futures import ThreadPoolExecutor
 
-        import tensorvm.runtime.direct.rendezvous as rz
+        import tensorvm.runtime.direct.data_plane as dp
         plane = dask_worker.extensions["tensorvm"].data_plane
-        old = rz.STEP_THREADS
-        rz.STEP_THREADS = n
+        old = dp.STEP_THREADS
+        dp.STEP_THREADS = n
         plane.pool = ThreadPoolExecutor(n, thread_name_prefix="tensorvm-step")
         return old
     return fn
@@ -168,9 +168,9 @@ def _set_step_threads(n):
 
 def _set_waiting_steps(n):
     def fn(dask_worker):
-        import tensorvm.runtime.direct.rendezvous as rz
-        old = getattr(rz, "WAITING_STEPS", None)
-        rz.WAITING_STEPS = n
+        import tensorvm.runtime.direct.data_plane as dp
+        old = getattr(dp, "WAITING_STEPS", None)
+        dp.WAITING_STEPS = n
         return old
     return fn
 

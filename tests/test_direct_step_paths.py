@@ -68,7 +68,7 @@ def test_a_dense_apply_runs_on_the_ps_event_loop(cluster):
 
 
 def test_a_sync_chiefs_k_steps_run_in_one_thread_call(cluster):
-    from tensorvm.runtime.direct.rendezvous import DataPlane
+    from tensorvm.runtime.direct.data_plane import DataPlane
     g, gs, train, opt = _replica_graph(sync=True)
     s = cluster.session(graph=g)
     plane = DataPlane(None, PlanStore(), None)

@@ -12,7 +12,8 @@ import msgpack
 import numpy as np
 import pytest
 import tensorvm as tv
-from tensorvm.runtime.direct import rendezvous as rz
+from tensorvm.runtime.direct.data_plane import data_plane_stats
+from tensorvm.runtime.direct.packing import pack, unpack
 
 TV_CLUSTER_SHARED = True
 DIRECT = tv.ConfigProto(data_plane="direct")
@@ -35,10 +36,10 @@ def test_small_strings_travel_as_their_bytes_on_a_lane_and_on_daskss_comm(value)
     """Failed before: strings went through Dask's serialisation (tag ``"o"``, a pickle), which
     a lane cannot carry (a Dask comm message a push instead)."""
     from distributed.protocol import dumps, loads
-    packed = rz.pack(value)
+    packed = pack(value)
     assert packed[0] != "o"
-    for got in (rz.unpack(msgpack.unpackb(msgpack.packb(packed))),  # a lane frame
-                rz.unpack(loads(dumps({"v": packed}))["v"])):  # a Dask comm message
+    for got in (unpack(msgpack.unpackb(msgpack.packb(packed))),  # a lane frame
+                unpack(loads(dumps({"v": packed}))["v"])):  # a Dask comm message
         assert type(got) is type(value)
         if isinstance(value, np.ndarray):
             assert got.dtype == object and got.shape == value.shape and got.flags.writeable
@@ -55,9 +56,9 @@ def test_small_strings_travel_as_their_bytes_on_a_lane_and_on_daskss_comm(value)
     np.array([b"%0999d" % i for i in range(100)], dtype=object),  # over SMALL_BYTES
 ])
 def test_other_object_arrays_keep_daskss_serialisation(value):
-    packed = rz.pack(value)
+    packed = pack(value)
     assert packed[0] == "o"
-    got = rz.unpack(packed).data
+    got = unpack(packed).data
     assert got is value
 
 
@@ -78,10 +79,10 @@ def test_a_string_pushed_to_another_worker_goes_on_the_lane(cluster):
     g, tok, n = _string_graph()
     s = cluster.session(g, config=DIRECT)
     assert s.run(n, {tok: b"abc"}) == 7  # the first step opens the lanes
-    before = _on(cluster, rz.data_plane_stats, "worker-0")
+    before = _on(cluster, data_plane_stats, "worker-0")
     for i in range(5):
         assert s.run(n, {tok: b"x" * i}) == 2 * i + 1
-    after = _on(cluster, rz.data_plane_stats, "worker-0")
+    after = _on(cluster, data_plane_stats, "worker-0")
     assert after["lane_frames"] - before["lane_frames"] == 5
     assert after["lane_frames_refused"] == before["lane_frames_refused"]
 
@@ -99,7 +100,7 @@ def test_lanes_between_workers_on_one_host_are_unix_sockets(cluster):
     s.run(v.initializer)
     for k in range(1, 4):
         np.testing.assert_array_equal(s.run(out), (np.arange(4) + k) * 2.0)
-    stats = _on(cluster, rz.data_plane_stats, "worker-1")
+    stats = _on(cluster, data_plane_stats, "worker-1")
     assert stats["lanes_in_local"] >= 1
     assert stats["lanes_in_local"] <= stats["lanes_in"]
 

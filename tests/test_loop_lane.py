@@ -18,7 +18,8 @@ import pytest
 import tensorvm as tv
 from tensorvm.runtime.direct.loop_box import MISSING, LoopBox
 from tensorvm.runtime.direct.loop_lane import LoopLaneOut, LoopLaneServer, local_socket
-from tensorvm.runtime.direct.rendezvous import data_plane_stats, pack, unpack
+from tensorvm.runtime.direct.data_plane import data_plane_stats
+from tensorvm.runtime.direct.packing import pack, unpack
 
 
 def _no_check():

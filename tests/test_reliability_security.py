@@ -16,7 +16,9 @@ import msgpack
 import numpy as np
 import pytest
 import tensorvm as tv
-from tensorvm.runtime.direct import rendezvous as rz
+from tensorvm.runtime.direct.config import LANE_MAX_FRAME_BYTES, lane_max_frame_bytes
+from tensorvm.runtime.direct.data_plane import data_plane_stats
+from tensorvm.runtime.direct.rendezvous import Rendezvous
 from tensorvm.scheduler_ext import TOPIC_JOBS, job_message
 
 pytestmark = pytest.mark.cluster
@@ -67,7 +69,7 @@ def _wait_for(cluster, cond, what, timeout=120.0):
     hang, far above what it takes)."""
     deadline = time.monotonic() + timeout
     while True:
-        stats = _on(cluster, rz.data_plane_stats)
+        stats = _on(cluster, data_plane_stats)
         if cond(stats):
             return stats
         if time.monotonic() > deadline:
@@ -93,7 +95,7 @@ def _many_small_values_graph(n=20, size=15_000):
 
 def test_a_lane_frame_longer_than_the_cap_drops_the_connection(cluster):
     host, port = _lane_address(cluster)
-    before = _on(cluster, rz.data_plane_stats)
+    before = _on(cluster, data_plane_stats)
     rss0 = _on(cluster, _rss)
     chunk = b"\0" * (1 << 20)
     sent, dropped = 0, None
@@ -119,7 +121,7 @@ def test_a_lane_frame_longer_than_the_cap_drops_the_connection(cluster):
 
 def test_a_frame_under_the_cap_that_is_not_msgpack_drops_the_connection(cluster):
     host, port = _lane_address(cluster)
-    before = _on(cluster, rz.data_plane_stats)
+    before = _on(cluster, data_plane_stats)
     with socket.create_connection((host, port)) as s:
         s.settimeout(60)
         s.sendall((8).to_bytes(4, "little") + b"\xc1" * 8)  # 0xc1: never valid msgpack
@@ -133,23 +135,23 @@ def test_pushes_over_the_frame_cap_go_on_dasks_comm_bit_exact(cluster):
     feed = {x: np.random.default_rng(0).normal(size=15_000).astype(np.float32)}
     with tv.Session(graph=g) as local:
         want = local.run(out, feed)
-    before = _on(cluster, rz.data_plane_stats)
+    before = _on(cluster, data_plane_stats)
     sess = cluster.session(g, config=tv.ConfigProto(data_plane="direct"))
     for _ in range(3):
         got = sess.run(out, feed)
         for w, v in zip(want, got):
             np.testing.assert_array_equal(w, v)
-    after = _on(cluster, rz.data_plane_stats)
+    after = _on(cluster, data_plane_stats)
     assert after["lane_frames_refused"] == before["lane_frames_refused"]
 
 
 def test_the_lane_cap_default_and_its_config():
-    assert rz.lane_max_frame_bytes() == rz.LANE_MAX_FRAME_BYTES == 64 << 20
+    assert lane_max_frame_bytes() == LANE_MAX_FRAME_BYTES == 64 << 20
     with dask.config.set({"tensorvm.lane.max-frame-bytes": "2 MiB"}):
-        assert rz.lane_max_frame_bytes() == 2 << 20
+        assert lane_max_frame_bytes() == 2 << 20
     with dask.config.set({"tensorvm.lane.max-frame-bytes": 0}):
         with pytest.raises(ValueError, match="tensorvm.lane.max-frame-bytes"):
-            rz.lane_max_frame_bytes()
+            lane_max_frame_bytes()
 
 
 # ---- 12: values for steps nobody runs are dropped -------------------------------------------
@@ -157,7 +159,7 @@ def test_the_lane_cap_default_and_its_config():
 def test_values_for_made_up_steps_are_bounded_and_expire(cluster):
     """The probe: 20,000 frames, each one 4 KiB value for a step id nobody runs."""
     host, port = _lane_address(cluster)
-    before = _on(cluster, rz.data_plane_stats)
+    before = _on(cluster, data_plane_stats)
     rss0 = _on(cluster, _rss)
     value = ["a", "<f4", [1024], b"\1" * 4096]
     n = 20_000
@@ -187,7 +189,7 @@ def test_values_for_made_up_steps_are_bounded_and_expire(cluster):
 
 def _rendezvous(now, **kw):
     kw = {"ttl": 10.0, "max_values": 4, "max_bytes": 1 << 20, **kw}
-    return rz.Rendezvous(clock=lambda: now[0], **kw)
+    return Rendezvous(clock=lambda: now[0], **kw)
 
 
 def test_an_early_value_waits_for_its_recv_within_the_time_to_live():

@@ -7,7 +7,7 @@
 * :class:`~tensorvm.runtime.dask_plane.DistributedBackend` (``Session("local")``,
   ``Session(cluster=spec)``, ``Session("tcp://…")``) — a dask.distributed client, one worker
   per logical task, resources in the workers; two data planes (Dask task dependencies, or
-  registered partitions and a rendezvous, see :mod:`tensorvm.runtime.direct.rendezvous`).
+  registered partitions and a rendezvous, see :mod:`tensorvm.runtime.direct.data_plane`).
 
 Both build a step's Dask graph with :func:`tensorvm.runtime.dask_graph.step_graph` and read its fetches
 with :func:`tensorvm.runtime.dask_graph.fetch_values`.

@@ -11,7 +11,7 @@ keeps its own in a :class:`TensorvmExtension` at ``worker.extensions["tensorvm"]
 * ``plans`` — the plan partitions registered on this worker
   (:class:`tensorvm.runtime.direct.registered_plans.PlanStore`);
 * ``data_plane`` — the direct plane's handlers, rendezvous and lanes
-  (:class:`tensorvm.runtime.direct.rendezvous.DataPlane`), whose comm handlers the extension
+  (:class:`tensorvm.runtime.direct.data_plane.DataPlane`), whose comm handlers the extension
   adds to the worker under versioned names (:mod:`tensorvm.runtime.wire_names`).
 
 Dask closes the extension with its worker. A session registers :class:`TensorvmWorkerPlugin`
@@ -35,8 +35,9 @@ from ..vm.kernels.malloc import keep_freed_heap
 from ..vm.kernels.threads import ensure_blas_limit
 from ..vm.on_worker import EXTENSION
 from .cluster.device_map import TOPIC_MADE, resource_name
+from .direct.data_plane import DataPlane
+from .direct.packing import UNSPLIT_BYTES
 from .direct.registered_plans import PlanStore
-from .direct.rendezvous import UNSPLIT_BYTES, DataPlane
 from .wire_names import VERSION, WORKER_PLUGIN
 
 
@@ -66,7 +67,7 @@ class TensorvmExtension:
 def install(worker) -> TensorvmExtension:
     """tensorvm's extension of ``worker``, installed on first call: its comm handlers added,
     its TCP comms allowed to send tensors up to
-    :data:`~tensorvm.runtime.direct.rendezvous.UNSPLIT_BYTES` as one frame, and tensorvm's
+    :data:`~tensorvm.runtime.direct.packing.UNSPLIT_BYTES` as one frame, and tensorvm's
     expected errors kept out of the worker's error log."""
     ext = worker.extensions.get(EXTENSION)
     if ext is None:

@@ -1,7 +1,7 @@
 """The stage interpreter: what runs inside a task, on every plane.
 
 The in-process plane (Dask's local scheduler), the Dask plane (a task per stage) and the
-direct plane (registered partitions, :mod:`tensorvm.runtime.direct.rendezvous`) all run a
+direct plane (registered partitions, :mod:`tensorvm.runtime.direct.data_plane`) all run a
 stage through :func:`run_stage`, and so through the one :func:`execute`:
 
 * :func:`execute` places the task's arguments in their slots and runs each instruction's

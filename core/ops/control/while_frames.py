@@ -227,7 +227,7 @@ def frame_devices(funcs, device: str) -> tuple:
 # ---- the sharded run, in worker processes -----------------------------------------------------
 class _Exchange:
     """Pushes to and receives from the other shards of a loop, through this worker's data
-    plane (:class:`tensorvm.runtime.direct.rendezvous.DataPlane`), from the kernel's thread:
+    plane (:class:`tensorvm.runtime.direct.data_plane.DataPlane`), from the kernel's thread:
     a push is written by this thread on the loop lane to the peer's worker, a value comes
     from the worker's loop box, handed straight to this thread by the lane's reader
     (:mod:`tensorvm.runtime.direct.loop_lane`); no event loop on the way. Values a lane cannot
@@ -286,7 +286,7 @@ class _Exchange:
                     raise
         # values the lane cannot carry (large, not plain data; a TLS cluster): Dask's comm
         self.pending.append(self._call(self._moved(
-            dst, lambda: plane._push(part, dst, step, items, loop=True))))
+            dst, lambda: plane.links.push(part, dst, step, items, loop=True))))
 
     def _check_pushes(self) -> None:
         """Raise a finished push's error (a gone peer: UnavailableError); forget the rest."""

@@ -18,7 +18,7 @@ workers (again whenever a device moved to another worker); ``run`` sends every d
 
 If the client itself goes (its process dies, or a step is given up mid-message), the workers
 see the step's ``tvm_run`` connections close and cancel the step on their own
-(:mod:`tensorvm.runtime.direct.rendezvous`): a sync replica's token wait left behind takes no token.
+(:mod:`tensorvm.runtime.direct.data_plane`): a sync replica's token wait left behind takes no token.
 
 The scheduler sees none of this, so each finished step is reported to the job registry
 (:mod:`tensorvm.scheduler_ext`) as plain data: :class:`StepReports` keeps one record per step
@@ -44,7 +44,7 @@ from ...vm import _dask_private
 from ...framework.errors import CancelledError, DeadlineExceededError, OpError, UnavailableError
 from ..unavailable import device_unavailable, scheduler_unavailable
 from .registered_plans import partitions
-from .rendezvous import SMALL_BYTES, pack, unpack
+from .packing import SMALL_BYTES, pack, unpack
 from ...vm.program import Feed, Recv, Result
 
 logger = logging.getLogger("tensorvm")
@@ -522,7 +522,7 @@ def flush_step_reports(client) -> None:
 
 
 def pack_feed(value):
-    """A feed's value for a ``tvm_run`` message: :func:`~tensorvm.runtime.direct.rendezvous.pack`'s
+    """A feed's value for a ``tvm_run`` message: :func:`~tensorvm.runtime.direct.packing.pack`'s
     form (a step's token, a small string array, travels as its strings: no pickle either
     way), except a small object array ``pack`` leaves to Dask's serialisation, which goes as a
     pickled sub-header that Dask's protocol unpickles on the worker into the array itself (what

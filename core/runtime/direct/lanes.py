@@ -1,8 +1,9 @@
 """Lanes: plain sockets between workers for pushes whose values all travel inside the message
 (small arrays and scalars), each a length-prefixed msgpack frame ``[step, items]`` put into
-the receiving worker's rendezvous as it arrives (see :mod:`tensorvm.runtime.direct.rendezvous`,
-``tvm_lane``). A lane between workers on one host is a Unix socket (Linux's abstract
-namespace), whose writes and reads cost the kernel about half of TCP loopback's; else TCP."""
+the receiving worker's rendezvous as it arrives (see :mod:`tensorvm.runtime.direct.peer_links`;
+``tvm_lane`` in :mod:`tensorvm.runtime.direct.data_plane`). A lane between workers on one host
+is a Unix socket (Linux's abstract namespace), whose writes and reads cost the kernel about half
+of TCP loopback's; else TCP."""
 from __future__ import annotations
 
 import asyncio
@@ -48,29 +49,31 @@ def take_frames(buf: bytearray, data, cap: int):
 
 class LaneReceiver(asyncio.Protocol):
     """The receiving end of a lane: frames ``<u32 length><msgpack [step, items]>`` put into
-    the rendezvous as they arrive (on the worker's event loop, no coroutine per message). A
-    frame announced longer than the plane's :func:`lane_max_frame_bytes`, or one that is not
+    the rendezvous as they arrive (on the worker's event loop, no coroutine per message), for
+    the worker's :class:`~tensorvm.runtime.direct.peer_links.PeerLinks` (``links``). A
+    frame announced longer than the links' ``max_frame``
+    (:func:`~tensorvm.runtime.direct.config.lane_max_frame_bytes`), or one that is not
     ``[step, items]``, closes the connection at once (nothing more of it is read)."""
 
-    def __init__(self, plane):
-        self.plane = plane
+    def __init__(self, links):
+        self.links = links
         self.buf = bytearray()
         self.transport = None
 
     def connection_made(self, transport):
         self.transport = transport
-        self.plane._incoming.add(transport)
+        self.links._incoming.add(transport)
         nodelay(transport)
 
     def connection_lost(self, exc):
-        self.plane._incoming.discard(self.transport)
+        self.links._incoming.discard(self.transport)
         self.buf = bytearray()
 
     def data_received(self, data):
         if self.transport.is_closing():
             return
         try:
-            for frame in take_frames(self.buf, data, self.plane.max_frame):
+            for frame in take_frames(self.buf, data, self.links.max_frame):
                 if not self._frame(frame):
                     return
         except FrameTooLong as exc:
@@ -79,10 +82,10 @@ class LaneReceiver(asyncio.Protocol):
     def _frame(self, frame) -> bool:
         """One frame's ``[step, items]`` into the rendezvous; False (the lane refused and
         closed) if it is not that."""
-        self.plane.lane_frames += 1
+        self.links.lane_frames += 1
         try:
             step, items = msgpack.unpackb(frame)
-            self.plane.send(None, step, items)
+            self.links.deliver(step, items)
         except Exception as exc:  # noqa: BLE001 - a garbled stream: drop the connection
             self._refuse(f"a frame that is not [step, items] ({type(exc).__name__}: "
                          f"{str(exc)[:200]})")
@@ -90,10 +93,10 @@ class LaneReceiver(asyncio.Protocol):
         return True
 
     def _refuse(self, why: str) -> None:
-        plane = self.plane
-        plane.lane_frames_refused += 1
-        log = logger.debug if plane._lane_warned else logger.warning
-        plane._lane_warned = True
+        links = self.links
+        links.lane_frames_refused += 1
+        log = logger.debug if links._lane_warned else logger.warning
+        links._lane_warned = True
         log("tensorvm data plane: lane connection from %s closed: %s (logged once; see "
             "data_plane_stats()['lane_frames_refused'])",
             self.transport.get_extra_info("peername"), why)

@@ -7,7 +7,7 @@ names the partition instead of shipping its programs:
 
 * on the Dask data plane each task is ``(run_registered, plan id, device, task, step id, …)``
   and its inputs;
-* on the direct data plane (:mod:`tensorvm.runtime.direct.rendezvous`) one message per device carries the
+* on the direct data plane (:mod:`tensorvm.runtime.direct.data_plane`) one message per device carries the
   plan id, the step id and that device's feeds.
 
 :func:`partitions` is the pure function from a plan to its per-device parts: which of a
