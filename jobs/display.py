@@ -17,7 +17,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from tensorvm.scheduler_ext.registry import map_reduce_progress
+from tensorvm.scheduler_ext.job_record import map_reduce_progress
 
 POLL_S = 0.5
 BAR = 30
@@ -51,7 +51,7 @@ def _mr_rows(table, status: dict) -> None:
     per second (from the steps' counters)."""
     mr = status["mr"]
     # the running step's first stage is its maps, its last the reducers: counted as the
-    # dashboard page counts them (one rule: scheduler_ext.registry.map_reduce_progress)
+    # dashboard page counts them (one rule: scheduler_ext.job_record.map_reduce_progress)
     stages = [s for d in status.get("devices", []) for s in d["stages"]]
     got = map_reduce_progress(mr, stages, "running" if mr.get("running") else "done") or \
         {k: [0, int(mr.get(k) or 0)] for k in ("splits", "map_tasks", "reducers")}

@@ -40,7 +40,7 @@ def plan_graph(plan) -> dict:
     ...     [e["send"] for e in plan_graph(s.plan(b, {x: [1, 2]}))["graph"]["edges"]]
     [True]
     """
-    from tensorvm.scheduler_ext.registry import parse_task_name
+    from tensorvm.scheduler_ext.task_keys import parse_task_name
     from tensorvm.vm.program import Recv, Result
     node = {}
     for t in plan.tasks:

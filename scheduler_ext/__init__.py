@@ -13,8 +13,8 @@ from .registry import (
     TOPIC_WORKERS,
     JobRegistry,
     job_message,
-    parse_task_name,
 )
+from .task_keys import parse_task_name
 
 __all__ = [
            "TOPIC_JOBS",

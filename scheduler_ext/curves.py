@@ -1,8 +1,8 @@
 """A job's metric curves (the loss curve) as Bokeh charts, as Dask's own dashboard draws its
 charts: each metric a line of its raw values and one smoothed as TensorBoard smooths (a
-debiased exponential moving average, :func:`tensorvm.scheduler_ext.registry.smooth`), a
-``linear``/``log`` tab per chart (a loss that falls from 7 to 4e-13 reads on the log axis),
-and one "smoothing" slider for all of them.
+debiased exponential moving average, :func:`smooth`), a ``linear``/``log`` tab per chart (a
+loss that falls from 7 to 4e-13 reads on the log axis), and one "smoothing" slider for all of
+them.
 
 The charts sit after the page's live part (which the page swaps every second; a Bokeh
 document must not be swapped): their own script fetches the job's JSON every two seconds
@@ -22,18 +22,33 @@ import json
 import os
 from html import escape
 
-from .registry import smooth
-
 SMOOTHING = 0.6  # the slider's first value (TensorBoard's default)
 STATIC_FILES = ("bokeh.min.js", "bokeh-widgets.min.js")
 """The BokehJS bundles the charts need (the core and the widgets: tabs, slider), served by
 :class:`tensorvm.scheduler_ext.http.BokehStatic` from the installed bokeh package."""
 
-# TensorBoard's smoothing, in the browser (the same as registry.smooth)
+# TensorBoard's smoothing, in the browser (the same as smooth)
 _SMOOTH_JS = """
 function tvSmooth(ys, w){var out=[],last=0,deb=0;for(var i=0;i<ys.length;i++){
 last=last*w+(1-w)*ys[i];deb=deb*w+(1-w);out.push(deb?last/deb:ys[i])}return out}
 """
+
+
+def smooth(values: list, weight: float) -> list:
+    """TensorBoard's scalar smoothing: an exponential moving average with weight ``weight``
+    (0: none, towards 1: smoother), debiased so that the first points are not pulled to 0.
+    The charts' slider runs the same in the browser (``_SMOOTH_JS``).
+
+    >>> [round(v, 3) for v in smooth([1.0, 0.0, 0.0], 0.5)]
+    [1.0, 0.333, 0.143]
+    """
+    out, last, debias = [], 0.0, 0.0
+    for v in values:
+        last = last * weight + (1.0 - weight) * float(v)
+        debias = debias * weight + (1.0 - weight)
+        out.append(last / debias if debias else float(v))
+    return out
+
 
 _UPDATE_JS = """
 <script>

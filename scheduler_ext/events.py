@@ -8,11 +8,11 @@ leaves ``processing``; for ``memory`` and ``erred`` the keyword arguments carry 
 worker reported: ``worker``, ``thread``, ``nbytes`` and ``startstops`` (``[{"action":
 "transfer"|"compute", "start", "stop"}, ...]``, already on the scheduler's clock: the worker
 adds its measured offset). :func:`task_record` keeps, for a tensorvm key (whose name says the
-device and stage, :func:`~tensorvm.scheduler_ext.registry.parse_task_name`)::
+device and stage, :func:`~tensorvm.scheduler_ext.task_keys.parse_task_name`)::
 
     {"key": [name, step, ...], "task": name, "step": step, "device": "worker-0-cpu0",
      "stage": 0, "send": False, "worker": "tcp://...", "thread": 1400..., "state": "done",
-     # or "erred", or "ended" (the normal end of a loop: registry.expected_end)
+     # or "erred", or "ended" (the normal end of a loop: task_keys.expected_end)
      "start": t0, "stop": t1, "compute_start": tc, "transfer_s": 0.01, "nbytes": 565}
 
 ``start`` is the first start in ``startstops`` (the fetch of its inputs, if any) and ``stop``
@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import expected_end, parse_task_name, task_name_of
+from .task_keys import expected_end, parse_task_name, task_name_of
 
 MAX_TASKS = 10_000
 """Task events kept per job, in memory and in its event log (the first ones)."""

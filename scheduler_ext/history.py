@@ -51,7 +51,8 @@ import threading
 import time
 
 from .events import MAX_TASKS, TaskLog, task_record
-from .registry import DETAIL_KEYS, JobRegistry, redact_args
+from .redaction import redact_args
+from .registry import DETAIL_KEYS, JobRegistry
 
 logger = logging.getLogger("tensorvm")
 

@@ -62,7 +62,7 @@ def key_of(text):
 def task_label(name: str, parsed=None) -> str:
     """A task's name on the page: a floating task's group (``map13``; its Send's ``map13
     send 2``), else ``device/s<stage>`` (``parsed``: the name's
-    :func:`~tensorvm.scheduler_ext.registry.parse_task_name`), else the name itself.
+    :func:`~tensorvm.scheduler_ext.task_keys.parse_task_name`), else the name itself.
 
     >>> task_label("tvm_g2_worker_float_cpu0_s1-reduce0")
     'reduce0'

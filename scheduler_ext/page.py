@@ -266,7 +266,7 @@ def _latest(shown: int, total) -> str:
 
 def args_table(args: dict) -> str:
     """The job's arguments as the registry keeps them (secret-named ones already redacted,
-    :func:`tensorvm.scheduler_ext.registry.redact_args`).
+    :func:`tensorvm.scheduler_ext.redaction.redact_args`).
 
     >>> html = args_table({"input": "a<b", "argv": ["--lr", "0.1"], "api_token": "***"})
     >>> [t in html for t in ("<td>input</td>", "a&lt;b", "--lr 0.1", "***")]

@@ -34,7 +34,8 @@ from . import _dask_internals
 from .history import JobHistory
 from .http import PLUGIN_NAME
 from .registry import (TOPIC_JOBS, TOPIC_MOVES, TOPIC_RERUNS, TOPIC_STEPS, TOPIC_WORKERS,
-                       JobRegistry, task_name_of)
+                       JobRegistry)
+from .task_keys import task_name_of
 
 logger = logging.getLogger("tensorvm")
 

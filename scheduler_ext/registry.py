@@ -13,7 +13,8 @@ Where its facts come from:
   on the event topic :data:`TOPIC_JOBS` (``Client.log_event``; see :func:`job_message`);
 * **progress** — the plugin sees every graph a client submits and every task transition. Keys
   are tensorvm's ``(name, step_id, ...)`` tuples whose name is
-  ``tvm<sep><graph><sep><device><sep>s<stage>[-send]`` (:func:`parse_task_name`), so each
+  ``tvm<sep><graph><sep><device><sep>s<stage>[-send]``
+  (:func:`~tensorvm.scheduler_ext.task_keys.parse_task_name`), so each
   key counts towards its (device, stage) of the job that the submitting client runs. A client
   that never announced a job gets one named after its graph (a plain ``tv.Session``);
 * **direct steps** — steps sent straight to the workers never reach the scheduler's task
@@ -32,6 +33,12 @@ the tasks it ran again (:mod:`tensorvm.scheduler_ext.moves`): those moved off a 
 (``reran``, one entry per departed worker; ``reruns`` counts the tasks), from core's
 scheduler events on :data:`TOPIC_MOVES` and :data:`TOPIC_RERUNS`.
 
+This module holds the events (:class:`JobRegistry`: which job a message, key or step
+report counts for, and what it changes); each job's state and its plain-data views are
+:class:`~tensorvm.scheduler_ext.job_record.JobRecord`, reading a key as a task is
+:mod:`tensorvm.scheduler_ext.task_keys`, and keeping secrets out is
+:mod:`tensorvm.scheduler_ext.redaction`.
+
 >>> t = iter(range(100))
 >>> reg = JobRegistry(clock=lambda: float(next(t)))
 >>> reg.job_event({"op": "start", "job": "j1", "name": "wordcount", "client": "C1"})
@@ -46,7 +53,6 @@ scheduler events on :data:`TOPIC_MOVES` and :data:`TOPIC_RERUNS`.
 """
 from __future__ import annotations
 
-import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -56,142 +62,17 @@ from typing import Any
 # defined once, with the other names that cross the wire, in core (which logs them)
 from tensorvm.runtime.wire_names import TOPIC_JOBS, TOPIC_STEPS, TOPIC_WORKERS  # noqa: F401
 
+from .job_record import JobRecord, new_group
 from .moves import (MAX_MOVES, MAX_RERUNS, TOPIC_MOVES, TOPIC_RERUNS,  # noqa: F401
                     event_time, keep_latest, key_of, label_order, task_label)
+from .task_keys import expected_end, node_of, parse_task_name, step_of, task_name_of
 
 STATES = ("running", "done", "failed", "closed")
-MAX_ERRORS = 10  # errors kept per job (the latest)
-MAX_ERROR_CHARS = 2000  # of one error's text
-IDLE_AFTER = 10.0  # seconds without a finished run after which a running job's rate is 0
-RATE_WINDOW = 1.0  # seconds: a rate is shown only over at least this long (not 51 runs in 0.2 s)
-END_ERRORS = ("OutOfRangeError",)
-"""Error classes that end a task at the normal end of a loop, not because its work failed:
-TF's ``OutOfRangeError`` ("iterated past the valid range": a closed queue, input read to its
-end, the token gate and gradient accumulators that the chief of synchronous training closes
-when training ends). Tasks that end so count as ``ended``, never as ``erred``."""
 OPS = ("start", "metrics", "counters", "finish", "name")  # name: a client's program
 MAX_STEPS = 10_000  # step id -> job kept for the latest steps (a re-run of a finished task)
 MAX_DEPARTED = 256  # names kept of workers that left (their re-runs name them)
 DETAIL_KEYS = ("devices", "graph", "errors", "moved", "reran")
 """The keys of :meth:`JobRegistry.job` that its summary (:meth:`JobRegistry.jobs`) has not."""
-
-
-def parse_task_name(name: str) -> tuple[str, str, int, bool] | None:
-    """``(graph, device, stage, is_send)`` of a tensorvm task name, else None. The device reads
-    ``<job>-<task>-<type><n>``.
-
-    Task names are ``tvm_<graph>_<job>_<task>_<type><n>_s<stage>`` (underscores keep Dask's
-    ``key_split`` from cutting the prefix at the first word holding a digit); a Send's key adds
-    ``-send``. The graph tag is letters and digits; a job name may hold underscores.
-
-    A floating task (``/job:J/task:*<group>``, any worker of the job) is named
-    ``…_<job>_float_<type><n>_s<stage>-<group>``, its Send ``…_s<stage>_send-<group>``; the
-    tasks of a job's floating groups (a map-reduce job's ``map0``, ``map1`` …, ``reduce0`` …)
-    count together, as the device ``<job>-*-<type><n>``.
-
-    >>> parse_task_name("tvm_g3_ps_0_cpu0_s1")
-    ('g3', 'ps-0-cpu0', 1, False)
-    >>> parse_task_name("tvm_wordcount_my_job_12_gpu0_s0-send")
-    ('wordcount', 'my_job-12-gpu0', 0, True)
-    >>> parse_task_name("tvm_g2_worker_float_cpu0_s0-map3")
-    ('g2', 'worker-*-cpu0', 0, False)
-    >>> parse_task_name("tvm_g2_worker_float_cpu0_s1_send-reduce0")
-    ('g2', 'worker-*-cpu0', 1, True)
-    >>> parse_task_name("tvm-g3-ps-0-cpu0-s1")  # the format before underscores
-    ('g3', 'ps-0-cpu0', 1, False)
-    >>> parse_task_name("sum-aggregate") is None
-    True
-    """
-    if not isinstance(name, str) or len(name) < 5 or not name.startswith("tvm"):
-        return None
-    sep = name[3]
-    if sep not in "-_":
-        return None
-    rest = name[4:]
-    send = rest.endswith("-send")
-    if send:
-        rest = rest[:-5]
-    elif sep == "_" and "-" in rest:  # a floating group's task: "…_s<stage>[_send]-<group>"
-        rest = rest.rsplit("-", 1)[0]
-        send = rest.endswith("_send")
-        rest = rest[:-5] if send else rest
-    words = rest.split(sep)
-    if len(words) < 5 or words[-1][:1] != "s" or not words[-1][1:].isdigit():
-        return None
-    graph, job, task, dev = words[0], sep.join(words[1:-3]), words[-3], words[-2]
-    if task == "float":
-        task = "*"
-    elif not task.isdigit():
-        return None
-    if not (graph and job and dev):
-        return None
-    return graph, f"{job}-{task}-{dev}", int(words[-1][1:]), send
-
-
-def task_name_of(key) -> str | None:
-    """The task name of a Dask key if it is a tensorvm task key, else None."""
-    name = key[0] if isinstance(key, tuple) and key else key
-    return name if isinstance(name, str) and name.startswith("tvm") else None
-
-
-def expected_end(error) -> bool:
-    """Whether a task's error text (``Class: message`` or Dask's ``Class(...)``) is the
-    normal end of a loop (:data:`END_ERRORS`), not a failure.
-
-    >>> expected_end("OutOfRangeError: the token gate was closed (training ended)")
-    True
-    >>> expected_end("InvalidArgumentError('bad shape')"), expected_end(None)
-    (False, False)
-    """
-    if not isinstance(error, str):
-        return False
-    m = re.match(r"\s*(?:[\w.]+\.)?(\w+)\s*[:(]", error)
-    return m is not None and m.group(1) in END_ERRORS
-
-
-def smooth(values: list, weight: float) -> list:
-    """TensorBoard's scalar smoothing: an exponential moving average with weight ``weight``
-    (0: none, towards 1: smoother), debiased so that the first points are not pulled to 0.
-    The page's slider runs the same in the browser (``page._SMOOTH_JS``).
-
-    >>> [round(v, 3) for v in smooth([1.0, 0.0, 0.0], 0.5)]
-    [1.0, 0.333, 0.143]
-    """
-    out, last, debias = [], 0.0, 0.0
-    for v in values:
-        last = last * weight + (1.0 - weight) * float(v)
-        debias = debias * weight + (1.0 - weight)
-        out.append(last / debias if debias else float(v))
-    return out
-
-
-def map_reduce_progress(counters: dict, groups, state: str) -> dict | None:
-    """A map-reduce job's progress in its own terms, as the CLI's display counts it: its
-    step's ``splits``, ``map_tasks`` and ``reducers`` (the counters the CLI sends when the step
-    starts, Hadoop's launched-task counters), done in proportion to the first stage's tasks
-    (the maps) and the last stage's (the reducers); None for other jobs.
-
-    >>> groups = [{"stage": 0, "done": 3, "total": 4}, {"stage": 1, "done": 1, "total": 2}]
-    >>> map_reduce_progress({"splits": 8, "map_tasks": 4, "reducers": 2}, groups, "running")
-    {'splits': [6, 8], 'map_tasks': [3, 4], 'reducers': [1, 2]}
-    """
-    shape = {k: counters.get(k) for k in ("splits", "map_tasks", "reducers")}
-    if not all(isinstance(v, (int, float)) and v > 0 for v in shape.values()):
-        return None
-    stages: dict = {}
-    for g in groups:
-        acc = stages.setdefault(g["stage"], [0, 0])
-        acc[0] += g["done"]
-        acc[1] += g["total"]
-    if state == "done":
-        fm = fr = 1.0
-    elif len(stages) < 2:
-        fm = fr = 0.0
-    else:
-        first, last = stages[min(stages)], stages[max(stages)]
-        fm, fr = first[0] / max(first[1], 1), last[0] / max(last[1], 1)
-    return {k: [round(f * int(v)), int(v)] for (k, v), f in
-            zip(shape.items(), (fm, fm, fr))}
 
 
 def job_message(op: str, job: str, **fields: Any) -> dict:
@@ -205,116 +86,6 @@ def job_message(op: str, job: str, **fields: Any) -> dict:
     return {"op": op, "job": job, **fields}
 
 
-REDACTED = "***"
-"""What the registry keeps, and the pages show, of an argument whose name says it is a
-secret (:func:`redact_args`)."""
-_SECRET_WORDS = ("token", "secret", "password", "passwd", "credential")
-_OPTION_IN_TEXT = re.compile(
-    r"(?P<opt>--?[A-Za-z][\w.-]*)(?:(?P<eq>=)(?P<v1>\S*)|(?P<sp>\s+)(?P<v2>(?!-)\S+))")
-
-
-def secret_name(name) -> bool:
-    """Whether an option or key name says its value is a secret: a part of it (split at
-    anything but letters and digits) says token, secret, password or credential, is ``pwd``
-    or ends in ``key`` (``--api-token``, ``db_password``, ``AWS_SECRET_ACCESS_KEY``,
-    ``apikey``).
-
-    >>> [secret_name(n) for n in ("--api-token", "aws_secret_access_key", "APIKEY", "input")]
-    [True, True, True, False]
-    """
-    parts = [p for p in re.split(r"[^a-z0-9]+", str(name).lower()) if p]
-    return any(w in p for p in parts for w in _SECRET_WORDS) or \
-        any(p == "pwd" or p.endswith(("key", "keys")) for p in parts)
-
-
-def redact_args(args, _depth: int = 0):
-    """``args`` (a job's arguments: a dict, argv-like lists, command-line strings) with the
-    values of secret-named options (:func:`secret_name`) replaced by :data:`REDACTED`: a
-    dict's values under such keys, ``--api-token X`` and ``--api-token=X`` in a list or in a
-    string. Everything else is kept as it is.
-
-    >>> redact_args({"api_key": "k1", "argv": ["--db-password", "p1", "--token=t1", "-n", "3"],
-    ...              "cmd": "--client-secret s1 --lr 0.1", "input": "in.txt"})
-    ... # doctest: +NORMALIZE_WHITESPACE
-    {'api_key': '***', 'argv': ['--db-password', '***', '--token=***', '-n', '3'],
-     'cmd': '--client-secret *** --lr 0.1', 'input': 'in.txt'}
-    """
-    if _depth > 16:
-        return REDACTED  # nothing real nests this deep: shown as nothing
-    if isinstance(args, dict):
-        return {k: REDACTED if secret_name(k) else redact_args(v, _depth + 1)
-                for k, v in args.items()}
-    if isinstance(args, (list, tuple)):
-        out, hide = [], False
-        for item in args:
-            if hide and not (isinstance(item, str) and item.startswith("--")):
-                out.append(REDACTED)  # the value after a secret-named option
-                hide = False
-                continue
-            hide = isinstance(item, str) and item.startswith("-") and "=" not in item \
-                and secret_name(item)
-            out.append(redact_args(item, _depth + 1))
-        return out
-    if isinstance(args, str) and "-" in args:
-        return _OPTION_IN_TEXT.sub(_redact_option, args)
-    return args
-
-
-def _redact_option(m) -> str:
-    if not secret_name(m["opt"]):
-        return m[0]
-    return f"{m['opt']}={REDACTED}" if m["eq"] else f"{m['opt']}{m['sp']}{REDACTED}"
-
-
-class _Job:
-    """One job's mutable state inside the registry (not part of the API)."""
-
-    def __init__(self, job_id: str, name: str, now: float, **info: Any):
-        self.id, self.name = job_id, name
-        self.user = info.get("user")
-        self.client = info.get("client")
-        self.args = redact_args(dict(info.get("args") or {}))
-        self.dashboard = info.get("dashboard")
-        self.kind = info.get("kind", "job")
-        self.state, self.reason, self.output = "running", None, None
-        self.started, self.ended = now, None
-        # when the client submitted the job (before it started or reached a cluster)
-        self.submitted = _float_or_none(info.get("submitted"))
-        self.groups: dict[str, dict] = {}  # task name -> {device, stage, send, done, total,
-        #                                                  erred, ended}
-        self.edges: set[tuple[str, str]] = set()  # (src node, dst node)
-        self.workers: dict[str, str] = {}  # device -> worker address
-        self.counters: dict = {}
-        self.metrics: dict[str, list] = {}  # name -> [[step, value], ...]
-        self.last: dict = {}
-        self.step, self.total_steps = None, None
-        self.rate_points: list[tuple[float, int]] = []  # (time, step) for steps/s
-        self.runs = {"submitted": 0, "done": 0}
-        self.run_points: list[list] = []  # [time, runs done] for runs/s, one per time
-        self.errors: list[dict] = []  # the latest MAX_ERRORS failed tasks' errors
-        self.moved: list[dict] = []  # the latest MAX_MOVES tasks moved off a straggler
-        self.reran: list[dict] = []  # the latest MAX_RERUNS departures' re-run tasks
-        self.moves, self.reruns = 0, 0  # all of them
-
-    def run_done(self, now: float, n: int = 1) -> None:
-        """Count ``n`` finished runs at ``now`` (points at one time merge: direct steps
-        arrive in batches)."""
-        self.runs["done"] += n
-        if self.run_points and self.run_points[-1][0] == now:
-            self.run_points[-1][1] = self.runs["done"]
-        else:
-            self.run_points = (self.run_points + [[now, self.runs["done"]]])[-20:]
-
-    def error(self, now: float, group: dict, task: str, text) -> None:
-        """Keep a failed task's error text (the latest MAX_ERRORS)."""
-        text = str(text)
-        if len(text) > MAX_ERROR_CHARS:
-            text = text[:MAX_ERROR_CHARS] + " ..."
-        self.errors = (self.errors + [{"time": now, "device": group["device"],
-                                       "stage": group["stage"], "task": task,
-                                       "error": text}])[-MAX_ERRORS:]
-
-
 class JobRegistry:
     """Jobs, their progress and metrics. Every method is an event; :meth:`jobs` and
     :meth:`job` read the state. ``clock`` is a ``() -> seconds`` function; ``max_jobs``
@@ -325,7 +96,7 @@ class JobRegistry:
                  max_points: int = 1000):
         self.clock = clock
         self.max_jobs, self.max_points = max_jobs, max_points
-        self._jobs: OrderedDict[str, _Job] = OrderedDict()
+        self._jobs: OrderedDict[str, JobRecord] = OrderedDict()
         self._by_client: dict[str, str] = {}  # client id -> its running job
         self._keys: dict = {}  # live key -> (job id, task name)
         self._runs: dict[tuple[str, str], int] = {}  # (job, step id) -> keys not done yet
@@ -364,7 +135,7 @@ class JobRegistry:
     def _start(self, job_id: str, msg: dict) -> None:
         info = {k: msg.get(k) for k in ("user", "client", "args", "dashboard", "kind",
                                         "submitted") if msg.get(k) is not None}
-        job = _Job(job_id, str(msg.get("name") or job_id), self.clock(), **info)
+        job = JobRecord(job_id, str(msg.get("name") or job_id), self.clock(), **info)
         self._jobs[job_id] = job
         if job.client and job.kind == "session" and msg.get("name"):
             self.session_names[job.client] = job.name  # its later session jobs too
@@ -374,7 +145,7 @@ class JobRegistry:
                 self._finish(self._jobs[old], "closed", None)
             self._by_client[job.client] = job_id
 
-    def _metrics(self, job: _Job, msg: dict) -> None:
+    def _metrics(self, job: JobRecord, msg: dict) -> None:
         now = self.clock()
         step = msg.get("step")
         if msg.get("total_steps") is not None:
@@ -391,7 +162,7 @@ class JobRegistry:
             if len(series) > self.max_points:
                 del series[1:-1:2]
 
-    def _finish(self, job: _Job, state: str, reason) -> None:
+    def _finish(self, job: JobRecord, state: str, reason) -> None:
         if state not in STATES[1:]:
             raise ValueError(f"a job ends as one of {STATES[1:]}, not {state!r}")
         if job.state == "running":
@@ -419,10 +190,10 @@ class JobRegistry:
                 job = self._job_of_client(client, parsed[0])
             g = job.groups.get(name)
             if g is None:
-                g = job.groups[name] = _group(parsed)
+                g = job.groups[name] = new_group(parsed)
             g["total"] += 1
             self._keys[key] = (job.id, name)
-            step = _step_of(key)
+            step = step_of(key)
             if step is not None:
                 if (job.id, step) not in self._runs:
                     job.runs["submitted"] += 1
@@ -435,7 +206,7 @@ class JobRegistry:
                 dname = task_name_of(d)
                 dp = parse_task_name(dname) if dname else None
                 if dp is not None:
-                    src, dst = _node(dp), _node(parsed)
+                    src, dst = node_of(dp), node_of(parsed)
                     if src != dst:
                         job.edges.add((src, dst))
 
@@ -467,7 +238,7 @@ class JobRegistry:
                     continue  # a failed step's other tasks do not count (released on Dask)
                 g = job.groups.get(name)
                 if g is None:
-                    g = job.groups[name] = _group(parsed)
+                    g = job.groups[name] = new_group(parsed)
                 g["total"] += n
                 g["done" if ok else "ended" if end else "erred"] += n
                 if worker:
@@ -476,10 +247,10 @@ class JobRegistry:
                     job.error(self.clock(), g, name, rec["error"])
             for src, dst in rec.get("edges") or ():
                 sp, dp = parse_task_name(src), parse_task_name(dst)
-                if sp is not None and dp is not None and _node(sp) != _node(dp):
-                    job.edges.add((_node(sp), _node(dp)))
+                if sp is not None and dp is not None and node_of(sp) != node_of(dp):
+                    job.edges.add((node_of(sp), node_of(dp)))
 
-    def _job_of_client(self, client: str, graph: str) -> _Job:
+    def _job_of_client(self, client: str, graph: str) -> JobRecord:
         job_id = self._by_client.get(client)
         if job_id in self._jobs:
             return self._jobs[job_id]
@@ -525,7 +296,7 @@ class JobRegistry:
             job.workers[g["device"]] = worker
         if error:
             job.error(self.clock(), g, entry[1], error)
-        step = _step_of(key)
+        step = step_of(key)
         if step is not None and (job.id, step) in self._runs:
             self._runs[(job.id, step)] -= 1
             if self._runs[(job.id, step)] <= 0:
@@ -546,11 +317,11 @@ class JobRegistry:
     def _worker_name(self, address) -> str | None:
         return self.workers.get(address) or self._departed.get(address) if address else None
 
-    def _job_of_task(self, key) -> _Job | None:
+    def _job_of_task(self, key) -> JobRecord | None:
         """The job a tensorvm key counts for: its live key's, else its step's."""
         job_id = self.job_of(key)
-        if job_id is None and _step_of(key) is not None:
-            job_id = self._step_jobs.get(str(_step_of(key)))
+        if job_id is None and step_of(key) is not None:
+            job_id = self._step_jobs.get(str(step_of(key)))
         return self._jobs.get(job_id) if job_id is not None else None
 
     def task_moved(self, msg: dict, job: str | None = None) -> dict[str, dict]:
@@ -581,7 +352,7 @@ class JobRegistry:
         src, dst = msg.get("from"), msg.get("to")
         names = {"from_name": msg.get("from_name") or self._worker_name(src),
                  "to_name": msg.get("to_name") or self._worker_name(dst)}
-        step = _step_of(key)
+        step = step_of(key)
         j.moved = keep_latest(j.moved, {
             "task": task_label(name, parse_task_name(name)), "name": name,
             "step": str(step) if step is not None else None, "from": src, "to": dst,
@@ -659,119 +430,13 @@ class JobRegistry:
         if j is None:
             return None
         out = self._summary(j)
-        out["devices"] = self._devices(j)
-        out["graph"] = self._graph(j)
+        out["devices"] = j.devices(self.workers)
+        out["graph"] = j.graph()
         out["metrics"]["history"] = {k: [list(p) for p in v] for k, v in j.metrics.items()}
         out["errors"] = [dict(e) for e in j.errors]
         out["moved"] = [dict(m) for m in j.moved]
         out["reran"] = [dict(r, tasks=list(r["tasks"])) for r in j.reran]
         return out
 
-    def _summary(self, j: _Job) -> dict:
-        done = sum(g["done"] for g in j.groups.values())
-        total = sum(g["total"] for g in j.groups.values())
-        erred = sum(g["erred"] for g in j.groups.values())
-        ended = sum(g["ended"] for g in j.groups.values())
-        now = self.clock()
-        end = j.ended if j.ended is not None else now
-        since = j.submitted if j.submitted is not None and j.submitted <= j.started \
-            else j.started
-        runs_rate = _rate(j.run_points)
-        if runs_rate is not None and j.state == "running" and \
-                now - j.run_points[-1][0] > IDLE_AFTER:
-            runs_rate = 0.0  # the loop stopped (the session is still open)
-        if j.total_steps and j.step is not None:
-            fraction = min(1.0, j.step / j.total_steps)
-        else:
-            fraction = (done + ended) / total if total else \
-                (1.0 if j.state == "done" else 0.0)
-        return {"id": j.id, "name": j.name, "user": j.user, "state": j.state,
-                "reason": j.reason, "kind": j.kind, "client": j.client, "args": j.args,
-                "started": j.started, "ended": j.ended, "submitted": j.submitted,
-                # from the job's submission; setup_s: before it started (a cluster's start,
-                # or connecting to one), run_s: since
-                "elapsed": round(end - since, 3), "setup_s": round(j.started - since, 3),
-                "run_s": round(end - j.started, 3),
-                "cluster_started_for_job": bool(
-                    j.submitted is not None and self.cluster_started is not None
-                    and j.submitted <= self.cluster_started <= j.started),
-                "output": j.output, "dashboard": j.dashboard,
-                "last_error": j.errors[-1]["error"] if j.errors else None,
-                # tasks run again: moved off a straggler; re-run after a worker left
-                "moves": j.moves, "reruns": j.reruns,
-                "progress": {"done": done, "total": total, "erred": erred, "ended": ended,
-                             "fraction": round(fraction, 4), "runs": dict(j.runs),
-                             "map_reduce": map_reduce_progress(j.counters, j.groups.values(),
-                                                               j.state)},
-                "counters": dict(j.counters),
-                "metrics": {"step": j.step, "total_steps": j.total_steps,
-                            "steps_per_s": _step_rate(j, end), "runs_per_s": runs_rate,
-                            "last": dict(j.last)}}
-
-    def _devices(self, j: _Job) -> list[dict]:
-        devs: dict[str, dict] = {}
-        for g in j.groups.values():
-            d = devs.setdefault(g["device"], {"device": g["device"], "done": 0, "total": 0,
-                                              "erred": 0, "ended": 0, "stages": {}})
-            s = d["stages"].setdefault(g["stage"], {"stage": g["stage"], "done": 0,
-                                                    "total": 0, "erred": 0, "ended": 0})
-            for k in ("done", "total", "erred", "ended"):
-                d[k] += g[k]
-                s[k] += g[k]
-        out = []
-        for name in sorted(devs):
-            d = devs[name]
-            addr = j.workers.get(name)
-            d["worker"] = addr
-            d["worker_name"] = self.workers.get(addr) if addr else None
-            d["worker_alive"] = addr in self.workers if addr else None
-            d["stages"] = [d["stages"][k] for k in sorted(d["stages"])]
-            out.append(d)
-        return out
-
-    def _graph(self, j: _Job) -> dict:
-        nodes = sorted({_node((None, g["device"], g["stage"], False))
-                        for g in j.groups.values()})
-        return {"nodes": [{"id": n, "device": n.rsplit("/s", 1)[0],
-                           "stage": int(n.rsplit("/s", 1)[1])} for n in nodes],
-                "edges": [{"src": a, "dst": b, "send": a.rsplit("/s", 1)[0] !=
-                           b.rsplit("/s", 1)[0]} for a, b in sorted(j.edges)]}
-
-
-def _node(parsed) -> str:
-    return f"{parsed[1]}/s{parsed[2]}"
-
-
-def _step_of(key):
-    return key[1] if isinstance(key, tuple) and len(key) > 1 else None
-
-
-def _group(parsed) -> dict:
-    return {"device": parsed[1], "stage": parsed[2], "send": parsed[3], "done": 0, "total": 0,
-            "erred": 0, "ended": 0}
-
-
-def _float_or_none(v) -> float | None:
-    try:
-        return float(v) if v is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _rate(points: list, window: float = RATE_WINDOW) -> float | None:
-    """Units per second between the first and last ``(time, count)`` point, or None when
-    they span less than ``window`` seconds (a burst says nothing about a rate).
-
-    >>> _rate([(0.0, 0), (0.2, 51)]) is None, _rate([(0.0, 0), (2.0, 51)])
-    (True, 25.5)
-    """
-    if len(points) < 2 or points[-1][0] - points[0][0] < window:
-        return None
-    return round((points[-1][1] - points[0][1]) / (points[-1][0] - points[0][0]), 3)
-
-
-def _step_rate(j: _Job, end: float) -> float | None:
-    """Steps/s of the latest points; for an ended job, over its whole run (from its start)."""
-    if j.ended is not None and j.step is not None and j.rate_points:
-        return _rate([(j.started, 0), (end, j.step)])
-    return _rate(j.rate_points)
+    def _summary(self, j: JobRecord) -> dict:
+        return j.summary(self.clock(), self.cluster_started)

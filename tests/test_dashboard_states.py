@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 import tensorvm as tv
 from tensorvm.scheduler_ext import JobRegistry, job_message, page
-from tensorvm.scheduler_ext.registry import expected_end, smooth
+from tensorvm.scheduler_ext.curves import smooth
+from tensorvm.scheduler_ext.task_keys import expected_end
 
 from browser import CHROMIUM, chromium
 
@@ -209,7 +210,7 @@ def test_elapsed_counts_from_submission_with_the_cluster_start_apart():
 
 def test_a_map_reduce_job_shows_splits_and_reducers_as_the_terminal_does():
     """The page said "8/8 tasks" (Dask's stage tasks) where the terminal counts splits, map
-    tasks and reducers: both now use one rule (registry.map_reduce_progress)."""
+    tasks and reducers: both now use one rule (job_record.map_reduce_progress)."""
     from tensorvm.jobs.display import render
     reg = JobRegistry(clock=lambda: 0.0)
     reg.job_event(job_message("start", "wc", name="wordcount", client="C1"))
