@@ -26,6 +26,11 @@ equal to pyarrow's on this machine, or the run is refused), the map tasks, the a
 many times the job was run again whole (the ``running it again`` warnings), how many of its
 tasks ran again because a worker left (``Result.rerun``) and how many floating tasks the
 scheduler moved off a straggler (:mod:`tensorvm.runtime.cluster.stragglers`).
+
+Then the bounds of the disturbed rows on this machine (:func:`best_time`): what a job that
+loses no work and has no tail would take, given the undisturbed and one-worker times and how
+long worker-1 took to start (until the scheduler listed it) in the killed and joining runs.
+A target below its bound cannot be met by scheduling; it needs a longer job or a faster start.
 """
 from __future__ import annotations
 
@@ -102,25 +107,52 @@ def quiet(t0, done) -> None:
     """No disturbance."""
 
 
-def kill_at(hc: HandCluster, at_s: float):
+def _start_timed(hc: HandCluster, starts: list) -> None:
+    """Start worker-1 and append how long until the scheduler lists it (its start time:
+    a new Dask worker process, tensorvm imported by its plugin)."""
+    t = time.perf_counter()
+    hc.start_worker("worker-1")
+    hc.wait_for(["worker-1"])
+    starts.append(time.perf_counter() - t)
+
+
+def kill_at(hc: HandCluster, at_s: float, starts: list):
     """``kill -9`` worker-1 ``at_s`` seconds in, restart it by name 1 s later."""
     def disturb(t0, done):
         if done.wait(max(0.0, at_s - (time.perf_counter() - t0))):
             return
         hc.kill("worker-1")
         time.sleep(1.0)
-        hc.start_worker("worker-1")
+        _start_timed(hc, starts)
     return disturb
 
 
-def join_at(hc: HandCluster, at_s: float):
+def join_at(hc: HandCluster, at_s: float, starts: list):
     """Start worker-1 ``at_s`` seconds in (if the job still runs; else say so)."""
     def disturb(t0, done):
         if done.wait(max(0.0, at_s - (time.perf_counter() - t0))):
             print(f"  (the job ended before {at_s:g} s: no worker joined it)", flush=True)
         else:
-            hc.start_worker("worker-1")
+            _start_timed(hc, starts)
     return disturb
+
+
+def best_time(two: float, one: float, alone_until: float, done_by: float = 0.0) -> float:
+    """The least time a job can take that runs at the two-worker pace (``two`` seconds for
+    the whole job) until ``done_by`` s, on one worker (``one`` s for the whole job) from then
+    until ``alone_until`` s, and on two again after: no work lost, no tail. The bound of the
+    killed row (``done_by`` = the kill, ``alone_until`` = restart + the worker's start time)
+    and of the joining row (``done_by`` = 0, ``alone_until`` = 3 s + the start time).
+
+    >>> round(best_time(4.0, 7.0, alone_until=3.8, done_by=2.0), 3)  # 1.8 s alone, then two
+    4.771
+    >>> best_time(4.0, 7.0, alone_until=9.0)  # one worker until the end
+    7.0
+    """
+    left = 1.0 - done_by / two - (alone_until - done_by) / one
+    if left <= 0:
+        return done_by + (1.0 - done_by / two) * one
+    return alone_until + left * two
 
 
 def slowed(hc: HandCluster, stopped_s: float = 0.2, period_s: float = 0.3):
@@ -155,6 +187,8 @@ def scenarios(hc: HandCluster, urls: list, paths: list, ref: dict, skip_dask: bo
     reruns = _Reruns()
     logging.getLogger("tensorvm").addHandler(reruns)
     rows: list = []
+    kill_starts: list = []
+    join_starts: list = []
 
     def one(name, disturb, base=None, run=None):
         """Time one scenario (``base``: the seconds its ratio is to; None: it is a base);
@@ -185,13 +219,22 @@ def scenarios(hc: HandCluster, urls: list, paths: list, ref: dict, skip_dask: bo
         if base is None:
             return rows
         if disturbed_too:
-            one("killed at half time", kill_at(hc, base / 2), base)
+            one("killed at half time", kill_at(hc, base / 2, kill_starts), base)
             ensure_both(hc)
             hc.stop_worker("worker-1")
             alone = one("one worker", quiet, base)
-            one("joining at 3 s", join_at(hc, 3.0), alone or 0.0)
+            one("joining at 3 s", join_at(hc, 3.0, join_starts), alone or 0.0)
             ensure_both(hc)
             one("slowed (0.2 of 0.3 s)", slowed(hc), base)
+            if alone and kill_starts and join_starts:
+                kill = best_time(base, alone, base / 2 + 1.0 + kill_starts[0], base / 2)
+                join = best_time(base, alone, 3.0 + join_starts[0])
+                print(f"  bounds (no work lost, no tail; worker-1 useful once the scheduler "
+                      f"lists it: {kill_starts[0]:.2f} s after its restart, "
+                      f"{join_starts[0]:.2f} s after its start): killed >= {kill:.2f} s "
+                      f"({kill / base:.2f}x), joining >= {join:.2f} s ({join / alone:.2f}x "
+                      f"one worker), slowed >= 1.50x in the map phase (a third of a CPU)",
+                      flush=True)
         if not skip_dask:
             from distributed import Client
             with Client(hc.address, set_as_default=False) as client:

@@ -22,8 +22,9 @@ global step cost each process (``cpu_ms_per_step``; with it, the most a second w
 raise steps/s on this machine's cores).
 
 Run: ``python -m bench.bench_training_elastic [--steps N] [--sync-steps N] [--rows N]
-[--features N] [--steps-per-run K] [--rounds R] [--only KIND]`` (R rounds of the kinds,
-interleaved: medians; the machine is shared).
+[--features N] [--steps-per-run K] [--rounds R] [--only KIND] [--tf-python PY]`` (R rounds
+of the kinds, interleaved: medians; the machine is shared). With ``--tf-python``, TF 1.x's own
+async steps/s with one worker and with two on the same cores, beside the join row.
 """
 from __future__ import annotations
 
@@ -193,6 +194,33 @@ def _cpu_bound(runs: list, before_rates: list) -> str:
     return line
 
 
+def tf_rates(python: str | None, rows: int, features: int, steps: int, rounds: int) -> str:
+    """TF 1.x's own async steps/s on these cores with one worker process and with two (1 PS
+    over gRPC, :mod:`bench.tf_training_peer`'s ``rate`` mode, the same model and data), and
+    the rise: what the same machine gives TF when a second worker takes steps."""
+    if not python:
+        return "TF peer: no TensorFlow (--tf-python)"
+    import os
+    import subprocess
+    peer = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tf_training_peer.py")
+    rates: dict = {1: [], 2: []}
+    for _ in range(rounds):
+        for n in (1, 2):
+            opts = {"rows": rows, "features": features, "shards": 2, "seed": 0, "lr": 0.05,
+                    "batch": 128, "holdout": 2000, "tol": 0.002, "eval_every": 100,
+                    "max_steps": steps, "rate": steps // 5, "workers": n}
+            try:
+                out = subprocess.run([python, peer, json.dumps(opts)], capture_output=True,
+                                     text=True, timeout=900, check=True).stdout
+                rates[n].append(json.loads(out.strip().splitlines()[-1])["steps_per_s"])
+            except (OSError, subprocess.SubprocessError, ValueError, IndexError,
+                    KeyError) as exc:
+                return f"TF peer failed: {exc}"
+    one, two = statistics.median(rates[1]), statistics.median(rates[2])
+    return (f"TF 1.x async on the same cores (medians of {rounds}): one worker {one:.0f} "
+            f"steps/s, two workers {two:.0f} steps/s: {two / one:.2f}x")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=6000)
@@ -205,6 +233,9 @@ def main(argv=None):
     ap.add_argument("--only", choices=KINDS, action="append")
     ap.add_argument("--rounds", type=int, default=1,
                     help="runs of each kind, interleaved; the medians are reported")
+    ap.add_argument("--tf-python", default=None,
+                    help="an interpreter where TensorFlow imports: prints TF 1.x's own steps/s "
+                         "with one worker and with two on these cores")
     args = ap.parse_args(argv)
     kinds = args.only or list(KINDS)
     rounds: dict = {k: [] for k in kinds}
@@ -236,6 +267,9 @@ def main(argv=None):
         print(_cpu_bound(rounds["undisturbed"],
                          [r["steps_per_s_before"] for r in rounds.get("joined", ())
                           if "steps_per_s_before" in r]))
+    if args.tf_python:
+        print(tf_rates(args.tf_python, args.rows, args.features, args.steps, args.rounds),
+              flush=True)
     return rounds
 
 

@@ -17,6 +17,11 @@ data). The chief (worker 0) fetches the global step with every step; once it rea
 multiple of ``eval_every`` it fetches ``w, b`` and evaluates the held-out log-loss in NumPy,
 as ``tensorvm.jobs.logreg`` does on its client. Prints one JSON line:
 ``{"seconds_to_target", "global_step", "heldout_loss", "target_loss", "worker_steps"}``.
+
+Options beside the model's: ``"workers"`` (worker processes, default 2) and ``"rate"``: no
+evaluation; the chief times the global steps from ``rate`` to ``max_steps`` and prints
+``{"steps_per_s", ...}`` (TF's steps/s with one worker against two on the same cores: the
+peer of ``bench_training_elastic``'s join row).
 """
 import importlib.util
 import json
@@ -104,13 +109,16 @@ def worker(spec_json, task, opts_json):
             sys.stdin.readline()  # "go": both workers start together
             t0 = time.perf_counter()
             next_check, t = o["eval_every"], 0
+            t0_rate = step0 = None
             while True:
                 k = (t * B + np.arange(B)) % n
                 t += 1
                 _, step = sess.run([train, gs], {x: X[k], y: Y[k]})
+                if chief and o.get("rate") and t0_rate is None and step >= o["rate"]:
+                    t0_rate, step0 = time.perf_counter(), step  # (after a warm-up)
                 if step >= o["max_steps"]:
                     break
-                if chief and step >= next_check:
+                if chief and not o.get("rate") and step >= next_check:
                     next_check = (step // o["eval_every"] + 1) * o["eval_every"]
                     wv, bv = sess.run([w, b])
                     held = lr_mod.log_loss(Xh, yh, wv, bv)
@@ -120,14 +128,18 @@ def worker(spec_json, task, opts_json):
                                           "target_loss": target, "worker_steps": t}),
                               flush=True)
                         return
-    if chief:
+    if chief and o.get("rate"):
+        print(json.dumps({"steps_per_s": (step - step0) / (time.perf_counter() - t0_rate),
+                          "global_step": int(step), "worker_steps": t}), flush=True)
+    elif chief:
         print(json.dumps({"seconds_to_target": None, "global_step": int(step),
                           "worker_steps": t}), flush=True)
 
 
 def main(opts_json):
     spec = {"ps": [f"127.0.0.1:{_free_port()}"],
-            "worker": [f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"]}
+            "worker": [f"127.0.0.1:{_free_port()}"
+                       for _ in range(json.loads(opts_json).get("workers", 2))]}
     sj = json.dumps(spec)
     ps = subprocess.Popen([sys.executable, __file__, "ps", sj])
     workers = [subprocess.Popen([sys.executable, __file__, "worker", sj, str(k), opts_json],
