@@ -164,6 +164,15 @@ def shared_cluster_of(shared_clusters):
 
 
 @pytest.fixture(scope="module")
+def cluster3(shared_cluster_of):
+    """The suite's shared ``{"ps": 1, "worker": 2}`` cluster (three devices in three worker
+    processes), its sessions closed when the module ends."""
+    handle = shared_cluster_of({"ps": 1, "worker": 2})
+    yield handle
+    handle.close_sessions()
+
+
+@pytest.fixture(scope="module")
 def tv_cluster(request, shared_cluster_of):
     spec = getattr(request.module, "TV_CLUSTER", DEFAULT_CLUSTER)
     if not getattr(request.module, "TV_CLUSTER_SHARED", False):

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import tensorvm as tv
+import tf_loop_graphs as lg
 from opcheck import numeric_grad
 
 PS, WORKER, WORKER1 = "/job:ps/task:0", "/job:worker/task:0", "/job:worker/task:1"
@@ -20,16 +21,9 @@ X = np.array([0.1, -0.3, 0.7])
 
 def _issue_loop(x, v, devices=(PS, WORKER), iters=7):
     """The issue's example: ``acc * 1.5 + v`` on ``devices[0]``, tanh on ``devices[-1]``
-    (with three devices the counter runs on the middle one)."""
-    def body(i, acc):
-        with tv.device(devices[0]):
-            nxt = acc * 1.5 + v
-        with tv.device(devices[1]):
-            i = i + 1
-        with tv.device(devices[-1]):
-            return i, tv.tanh(nxt)
-    with tv.device(devices[-1]):
-        return tv.while_loop(lambda i, acc: i < iters, body, [tv.constant(0), x])[1]
+    (with three devices the counter runs on the middle one); built by the code that builds
+    it for TF too (:func:`tf_loop_graphs.three_device_loop`)."""
+    return lg.three_device_loop(tv, x, v, devices, iters)
 
 
 def _np_loop(x, v=0.25, iters=7):
@@ -318,13 +312,6 @@ def test_a_loop_whose_gradient_runs_on_one_device_on_a_cluster(tv_cluster, g):
         got = s.run(fetches, {x: X}, options=opts)
         for a, b in zip(got, want):
             np.testing.assert_allclose(a, b, rtol=1e-15, atol=0)
-
-
-@pytest.fixture(scope="module")
-def cluster3(shared_cluster_of):
-    handle = shared_cluster_of({"ps": 1, "worker": 2})  # the suite's shared one of this spec
-    yield handle
-    handle.close_sessions()
 
 
 @pytest.mark.cluster

@@ -146,13 +146,6 @@ def test_the_issue_example_equals_tf_on_a_cluster_on_both_planes(tv_cluster, dty
             np.testing.assert_array_equal(a, b)  # the same kernels in the same order
 
 
-@pytest.fixture(scope="module")
-def cluster3(shared_cluster_of):
-    handle = shared_cluster_of({"ps": 1, "worker": 2})  # the suite's shared one of this spec
-    yield handle
-    handle.close_sessions()
-
-
 @pytest.mark.cluster
 def test_the_body_over_three_devices_equals_tf_on_a_cluster_on_both_planes(cluster3):
     for dtype in DTYPES:

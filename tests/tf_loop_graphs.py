@@ -30,9 +30,9 @@ def issue_example(m, x, v):
 
 
 def three_device_loop(m, x, v, devices=(PS, WORKER, WORKER1), iters=ITERS):
-    """``tests/test_loops_across_devices.py::_issue_loop`` over three devices: ``acc * 1.5 + v``
-    on ``devices[0]``, the counter on ``devices[1]``, ``tanh`` (and the loop) on
-    ``devices[2]``."""
+    """The issue's loop over up to three devices (``m``: ``tensorflow.compat.v1`` or
+    ``tensorvm``): ``acc * 1.5 + v`` on ``devices[0]``, the counter on ``devices[1]``, ``tanh``
+    (and the loop) on ``devices[-1]``; with two devices the counter shares the last one."""
     def body(i, acc):
         with m.device(devices[0]):
             nxt = acc * 1.5 + v
