@@ -169,7 +169,7 @@ class JobRun:
     def _send(self, op: str, **fields) -> None:
         if not self.registry_ok:
             return
-        from tensorvm.runtime.direct.client import flush_step_reports
+        from tensorvm.runtime.direct.step_reports import flush_step_reports
         from tensorvm.scheduler_ext import TOPIC_JOBS, job_message
         try:
             flush_step_reports(self.client)  # the job's steps reach the registry first

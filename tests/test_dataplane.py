@@ -114,7 +114,7 @@ def test_a_step_carries_feeds_and_sends_not_the_graphs_constants(cluster):
 
 
 def test_direct_steps_reach_the_scheduler_in_few_report_messages(cluster):
-    from tensorvm.runtime.direct.client import TOPIC_STEPS, flush_step_reports
+    from tensorvm.runtime.direct.step_reports import TOPIC_STEPS, flush_step_reports
     g, v, out = _ps_graph()
     s = cluster.session(g, config=tv.ConfigProto(data_plane="direct"))
     s.run(v.initializer)
@@ -287,7 +287,7 @@ def test_packed_large_strided_and_other_values():
 def test_a_failed_direct_step_reports_its_error_for_the_dashboard(cluster):
     """On the direct plane a failed step reached the job's page as 'N failed' with no message
     (the Dask plane's tasks carry their exception): its record now carries the error."""
-    from tensorvm.runtime.direct.client import TOPIC_STEPS, flush_step_reports
+    from tensorvm.runtime.direct.step_reports import TOPIC_STEPS, flush_step_reports
 
     def boom(v):
         if v[0] > 2:

@@ -3,7 +3,7 @@
 A string feed (a training step's token: a 0-d object array) went through Dask's general
 serialisation, ``serialize`` -> pickle, a header and a frame of its own: ~30 us of the
 client's CPU per message and ~20 us of the worker's to read it, on every step.
-:func:`~tensorvm.runtime.direct.client.pack_feed` sends a small string array as its strings
+:func:`~tensorvm.runtime.direct.step_calls.pack_feed` sends a small string array as its strings
 (``pack``'s ``"O"`` form: no pickle either way) and pickles another small object array once,
 into a sub-header that Dask's protocol unpickles on the worker; every other value keeps
 ``pack``'s form. Either way the worker's ``unpack`` gives back an equal value (dtype, shape,
@@ -12,8 +12,8 @@ items).
 import numpy as np
 import pytest
 
-from tensorvm.runtime.direct.client import pack_feed
 from tensorvm.runtime.direct.packing import SMALL_BYTES, pack, unpack
+from tensorvm.runtime.direct.step_calls import pack_feed
 
 
 def _trip(value, counter=None):

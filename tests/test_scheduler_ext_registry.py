@@ -182,7 +182,7 @@ W0_, PS1_ = "tvm_g1_worker_0_cpu0_s0", "tvm_g1_ps_0_cpu0_s1"
 
 
 def direct_step(step: str, ok: bool = True, erred=()) -> dict:
-    """The record of one step on the direct data plane (tensorvm.runtime.direct.client)."""
+    """The record of one step on the direct data plane (tensorvm.runtime.direct.step_reports)."""
     rec = {"step": step, "n": 1, "ok": ok, "tasks": [[W0_, "tcp://w0"], [PS1_, "tcp://ps"]],
            "edges": [[W0_, PS1_]]}
     if not ok:
@@ -217,8 +217,8 @@ def test_event_topics_are_defined_once_in_core():
     scheduler_ext); the registry reads those very names."""
     from tensorvm import scheduler_ext
     from tensorvm.runtime import job_api, wire_names
-    from tensorvm.runtime.direct import client as direct_steps
-    assert scheduler_ext.TOPIC_STEPS is wire_names.TOPIC_STEPS is direct_steps.TOPIC_STEPS
+    from tensorvm.runtime.direct import step_reports
+    assert scheduler_ext.TOPIC_STEPS is wire_names.TOPIC_STEPS is step_reports.TOPIC_STEPS
     assert scheduler_ext.TOPIC_JOBS is wire_names.TOPIC_JOBS is job_api.TOPIC_JOBS
     assert scheduler_ext.TOPIC_WORKERS is wire_names.TOPIC_WORKERS
 

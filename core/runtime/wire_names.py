@@ -26,7 +26,7 @@ TOPIC_WORKERS = "tensorvm-workers"
 :class:`~tensorvm.runtime.cluster.device_map.DeviceHomes` (the one plugin that handles them):
 ``{"action": "added" | "removed", "worker": address, "name": name}``, a removal also with
 ``"devices"``, the device resources that lived on the worker. Sessions fail the steps on a
-removed worker's devices (:mod:`tensorvm.runtime.direct.client`); the job registry
+removed worker's devices (:mod:`tensorvm.runtime.direct.step_watch`); the job registry
 (:mod:`tensorvm.scheduler_ext`) keeps its list of workers from them."""
 TOPIC_STEPS = "tensorvm-direct-steps"
 """The steps a client ran on the direct data plane, which the scheduler's task hooks never see:

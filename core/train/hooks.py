@@ -410,7 +410,7 @@ class StepCounterHook(SessionRunHook):
         if self._client is None or not self._job:
             return
         try:
-            from ..runtime.direct.client import flush_step_reports
+            from ..runtime.direct.step_reports import flush_step_reports
             from ..runtime.job_api import TOPIC_JOBS
             flush_step_reports(self._client)  # the job's steps reach the registry first
             # scheduler_ext.registry.job_message's form (core never imports scheduler_ext)

@@ -186,7 +186,7 @@ class _Announced:
             _log.debug("could not report to the job registry", exc_info=True)
 
     def end(self, step: int | None, error: BaseException | None) -> None:
-        from ..runtime.direct.client import flush_step_reports
+        from ..runtime.direct.step_reports import flush_step_reports
         if self.id is None:
             return
         try:

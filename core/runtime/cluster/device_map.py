@@ -14,8 +14,8 @@ this module, so the scheduler must be able to import tensorvm), remembers every 
 worker for as long as the scheduler lives. When a device's worker leaves the cluster it logs
 the event that fails the steps on it (:data:`~tensorvm.runtime.wire_names.TOPIC_WORKERS`,
 the one event of a worker's arrival or departure on the scheduler, received through
-:mod:`tensorvm.runtime.direct.client`) and remembers how the device's state was lost and which of its
-queues, readers and iterators died with it (each worker reports those it makes,
+:mod:`tensorvm.runtime.direct.step_watch`) and remembers how the device's state was lost and
+which of its queues, readers and iterators died with it (each worker reports those it makes,
 :data:`TOPIC_MADE`), so whichever worker takes the device over is told: those fail until
 reset, while a name the lost worker never held is created as usual. Mapping a device whose
 worker left waits up to :data:`REPLACEMENT_WAIT_S` after the loss for a worker of the same name
@@ -49,7 +49,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 
 from .spec import ClusterSpec, scheduler_identity
 from ...framework.device_spec import DeviceSpec
-from ..direct.client import scheduler_gone
+from ..direct.step_errors import scheduler_gone
 from ...framework.errors import DeadlineExceededError, InvalidArgumentError, UnavailableError
 from ...vm import _dask_private
 from ...vm.interpreter import resources_of
@@ -130,7 +130,7 @@ class DeviceHomes(SchedulerPlugin):
                                   f"{time.strftime('%H:%M:%S')}",
                                   sorted(made.get(res, ()))]
                 self.left[res] = (name, time.monotonic(), len(held) > 1)
-        # sessions with a step on it fail it now (tensorvm.runtime.direct.client); the job
+        # sessions with a step on it fail it now (tensorvm.runtime.direct.step_watch); the job
         # registry (tensorvm.scheduler_ext) forgets the worker
         name = self.workers.pop(worker, None) or (min(names) if names else worker)
         scheduler.log_event(TOPIC_WORKERS, {"action": "removed", "worker": worker,
