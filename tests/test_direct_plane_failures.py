@@ -234,8 +234,25 @@ def test_waiting_steps_past_the_cap_fail_with_resource_exhausted(cluster):
         g, local, _, wait, _ = _gate_graph(gate)
         s3 = cluster.session(graph=g)
         with pytest.raises(tv.errors.ResourceExhaustedError,
-                           match=r"2 stages that wait .*WAITING_STEPS = 2"):
+                           match=r"/job:ps/\S+: 2 stages that wait for other steps \(token waits, "
+                                 r"accumulators\) run on this worker already, the most allowed "
+                                 r"\(tensorvm\.runtime\.direct\.data_plane\.WAITING_STEPS = 2\); "
+                                 r"step \S+ was not started$"):
             s3.run(wait, {local: np.int64(5)},
+                   options=tv.RunOptions(data_plane="direct", timeout_in_ms=10_000))
+        # A wait whose input comes from another device runs stage by stage: the stage is named.
+        g4 = tv.Graph()
+        with g4.as_default():
+            with tv.device("/job:worker/task:0"):
+                local4 = tv.placeholder(tv.int64, [], name="local_step")
+                after = local4 + 0
+            with tv.device("/job:ps/task:0"):
+                wait4 = apply_op("SyncTokenWait", [after], {"gate": gate}).outputs[0]
+        s4 = cluster.session(graph=g4)
+        with pytest.raises(tv.errors.ResourceExhaustedError,
+                           match=r"/job:ps/\S+: 2 stages that wait for other steps .*"
+                                 r"WAITING_STEPS = 2\); stage \S+ of step \S+ was not started$"):
+            s4.run(wait4, {local4: np.int64(5)},
                    options=tv.RunOptions(data_plane="direct", timeout_in_ms=10_000))
         gr2, step2, release = _release_graph(gate, 2)
         s2 = cluster.session(graph=gr2)

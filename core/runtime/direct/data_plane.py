@@ -296,31 +296,28 @@ class DataPlane:
             return results
         if not part.waiting:
             return await loop.run_in_executor(self.pool, run_all)
-        if self.waiting >= WAITING_STEPS:
-            raise errors.ResourceExhaustedError(
-                f"{part.device}: {self.waiting} stages that wait for other steps (token waits, "
-                f"accumulators) run on this worker already, the most allowed "
-                f"(tensorvm.runtime.direct.data_plane.WAITING_STEPS = {WAITING_STEPS}); "
-                f"step {step} was not started")
-        self.waiting += 1
-        try:
-            return await loop.run_in_executor(self.wait_pool, run_all)
-        finally:
-            self.waiting -= 1
+        return await self._in_wait_pool(loop, part, step, None, run_all)
 
     # ---- helpers --------------------------------------------------------------------------
     async def _run_waiting(self, loop, part, t, step, args, infos):
         """A stage that may wait for other steps, in a thread outside the bounded pool."""
+        return await self._in_wait_pool(loop, part, step, t.name, self._run_task, t.program,
+                                        step, args, infos)
+
+    async def _in_wait_pool(self, loop, part, step, stage, fn, *args):
+        """``fn(*args)`` in a thread of the waiting pool, at most :data:`WAITING_STEPS` at once
+        on this worker: past that, ResourceExhaustedError and ``stage`` (a task's name, or
+        None: the whole ``step``) is not started."""
         if self.waiting >= WAITING_STEPS:
+            what = f"step {step}" if stage is None else f"stage {stage} of step {step}"
             raise errors.ResourceExhaustedError(
                 f"{part.device}: {self.waiting} stages that wait for other steps (token waits, "
                 f"accumulators) run on this worker already, the most allowed "
                 f"(tensorvm.runtime.direct.data_plane.WAITING_STEPS = {WAITING_STEPS}); "
-                f"stage {t.name} of step {step} was not started")
+                f"{what} was not started")
         self.waiting += 1
         try:
-            return await loop.run_in_executor(self.wait_pool, self._run_task, t.program, step,
-                                              args, infos)
+            return await loop.run_in_executor(self.wait_pool, fn, *args)
         finally:
             self.waiting -= 1
 
