@@ -43,6 +43,7 @@ import numpy as np
 import tensorvm as tv
 from tensorvm import storage
 from tensorvm.framework.op_def_library import apply_op
+from tensorvm.runtime.cluster.stragglers import group_order, rerun_events
 
 from .api import CounterSink
 from .recovery import _INTERRUPTED, add_recovered, interrupted
@@ -224,6 +225,8 @@ class _MapPhase:
         self.attempts = ("a0", "b1") if job.speculative else ("a0",)
         self.pending = collections.deque(range(len(groups)))
         self.retries: collections.Counter = collections.Counter()
+        self.metas: list = []  # (map task, RunMetadata) of every attempt launched
+        self.reduce_step = ""  # the reduce step's id
         self.floating = bool(groups) and self._floats()
         self._counted = 0.0  # time.monotonic() when the slots were last counted
         if self.floating:
@@ -272,8 +275,10 @@ class _MapPhase:
         fetches, self.names, self.types = self.steps[self._key(m, device, attempt)]
         started = time.perf_counter()
         self.running.setdefault(m, []).append((device, started))
-        self.futures[self.pool.submit(self.session.run, fetches, options=run_options())] = (
-            m, device, attempt, started)
+        md = tv.RunMetadata()  # its step id: how the scheduler's events name its tasks
+        self.metas.append((m, md))
+        self.futures[self.pool.submit(self.session.run, fetches, options=run_options(),
+                                      run_metadata=md)] = (m, device, attempt, started)
 
     def busy(self) -> set:
         """The devices with an attempt in flight."""
@@ -439,8 +444,10 @@ def _reduce_step(job, session, phase: _MapPhase, recovered: dict) -> tuple:
             reduce_fetches.append(job._build_reducer(r, device, [], attempt, urls,
                                                      phase.types))
         _pin_stateful(graph, n0, device, r % len(free))  # (floating: free is /job:worker/task:<i>)
+    md = tv.RunMetadata()
     vals, rcounts = session.run([reduce_fetches, [t for _, t in rsink.items]],
-                                options=run_options()) if reducers else ([], [])
+                                options=run_options(), run_metadata=md) if reducers else ([], [])
+    phase.reduce_step = md.step_id
     return reducers, attempt, vals, list(zip([n for n, _ in rsink.items], rcounts))
 
 
@@ -501,6 +508,7 @@ def run_phased(job, session, num_workers: int, t0: float, committer=None, recove
     of reducers a resumed job adopted (not run again); ``boundaries``: the range partition's
     (default: sampled here)."""
     recovered = recovered or {}
+    since = time.time()
     committer, groups, maps, scratch = _setup(job, session, num_workers, committer, boundaries)
     devices = [f"/job:worker/task:{i}" for i in range(num_workers)]
     phase = _MapPhase(job, session, groups, devices, maps, f"{scratch.out_url}/_CLOSED")
@@ -520,7 +528,34 @@ def run_phased(job, session, num_workers: int, t0: float, committer=None, recove
     report_progress("done", job.name, sum(len(g) for g in groups), len(groups),
                     job.num_reducers, counters)
     return Result(counters, urls, keys, values, time.perf_counter() - t0, len(groups),
-                  job.num_reducers, skipped=phase.skipped)
+                  job.num_reducers, skipped=phase.skipped,
+                  rerun=_reruns(job, session, phase, since))
+
+
+def _reruns(job, session, phase: _MapPhase, since: float) -> list[str]:
+    """The map tasks and reducers that ran again because a worker left after ``since``:
+    those Dask recomputed (the scheduler's events name their steps: a map step is its map
+    task, the reduce step's tasks are its reducers) and those the driver ran again (a pinned
+    map step whose worker left), logged as the one-step path does."""
+    labels = {f"map{m}" for m in phase.retries}
+    if session.client is not None:
+        steps = {md.step_id: f"map{m}" for m, md in phase.metas if md.step_id}
+        try:
+            events = rerun_events(session.client, since)
+        except Exception:  # noqa: BLE001 - a report: it never fails a finished job
+            logger.debug("mr job %s: no re-run report", job.name, exc_info=True)
+            events = []
+        for name, step in events:
+            if step in steps:
+                labels.add(steps[step])
+            elif step == phase.reduce_step and phase.reduce_step:
+                labels.add(name.rpartition("-")[2])
+    rerun = sorted(labels, key=group_order)
+    if rerun:
+        logger.warning("mr job %s: a worker left mid-job; %s ran again (of %d map tasks and "
+                       "%d reducers; the others kept their work)", job.name, ", ".join(rerun),
+                       len(phase.groups), job.num_reducers)
+    return rerun
 
 
 def _close(closed: str) -> None:

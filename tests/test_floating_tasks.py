@@ -284,11 +284,15 @@ def test_worker_joining_mid_job_runs_map_tasks(cluster, tmp_path, shuffle):
 
 # ---- a: a worker killed mid-job; only its tasks run again ------------------------------------
 @pytest.mark.timeout(180)
-def test_killed_worker_reruns_only_its_tasks(cluster, tmp_path, caplog):
+@pytest.mark.parametrize("shuffle", ["memory", "storage"])
+def test_killed_worker_reruns_only_its_tasks(cluster, tmp_path, caplog, shuffle):
+    """``storage``: the phased path (a step per map task, the shuffle through storage), whose
+    driver named no re-run task before (``Result.rerun`` empty, no log line)."""
     src, expected = _corpus(tmp_path / "in", n_files=3, splits_per_file=4)
     out = tmp_path / "out"
     # worker-1 is held in its first map task (until it is killed); worker-0 maps on
-    job = _job(src, tmp_path, _held("worker-1"), output=mr.text_output(out.as_uri()))
+    job = _job(src, tmp_path, _held("worker-1"), output=mr.text_output(out.as_uri()),
+               shuffle=shuffle)
     with _session(cluster) as s:
         fut = _in_thread(lambda: job.run(s))
         assert _wait(lambda: (tmp_path / "started-worker-1").exists() or fut.done(), 60)

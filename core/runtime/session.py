@@ -102,7 +102,10 @@ class RunOptions:
 @dataclass
 class RunMetadata:
     """Filled by a traced run: one record per task (device, worker, start, end, ops) and the
-    bytes each Send moved."""
+    bytes each Send moved. ``step_id`` is set by every run it is passed to, traced or not, as
+    the run starts: the id the step's Dask keys carry (``(task name, step id, ...)``), by which
+    the scheduler's events name the step's tasks."""
+    step_id: str = ""
     step_stats: list = field(default_factory=list)
     sends: list = field(default_factory=list)
     plan: object = None
@@ -529,6 +532,8 @@ class Session:
             by_ref = {_ref(t): v for t, v in feeds.items()}
             feed_values = [by_ref[r] for r in plan.feeds]
             step_id = f"{self._token}.{next(self._steps)}"
+            if run_metadata is not None:
+                run_metadata.step_id = step_id
             values = self._backend.execute(plan, feed_values, step_id, steps, options,
                                            run_metadata)
             out = [None if s is None else _as_result(values[s]) for s in slots]

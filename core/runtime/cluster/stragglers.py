@@ -83,16 +83,31 @@ def lost_tasks(keys) -> list[tuple[str, str]]:
     return sorted(out)
 
 
+def rerun_events(client, since: float) -> list[tuple[str, str]]:
+    """``(task name, step id)`` of each floating task that ran again because a worker left
+    after ``since`` (``time.time()``), from the scheduler's :data:`TOPIC_RERUNS` events."""
+    return [(name, step) for ev_time, msg in client.get_events(TOPIC_RERUNS)
+            if isinstance(msg, dict) and msg.get("time", ev_time) >= since
+            for name, step in msg.get("tasks", ())]
+
+
+def group_order(group: str) -> tuple:
+    """Sort key of task groups: by kind, then index (``map9`` before ``map10``).
+
+    >>> sorted(["reduce0", "map10", "map9"], key=group_order)
+    ['map9', 'map10', 'reduce0']
+    """
+    return group.rstrip("0123456789"), int(_INDEX.search(group)[0]) \
+        if _INDEX.search(group) else -1
+
+
 def rerun_tasks(client, names, since: float) -> list[str]:
     """The floating tasks among ``names`` (a step's task names) that ran again because a
     worker left after ``since`` (``time.time()``), from the scheduler's
     :data:`TOPIC_RERUNS` events: each task's group (``map3``, ``reduce1``), in order."""
     names = set(names)
-    groups = {name.rpartition("-")[2] for ev_time, msg in client.get_events(TOPIC_RERUNS)
-              if isinstance(msg, dict) and msg.get("time", ev_time) >= since
-              for name, _ in msg.get("tasks", ()) if name in names}
-    return sorted(groups, key=lambda g: (g.rstrip("0123456789"), int(_INDEX.search(g)[0])
-                                         if _INDEX.search(g) else -1))
+    return sorted({name.rpartition("-")[2] for name, _ in rerun_events(client, since)
+                   if name in names}, key=group_order)
 
 
 def task_kind(key) -> tuple | None:
