@@ -333,9 +333,9 @@ class JobRegistry:
         >>> reg.workers.update({"tcp://a": "worker-0", "tcp://b": "worker-1"})
         >>> key = ("tvm_g1_worker_float_cpu0_s0-map13", "x.0")
         >>> reg.graph_submitted("C1", {key: []})
-        >>> reg.task_moved({"key": str(key), "from": "tcp://b", "to": "tcp://a", "time": 7.0})
+        >>> reg.task_moved({"key": list(key), "from": "tcp://b", "to": "tcp://a", "time": 7.0})
         ... # doctest: +NORMALIZE_WHITESPACE
-        {'session-C1': {'key': "('tvm_g1_worker_float_cpu0_s0-map13', 'x.0')", 'from': 'tcp://b',
+        {'session-C1': {'key': ['tvm_g1_worker_float_cpu0_s0-map13', 'x.0'], 'from': 'tcp://b',
                         'to': 'tcp://a', 'time': 7.0, 'from_name': 'worker-1',
                         'to_name': 'worker-0'}}
         >>> m = reg.job("session-C1")["moved"][0]

@@ -52,7 +52,7 @@ def reg():
 
 
 def _move(key, src, dst, t=1001.0) -> dict:
-    return {"key": str(key), "from": src, "to": dst, "time": t}
+    return {"key": list(key), "from": src, "to": dst, "time": t}
 
 
 # ---- the registry (pure) -----------------------------------------------------------------------
@@ -69,7 +69,7 @@ def test_the_topics_are_defined_once_in_core():
 def test_a_move_counts_for_the_job_whose_key_moved(reg):
     key = (MAP.format(12), "b.0")
     assert reg.task_moved(_move(key, B, A, 1002.5)) == {"j2": {
-        "key": str(key), "from": B, "to": A, "time": 1002.5, "from_name": "worker-1",
+        "key": list(key), "from": B, "to": A, "time": 1002.5, "from_name": "worker-1",
         "to_name": "worker-0"}}  # what the job's event log keeps
     # a Send of a map task (a pick waiting behind a busy thread) moves too
     reg.task_moved(_move((MAP.format(3).replace("_s0-", "_s0_send-") + "_1", "b.0", 1), B, C))

@@ -91,14 +91,17 @@ def rerun_events(client, since: float) -> list[tuple[str, str]]:
             for name, step in msg.get("tasks", ())]
 
 
-def group_order(group: str) -> tuple:
-    """Sort key of task groups: by kind, then index (``map9`` before ``map10``).
+def group_order(label: str) -> tuple:
+    """Sort key of task groups and labels: by kind, then index as a number (``map9`` before
+    ``map10``; a label ``map13 send 2`` after ``map13``), the order a driver's
+    ``Result.rerun`` and the job page list them in.
 
-    >>> sorted(["reduce0", "map10", "map9"], key=group_order)
-    ['map9', 'map10', 'reduce0']
+    >>> sorted(["reduce0", "map10", "map13 send 2", "map9", "map13"], key=group_order)
+    ['map9', 'map10', 'map13', 'map13 send 2', 'reduce0']
     """
-    return group.rstrip("0123456789"), int(_INDEX.search(group)[0]) \
-        if _INDEX.search(group) else -1
+    head = label.split(" ", 1)[0]
+    m = _INDEX.search(head)
+    return (head[: m.start()] if m else head, int(m.group(0)) if m else -1, label)
 
 
 def rerun_tasks(client, names, since: float) -> list[str]:
@@ -344,6 +347,7 @@ class StragglerMoves(SchedulerPlugin):
                 self.moved.append(key)
                 self.zombies[src][key] = time.monotonic()
                 self.moves += 1
-                s.log_event(TOPIC_MOVES, {"key": str(key), "from": src, "to": dst,
+                s.log_event(TOPIC_MOVES, {"key": list(key) if isinstance(key, tuple) else key,
+                                          "from": src, "to": dst,
                                           "time": time.time()})
         return moves
