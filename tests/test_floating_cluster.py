@@ -151,7 +151,7 @@ def _ends_after_the_failure(folder):
 
 
 def test_a_failed_step_returns_once_no_task_of_it_runs(cluster, tmp_path):
-    """CI's failure (stop 32: a map task still running when its job failed spilled its buckets
+    """CI's failure (stop 31: a map task still running when its job failed spilled its buckets
     after the job had removed its scratch). With the options of a map-reduce job's steps
     (``wait_on_error``, as TF's Session.run waits for every executor of a step), a failed
     step returns only once its tasks in flight have ended: whatever the caller cleans up
