@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,8 @@ from tensorvm.framework.op_registry import registry
 from tensorvm.ops.mapreduce import mapreduce_ops as mro
 
 from .api import CounterSink, Emit, as_emit
+
+logger = logging.getLogger("tensorvm")
 
 __all__ = ["Result", "call_user", "run_options", "progress_to", "written_bytes"]
 
@@ -165,6 +168,16 @@ def progress_to(callback):
         yield
     finally:
         _PROGRESS.reset(token)
+
+
+def log_reruns(name: str, rerun: list, num_map_tasks: int, num_reducers: int) -> list:
+    """Say which tasks of job ``name`` ran again because a worker left (``Result.rerun``);
+    returns ``rerun``."""
+    if rerun:
+        logger.warning("mr job %s: a worker left mid-job; %s ran again (of %d map tasks and "
+                       "%d reducers; the others kept their work)", name, ", ".join(rerun),
+                       num_map_tasks, num_reducers)
+    return rerun
 
 
 def report_progress(event: str, job_name: str, splits: int, map_tasks: int, reducers: int,

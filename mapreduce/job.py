@@ -43,7 +43,8 @@ from tensorvm.runtime.cluster.stragglers import rerun_tasks
 from . import recovery, sizing
 from .api import CounterSink, Input, Output, RangePartition, hash_partition, range_partition
 from .common import (Result, _Built, _device, _failed_map_task, _flat, _pin_stateful,
-                     _sum_counters, call_user, report_progress, run_options, written_bytes)
+                     _sum_counters, call_user, log_reruns, report_progress, run_options,
+                     written_bytes)
 from .sampling import sample_boundaries
 from .speculate import run_phased
 
@@ -596,11 +597,7 @@ class Job:
         except Exception:  # noqa: BLE001 - a report: it never fails a finished job
             logger.debug("mr job %s: no re-run report", self.name, exc_info=True)
             return []
-        if groups:
-            logger.warning("mr job %s: a worker left mid-job; %s ran again (of %d map tasks "
-                           "and %d reducers; the others kept their work)", self.name,
-                           ", ".join(groups), built.num_map_tasks, self.num_reducers)
-        return groups
+        return log_reruns(self.name, groups, built.num_map_tasks, self.num_reducers)
 
 
 def _worker_count(session) -> int:

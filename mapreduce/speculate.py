@@ -48,7 +48,7 @@ from tensorvm.runtime.cluster.stragglers import group_order, rerun_events
 from .api import CounterSink
 from .recovery import _INTERRUPTED, add_recovered, interrupted
 from .common import (Result, _Built, _device, _pin_stateful, _sum_counters, call_user,
-                     holds_state, report_progress, run_options, written_bytes)
+                     holds_state, log_reruns, report_progress, run_options, written_bytes)
 
 logger = logging.getLogger("tensorvm")
 
@@ -550,12 +550,8 @@ def _reruns(job, session, phase: _MapPhase, since: float) -> list[str]:
                 labels.add(steps[step])
             elif step == phase.reduce_step and phase.reduce_step:
                 labels.add(name.rpartition("-")[2])
-    rerun = sorted(labels, key=group_order)
-    if rerun:
-        logger.warning("mr job %s: a worker left mid-job; %s ran again (of %d map tasks and "
-                       "%d reducers; the others kept their work)", job.name, ", ".join(rerun),
-                       len(phase.groups), job.num_reducers)
-    return rerun
+    return log_reruns(job.name, sorted(labels, key=group_order), len(phase.groups),
+                      job.num_reducers)
 
 
 def _close(closed: str) -> None:
